@@ -1,0 +1,17 @@
+package config
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// +kubebuilder:object:root=true
+
+// CoschedulingArgs holds the arguments of the Coscheduling plugin.
+type CoschedulingArgs struct {
+	metav1.TypeMeta
+
+	// PermitWaitingTimeSeconds is how long members of a gang wait at Permit for the rest of the quorum
+	// when the PodGroup does not set spec.scheduleTimeoutSeconds.
+	PermitWaitingTimeSeconds int64
+	// PodGroupBackoffSeconds is how long a gang that failed (timed out or was rejected) stays out of
+	// the scheduling cycle before its members are tried again.
+	PodGroupBackoffSeconds int64
+}

@@ -1,0 +1,34 @@
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+)
+
+func addCoschedulingConversions(s *runtime.Scheme) error {
+	if err := s.AddConversionFunc((*CoschedulingArgs)(nil), (*config.CoschedulingArgs)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(a.(*CoschedulingArgs), b.(*config.CoschedulingArgs), scope)
+	}); err != nil {
+		return err
+	}
+	return s.AddConversionFunc((*config.CoschedulingArgs)(nil), (*CoschedulingArgs)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs(a.(*config.CoschedulingArgs), b.(*CoschedulingArgs), scope)
+	})
+}
+
+// Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs converts defaulted v1 args to the internal type.
+func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs, out *config.CoschedulingArgs, _ conversion.Scope) error { //nolint:revive,stylecheck
+	out.PermitWaitingTimeSeconds = ptr.Deref(in.PermitWaitingTimeSeconds, 0)
+	out.PodGroupBackoffSeconds = ptr.Deref(in.PodGroupBackoffSeconds, 0)
+	return nil
+}
+
+// Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs converts internal args to v1.
+func Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.CoschedulingArgs, out *CoschedulingArgs, _ conversion.Scope) error { //nolint:revive,stylecheck
+	out.PermitWaitingTimeSeconds = ptr.To(in.PermitWaitingTimeSeconds)
+	out.PodGroupBackoffSeconds = ptr.To(in.PodGroupBackoffSeconds)
+	return nil
+}

@@ -1,0 +1,17 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// +kubebuilder:object:root=true
+
+// CoschedulingArgs holds the arguments of the Coscheduling plugin.
+type CoschedulingArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PermitWaitingTimeSeconds is how long members of a gang wait at Permit for the rest of the quorum
+	// when the PodGroup does not set spec.scheduleTimeoutSeconds. Defaults to 60.
+	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
+	// PodGroupBackoffSeconds is how long a gang that failed (timed out or was rejected) stays out of
+	// the scheduling cycle before its members are tried again. Defaults to 10.
+	PodGroupBackoffSeconds *int64 `json:"podGroupBackoffSeconds,omitempty"`
+}

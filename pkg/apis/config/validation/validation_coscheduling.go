@@ -1,0 +1,25 @@
+// Package validation validates custom-scheduler's plugin args. Each plugin calls its validator from
+// New, so bad args stop the scheduler at startup with the plugin's and the field's name.
+package validation
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+)
+
+// maxPermitWaitingTimeSeconds is the framework's own cap on a Permit wait (15 minutes).
+const maxPermitWaitingTimeSeconds = 15 * 60
+
+// ValidateCoschedulingArgs validates CoschedulingArgs.
+func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) error {
+	var errs field.ErrorList
+	if args.PermitWaitingTimeSeconds <= 0 || args.PermitWaitingTimeSeconds > maxPermitWaitingTimeSeconds {
+		errs = append(errs, field.Invalid(path.Child("permitWaitingTimeSeconds"), args.PermitWaitingTimeSeconds,
+			"must be between 1 and 900 (the framework caps a Permit wait at 15 minutes)"))
+	}
+	if args.PodGroupBackoffSeconds < 0 {
+		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds, "must not be negative"))
+	}
+	return errs.ToAggregate()
+}
