@@ -4,6 +4,11 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 .DEFAULT_GOAL := help
 
+# Every go command here builds static, path-trimmed code: the binary, the envtest binaries and the
+# tests then share one build cache instead of compiling the kube tree twice.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath
+
 VERSION ?= 0.1.0
 KUBE_VERSION := $(shell go list -m -f '{{.Version}}' k8s.io/kubernetes)
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -28,6 +33,10 @@ TAG ?= v$(VERSION)
 BIN := $(CURDIR)/bin
 ASSETS_DIR = $(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
+# Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m".
+PLAYGROUND_FLAGS ?=
+# Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
+TEST_FLAGS ?=
 
 ##@ General
 
@@ -39,7 +48,7 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build bin/custom-scheduler (the same step the Dockerfile runs).
-	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/custom-scheduler ./cmd/custom-scheduler
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/custom-scheduler ./cmd/custom-scheduler
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).
@@ -53,7 +62,9 @@ generate: ## Regenerate deepcopy code and CRD YAML with controller-gen.
 
 .PHONY: run
 run: build ## Start a local playground: etcd, kube-apiserver, kwok nodes, custom-scheduler and sample workloads.
-	hack/playground.sh
+	@assets="$$(hack/envtest-assets.sh --all | tail -n 1)"; \
+	go build -o $(BIN)/playground ./hack/playground; \
+	exec $(BIN)/playground --assets "$$assets" --scheduler $(BIN)/custom-scheduler $(PLAYGROUND_FLAGS)
 
 ##@ Test
 
@@ -64,7 +75,7 @@ envtest: ## Build kube-apiserver and etcd for envtest from the go.mod pins (skip
 .PHONY: test
 test: build envtest ## Run unit and integration tests against a real apiserver.
 	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
-		go test -timeout $(TEST_TIMEOUT) ./...
+		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only.

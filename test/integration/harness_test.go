@@ -149,19 +149,18 @@ func newComponentGlobalsRegistry(t *testing.T) compatibility.ComponentGlobalsReg
 	return reg
 }
 
-// binaryPath builds the custom-scheduler binary once per test run (or uses CUSTOM_SCHEDULER_BINARY,
-// which `make test` sets to the binary it just built).
+// binaryPath is the custom-scheduler binary under test: CUSTOM_SCHEDULER_BINARY (which `make test`
+// sets to the binary it just built), else one built here once per run by `make build`.
 var binaryPath = sync.OnceValues(func() (string, error) {
 	if p := os.Getenv("CUSTOM_SCHEDULER_BINARY"); p != "" {
 		return p, nil
 	}
-	out := filepath.Join(os.TempDir(), fmt.Sprintf("custom-scheduler-test-%d", os.Getpid()))
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/custom-scheduler")
+	cmd := exec.Command("make", "build")
 	cmd.Dir = repoRoot
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building custom-scheduler: %w\n%s", err, b)
+		return "", fmt.Errorf("make build: %w\n%s", err, b)
 	}
-	return out, nil
+	return filepath.Join(repoRoot, "bin", "custom-scheduler"), nil
 })
 
 // runBinary runs the custom-scheduler binary with args until it exits or the timeout passes, and

@@ -124,8 +124,9 @@ func TestBinaryVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--version: %v\n%s", err, out)
 	}
-	if !strings.HasPrefix(out, "Kubernetes v1.37") {
-		t.Errorf("--version printed %q, want the Kubernetes version first", out)
+	// The Kubernetes version first (the scheduler derives its emulation version from it), ours after.
+	if !strings.HasPrefix(out, "Kubernetes v1.37.") || !strings.Contains(out, "+custom-scheduler.") {
+		t.Errorf("--version printed %q, want Kubernetes v1.37.x+custom-scheduler.<version>", out)
 	}
 }
 
