@@ -24,6 +24,7 @@ func init() {
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&CoschedulingArgs{},
+		&LoadAwareArgs{},
 	)
 	return nil
 }

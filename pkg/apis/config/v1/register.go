@@ -23,15 +23,20 @@ func init() {
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&CoschedulingArgs{},
+		&LoadAwareArgs{},
 	)
 	return nil
 }
 
 func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) { SetDefaults_CoschedulingArgs(obj.(*CoschedulingArgs)) })
+	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
 }
 
 func addConversionFuncs(scheme *runtime.Scheme) error {
-	return addCoschedulingConversions(scheme)
+	if err := addCoschedulingConversions(scheme); err != nil {
+		return err
+	}
+	return addLoadAwareConversions(scheme)
 }
