@@ -1,0 +1,133 @@
+package v1alpha1
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PodGroupLabel is the pod label that makes a pod a member of the PodGroup it names (same namespace).
+const PodGroupLabel = GroupName + "/pod-group"
+
+// PodGroupPhase is the phase of a pod group at the current time.
+type PodGroupPhase string
+
+// The phases of a PodGroup. They are the values scheduler-plugins uses, so tools that read them keep
+// working.
+const (
+	// PodGroupPending means the group is accepted, but fewer than minMember of its pods exist yet or
+	// the scheduler cannot place minMember of them.
+	PodGroupPending PodGroupPhase = "Pending"
+	// PodGroupPreScheduling means minMember pods exist and wait in the scheduling queue.
+	PodGroupPreScheduling PodGroupPhase = "PreScheduling"
+	// PodGroupScheduling means the scheduler has reserved some members and waits for the rest of the
+	// quorum, or some but fewer than minMember members are bound.
+	PodGroupScheduling PodGroupPhase = "Scheduling"
+	// PodGroupScheduled means at least minMember pods are bound to nodes.
+	PodGroupScheduled PodGroupPhase = "Scheduled"
+	// PodGroupRunning means at least minMember pods are running (or have succeeded).
+	PodGroupRunning PodGroupPhase = "Running"
+	// PodGroupFinished means at least minMember pods have succeeded.
+	PodGroupFinished PodGroupPhase = "Finished"
+	// PodGroupFailed means a member failed and fewer than minMember pods are running or succeeded.
+	PodGroupFailed PodGroupPhase = "Failed"
+	// PodGroupUnknown means the phase could not be determined.
+	PodGroupUnknown PodGroupPhase = "Unknown"
+)
+
+// PodGroup is a group of pods that must be scheduled together: no member is bound unless minMember
+// members can be placed at once.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName={pg,pgs}
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"
+// +kubebuilder:printcolumn:name="Phase",JSONPath=".status.phase",type=string,description="Current phase of the PodGroup."
+// +kubebuilder:printcolumn:name="MinMember",JSONPath=".spec.minMember",type=integer,description="The minimal number of members that must be scheduled together."
+// +kubebuilder:printcolumn:name="Scheduled",JSONPath=".status.scheduled",type=integer,description="The number of members bound to nodes."
+// +kubebuilder:printcolumn:name="Running",JSONPath=".status.running",type=integer,description="The number of actively running pods."
+// +kubebuilder:printcolumn:name="Succeeded",JSONPath=".status.succeeded",type=integer,description="The number of pods which reached phase Succeeded."
+// +kubebuilder:printcolumn:name="Failed",JSONPath=".status.failed",type=integer,description="The number of pods which reached phase Failed."
+// +kubebuilder:printcolumn:name="Timeout",JSONPath=".spec.scheduleTimeoutSeconds",type=integer,priority=1,description="Seconds members wait at Permit for the quorum."
+// +kubebuilder:printcolumn:name="Age",JSONPath=".metadata.creationTimestamp",type=date,description="Age is the time PodGroup was created."
+type PodGroup struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Specification of the desired behavior of the pod group.
+	// +optional
+	Spec PodGroupSpec `json:"spec,omitempty"`
+
+	// Status represents the current information about a pod group.
+	// This data may not be up to date.
+	// +optional
+	Status PodGroupStatus `json:"status,omitempty"`
+}
+
+// PodGroupSpec represents the template of a pod group.
+type PodGroupSpec struct {
+	// MinMember is the minimal number of members that must be placed at once; if the cluster cannot
+	// place that many, the scheduler binds none of them. The minimum is 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	MinMember int32 `json:"minMember,omitempty"`
+
+	// MinResources is the minimal total of resources the members need to run; the scheduler does not
+	// start the group while the cluster's free resources are below it.
+	// +optional
+	MinResources v1.ResourceList `json:"minResources,omitempty"`
+
+	// ScheduleTimeoutSeconds is how long reserved members wait for the rest of the quorum before the
+	// whole group is rejected and its reservations released. Unset or 0 means the scheduler's
+	// default (the Coscheduling plugin's permitWaitingTimeSeconds).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// PodGroupStatus represents the current state of a pod group.
+type PodGroupStatus struct {
+	// Current phase of PodGroup.
+	// +optional
+	Phase PodGroupPhase `json:"phase,omitempty"`
+
+	// OccupiedBy marks the workload (e.g., deployment, statefulset) UID that occupy the podgroup.
+	// It is empty if not initialized.
+	// +optional
+	OccupiedBy string `json:"occupiedBy,omitempty"`
+
+	// The number of pods bound to nodes, including those that finished.
+	// +optional
+	Scheduled int32 `json:"scheduled,omitempty"`
+
+	// The number of actively running pods.
+	// +optional
+	Running int32 `json:"running,omitempty"`
+
+	// The number of pods which reached phase Succeeded.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+
+	// The number of pods which reached phase Failed.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+
+	// ScheduleStartTime is when the scheduler first started placing the group.
+	// +optional
+	ScheduleStartTime metav1.Time `json:"scheduleStartTime,omitempty"`
+}
+
+// PodGroupList is a collection of pod groups.
+//
+// +kubebuilder:object:root=true
+type PodGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items is the list of PodGroup
+	Items []PodGroup `json:"items"`
+}
