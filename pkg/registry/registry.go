@@ -5,6 +5,10 @@ package registry
 import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	// Registers our plugin args into kube-scheduler's configuration scheme.
+	_ "github.com/custom-scheduler/custom-scheduler/pkg/apis/config/scheme"
+	"github.com/custom-scheduler/custom-scheduler/pkg/loadaware"
 )
 
 // Plugin is one out-of-tree plugin: its registry name and factory.
@@ -15,7 +19,9 @@ type Plugin struct {
 
 // Plugins returns every out-of-tree plugin this scheduler carries.
 func Plugins() []Plugin {
-	return []Plugin{}
+	return []Plugin{
+		{Name: loadaware.Name, Factory: loadaware.New},
+	}
 }
 
 // Options returns the scheduler command options that register every plugin from Plugins.

@@ -1,0 +1,125 @@
+package loadaware
+
+import (
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// maxRejectedPods bounds the pods remembered for requeueing; beyond it, rejected pods wait for the
+// scheduler's own periodic flush of unschedulable pods (podMaxInUnschedulablePodsDuration).
+const maxRejectedPods = 10000
+
+// rejectedPods remembers pods the Filter rejected, with their estimates. Node load is not a cluster
+// event, so no informer wakes these pods up when a node cools down: the refresher does, through the
+// framework's Activate, for the pods whose estimate fits under the thresholds of a node that cooled.
+type rejectedPods struct {
+	mu   sync.Mutex
+	pods map[types.UID]rejectedPod
+	// n mirrors len(pods), so pod events skip the lock when nothing is remembered.
+	n atomic.Int64
+}
+
+type rejectedPod struct {
+	pod      *v1.Pod
+	estimate usage
+}
+
+func newRejectedPods() *rejectedPods {
+	return &rejectedPods{pods: map[types.UID]rejectedPod{}}
+}
+
+func (r *rejectedPods) add(pod *v1.Pod, estimate usage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pods) >= maxRejectedPods {
+		return
+	}
+	r.pods[pod.UID] = rejectedPod{pod: pod, estimate: estimate}
+	r.n.Store(int64(len(r.pods)))
+}
+
+func (r *rejectedPods) remove(uid types.UID) {
+	if r.n.Load() == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pods, uid)
+	r.n.Store(int64(len(r.pods)))
+}
+
+// takeFitting removes and returns the pods whose estimate fits on some node, per fits.
+func (r *rejectedPods) takeFitting(fits func(usage) bool) map[string]*v1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pods) == 0 {
+		return nil
+	}
+	var out map[string]*v1.Pod
+	decided := map[usage]bool{}
+	for uid, rp := range r.pods {
+		ok, seen := decided[rp.estimate]
+		if !seen {
+			ok = fits(rp.estimate)
+			decided[rp.estimate] = ok
+		}
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]*v1.Pod{}
+		}
+		out[string(uid)] = rp.pod
+		delete(r.pods, uid)
+	}
+	r.n.Store(int64(len(r.pods)))
+	return out
+}
+
+// requeue activates the remembered pods whose estimate now fits under the thresholds of one of the
+// nodes that cooled down in the last refresh.
+func (pl *LoadAware) requeue(logger klog.Logger, cooled []string) {
+	if pl.rejected.n.Load() == 0 || pl.handle == nil || pl.handle.SharedInformerFactory() == nil {
+		return
+	}
+	lister := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister()
+	nodes := pl.store.snapshot()
+	type headroom struct{ cpu, memory int64 }
+	rooms := make([]headroom, 0, len(cooled))
+	for _, name := range cooled {
+		l := load(nodes, name)
+		node, err := lister.Get(name)
+		if l == nil || err != nil {
+			continue
+		}
+		room := headroom{cpu: -1, memory: -1} // -1: no limit for this resource
+		if a := node.Status.Allocatable.Cpu().MilliValue(); pl.thresholdCPU > 0 && a > 0 {
+			room.cpu = max(a*pl.thresholdCPU/100-l.usage.MilliCPU, 0)
+		}
+		if a := node.Status.Allocatable.Memory().Value(); pl.thresholdMemory > 0 && a > 0 {
+			room.memory = max(a/100*pl.thresholdMemory-l.usage.Memory, 0)
+		}
+		rooms = append(rooms, room)
+	}
+	if len(rooms) == 0 {
+		return
+	}
+	pods := pl.rejected.takeFitting(func(u usage) bool {
+		for _, r := range rooms {
+			if (r.cpu < 0 || u.MilliCPU <= r.cpu) && (r.memory < 0 || u.Memory <= r.memory) {
+				return true
+			}
+		}
+		return false
+	})
+	if len(pods) == 0 {
+		return
+	}
+	logger.V(3).Info("Requeueing pods the LoadAware Filter rejected: node load dropped", "pods", len(pods), "cooledNodes", len(rooms))
+	requeuedPods.WithLabelValues(pl.profile).Add(float64(len(pods)))
+	pl.handle.Activate(logger, pods)
+}
