@@ -8,6 +8,7 @@ import (
 
 	// Registers our plugin args into kube-scheduler's configuration scheme.
 	_ "github.com/custom-scheduler/custom-scheduler/pkg/apis/config/scheme"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
 	"github.com/custom-scheduler/custom-scheduler/pkg/loadaware"
 )
 
@@ -20,6 +21,7 @@ type Plugin struct {
 // Plugins returns every out-of-tree plugin this scheduler carries.
 func Plugins() []Plugin {
 	return []Plugin{
+		{Name: coscheduling.Name, Factory: coscheduling.New},
 		{Name: loadaware.Name, Factory: loadaware.New},
 	}
 }

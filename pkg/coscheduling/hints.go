@@ -1,0 +1,111 @@
+package coscheduling
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// Queueing hints. The scheduler calls them only for pods this plugin rejected or gated, so they are
+// all gang members; each returns Queue only when the event can change this plugin's answer.
+
+// isSchedulableAfterPodAdded requeues a member when a pod of its own group is added and the group now
+// has minMember pods. The count is computed once per added pod, not once per waiting member.
+func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	_, added, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	name, ok := podGroupName(pod)
+	if !ok || added.Namespace != pod.Namespace {
+		return fwk.QueueSkip, nil
+	}
+	if addedName, ok := podGroupName(added); !ok || addedName != name {
+		return fwk.QueueSkip, nil
+	}
+	pg := pl.podGroups.get(pod.Namespace, name)
+	if pg == nil {
+		return fwk.QueueSkip, nil
+	}
+	key := groupKey(pod.Namespace, name)
+	pl.mu.Lock()
+	memo, ok := pl.hintMemo[key]
+	pl.mu.Unlock()
+	if !ok || memo.uid != added.UID {
+		memo = hintCount{uid: added.UID, count: pl.countMembers(pod.Namespace, name)}
+		pl.mu.Lock()
+		pl.hintMemo[key] = memo
+		pl.mu.Unlock()
+	}
+	if memo.count < minMember(pg) {
+		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", key, "members", memo.count)
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterCapacityFreed requeues a member when an assigned pod is deleted or shrinks (which
+// includes the reservations of a rejected gang being released).
+func (pl *Coscheduling) isSchedulableAfterCapacityFreed(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	if _, ok := podGroupName(pod); !ok {
+		return fwk.QueueSkip, nil
+	}
+	pl.epoch.Add(1)
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterNodeChange requeues a member when a node is added, or gains allocatable, labels,
+// or loses taints or unschedulable.
+func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	if _, ok := podGroupName(pod); !ok {
+		return fwk.QueueSkip, nil
+	}
+	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if oldNode == nil || nodeGainedRoom(oldNode, newNode) {
+		pl.epoch.Add(1)
+		return fwk.Queue, nil
+	}
+	logger.V(5).Info("Node update does not make room for a gang", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+	return fwk.QueueSkip, nil
+}
+
+// nodeGainedRoom reports whether a node update can let more pods onto it.
+func nodeGainedRoom(oldNode, newNode *v1.Node) bool {
+	for name, q := range newNode.Status.Allocatable {
+		if old, ok := oldNode.Status.Allocatable[name]; !ok || q.Cmp(old) > 0 {
+			return true
+		}
+	}
+	if oldNode.Spec.Unschedulable && !newNode.Spec.Unschedulable {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(oldNode.Spec.Taints, newNode.Spec.Taints) {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(oldNode.Labels, newNode.Labels)
+}
+
+// isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or changed.
+// The object comes from the scheduler's dynamic informer (unstructured) or a typed one.
+func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	name, ok := podGroupName(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	obj, err := meta.Accessor(newObj)
+	if err != nil {
+		return fwk.Queue, fmt.Errorf("reading a PodGroup event: %w", err)
+	}
+	if obj.GetNamespace() != pod.Namespace || obj.GetName() != name {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

@@ -1,0 +1,64 @@
+package coscheduling
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "custom_scheduler_coscheduling"
+
+// Rejection reasons, the bounded values of the rejections counter's reason label.
+const (
+	reasonMemberUnschedulable = "member_unschedulable"
+	reasonTimeout             = "timeout"
+	reasonInfeasible          = "infeasible"
+	reasonMemberRejected      = "member_rejected"
+)
+
+// The plugin's metrics. Each is updated once per gang event (an attempt reaching its quorum, failing
+// or waiting), never per node or per waiting pod.
+var (
+	timeToQuorum = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "time_to_quorum_seconds",
+		Help:           "Time from a gang attempt's first reserved member to the member that completed its quorum (minMember members reserved or bound).",
+		Buckets:        metrics.ExponentialBuckets(0.01, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	gangTimeouts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gang_timeouts_total",
+		Help:           "Gang attempts whose reserved members waited at Permit longer than the group's schedule timeout and were all rejected.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	gangRejections = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gang_rejections_total",
+		Help:           "Gang attempts rejected as a whole, by reason (member_unschedulable, member_rejected, timeout, infeasible).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "reason"})
+	gangsWaiting = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gangs_waiting",
+		Help:           "Pod groups with at least one member waiting at Permit for the rest of the quorum.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	statusUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "podgroup_status_updates_total",
+		Help:           "PodGroup status patches sent by the background status updater, by result (success, error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "result"})
+)
+
+var registerMetrics sync.Once
+
+// RegisterMetrics registers the plugin's metrics into the legacy registry that the scheduler serves
+// on /metrics. It is safe to call more than once.
+func RegisterMetrics() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, statusUpdates)
+	})
+}
