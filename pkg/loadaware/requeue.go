@@ -81,8 +81,9 @@ func (r *rejectedPods) takeFitting(fits func(usage) bool) map[string]*v1.Pod {
 }
 
 // requeue activates the remembered pods whose estimate now fits under the thresholds of one of the
-// nodes that cooled down in the last refresh.
-func (pl *LoadAware) requeue(logger klog.Logger, cooled []string) {
+// nodes that cooled down in the last refresh; all of them when anyFits (a node became unmeasured and
+// passes the Filter).
+func (pl *LoadAware) requeue(logger klog.Logger, cooled []string, anyFits bool) {
 	if pl.rejected.n.Load() == 0 || pl.handle == nil || pl.handle.SharedInformerFactory() == nil {
 		return
 	}
@@ -105,10 +106,13 @@ func (pl *LoadAware) requeue(logger klog.Logger, cooled []string) {
 		}
 		rooms = append(rooms, room)
 	}
-	if len(rooms) == 0 {
+	if len(rooms) == 0 && !anyFits {
 		return
 	}
 	pods := pl.rejected.takeFitting(func(u usage) bool {
+		if anyFits {
+			return true
+		}
 		for _, r := range rooms {
 			if (r.cpu < 0 || u.MilliCPU <= r.cpu) && (r.memory < 0 || u.Memory <= r.memory) {
 				return true

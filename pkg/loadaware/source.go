@@ -95,12 +95,12 @@ func (pl *LoadAware) refresh(ctx context.Context) {
 	now := pl.clock.Now()
 	staleBefore := now.Add(-pl.staleness)
 	var samples map[string]sample
+	state := apiAvailable
 	if err != nil {
 		metricsFetches.WithLabelValues(pl.profile, "error").Inc()
-		pl.setAPIState(logger, apiUnavailable, err)
+		state = apiUnavailable
 	} else {
 		metricsFetches.WithLabelValues(pl.profile, "success").Inc()
-		pl.setAPIState(logger, apiAvailable, nil)
 		samples = make(map[string]sample, len(items))
 		for i := range items {
 			m := &items[i]
@@ -112,10 +112,15 @@ func (pl *LoadAware) refresh(ctx context.Context) {
 		}
 	}
 	result := pl.store.setSamples(samples, staleBefore)
+	// The state is published after the cache, so whoever sees "available" sees the samples too.
+	pl.setAPIState(logger, state, err)
 	pendingEstimates.WithLabelValues(pl.profile).Set(float64(result.pending))
 	pl.updateNodesWithoutFreshMetrics(result.fresh)
-	if len(result.cooled) > 0 {
-		pl.requeue(logger, result.cooled)
+	// A node whose sample expired passes the Filter from now on, unless unmeasured nodes are rejected
+	// while the API answers.
+	expiredPass := result.expired > 0 && (!pl.rejectMissing || state != apiAvailable)
+	if len(result.cooled) > 0 || expiredPass {
+		pl.requeue(logger, result.cooled, expiredPass)
 	}
 }
 

@@ -98,6 +98,8 @@ type refreshResult struct {
 	// cooled lists nodes whose load went down (or that got a fresh sample they lacked): pods the
 	// Filter rejected may fit there now.
 	cooled []string
+	// expired is how many nodes lost their last sample to staleness in this call.
+	expired int
 }
 
 // setSamples records a round of samples (nil after a failed fetch). Estimates the new samples cover
@@ -132,6 +134,7 @@ func (s *store) setSamples(samples map[string]sample, staleBefore time.Time) ref
 		}
 		if e.sample != nil && e.sample.timestamp.Before(staleBefore) {
 			e.sample = nil
+			result.expired++
 		}
 		if e.sample == nil && len(e.pending) == 0 {
 			delete(next, name)
