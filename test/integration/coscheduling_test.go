@@ -1,0 +1,342 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+)
+
+var podGroupGVR = schema.GroupVersionResource{Group: v1alpha1.GroupName, Version: "v1alpha1", Resource: "podgroups"}
+
+// coschedulingProfiles enables Coscheduling at every extension point it implements, with short
+// timeouts so the tests stay quick.
+const coschedulingProfiles = `  - schedulerName: custom-scheduler
+    plugins:
+      queueSort:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: PrioritySort
+      preEnqueue:
+        enabled:
+          - name: Coscheduling
+      preFilter:
+        enabled:
+          - name: Coscheduling
+      postFilter:
+        enabled:
+          - name: Coscheduling
+      reserve:
+        enabled:
+          - name: Coscheduling
+      permit:
+        enabled:
+          - name: Coscheduling
+    pluginConfig:
+      - name: Coscheduling
+        args:
+          permitWaitingTimeSeconds: 10
+          podGroupBackoffSeconds: 1
+`
+
+func dynamicClient(t *testing.T) dynamic.Interface {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// createPodGroup creates a PodGroup; timeout 0 leaves spec.scheduleTimeoutSeconds unset.
+func createPodGroup(t *testing.T, ns, name string, minMember, timeoutSeconds int64) {
+	t.Helper()
+	spec := map[string]any{"minMember": minMember}
+	if timeoutSeconds > 0 {
+		spec["scheduleTimeoutSeconds"] = timeoutSeconds
+	}
+	pg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		"kind":       "PodGroup",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec":       spec,
+	}}
+	if _, err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PodGroup %s/%s: %v", ns, name, err)
+	}
+}
+
+// gangPod is a member of PodGroup group requesting cpu.
+func gangPod(ns, name, group, cpu string) *v1.Pod {
+	return st.MakePod().Namespace(ns).Name(name).SchedulerName(schedulerName).
+		Label(v1alpha1.PodGroupLabel, group).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "100Mi"}).Container("pause").Obj()
+}
+
+// createGang creates n members of group named <group>-<i>.
+func createGang(t *testing.T, ns, group string, n int, cpu string) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", group, i)
+		createPod(t, gangPod(ns, names[i], group, cpu))
+	}
+	return names
+}
+
+// boundMembers counts the group's pods that have a node.
+func boundMembers(ctx context.Context, ns, group string) (int, error) {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func waitForBoundMembers(t *testing.T, ns, group string, want int) {
+	t.Helper()
+	waitFor(t, ns, fmt.Sprintf("%d members of %s/%s bound", want, ns, group), func(ctx context.Context) (bool, error) {
+		n, err := boundMembers(ctx, ns, group)
+		return n == want, err
+	})
+}
+
+func consistentlyNoneBound(t *testing.T, d time.Duration, ns string, groups ...string) {
+	t.Helper()
+	consistently(t, d, fmt.Sprintf("no member of %v is bound", groups), func(ctx context.Context) (bool, error) {
+		for _, g := range groups {
+			if n, err := boundMembers(ctx, ns, g); err != nil || n != 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+func getPodGroup(t *testing.T, ns, name string) *v1alpha1.PodGroup {
+	t.Helper()
+	u, err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting PodGroup %s/%s: %v", ns, name, err)
+	}
+	pg := &v1alpha1.PodGroup{}
+	if err := runtimeFromUnstructured(u, pg); err != nil {
+		t.Fatal(err)
+	}
+	return pg
+}
+
+func runtimeFromUnstructured(u *unstructured.Unstructured, out any) error {
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(b, out)
+}
+
+// cosNodes creates n nodes named <prefix>-<i> with the given CPUs.
+func cosNodes(t *testing.T, prefix string, n int, cpu string) {
+	t.Helper()
+	for i := range n {
+		createNode(t, fmt.Sprintf("%s-%d", prefix, i), cpu, "8Gi", nil)
+	}
+}
+
+// TestCoscheduling runs gangs through the real scheduler: all-or-nothing placement, nothing held by
+// an infeasible gang, competing gangs, and the Permit timeout.
+func TestCoscheduling(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+
+	t.Run("a gang of 4 on 4 fitting nodes is bound entirely", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "fit", 4, "2")
+		createPodGroup(t, ns, "train", 4, 0)
+		names := createGang(t, ns, "train", 4, "1500m")
+		nodes := map[string]bool{}
+		for _, n := range names {
+			nodes[waitForPodBound(t, ns, n)] = true
+		}
+		if len(nodes) != 4 {
+			t.Errorf("members landed on %d nodes, want 4 (one per node)", len(nodes))
+		}
+		waitForEvent(t, ns, names[0], coscheduling.EventWaitingForQuorum, schedulerName)
+		waitFor(t, ns, "the PodGroup status to say Scheduled with 4 scheduled", func(context.Context) (bool, error) {
+			pg := getPodGroup(t, ns, "train")
+			return pg.Status.Phase == v1alpha1.PodGroupScheduled && pg.Status.Scheduled == 4 && !pg.Status.ScheduleStartTime.IsZero(), nil
+		})
+	})
+
+	t.Run("a gang of 5 where 4 fit holds nothing and binds when a node is added", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "four", 4, "4")
+		createPodGroup(t, ns, "big", 5, 0)
+		names := createGang(t, ns, "big", 5, "3")
+		for _, n := range names {
+			msg := waitForPodUnschedulable(t, ns, n)
+			if !strings.Contains(msg, "fit only 4") {
+				t.Errorf("member %s: PodScheduled message %q does not say that only 4 fit", n, msg)
+			}
+		}
+		waitForEvent(t, ns, names[0], coscheduling.EventGangInfeasible, schedulerName)
+		// A member holding 3 of a node's 4 CPUs would leave no room for this 2-CPU pod anywhere.
+		plain := createPod(t, st.MakePod().Namespace(ns).Name("plain").SchedulerName(schedulerName).
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Container("pause").Obj())
+		waitForPodBound(t, ns, plain.Name)
+		consistentlyNoneBound(t, 2*time.Second, ns, "big")
+
+		if err := client.CoreV1().Pods(ns).Delete(context.Background(), plain.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		createNode(t, "four-extra", "4", "8Gi", nil)
+		waitForBoundMembers(t, ns, "big", 5)
+	})
+
+	t.Run("the Permit timeout rejects every waiting member and binds none", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "slow", 3, "2")
+		createPodGroup(t, ns, "slow", 3, 2)
+		createPod(t, gangPod(ns, "slow-0", "slow", "1"))
+		createPod(t, gangPod(ns, "slow-1", "slow", "1"))
+		// The third member exists but is held by a scheduling gate: the others reserve and wait.
+		held := gangPod(ns, "slow-2", "slow", "1")
+		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+		createPod(t, held)
+		waitForEvent(t, ns, "slow-0", coscheduling.EventWaitingForQuorum, schedulerName)
+		ev := waitForEvent(t, ns, "slow-0", coscheduling.EventGangTimedOut, schedulerName)
+		if !strings.Contains(ev.Message, "timed out") {
+			t.Errorf("GangTimedOut event %q does not say it timed out", ev.Message)
+		}
+		waitForEvent(t, ns, "slow-1", coscheduling.EventGangTimedOut, schedulerName)
+		consistentlyNoneBound(t, 4*time.Second, ns, "slow")
+	})
+}
+
+// TestCoschedulingAPI checks the PodGroup CRD: invalid groups are refused by the apiserver, and the
+// manifests that scheduler-plugins and Kubeflow publish apply unchanged.
+func TestCoschedulingAPI(t *testing.T) {
+	ns := testNamespace(t)
+	pgs := dynamicClient(t).Resource(podGroupGVR).Namespace(ns)
+	ctx := context.Background()
+
+	t.Run("invalid PodGroups are rejected", func(t *testing.T) {
+		cases := map[string]struct {
+			spec map[string]any
+			want string
+		}{
+			"minMember 0":                 {spec: map[string]any{"minMember": int64(0)}, want: "spec.minMember"},
+			"negative minMember":          {spec: map[string]any{"minMember": int64(-2)}, want: "spec.minMember"},
+			"negative timeout":            {spec: map[string]any{"minMember": int64(2), "scheduleTimeoutSeconds": int64(-1)}, want: "spec.scheduleTimeoutSeconds"},
+			"minMember of the wrong type": {spec: map[string]any{"minMember": "three"}, want: "spec.minMember"},
+		}
+		i := 0
+		for name, tc := range cases {
+			i++
+			pg := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "PodGroup",
+				"metadata": map[string]any{"name": fmt.Sprintf("invalid-%d", i)},
+				"spec":     tc.spec,
+			}}
+			_, err := pgs.Create(ctx, pg, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) {
+				t.Errorf("%s: create returned %v, want an Invalid error", name, err)
+				continue
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: error %q does not name %s", name, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("minMember defaults to 1", func(t *testing.T) {
+		pg := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "PodGroup",
+			"metadata": map[string]any{"name": "defaulted"},
+			"spec":     map[string]any{},
+		}}
+		created, err := pgs.Create(ctx, pg, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := unstructured.NestedInt64(created.Object, "spec", "minMember"); v != 1 {
+			t.Errorf("spec.minMember = %d, want the default 1", v)
+		}
+	})
+
+	// Shapes from scheduler-plugins' Coscheduling README and Kubeflow's training operator docs.
+	published := map[string]string{
+		"scheduler-plugins": `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: nginx
+spec:
+  scheduleTimeoutSeconds: 10
+  minMember: 3
+`,
+		"kubeflow": `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: pytorch-dist-mnist
+  labels:
+    training.kubeflow.org/job-name: pytorch-dist-mnist
+spec:
+  minMember: 3
+  minResources:
+    cpu: "3"
+    memory: 6Gi
+    nvidia.com/gpu: "2"
+  scheduleTimeoutSeconds: 60
+`,
+	}
+	for name, manifest := range published {
+		t.Run("the "+name+" manifest applies unchanged", func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			created, err := pgs.Create(ctx, obj, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("applying the %s manifest: %v", name, err)
+			}
+			wantSpec, _, _ := unstructured.NestedMap(obj.Object, "spec")
+			gotSpec, _, _ := unstructured.NestedMap(created.Object, "spec")
+			if fmt.Sprint(wantSpec) != fmt.Sprint(gotSpec) {
+				t.Errorf("spec changed on the way in:\nwant %v\ngot  %v", wantSpec, gotSpec)
+			}
+			// The status that scheduler-plugins' controller writes is accepted as well.
+			status := map[string]any{"phase": "Running", "occupiedBy": "0b9f1c1e-0000-4000-8000-000000000001",
+				"running": int64(3), "succeeded": int64(0), "failed": int64(0), "scheduleStartTime": "2024-01-02T03:04:05Z"}
+			if err := unstructured.SetNestedMap(created.Object, status, "status"); err != nil {
+				t.Fatal(err)
+			}
+			updated, err := pgs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatalf("writing a scheduler-plugins status: %v", err)
+			}
+			gotStatus, _, _ := unstructured.NestedMap(updated.Object, "status")
+			if fmt.Sprint(status) != fmt.Sprint(gotStatus) {
+				t.Errorf("status changed on the way in:\nwant %v\ngot  %v", status, gotStatus)
+			}
+		})
+	}
+}
