@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	apiservercompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/configz"
@@ -143,7 +144,7 @@ func newComponentGlobalsRegistry(t *testing.T) compatibility.ComponentGlobalsReg
 	t.Helper()
 	reg := compatibility.NewComponentGlobalsRegistry()
 	featureGate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-	if err := reg.Register(compatibility.DefaultKubeComponent, compatibility.DefaultBuildEffectiveVersion(), featureGate); err != nil {
+	if err := reg.Register(compatibility.DefaultKubeComponent, apiservercompatibility.DefaultBuildEffectiveVersion(), featureGate); err != nil {
 		t.Fatalf("registering component globals: %v", err)
 	}
 	return reg
@@ -308,7 +309,7 @@ func waitForPodUnschedulable(t *testing.T, ns, name string) string {
 }
 
 // waitForEvent waits for an event about the named object with the given reason, reported by
-// reportingController, and returns it.
+// reportingController (any when empty), and returns it.
 func waitForEvent(t *testing.T, ns, objectName, reason, reportingController string) *v1.Event {
 	t.Helper()
 	var found *v1.Event
@@ -319,7 +320,7 @@ func waitForEvent(t *testing.T, ns, objectName, reason, reportingController stri
 		}
 		for i := range events.Items {
 			e := &events.Items[i]
-			if e.InvolvedObject.Name == objectName && e.Reason == reason && eventSource(e) == reportingController {
+			if e.InvolvedObject.Name == objectName && e.Reason == reason && (reportingController == "" || eventSource(e) == reportingController) {
 				found = e
 				return true, nil
 			}
