@@ -533,3 +533,13 @@ func TestRejectedPods(t *testing.T) {
 		t.Fatal(Name)
 	}
 }
+
+func TestNewRejectsBadArgs(t *testing.T) {
+	args := defaultArgs(t, func(a *config.LoadAwareArgs) { a.UsageThresholds.CPU = 150 })
+	if _, err := New(context.Background(), args, nil); err == nil || !strings.Contains(err.Error(), "usageThresholds.cpu") {
+		t.Fatalf("New with a 150%% threshold: %v, want an error naming usageThresholds.cpu", err)
+	}
+	if _, err := New(context.Background(), &config.CoschedulingArgs{}, nil); err == nil {
+		t.Fatal("New with another plugin's args succeeded")
+	}
+}

@@ -7,9 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/registry"
 )
 
 // loadAwareProfile is a profile with the default plugins plus LoadAware, refreshing metrics every
@@ -235,4 +240,55 @@ func TestLoadAwareStaleMetrics(t *testing.T) {
 		ms.setNode("la-stale", nodeUsage{cpu: "1", memory: "4Gi"})
 		waitForPodBound(t, ns, "stale-reject")
 	})
+}
+
+// TestLoadAwareBadArgsStopStartup sets the scheduler up from configurations with bad LoadAware args:
+// each must fail before scheduling starts, naming the plugin and the field.
+func TestLoadAwareBadArgsStopStartup(t *testing.T) {
+	cases := map[string]struct {
+		args string
+		want []string
+	}{
+		"threshold above 100":         {"          usageThresholds: {cpu: 150}\n", []string{`"LoadAware"`, "usageThresholds.cpu"}},
+		"unknown strategy":            {"          scoringStrategy: {type: MostUtilized}\n", []string{`"LoadAware"`, "scoringStrategy.type"}},
+		"staleness below the refresh": {"          metricsStalenessSeconds: 1\n", []string{`"LoadAware"`, "metricsStalenessSeconds"}},
+		"unknown field":               {"          usageThreshold: {cpu: 50}\n", []string{`unknown field "usageThreshold"`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := schedulerSetupError(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", tc.args)))
+			if err == nil {
+				t.Fatal("the scheduler was set up, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// schedulerSetupError runs the scheduler command's flag parsing and set-up (config loading, profile
+// and plugin construction) in this process, and returns its error; a scheduler that sets up is
+// never run.
+func schedulerSetupError(t *testing.T, configFile string) error {
+	t.Helper()
+	inProcessMu.Lock()
+	defer inProcessMu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := options.NewOptionsWithComponentGlobalsRegistry(newComponentGlobalsRegistry(t))
+	fs := pflag.NewFlagSet("custom-scheduler", pflag.ContinueOnError)
+	for _, f := range opts.Flags.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse([]string{"--config=" + configFile, "--secure-port=0"}); err != nil {
+		return err
+	}
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	_, _, err := app.Setup(ctx, opts, registry.Options()...)
+	return err
 }

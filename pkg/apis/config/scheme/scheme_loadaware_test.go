@@ -1,0 +1,78 @@
+package scheme_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	_ "github.com/custom-scheduler/custom-scheduler/pkg/apis/config/scheme"
+)
+
+// TestLoadAwareArgsDecoding decodes LoadAwareArgs the way the scheduler does: strictly, defaulted,
+// converted to the internal type.
+func TestLoadAwareArgsDecoding(t *testing.T) {
+	const header = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: custom-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: LoadAware
+    pluginConfig:
+      - name: LoadAware
+        args:
+`
+	tests := map[string]struct {
+		args    string
+		wantErr string
+		check   func(*testing.T, *config.LoadAwareArgs)
+	}{
+		"partial args are defaulted": {
+			args: "          usageThresholds: {cpu: 70}\n          scoringStrategy: {type: TargetUtilization}\n",
+			check: func(t *testing.T, a *config.LoadAwareArgs) {
+				if a.UsageThresholds.CPU != 70 || a.UsageThresholds.Memory != 90 || a.ScoringStrategy.TargetUtilizationPercent != 60 ||
+					a.MetricsRefreshIntervalSeconds != 15 || a.Estimation.DefaultMemoryBytes != 200<<20 {
+					t.Errorf("decoded args %+v", a)
+				}
+			},
+		},
+		"unknown field":    {args: "          usageThreshold: {cpu: 70}\n", wantErr: `unknown field "usageThreshold"`},
+		"unknown resource": {args: "          usageThresholds: {gpu: 70}\n", wantErr: `unknown field "usageThresholds.gpu"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(header+tc.args), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := options.LoadConfigFromFile(logger, path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pc := range cfg.Profiles[0].PluginConfig {
+				if pc.Name == "LoadAware" {
+					args, ok := pc.Args.(*config.LoadAwareArgs)
+					if !ok {
+						t.Fatalf("LoadAware args decoded as %T", pc.Args)
+					}
+					tc.check(t, args)
+					return
+				}
+			}
+			t.Fatal("no LoadAware pluginConfig after decoding")
+		})
+	}
+}
