@@ -188,7 +188,9 @@ func (pl *Coscheduling) Name() string { return Name }
 // requeue the members they concern.
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		// A new member may complete its group (PreEnqueue counts members).
+		// A new member may complete its group (PreEnqueue counts members). The scheduler reports
+		// unscheduled pods added only with the GenericWorkload gate; without it, the plugin's own pod
+		// handler activates the group.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
 		// Freed capacity may make an infeasible gang fit (this includes reservations released by a

@@ -54,11 +54,29 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
 		FilterFunc: isGangPod,
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj interface{}) { pl.onPod(obj) },
+			AddFunc:    pl.onPodAdd,
 			UpdateFunc: func(_, obj interface{}) { pl.onPod(obj) },
 			DeleteFunc: pl.onPodDelete,
 		},
 	}
+}
+
+// onPodAdd also lets a group in once its last missing member appears. The scheduler broadcasts
+// unscheduled-pod additions to the queue only with the GenericWorkload feature gate, so the members
+// PreEnqueue held back are activated from here (this handler runs after the store has the new pod,
+// so PreEnqueue counts it).
+func (pl *Coscheduling) onPodAdd(obj interface{}) {
+	pl.onPod(obj)
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName != "" {
+		return
+	}
+	name, _ := podGroupName(pod)
+	pg := pl.podGroups.get(pod.Namespace, name)
+	if pg == nil || pl.countMembers(pod.Namespace, name) < minMember(pg) {
+		return
+	}
+	pl.activateGroup(pod.Namespace, name)
 }
 
 func (pl *Coscheduling) onPod(obj interface{}) {

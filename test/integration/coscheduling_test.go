@@ -340,3 +340,112 @@ spec:
 		})
 	}
 }
+
+// TestCoschedulingCompetingGangs runs two gangs that each fit alone but not together, several rounds:
+// every round must end with one gang fully bound and the other fully pending, never both partially
+// placed nor both timing out in a loop.
+func TestCoschedulingCompetingGangs(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+	// Six nodes with room for one 3-CPU member each; each gang needs four.
+	cosNodes(t, "race", 6, "4")
+	const rounds = 5
+	for round := range rounds {
+		t.Run(fmt.Sprintf("round %d", round), func(t *testing.T) {
+			ns := testNamespace(t)
+			a, b := fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round)
+			if round%2 == 0 {
+				// Groups first, members interleaved: each group completes while the other arrives.
+				createPodGroup(t, ns, a, 4, 5)
+				createPodGroup(t, ns, b, 4, 5)
+				for i := range 4 {
+					createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", a, i), a, "3"))
+					createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", b, i), b, "3"))
+				}
+			} else {
+				// Members first (held back until their group exists), then both groups at once.
+				for i := range 4 {
+					createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", b, i), b, "3"))
+					createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", a, i), a, "3"))
+				}
+				createPodGroup(t, ns, b, 4, 5)
+				createPodGroup(t, ns, a, 4, 5)
+			}
+			var winner, loser string
+			waitFor(t, ns, "one gang fully bound", func(ctx context.Context) (bool, error) {
+				na, err := boundMembers(ctx, ns, a)
+				if err != nil {
+					return false, err
+				}
+				nb, err := boundMembers(ctx, ns, b)
+				if err != nil {
+					return false, err
+				}
+				switch {
+				case na == 4:
+					winner, loser = a, b
+				case nb == 4:
+					winner, loser = b, a
+				}
+				return winner != "", nil
+			})
+			consistently(t, 3*time.Second, fmt.Sprintf("%s stays fully bound and %s fully pending", winner, loser), func(ctx context.Context) (bool, error) {
+				nw, err := boundMembers(ctx, ns, winner)
+				if err != nil {
+					return false, err
+				}
+				nl, err := boundMembers(ctx, ns, loser)
+				return nw == 4 && nl == 0, err
+			})
+			for i := range 4 {
+				msg := waitForPodUnschedulable(t, ns, fmt.Sprintf("%s-%d", loser, i))
+				if !strings.Contains(msg, "PodGroup") {
+					t.Errorf("loser member %s-%d: PodScheduled message %q does not explain the gang", loser, i, msg)
+				}
+			}
+			t.Logf("round %d: %s won, %s pending", round, winner, loser)
+			// Free the nodes for the next round.
+			if err := client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, ns, "the round's pods to be gone", func(ctx context.Context) (bool, error) {
+				pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				return err == nil && len(pods.Items) == 0, err
+			})
+		})
+	}
+}
+
+// TestCoschedulingRestart stops the scheduler while members wait at Permit: nothing is bound, and the
+// next scheduler places the whole gang once it is complete.
+func TestCoschedulingRestart(t *testing.T) {
+	ns := testNamespace(t)
+	cosNodes(t, "restart", 3, "2")
+	config := schedulerConfig(t, adminKubeconfig, coschedulingProfiles)
+	s := startScheduler(t, config)
+
+	createPodGroup(t, ns, "resume", 3, 30)
+	createPod(t, gangPod(ns, "resume-0", "resume", "1"))
+	createPod(t, gangPod(ns, "resume-1", "resume", "1"))
+	held := gangPod(ns, "resume-2", "resume", "1")
+	held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+	createPod(t, held)
+	waitForEvent(t, ns, "resume-0", coscheduling.EventWaitingForQuorum, schedulerName)
+	waitForEvent(t, ns, "resume-1", coscheduling.EventWaitingForQuorum, schedulerName)
+	consistentlyNoneBound(t, time.Second, ns, "resume")
+
+	s.stop()
+	// The last member becomes schedulable while no scheduler runs.
+	ctx := context.Background()
+	pod, err := client.CoreV1().Pods(ns).Get(ctx, "resume-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.SchedulingGates = nil
+	if _, err := client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("removing the scheduling gate: %v", err)
+	}
+	consistentlyNoneBound(t, time.Second, ns, "resume")
+
+	startScheduler(t, config)
+	waitForBoundMembers(t, ns, "resume", 3)
+}
