@@ -50,6 +50,8 @@ func main() {
 		exitAfter = flag.Duration("exit-after", 0, "stop by itself after this long (0: run until Ctrl-C)")
 	)
 	flag.Parse()
+	// Output piped into a pager or tee that is gone must not kill the playground before it cleans up.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *exitAfter > 0 {
@@ -98,8 +100,7 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	// No node lifecycle controller runs here to lift the not-ready taint that this admission plugin puts
 	// on new nodes; kwok reports the nodes Ready instead.
 	apiserver.Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
-	etcd := env.ControlPlane.GetEtcd()
-	etcd.Out, etcd.Err = etcdLog, etcdLog
+	env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
 
 	fmt.Println("Starting etcd and kube-apiserver...")
 	restConfig, err := env.Start()
