@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	_ "github.com/custom-scheduler/custom-scheduler/pkg/apis/config/scheme"
@@ -75,4 +76,51 @@ profiles:
 			t.Fatal("no LoadAware pluginConfig after decoding")
 		})
 	}
+}
+
+// TestLoadAwareExampleProfile keeps examples/loadaware-profile.yaml loadable and its args equal to
+// the defaults it claims to spell out.
+func TestLoadAwareExampleProfile(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	cfg, err := options.LoadConfigFromFile(logger, filepath.Join("..", "..", "..", "..", "examples", "loadaware-profile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := options.LoadConfigFromFile(logger, writeConfig(t, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: custom-scheduler
+    pluginConfig:
+      - name: LoadAware
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := loadAwareArgs(t, cfg), loadAwareArgs(t, defaults)
+	if *got != *want {
+		t.Errorf("example args %+v differ from the defaults %+v", got, want)
+	}
+}
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func loadAwareArgs(t *testing.T, cfg *schedconfig.KubeSchedulerConfiguration) *config.LoadAwareArgs {
+	t.Helper()
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if pc.Name == "LoadAware" {
+			if args, ok := pc.Args.(*config.LoadAwareArgs); ok {
+				return args
+			}
+			t.Fatalf("LoadAware args decoded as %T", pc.Args)
+		}
+	}
+	t.Fatal("no LoadAware pluginConfig")
+	return nil
 }
