@@ -31,7 +31,7 @@ IMAGE ?= custom-scheduler
 TAG ?= v$(VERSION)
 
 BIN := $(CURDIR)/bin
-ASSETS_DIR = $(shell hack/envtest-assets.sh | tail -n 1)
+ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m".
 PLAYGROUND_FLAGS ?=

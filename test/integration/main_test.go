@@ -102,6 +102,10 @@ func writeKubeconfig(dir, name string, groups []string) (string, error) {
 // folder hack/envtest-assets.sh builds into.
 func assetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			// Relative to the module root, where make runs; tests run in their own folder.
+			dir = filepath.Join(repoRoot, dir)
+		}
 		return dir, nil
 	}
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes").Output()
