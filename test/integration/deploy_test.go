@@ -105,6 +105,14 @@ func TestManifestsApply(t *testing.T) {
 			t.Errorf("manifests have no %s", want)
 		}
 	}
+	// Every generated CRD is in the kustomization.
+	crdFiles, err := filepath.Glob(filepath.Join(repoRoot, "manifests", "crds", "*_*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kinds["CustomResourceDefinition"] != len(crdFiles) {
+		t.Errorf("manifests render %d CRDs, manifests/crds has %d CRD files: list them in manifests/crds/kustomization.yaml", kinds["CustomResourceDefinition"], len(crdFiles))
+	}
 	// The Deployment mounts the generated ConfigMap (kustomize rewrote the name with its hash).
 	var cmName, mounted string
 	for _, o := range objs {
