@@ -1,0 +1,44 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+)
+
+func TestValidateCoschedulingArgs(t *testing.T) {
+	cases := map[string]struct {
+		args config.CoschedulingArgs
+		want []string
+	}{
+		"defaults":              {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10}},
+		"no back-off":           {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 1, PodGroupBackoffSeconds: 0}},
+		"the framework's cap":   {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 900}},
+		"zero wait":             {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 0}, want: []string{"args.permitWaitingTimeSeconds"}},
+		"wait beyond the cap":   {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 901}, want: []string{"args.permitWaitingTimeSeconds"}},
+		"negative back-off":     {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: -1}, want: []string{"args.podGroupBackoffSeconds"}},
+		"both fields are named": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: -5, PodGroupBackoffSeconds: -1}, want: []string{"args.permitWaitingTimeSeconds", "args.podGroupBackoffSeconds"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := ValidateCoschedulingArgs(field.NewPath("args"), &tc.args)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one naming %v", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,580 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// fakeHandle is the part of fwk.Handle the plugin uses: waiting pods, activation, profile name.
+type fakeHandle struct {
+	fwk.Handle
+	mu        sync.Mutex
+	waiting   map[types.UID]*fakeWaitingPod
+	activated []string
+}
+
+func newFakeHandle() *fakeHandle {
+	return &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}}
+}
+
+func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.waiting[uid]; ok {
+		return w
+	}
+	return nil
+}
+
+func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range pods {
+		h.activated = append(h.activated, k)
+	}
+}
+
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return nil }
+func (h *fakeHandle) ProfileName() string                       { return "test" }
+
+// wait registers pod as waiting at Permit, as the framework does after Permit returns Wait.
+func (h *fakeHandle) wait(pod *v1.Pod) *fakeWaitingPod {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := &fakeWaitingPod{pod: pod}
+	h.waiting[pod.UID] = w
+	return w
+}
+
+type fakeWaitingPod struct {
+	pod      *v1.Pod
+	allowed  bool
+	rejected string
+}
+
+func (w *fakeWaitingPod) GetPod() *v1.Pod                 { return w.pod }
+func (w *fakeWaitingPod) GetPendingPlugins() []string     { return []string{Name} }
+func (w *fakeWaitingPod) Allow(string)                    { w.allowed = true }
+func (w *fakeWaitingPod) Reject(_, msg string) bool       { w.rejected = msg; return true }
+func (w *fakeWaitingPod) Preempt(_ string, _ string) bool { return true }
+
+type testEnv struct {
+	pl     *Coscheduling
+	handle *fakeHandle
+	clock  *testingclock.FakeClock
+	pgs    cache.Store
+	pods   cache.Indexer
+}
+
+func newTestEnv(t *testing.T, args config.CoschedulingArgs, pgs []*v1alpha1.PodGroup, pods []*v1.Pod) *testEnv {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	pgStore := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, pg := range pgs {
+		if err := pgStore.Add(pg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: podGroupIndexFunc})
+	for _, p := range pods {
+		if err := podIndexer.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newFakeHandle()
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pl := newPlugin(ctx, h, &args, clk, podGroupLister{store: pgStore}, podIndexer)
+	pl.running.Store(true)
+	return &testEnv{pl: pl, handle: h, clock: clk, pgs: pgStore, pods: podIndexer}
+}
+
+func defaultArgs() config.CoschedulingArgs {
+	return config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10}
+}
+
+func makePG(ns, name string, minMember int32, created time.Time) *v1alpha1.PodGroup {
+	return &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(created), ResourceVersion: "1"},
+		Spec:       v1alpha1.PodGroupSpec{MinMember: minMember},
+	}
+}
+
+func member(name, group, cpu string) *v1.Pod {
+	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(v1alpha1.PodGroupLabel, group).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+}
+
+func queued(t *testing.T, pod *v1.Pod, ts time.Time) *framework.QueuedPodInfo {
+	t.Helper()
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: ts}}
+}
+
+func TestLess(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pgs := []*v1alpha1.PodGroup{
+		makePG("ns", "old", 2, t0),
+		makePG("ns", "new", 2, t0.Add(time.Minute)),
+		makePG("ns", "twin-a", 2, t0.Add(2*time.Minute)),
+		makePG("ns", "twin-b", 2, t0.Add(2*time.Minute)),
+	}
+	cases := []struct {
+		name string
+		a, b *v1.Pod
+		ta   time.Time
+		tb   time.Time
+		// failed marks a group that lost its last attempt at t0+5m.
+		failed string
+		want   bool
+	}{
+		{
+			name: "higher priority first",
+			a:    st.MakePod().Name("a").Priority(10).Obj(), b: st.MakePod().Name("b").Priority(100).Obj(),
+			want: false,
+		},
+		{
+			name: "plain pods by queue time",
+			a:    st.MakePod().Name("a").Obj(), b: st.MakePod().Name("b").Obj(),
+			ta: t0.Add(time.Second), tb: t0.Add(2 * time.Second),
+			want: true,
+		},
+		{
+			name: "older group first even if its pod queued later",
+			a:    member("a", "old", "1"), b: member("b", "new", "1"),
+			ta: t0.Add(time.Hour), tb: t0.Add(time.Second),
+			want: true,
+		},
+		{
+			name: "same creation time: group name keeps members adjacent",
+			a:    member("a", "twin-b", "1"), b: member("b", "twin-a", "1"),
+			ta: t0.Add(time.Second), tb: t0.Add(time.Hour),
+			want: false,
+		},
+		{
+			name: "within a group by queue time",
+			a:    member("a", "old", "1"), b: member("b", "old", "1"),
+			ta: t0.Add(2 * time.Second), tb: t0.Add(time.Second),
+			want: false,
+		},
+		{
+			name: "a group that just failed goes behind a newer one",
+			a:    member("a", "old", "1"), b: member("b", "new", "1"),
+			failed: "old",
+			want:   false,
+		},
+		{
+			name: "a group before a plain pod queued after its creation",
+			a:    member("a", "new", "1"), b: st.MakePod().Name("plain").Obj(),
+			ta: t0.Add(time.Hour), tb: t0.Add(90 * time.Second),
+			want: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, defaultArgs(), pgs, nil)
+			if tc.failed != "" {
+				env.pl.gangLocked("ns", tc.failed).lastFailure = t0.Add(5 * time.Minute)
+			}
+			if got := env.pl.Less(queued(t, tc.a, tc.ta), queued(t, tc.b, tc.tb)); got != tc.want {
+				t.Errorf("Less = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func node(name, cpu string) *framework.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj())
+	return ni
+}
+
+func nodeWith(name, cpu string, pods ...*v1.Pod) *framework.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj())
+	return ni
+}
+
+func TestCheckFeasible(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	gang := func(n int, cpu string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = member(fmt.Sprintf("m%d", i), "g", cpu)
+		}
+		return pods
+	}
+	tainted := node("tainted", "4")
+	taintedNode := tainted.Node().DeepCopy()
+	taintedNode.Spec.Taints = []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}
+	tainted.SetNode(taintedNode)
+
+	cases := []struct {
+		name         string
+		candidates   []*v1.Pod
+		need         int
+		nodes        []fwk.NodeInfo
+		minResources v1.ResourceList
+		wantFeasible bool
+		wantMessage  string
+	}{
+		{
+			name:       "one member per node fits",
+			candidates: gang(4, "3"), need: 4,
+			nodes:        []fwk.NodeInfo{node("a", "4"), node("b", "4"), node("c", "4"), node("d", "4")},
+			wantFeasible: true,
+		},
+		{
+			name:       "aggregate free CPU suffices but no node holds two members",
+			candidates: gang(5, "3"), need: 5,
+			// 16 free CPUs for 15 requested, but each node fits one 3-CPU member.
+			nodes:       []fwk.NodeInfo{node("a", "4"), node("b", "4"), node("c", "4"), node("d", "4")},
+			wantMessage: "fit only 4",
+		},
+		{
+			name:       "several members per node",
+			candidates: gang(8, "1"), need: 8,
+			nodes:        []fwk.NodeInfo{node("a", "4"), node("b", "4")},
+			wantFeasible: true,
+		},
+		{
+			name:       "pods already on a node (reserved by another gang) count",
+			candidates: gang(4, "3"), need: 4,
+			nodes: []fwk.NodeInfo{node("a", "4"), node("b", "4"), node("c", "4"),
+				nodeWith("d", "4", member("other", "rival", "2"))},
+			wantMessage: "fit only 3",
+		},
+		{
+			name:       "only the missing members are placed",
+			candidates: gang(4, "3"), need: 2,
+			nodes:        []fwk.NodeInfo{node("a", "4"), node("b", "4")},
+			wantFeasible: true,
+		},
+		{
+			name:       "a tainted node is not counted",
+			candidates: gang(2, "3"), need: 2,
+			nodes:       []fwk.NodeInfo{node("a", "4"), tainted},
+			wantMessage: "fit only 1",
+		},
+		{
+			name:       "fewer unscheduled members than needed",
+			candidates: gang(2, "1"), need: 3,
+			nodes:       []fwk.NodeInfo{node("a", "8")},
+			wantMessage: "only 2 unscheduled members exist",
+		},
+		{
+			name:       "minResources above the free total",
+			candidates: gang(2, "1"), need: 2,
+			nodes:        []fwk.NodeInfo{node("a", "4")},
+			minResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("6")},
+			wantMessage:  "minResources",
+		},
+		{
+			name:         "mixed members packed first-fit decreasing",
+			candidates:   []*v1.Pod{member("big", "g", "3"), member("s1", "g", "1"), member("s2", "g", "1"), member("s3", "g", "3")},
+			need:         4,
+			nodes:        []fwk.NodeInfo{node("a", "4"), node("b", "4")},
+			wantFeasible: true,
+		},
+		{
+			name:        "mixed members where one fits nowhere",
+			candidates:  []*v1.Pod{member("huge", "g", "6"), member("s1", "g", "1")},
+			need:        2,
+			nodes:       []fwk.NodeInfo{node("a", "4"), node("b", "4")},
+			wantMessage: "fits on no node",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkFeasible(logger, "ns/g", tc.candidates, tc.need, tc.nodes, tc.minResources, resources{})
+			if got.feasible != tc.wantFeasible {
+				t.Fatalf("feasible = %v (%q), want %v", got.feasible, got.message, tc.wantFeasible)
+			}
+			if !strings.Contains(got.message, tc.wantMessage) {
+				t.Errorf("message %q does not contain %q", got.message, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// TestPermitQuorum drives members through Reserve and Permit as the framework does, and checks the
+// quorum count, the allowing of waiting members, and the rejection of all of them on a failure.
+func TestPermitQuorum(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1")}
+	pg := makePG("ns", "g", 3, time.Time{})
+	ctx := context.Background()
+
+	reserveAndPermit := func(t *testing.T, env *testEnv, pod *v1.Pod) (*fwk.Status, time.Duration) {
+		t.Helper()
+		state := framework.NewCycleState()
+		state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
+		if s := env.pl.Reserve(ctx, state, pod, "n"); !s.IsSuccess() {
+			t.Fatalf("Reserve(%s) = %v", pod.Name, s)
+		}
+		s, d := env.pl.Permit(ctx, state, pod, "n")
+		if s.IsWait() {
+			env.handle.wait(pod)
+		}
+		return s, d
+	}
+
+	t.Run("members wait until the quorum and are allowed together", func(t *testing.T) {
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+		for i, p := range pods[:2] {
+			s, d := reserveAndPermit(t, env, p)
+			if !s.IsWait() {
+				t.Fatalf("member %d: Permit = %v, want Wait", i, s)
+			}
+			if d != time.Minute {
+				t.Errorf("member %d waits %v, want the 60s default", i, d)
+			}
+			if want := fmt.Sprintf("%d of minMember 3", i+1); !strings.Contains(s.Message(), want) {
+				t.Errorf("Permit message %q does not count %q", s.Message(), want)
+			}
+		}
+		if got := env.pl.attempting("ns/g"); !got {
+			t.Errorf("attempting = false while members wait")
+		}
+		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
+			t.Fatalf("last member: Permit = %v, want Success", s)
+		}
+		for _, p := range pods[:2] {
+			if w := env.handle.waiting[p.UID]; !w.allowed || w.rejected != "" {
+				t.Errorf("%s: allowed=%v rejected=%q, want allowed", p.Name, w.allowed, w.rejected)
+			}
+		}
+		if env.pl.waitingGangs != 0 {
+			t.Errorf("waitingGangs = %d after the quorum, want 0", env.pl.waitingGangs)
+		}
+		// A bind failure after the quorum does not fail the gang.
+		env.pl.Unreserve(ctx, nil, pods[0], "n")
+		if env.pl.gangs["ns/g"].backingOff(env.clock.Now()) {
+			t.Errorf("the group backs off after a bind failure past the quorum")
+		}
+	})
+
+	t.Run("bound members count toward the quorum", func(t *testing.T) {
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+		for _, p := range pods[:2] {
+			boundPod := p.DeepCopy()
+			boundPod.Spec.NodeName = "n"
+			env.pl.onPod(boundPod)
+		}
+		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
+			t.Fatalf("Permit = %v, want Success with 2 bound members", s)
+		}
+	})
+
+	t.Run("a member leaving before the quorum rejects the others and backs off", func(t *testing.T) {
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+		reserveAndPermit(t, env, pods[0])
+		reserveAndPermit(t, env, pods[1])
+		env.pl.Unreserve(ctx, nil, pods[1], "n")
+		if w := env.handle.waiting[pods[0].UID]; !strings.Contains(w.rejected, "rejected") {
+			t.Errorf("waiting sibling rejected with %q, want a rejection", w.rejected)
+		}
+		g := env.pl.gangs["ns/g"]
+		if !g.backingOff(env.clock.Now()) {
+			t.Fatalf("the group does not back off")
+		}
+		// The sibling's own Unreserve is an echo and changes nothing.
+		env.pl.Unreserve(ctx, nil, pods[0], "n")
+		if len(g.members) != 0 {
+			t.Errorf("members = %v after every Unreserve, want none", g.members)
+		}
+		if s := env.pl.PreEnqueue(ctx, pods[2]); s.IsSuccess() {
+			t.Errorf("PreEnqueue during back-off = success, want gated")
+		}
+		if s := env.pl.Reserve(ctx, framework.NewCycleState(), pods[2], "n"); s.IsSuccess() {
+			t.Errorf("Reserve during back-off = success, want refused")
+		}
+		env.clock.Step(11 * time.Second)
+		if len(env.handle.activated) == 0 {
+			t.Errorf("members were not activated when the back-off ended")
+		}
+		if s := env.pl.PreEnqueue(ctx, pods[2]); !s.IsSuccess() {
+			t.Errorf("PreEnqueue after back-off = %v, want success", s)
+		}
+	})
+
+	t.Run("the group deadline is shared and a timeout is reported as such", func(t *testing.T) {
+		short := pg.DeepCopy()
+		short.Spec.ScheduleTimeoutSeconds = ptr.To[int32](5)
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{short}, pods)
+		if _, d := reserveAndPermit(t, env, pods[0]); d != 5*time.Second {
+			t.Errorf("first member waits %v, want 5s", d)
+		}
+		env.clock.Step(3 * time.Second)
+		if _, d := reserveAndPermit(t, env, pods[1]); d != 2*time.Second {
+			t.Errorf("second member waits %v, want the 2s left of the group's deadline", d)
+		}
+		env.clock.Step(2 * time.Second)
+		before := counterValue(t, gangTimeouts, "test")
+		env.pl.Unreserve(ctx, nil, pods[0], "n")
+		if got := counterValue(t, gangTimeouts, "test"); got != before+1 {
+			t.Errorf("timeouts counter = %v, want %v", got, before+1)
+		}
+		if w := env.handle.waiting[pods[1].UID]; !strings.Contains(w.rejected, "timed out") {
+			t.Errorf("sibling rejected with %q, want a timeout", w.rejected)
+		}
+	})
+}
+
+func TestPreEnqueue(t *testing.T) {
+	ctx := context.Background()
+	pg := makePG("ns", "g", 3, time.Time{})
+	cases := []struct {
+		name   string
+		pgs    []*v1alpha1.PodGroup
+		pods   []*v1.Pod
+		pod    *v1.Pod
+		wantOK bool
+		want   string
+	}{
+		{name: "a pod without the label passes", pod: st.MakePod().Namespace("ns").Name("plain").Obj(), wantOK: true},
+		{name: "no PodGroup", pod: member("m0", "g", "1"), pods: []*v1.Pod{member("m0", "g", "1")}, want: "does not exist"},
+		{name: "too few members", pgs: []*v1alpha1.PodGroup{pg}, pod: member("m0", "g", "1"),
+			pods: []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")}, want: "2 of minMember 3"},
+		{name: "complete group", pgs: []*v1alpha1.PodGroup{pg}, pod: member("m0", "g", "1"),
+			pods: []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1")}, wantOK: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, defaultArgs(), tc.pgs, tc.pods)
+			s := env.pl.PreEnqueue(ctx, tc.pod)
+			if s.IsSuccess() != tc.wantOK {
+				t.Fatalf("PreEnqueue = %v, want success=%v", s, tc.wantOK)
+			}
+			if !tc.wantOK && (s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), tc.want)) {
+				t.Errorf("PreEnqueue = %v %q, want UnschedulableAndUnresolvable with %q", s.Code(), s.Message(), tc.want)
+			}
+		})
+	}
+}
+
+// TestPreFilterChecksOncePerAttempt checks that the gang check runs for the first member and is
+// reused (not repeated) by the next members while the snapshot's inputs stay the same.
+func TestPreFilterChecksOncePerAttempt(t *testing.T) {
+	ctx := context.Background()
+	pods := []*v1.Pod{member("m0", "g", "3"), member("m1", "g", "3"), member("m2", "g", "3")}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Time{})}, pods)
+	nodes := []fwk.NodeInfo{node("a", "4"), node("b", "4")}
+	before := counterValue(t, gangRejections, "test", reasonInfeasible)
+	for _, p := range pods {
+		state := framework.NewCycleState()
+		_, s := env.pl.PreFilter(ctx, state, p, nodes)
+		if s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), "fit only 2") {
+			t.Fatalf("PreFilter(%s) = %v, want infeasible", p.Name, s)
+		}
+		// PostFilter after a PreFilter rejection holds nothing to release and does not back off.
+		if _, ps := env.pl.PostFilter(ctx, state, p, nil); ps.Code() != fwk.Unschedulable {
+			t.Errorf("PostFilter = %v", ps)
+		}
+	}
+	first := env.pl.gangs["ns/g"].cacheKey
+	// Three members rejected, one check made.
+	if got := counterValue(t, gangRejections, "test", reasonInfeasible) - before; got != 1 {
+		t.Errorf("the gang was checked %v times for 3 members, want once", got)
+	}
+	// A node added (the hint bumps the epoch) invalidates the cached answer.
+	nodes = append(nodes, node("c", "4"))
+	if _, err := env.pl.isSchedulableAfterNodeChange(klog.Background(), pods[0], nil, nodes[2].Node()); err != nil {
+		t.Fatal(err)
+	}
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !s.IsSuccess() {
+		t.Fatalf("PreFilter after a node was added = %v, want success", s)
+	}
+	if env.pl.gangs["ns/g"].cacheKey.epoch == first.epoch {
+		t.Errorf("the cached result was not recomputed after the epoch changed")
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pg := makePG("ns", "g", 2, time.Time{})
+	withPhase := func(name, nodeName string, phase v1.PodPhase) *v1.Pod {
+		p := member(name, "g", "1")
+		p.Spec.NodeName = nodeName
+		p.Status.Phase = phase
+		return p
+	}
+	cases := []struct {
+		name       string
+		pods       []*v1.Pod
+		attempting bool
+		want       v1alpha1.PodGroupPhase
+		scheduled  int32
+	}{
+		{name: "no pods", want: v1alpha1.PodGroupPending},
+		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending},
+		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling},
+		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, want: v1alpha1.PodGroupScheduling},
+		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2},
+		{name: "running", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 2},
+		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, scheduled: 2},
+		{name: "failed", pods: []*v1.Pod{withPhase("a", "n", v1.PodFailed), withPhase("b", "n", v1.PodRunning)}, want: v1alpha1.PodGroupFailed, scheduled: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := computeStatus(pg, tc.pods, tc.attempting, now)
+			if diff := cmp.Diff(tc.want, got.Phase); diff != "" {
+				t.Errorf("phase (-want,+got): %s", diff)
+			}
+			if got.Scheduled != tc.scheduled {
+				t.Errorf("scheduled = %d, want %d", got.Scheduled, tc.scheduled)
+			}
+			started := tc.want != v1alpha1.PodGroupPending && tc.want != v1alpha1.PodGroupPreScheduling
+			if got.ScheduleStartTime.IsZero() == started {
+				t.Errorf("scheduleStartTime = %v, want set=%v", got.ScheduleStartTime, started)
+			}
+		})
+	}
+}
+
+func TestNewRejectsInvalidArgs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	_, err := New(ctx, &config.CoschedulingArgs{PermitWaitingTimeSeconds: 0, PodGroupBackoffSeconds: -1}, nil)
+	if err == nil {
+		t.Fatal("New accepted invalid args")
+	}
+	for _, want := range []string{"permitWaitingTimeSeconds", "podGroupBackoffSeconds"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func counterValue(t *testing.T, c *metrics.CounterVec, labels ...string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(c.WithLabelValues(labels...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
