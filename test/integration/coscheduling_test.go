@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/component-base/metrics/legacyregistry"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -402,7 +403,7 @@ func TestCoschedulingCompetingGangs(t *testing.T) {
 					t.Errorf("loser member %s-%d: PodScheduled message %q does not explain the gang", loser, i, msg)
 				}
 			}
-			t.Logf("round %d: %s won, %s pending", round, winner, loser)
+			t.Logf("round %d: %s won, %s pending; gang rejections so far: %v", round, winner, loser, coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total"))
 			// Free the nodes for the next round.
 			if err := client.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
 				t.Fatal(err)
@@ -448,4 +449,29 @@ func TestCoschedulingRestart(t *testing.T) {
 
 	startScheduler(t, config)
 	waitForBoundMembers(t, ns, "resume", 3)
+}
+
+// coschedulingCounters reads a counter of the in-process scheduler by its labels other than profile.
+func coschedulingCounters(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var key []string
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "profile" {
+					key = append(key, l.GetName()+"="+l.GetValue())
+				}
+			}
+			out[strings.Join(key, ",")] += m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
