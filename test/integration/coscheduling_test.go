@@ -55,6 +55,21 @@ const coschedulingProfiles = `  - schedulerName: custom-scheduler
           podGroupBackoffSeconds: 1
 `
 
+// coschedulingMultiPointProfiles is the shape examples/coscheduling-profile.yaml documents: multiPoint,
+// with the default QueueSort turned off.
+const coschedulingMultiPointProfiles = `  - schedulerName: custom-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: PrioritySort
+    pluginConfig:
+      - name: Coscheduling
+        args:
+          podGroupBackoffSeconds: 1
+`
+
 func dynamicClient(t *testing.T) dynamic.Interface {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(restConfig)
@@ -421,7 +436,7 @@ func TestCoschedulingCompetingGangs(t *testing.T) {
 func TestCoschedulingRestart(t *testing.T) {
 	ns := testNamespace(t)
 	cosNodes(t, "restart", 3, "2")
-	config := schedulerConfig(t, adminKubeconfig, coschedulingProfiles)
+	config := schedulerConfig(t, adminKubeconfig, coschedulingMultiPointProfiles)
 	s := startScheduler(t, config)
 
 	createPodGroup(t, ns, "resume", 3, 30)
