@@ -211,7 +211,11 @@ func (pl *LoadAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	l := load(s.nodes, nodeInfo.Node().Name)
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
+	}
+	l := load(s.nodes, node.Name)
 	if l == nil || l.sampleTime.Before(s.freshAfter) {
 		if s.rejectMissing {
 			pl.noteRejected(s, pod, reasonMissingMetrics)
@@ -292,7 +296,11 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, node
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	l := load(s.nodes, nodeInfo.Node().Name)
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
+	}
+	l := load(s.nodes, node.Name)
 	if l == nil || l.sampleTime.Before(s.freshAfter) {
 		return unknownScore, nil
 	}
