@@ -490,3 +490,45 @@ func coschedulingCounters(t *testing.T, name string) map[string]float64 {
 	}
 	return out
 }
+
+// TestCoschedulingBadArgs runs the binary with invalid Coscheduling args: it must stop at startup and
+// name the field.
+func TestCoschedulingBadArgs(t *testing.T) {
+	cases := map[string]struct {
+		args string
+		want string
+	}{
+		"zero Permit wait":  {args: "permitWaitingTimeSeconds: 0", want: "permitWaitingTimeSeconds"},
+		"negative back-off": {args: "podGroupBackoffSeconds: -1", want: "podGroupBackoffSeconds"},
+		"misspelled field":  {args: "permitWaitingTimeSecond: 5", want: "unknown field"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			config := `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: ` + adminKubeconfig + `
+leaderElection:
+  leaderElect: false
+profiles:
+  - schedulerName: custom-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: PrioritySort
+    pluginConfig:
+      - name: Coscheduling
+        args:
+          ` + tc.args + "\n"
+			err, out := runBinary(t, time.Minute, "--config="+writeFile(t, "config.yaml", config), "--secure-port=0")
+			if code := exitCode(err); code == 0 || code == -1 {
+				t.Fatalf("exit code %d (%v), want a non-zero exit; output:\n%s", code, err, tail(out, 20))
+			}
+			if !strings.Contains(out, tc.want) || !strings.Contains(out, "Coscheduling") {
+				t.Errorf("output does not name the plugin and the problem (want %q):\n%s", tc.want, tail(out, 20))
+			}
+		})
+	}
+}
