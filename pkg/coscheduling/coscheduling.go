@@ -266,7 +266,6 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
 	want := minMember(pg)
-	members := pl.membersOf(pod.Namespace, name)
 	now := pl.clock.Now()
 
 	pl.mu.Lock()
@@ -278,6 +277,15 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	if len(g.members) >= want || len(g.waiting) > 0 {
 		// The quorum is met (this is an extra member) or an attempt is under way and was checked.
+		pl.mu.Unlock()
+		return nil, nil
+	}
+	pl.mu.Unlock()
+
+	// The first member of an attempt: list the group (outside the lock) and check it as a whole.
+	members := pl.membersOf(pod.Namespace, name)
+	pl.mu.Lock()
+	if len(g.waiting) > 0 {
 		pl.mu.Unlock()
 		return nil, nil
 	}
@@ -585,6 +593,12 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 // reject. Callers hold pl.mu and reject the members after releasing it.
 func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time) []*v1.Pod {
 	g.failed = true
+	victims := pl.takeWaitingLocked(g)
+	// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
+	// binding cycles): a member reserved meanwhile must not see them as part of a quorum.
+	for _, v := range victims {
+		g.clear(v.UID, reserved)
+	}
 	g.feasibility = nil
 	g.lastFailure = now
 	if pl.backoff > 0 {
@@ -595,7 +609,7 @@ func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time) []*v1.Pod {
 		namespace, name := g.namespace, g.name
 		g.backoffTimer = pl.clock.AfterFunc(pl.backoff, func() { pl.activateGroup(namespace, name) })
 	}
-	return pl.takeWaitingLocked(g)
+	return victims
 }
 
 // rejectWaiting rejects waiting members. A member whose Permit returned Wait but that the framework

@@ -423,6 +423,19 @@ func TestPermitQuorum(t *testing.T) {
 		}
 	})
 
+	t.Run("rejected members stop counting at once, even without back-off", func(t *testing.T) {
+		four := append(pods[:3:3], member("m3", "g", "1"))
+		env := newTestEnv(t, config.CoschedulingArgs{PermitWaitingTimeSeconds: 60}, []*v1alpha1.PodGroup{pg}, four)
+		reserveAndPermit(t, env, four[0])
+		reserveAndPermit(t, env, four[1])
+		// m1 leaves; m0 is rejected, but its own Unreserve has not run yet.
+		env.pl.Unreserve(ctx, nil, four[1], "n")
+		reserveAndPermit(t, env, four[2])
+		if s, _ := reserveAndPermit(t, env, four[3]); !s.IsWait() {
+			t.Fatalf("Permit(m3) = %v, want Wait: the rejected m0 must not complete a quorum with m2 and m3", s)
+		}
+	})
+
 	t.Run("the group deadline is shared and a timeout is reported as such", func(t *testing.T) {
 		short := pg.DeepCopy()
 		short.Spec.ScheduleTimeoutSeconds = ptr.To[int32](5)
