@@ -201,6 +201,21 @@ func TestCoscheduling(t *testing.T) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupScheduled && pg.Status.Scheduled == 4 && !pg.Status.ScheduleStartTime.IsZero(), nil
 		})
+		// No kubelet runs here: play its part and report the members running.
+		for _, n := range names {
+			pod, err := client.CoreV1().Pods(ns).Get(context.Background(), n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = v1.PodRunning
+			if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, ns, "the PodGroup status to say Running with 4 running", func(context.Context) (bool, error) {
+			pg := getPodGroup(t, ns, "train")
+			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 4, nil
+		})
 	})
 
 	t.Run("a gang of 5 where 4 fit holds nothing and binds when a node is added", func(t *testing.T) {
