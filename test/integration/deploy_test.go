@@ -198,11 +198,26 @@ func TestDeployedWithLeastPrivilege(t *testing.T) {
 	sched := startDeployedScheduler(t, "deployed", deployedConfig(t, objs, kubeconfig), kubeconfig)
 	waitForLeader(t, sched)
 
+	// LoadAware reads node usage through the aggregated metrics.k8s.io API.
+	metrics := useMetricsServer(t)
+	metrics.setNode("deployed-node", nodeUsage{cpu: "1", memory: "1Gi"})
+
 	pod := createPod(t, st.MakePod().Namespace(ns).Name("plain").SchedulerName(schedulerName).
 		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Container("pause").Obj())
 	if node := waitForPodBound(t, ns, pod.Name); node != "deployed-node" {
 		t.Fatalf("bound to %q", node)
 	}
+
+	// A gang: the PodGroup is read from the cluster and its status written back.
+	createPodGroup(t, ns, "deployed-gang", 3, 0)
+	createGang(t, ns, "deployed-gang", 3, "500m")
+	waitForBoundMembers(t, ns, "deployed-gang", 3)
+	waitFor(t, ns, "the PodGroup's status to count its scheduled members", func(ctx context.Context) (bool, error) {
+		return getPodGroup(t, ns, "deployed-gang").Status.Scheduled == 3, nil
+	})
+	waitFor(t, ns, "LoadAware to fetch node metrics", func(ctx context.Context) (bool, error) {
+		return metrics.requestCount() > 0, nil
+	})
 	// Give informers of every kind a moment to list and watch, then read the log.
 	time.Sleep(2 * time.Second)
 	if log := sched.logText(); strings.Contains(strings.ToLower(log), "forbidden") {
