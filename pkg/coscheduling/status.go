@@ -25,7 +25,7 @@ import (
 const statusCoalesceDelay = 250 * time.Millisecond
 
 // statusUpdater keeps PodGroup status (phase, counts, scheduleStartTime, occupiedBy) current, off the
-// scheduling cycle: pod and PodGroup events queue the group's key, a worker recomputes the status
+// scheduling cycle, for the groups whose pods name this profile as their scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status
 // from a label-selected pod informer (which, unlike the scheduler's, also holds finished pods) and
 // sends a merge patch of the status subresource only when something changed. Keys are deduplicated
 // and delayed, so a burst of events costs one patch; failures are retried with back-off.
@@ -131,9 +131,13 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	}
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
+		if p, ok := o.(*v1.Pod); ok && p.Spec.SchedulerName == u.profile {
 			pods = append(pods, p)
 		}
+	}
+	if len(pods) == 0 {
+		// Not a group of this profile (yet): leave its status to whoever schedules it.
+		return nil
 	}
 	want := computeStatus(pg, pods, u.attempting(key), u.clock.Now())
 	if statusEqual(want, pg.Status) {
