@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
 const (
@@ -200,7 +202,7 @@ func TestDeployedWithLeastPrivilege(t *testing.T) {
 
 	// LoadAware reads node usage through the aggregated metrics.k8s.io API.
 	metrics := useMetricsServer(t)
-	metrics.setNode("deployed-node", nodeUsage{cpu: "1", memory: "1Gi"})
+	metrics.SetNode("deployed-node", fakemetrics.NodeUsage{CPU: "1", Memory: "1Gi"})
 
 	pod := createPod(t, st.MakePod().Namespace(ns).Name("plain").SchedulerName(schedulerName).
 		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Container("pause").Obj())
@@ -216,7 +218,7 @@ func TestDeployedWithLeastPrivilege(t *testing.T) {
 		return getPodGroup(t, ns, "deployed-gang").Status.Scheduled == 3, nil
 	})
 	waitFor(t, ns, "LoadAware to fetch node metrics", func(ctx context.Context) (bool, error) {
-		return metrics.requestCount() > 0, nil
+		return metrics.Requests() > 0, nil
 	})
 	// Give informers of every kind a moment to list and watch, then read the log.
 	time.Sleep(2 * time.Second)

@@ -15,6 +15,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/registry"
+	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
 // loadAwareProfile is a profile with the default plugins plus LoadAware, refreshing metrics every
@@ -108,9 +109,9 @@ func TestLoadAwareFilterAndScore(t *testing.T) {
 	for _, n := range []string{"la-hot", "la-warm", "la-cool"} {
 		loadAwareNode(t, n)
 	}
-	ms.setNode("la-hot", nodeUsage{cpu: "9500m", memory: "4Gi"})
-	ms.setNode("la-warm", nodeUsage{cpu: "6", memory: "4Gi"})
-	ms.setNode("la-cool", nodeUsage{cpu: "2", memory: "4Gi"})
+	ms.SetNode("la-hot", fakemetrics.NodeUsage{CPU: "9500m", Memory: "4Gi"})
+	ms.SetNode("la-warm", fakemetrics.NodeUsage{CPU: "6", Memory: "4Gi"})
+	ms.SetNode("la-cool", fakemetrics.NodeUsage{CPU: "2", Memory: "4Gi"})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n")))
 	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
 
@@ -136,7 +137,7 @@ func TestLoadAwareFilterAndScore(t *testing.T) {
 
 	t.Run("a rejected pod is retried when its node cools down", func(t *testing.T) {
 		start := time.Now()
-		ms.setNode("la-hot", nodeUsage{cpu: "1", memory: "4Gi"})
+		ms.SetNode("la-hot", fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi"})
 		if node := waitForPodBound(t, ns, "on-hot"); node != "la-hot" {
 			t.Fatalf("pod bound to %q, want la-hot", node)
 		}
@@ -154,8 +155,8 @@ func TestLoadAwareBurstSpreads(t *testing.T) {
 	loadAwareNode(t, "la-burst-a")
 	loadAwareNode(t, "la-burst-b")
 	sampled := time.Now()
-	ms.setNode("la-burst-a", nodeUsage{cpu: "1", memory: "4Gi", timestamp: sampled})
-	ms.setNode("la-burst-b", nodeUsage{cpu: "4", memory: "4Gi", timestamp: sampled})
+	ms.SetNode("la-burst-a", fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi", Timestamp: sampled})
+	ms.SetNode("la-burst-b", fakemetrics.NodeUsage{CPU: "4", Memory: "4Gi", Timestamp: sampled})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, loadAwareOnlyScores,
 		"          metricsStalenessSeconds: 300\n          resourceWeights: {cpu: 1, memory: 0}\n")))
 	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
@@ -185,25 +186,25 @@ func TestLoadAwareMetricsOutage(t *testing.T) {
 	ms := useMetricsServer(t)
 	ns := testNamespace(t)
 	loadAwareNode(t, "la-outage")
-	ms.setNode("la-outage", nodeUsage{cpu: "9900m", memory: "4Gi"})
+	ms.SetNode("la-outage", fakemetrics.NodeUsage{CPU: "9900m", Memory: "4Gi"})
 	sched := startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 3\n")))
 	const available = "custom_scheduler_loadaware_metrics_api_available"
 	waitForGauge(t, available, schedulerName, 1)
 
 	for _, tc := range []struct {
 		name string
-		mode metricsFailMode
+		mode fakemetrics.FailMode
 	}{
-		{"the metrics API errors", metricsError},
-		{"the metrics API hangs", metricsSlow},
+		{"the metrics API errors", fakemetrics.Error},
+		{"the metrics API hangs", fakemetrics.Slow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms.setFailMode(metricsOK)
+			ms.SetFailMode(fakemetrics.OK)
 			waitForGauge(t, available, schedulerName, 1)
 			pod := createPod(t, pinnedPod(ns, fmt.Sprintf("outage-%d", tc.mode), schedulerName, "la-outage", "100m"))
 			waitForPodUnschedulable(t, ns, pod.Name)
 
-			ms.setFailMode(tc.mode)
+			ms.SetFailMode(tc.mode)
 			waitForGauge(t, available, schedulerName, 0)
 			// Once the last sample is older than 3s, the node passes and the waiting pod is retried.
 			if node := waitForPodBound(t, ns, pod.Name); node != "la-outage" {
@@ -225,7 +226,7 @@ func TestLoadAwareStaleMetrics(t *testing.T) {
 	ms := useMetricsServer(t)
 	ns := testNamespace(t)
 	loadAwareNode(t, "la-stale")
-	ms.setNode("la-stale", nodeUsage{cpu: "1", memory: "4Gi", timestamp: time.Now().Add(-time.Hour)})
+	ms.SetNode("la-stale", fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi", Timestamp: time.Now().Add(-time.Hour)})
 	const strict = "custom-scheduler-strict"
 	profiles := loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n") +
 		loadAwareProfile(strict, "", "          metricsStalenessSeconds: 30\n          filterMissingMetrics: Reject\n")
@@ -245,7 +246,7 @@ func TestLoadAwareStaleMetrics(t *testing.T) {
 		}
 	})
 	t.Run("and scheduled once a fresh sample arrives", func(t *testing.T) {
-		ms.setNode("la-stale", nodeUsage{cpu: "1", memory: "4Gi"})
+		ms.SetNode("la-stale", fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi"})
 		waitForPodBound(t, ns, "stale-reject")
 	})
 }
