@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +220,25 @@ func TestCoscheduling(t *testing.T) {
 		})
 	})
 
+	t.Run("members wait for their PodGroup and for each other, holding nothing", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "late", 3, "2")
+		createPod(t, gangPod(ns, "late-0", "late", "1"))
+		ev := waitForEvent(t, ns, "late-0", coscheduling.EventPodGroupNotFound, schedulerName)
+		if !strings.Contains(ev.Message, "does not exist") {
+			t.Errorf("PodGroupNotFound event %q does not say why", ev.Message)
+		}
+		createPodGroup(t, ns, "late", 3, 0)
+		createPod(t, gangPod(ns, "late-1", "late", "1"))
+		ev = waitForEvent(t, ns, "late-1", coscheduling.EventWaitingForMembers, schedulerName)
+		if !strings.Contains(ev.Message, "of minMember 3") {
+			t.Errorf("WaitingForMembers event %q does not count the members", ev.Message)
+		}
+		consistentlyNoneBound(t, time.Second, ns, "late")
+		createPod(t, gangPod(ns, "late-2", "late", "1"))
+		waitForBoundMembers(t, ns, "late", 3)
+	})
+
 	t.Run("a gang of 5 where 4 fit holds nothing and binds when a node is added", func(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "four", 4, "4")
@@ -311,6 +332,30 @@ func TestCoschedulingAPI(t *testing.T) {
 		}
 		if v, _, _ := unstructured.NestedInt64(created.Object, "spec", "minMember"); v != 1 {
 			t.Errorf("spec.minMember = %d, want the default 1", v)
+		}
+	})
+
+	t.Run("examples/gang-job.yaml applies", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "gang-job.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvrs := map[string]schema.GroupVersionResource{
+			"PodGroup": podGroupGVR,
+			"Job":      {Group: "batch", Version: "v1", Resource: "jobs"},
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			gvr, ok := gvrs[obj.GetKind()]
+			if !ok {
+				t.Fatalf("unexpected kind %q in the example", obj.GetKind())
+			}
+			if _, err := dynamicClient(t).Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				t.Errorf("applying the example's %s: %v", obj.GetKind(), err)
+			}
 		}
 	})
 
