@@ -592,3 +592,63 @@ profiles:
 		})
 	}
 }
+
+// TestCoschedulingReleasesOnMemberFailure gets a gang partially reserved, lets another gang take the
+// rest of the cluster, then releases the first gang's last members: they find no node, and the whole
+// first gang is rejected and releases what it held, instead of holding it until its timeout.
+func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+	ns := testNamespace(t)
+	cosNodes(t, "release", 6, "4")
+	before := coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total")["reason=member_unschedulable"]
+
+	createPodGroup(t, ns, "first", 4, 60)
+	createPod(t, gangPod(ns, "first-0", "first", "3"))
+	createPod(t, gangPod(ns, "first-1", "first", "3"))
+	for _, name := range []string{"first-2", "first-3"} {
+		held := gangPod(ns, name, "first", "3")
+		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+		createPod(t, held)
+	}
+	waitForEvent(t, ns, "first-0", coscheduling.EventWaitingForQuorum, schedulerName)
+	waitForEvent(t, ns, "first-1", coscheduling.EventWaitingForQuorum, schedulerName)
+
+	// Four of six nodes are free: the second gang fits and takes them.
+	createPodGroup(t, ns, "second", 4, 60)
+	createGang(t, ns, "second", 4, "3")
+	waitForBoundMembers(t, ns, "second", 4)
+
+	for _, name := range []string{"first-2", "first-3"} {
+		pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Spec.SchedulingGates = nil
+		if _, err := client.CoreV1().Pods(ns).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := waitForEvent(t, ns, "first-0", coscheduling.EventGangRejected, schedulerName)
+	if !strings.Contains(ev.Message, "cannot be placed") {
+		t.Errorf("GangRejected event %q does not say a member could not be placed", ev.Message)
+	}
+	waitForEvent(t, ns, "first-1", coscheduling.EventGangRejected, schedulerName)
+	if got := coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total")["reason=member_unschedulable"]; got <= before {
+		t.Errorf("member_unschedulable rejections = %v, want more than %v", got, before)
+	}
+	// Released: the two nodes the first gang held take two plain 3-CPU pods.
+	for i := range 2 {
+		createPod(t, st.MakePod().Namespace(ns).Name(fmt.Sprintf("plain-%d", i)).SchedulerName(schedulerName).
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "3"}).Container("pause").Obj())
+	}
+	waitForPodBound(t, ns, "plain-0")
+	waitForPodBound(t, ns, "plain-1")
+	consistently(t, 2*time.Second, "the first gang stays fully pending and the second fully bound", func(ctx context.Context) (bool, error) {
+		nf, err := boundMembers(ctx, ns, "first")
+		if err != nil {
+			return false, err
+		}
+		ns2, err := boundMembers(ctx, ns, "second")
+		return nf == 0 && ns2 == 4, err
+	})
+}
