@@ -29,12 +29,15 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kwoknodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	kwokheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat"
 	kwokpodfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/yaml"
+
+	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
 const kwokAnnotation = "kwok.x-k8s.io/node"
@@ -142,6 +145,22 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	defer kwok.stop()
 
+	for i := 0; i < nodeCount; i++ {
+		if err := createNode(ctx, clientset, fmt.Sprintf("kwok-node-%d", i), i); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("Created %d fake nodes (8 CPU, 32Gi, 110 pods each).\n", nodeCount)
+
+	// Simulated node usage behind metrics.k8s.io, as metrics-server would report it, for LoadAware.
+	metrics, err := fakemetrics.Start(ctx, restConfig, metav1.NamespaceDefault, "playground-metrics-server")
+	if err != nil {
+		return fmt.Errorf("serving simulated node metrics: %w", err)
+	}
+	defer metrics.Close()
+	go simulateUsage(ctx, clientset, metrics)
+	fmt.Println("Serving simulated node usage through metrics.k8s.io (kwok-node-0 runs hot).")
+
 	// The scheduler's leader-election lease lives in its own namespace, as in manifests/.
 	if _, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "custom-scheduler"}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the custom-scheduler namespace: %w", err)
@@ -157,13 +176,6 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	defer scheduler.stop()
 
-	for i := 0; i < nodeCount; i++ {
-		if err := createNode(ctx, clientset, fmt.Sprintf("kwok-node-%d", i), i); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("Created %d fake nodes (8 CPU, 32Gi, 110 pods each).\n", nodeCount)
-
 	objects, err := createWorkloads(ctx, restConfig, workloadsDir)
 	if err != nil {
 		return err
@@ -177,7 +189,7 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
 	}
-	if err := printPlacement(clientset); err != nil {
+	if err := printPlacement(ctx, clientset, restConfig); err != nil {
 		return err
 	}
 	fmt.Printf(`
@@ -307,9 +319,10 @@ func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (
 	return count, nil
 }
 
-// printPlacement prints every pod with its node and phase, and the pods per node.
-func printPlacement(clientset kubernetes.Interface) error {
-	pods, err := clientset.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+// printPlacement prints every pod with its node and phase, and per node its pods and the usage that
+// metrics.k8s.io reports (read through the apiserver, as LoadAware reads it).
+func printPlacement(ctx context.Context, clientset kubernetes.Interface, restConfig *rest.Config) error {
+	pods, err := clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -333,14 +346,27 @@ func printPlacement(clientset kubernetes.Interface) error {
 		perNode[node]++
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.SchedulerName, node, p.Status.Phase, note)
 	}
-	fmt.Fprintln(w, "\nNODE\tPODS")
+	usage := map[string]string{}
+	if mc, err := metricsclient.NewForConfig(restConfig); err == nil {
+		if list, err := mc.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{}); err == nil {
+			for _, m := range list.Items {
+				usage[m.Name] = fmt.Sprintf("%s / %dGi", m.Usage.Cpu(), m.Usage.Memory().Value()>>30)
+			}
+		}
+	}
+	fmt.Fprintln(w, "\nNODE\tPODS\tUSAGE (cpu / memory, from metrics.k8s.io)")
 	nodes := make([]string, 0, len(perNode))
 	for n := range perNode {
 		nodes = append(nodes, n)
 	}
+	for n := range usage {
+		if _, ok := perNode[n]; !ok {
+			nodes = append(nodes, n)
+		}
+	}
 	sort.Strings(nodes)
 	for _, n := range nodes {
-		fmt.Fprintf(w, "%s\t%d\n", n, perNode[n])
+		fmt.Fprintf(w, "%s\t%d\t%s\n", n, perNode[n], usage[n])
 	}
 	return w.Flush()
 }
@@ -387,4 +413,45 @@ func (p *process) stop() {
 		<-p.exited
 	}
 	fmt.Printf("Stopped %s\n", filepath.Base(p.cmd.Path))
+}
+
+// simulateUsage reports each fake node's usage every few seconds, as metrics-server would: a baseline
+// (kwok-node-0 runs hot, at 85% CPU) plus 60% of the requests of the pods on the node.
+func simulateUsage(ctx context.Context, clientset kubernetes.Interface, metrics *fakemetrics.Server) {
+	const factor = 0.6
+	for {
+		nodes, err := clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		pods, err2 := clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil && err2 == nil {
+			cpu := map[string]int64{}
+			mem := map[string]int64{}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+					continue
+				}
+				for _, c := range p.Spec.Containers {
+					cpu[p.Spec.NodeName] += c.Resources.Requests.Cpu().MilliValue()
+					mem[p.Spec.NodeName] += c.Resources.Requests.Memory().Value()
+				}
+			}
+			for i, n := range nodes.Items {
+				capCPU := n.Status.Allocatable.Cpu().MilliValue()
+				capMem := n.Status.Allocatable.Memory().Value()
+				base := 0.10 + 0.05*float64(i%3)
+				if n.Name == "kwok-node-0" {
+					base = 0.85
+				}
+				metrics.SetNode(n.Name, fakemetrics.NodeUsage{
+					CPU:    fmt.Sprintf("%dm", int64(base*float64(capCPU))+int64(factor*float64(cpu[n.Name]))),
+					Memory: fmt.Sprintf("%d", int64(base*float64(capMem))+int64(factor*float64(mem[n.Name]))),
+					Window: 10 * time.Second,
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
