@@ -118,6 +118,19 @@ profiles:
 	}
 }
 
+// TestBinaryHelp checks that the binary takes kube-scheduler's flags.
+func TestBinaryHelp(t *testing.T) {
+	err, out := runBinary(t, time.Minute, "--help")
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, tail(out, 20))
+	}
+	for _, flag := range []string{"--config", "--kubeconfig", "--leader-elect", "--secure-port", "--feature-gates", "--v "} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("--help does not list %s", flag)
+		}
+	}
+}
+
 // TestBinaryVersion checks that the binary reports the Kubernetes version it is built on and ours.
 func TestBinaryVersion(t *testing.T) {
 	err, out := runBinary(t, time.Minute, "--version")
