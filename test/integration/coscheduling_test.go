@@ -250,7 +250,8 @@ func TestCoscheduling(t *testing.T) {
 				t.Errorf("member %s: PodScheduled message %q does not say that only 4 fit", n, msg)
 			}
 		}
-		waitForEvent(t, ns, names[0], coscheduling.EventGangInfeasible, schedulerName)
+		// The check runs once per attempt, so its event is on the member that ran it.
+		waitForEventOnAny(t, ns, names, coscheduling.EventGangInfeasible)
 		// A member holding 3 of a node's 4 CPUs would leave no room for this 2-CPU pod anywhere.
 		plain := createPod(t, st.MakePod().Namespace(ns).Name("plain").SchedulerName(schedulerName).
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Container("pause").Obj())
@@ -651,4 +652,27 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 		ns2, err := boundMembers(ctx, ns, "second")
 		return nf == 0 && ns2 == 4, err
 	})
+}
+
+// waitForEventOnAny waits for an event with the reason, from our scheduler, on any of the pods.
+func waitForEventOnAny(t *testing.T, ns string, pods []string, reason string) *v1.Event {
+	t.Helper()
+	var found *v1.Event
+	waitFor(t, ns, fmt.Sprintf("a %s event on one of %v", reason, pods), func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range events.Items {
+			e := &events.Items[i]
+			for _, p := range pods {
+				if e.InvolvedObject.Name == p && e.Reason == reason && eventSource(e) == schedulerName {
+					found = e
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	return found
 }
