@@ -198,7 +198,8 @@ func TestCoscheduling(t *testing.T) {
 		if len(nodes) != 4 {
 			t.Errorf("members landed on %d nodes, want 4 (one per node)", len(nodes))
 		}
-		waitForEvent(t, ns, names[0], coscheduling.EventWaitingForQuorum, schedulerName)
+		waitForEventOnAny(t, ns, names, coscheduling.EventWaitingForQuorum)
+		waitForEventOnAny(t, ns, names, coscheduling.EventQuorumReached)
 		waitFor(t, ns, "the PodGroup status to say Scheduled with 4 scheduled", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupScheduled && pg.Status.Scheduled == 4 && !pg.Status.ScheduleStartTime.IsZero(), nil
