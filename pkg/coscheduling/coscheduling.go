@@ -231,8 +231,8 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 }
 
 // Less orders the queue by priority, then by the group's timestamp (the PodGroup's creation time, or
-// its last failure, which puts a group that just lost behind the others), then by group, then by the
-// time each pod entered the queue. Members of one group are therefore adjacent; pods without a group
+// its last failure, which puts a group that just lost behind the others), then by group, then by pod
+// creation time and by the time each pod entered the queue. Members of one group are therefore adjacent; pods without a group
 // are ordered as PrioritySort orders them.
 func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	pa, pb := a.GetPriority(), b.GetPriority()
@@ -246,6 +246,13 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	}
 	if ka != kb {
 		return ka < kb
+	}
+	if ka != "" {
+		// Members of one group: in creation order (a Job's index order), then queue order.
+		ca, cb := podOf(a).CreationTimestamp.Time, podOf(b).CreationTimestamp.Time
+		if !ca.Equal(cb) {
+			return ca.Before(cb)
+		}
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
 }
@@ -736,13 +743,20 @@ func (pl *Coscheduling) attempting(key string) bool {
 	return g != nil && len(g.waiting) > 0
 }
 
+// podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
+func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
+		return withPod.GetPodInfo().GetPod()
+	}
+	return nil
+}
+
 // sortKey is an entity's group timestamp and group key for Less.
 func (pl *Coscheduling) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
-	withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo })
-	if !ok {
+	pod := podOf(e)
+	if pod == nil {
 		return e.GetTimestamp(), ""
 	}
-	pod := withPod.GetPodInfo().GetPod()
 	name, ok := podGroupName(pod)
 	if !ok {
 		return e.GetTimestamp(), ""

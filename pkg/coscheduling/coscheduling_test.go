@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -182,6 +183,12 @@ func TestLess(t *testing.T) {
 			a:    member("a", "old", "1"), b: member("b", "old", "1"),
 			ta: t0.Add(2 * time.Second), tb: t0.Add(time.Second),
 			want: false,
+		},
+		{
+			name: "within a group by creation before queue time",
+			a:    withCreation(member("a", "old", "1"), t0), b: withCreation(member("b", "old", "1"), t0.Add(time.Second)),
+			ta: t0.Add(2 * time.Second), tb: t0.Add(time.Second),
+			want: true,
 		},
 		{
 			name: "a group that just failed goes behind a newer one",
@@ -590,4 +597,95 @@ func counterValue(t *testing.T, c *metrics.CounterVec, labels ...string) float64
 		t.Fatal(err)
 	}
 	return v
+}
+
+func TestQueueingHints(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	pg := makePG("ns", "g", 2, time.Time{})
+	gangMember := member("m0", "g", "1")
+	plain := st.MakePod().Namespace("ns").Name("plain").Obj()
+	small := st.MakeNode().Name("n").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+	bigger := st.MakeNode().Name("n").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	cordoned := small.DeepCopy()
+	cordoned.Spec.Unschedulable = true
+	relabelled := small.DeepCopy()
+	relabelled.Labels = map[string]string{"zone": "a"}
+	unstructuredPG := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"namespace": "ns", "name": "g"},
+	}}
+	otherPG := unstructuredPG.DeepCopy()
+	otherPG.SetName("other")
+
+	cases := []struct {
+		name     string
+		fn       func(*Coscheduling) fwk.QueueingHintFn
+		pod      *v1.Pod
+		old, new interface{}
+		pods     []*v1.Pod
+		want     fwk.QueueingHint
+	}{
+		{name: "node added", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, new: small, want: fwk.Queue},
+		{name: "node grew", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, old: small, new: bigger, want: fwk.Queue},
+		{name: "node shrank", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, old: bigger, new: small, want: fwk.QueueSkip},
+		{name: "node uncordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, old: cordoned, new: small, want: fwk.Queue},
+		{name: "node cordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, old: small, new: cordoned, want: fwk.QueueSkip},
+		{name: "node relabelled", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: gangMember, old: small, new: relabelled, want: fwk.Queue},
+		{name: "plain pod ignores nodes", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+			pod: plain, new: small, want: fwk.QueueSkip},
+		{name: "assigned pod deleted", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterCapacityFreed },
+			pod: gangMember, old: st.MakePod().Name("gone").Node("n").Obj(), want: fwk.Queue},
+		{name: "its PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+			pod: gangMember, new: unstructuredPG, want: fwk.Queue},
+		{name: "another PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+			pod: gangMember, new: otherPG, want: fwk.QueueSkip},
+		{name: "a sibling completes the group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
+			pod: gangMember, new: member("m1", "g", "1"), pods: []*v1.Pod{gangMember, member("m1", "g", "1")}, want: fwk.Queue},
+		{name: "a sibling that does not complete the group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
+			pod: gangMember, new: member("m1", "g", "1"), pods: []*v1.Pod{member("m1", "g", "1")}, want: fwk.QueueSkip},
+		{name: "a pod of another group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
+			pod: gangMember, new: member("x", "other", "1"), pods: []*v1.Pod{gangMember, member("x", "other", "1")}, want: fwk.QueueSkip},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, tc.pods)
+			got, err := tc.fn(env.pl)(logger, tc.pod, tc.old, tc.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("hint = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkCheckFeasible is the gang check on a large cluster: 5000 nodes, 200 identical members.
+func BenchmarkCheckFeasible(b *testing.B) {
+	logger := klog.Background()
+	nodes := make([]fwk.NodeInfo, 5000)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("n%d", i), "8")
+	}
+	members := make([]*v1.Pod, 200)
+	for i := range members {
+		members[i] = member(fmt.Sprintf("m%d", i), "g", "3")
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if res := checkFeasible(logger, "ns/g", members, len(members), nodes, nil, resources{}); !res.feasible {
+			b.Fatal(res.message)
+		}
+	}
+}
+
+func withCreation(p *v1.Pod, t time.Time) *v1.Pod {
+	p.CreationTimestamp = metav1.NewTime(t)
+	return p
 }
