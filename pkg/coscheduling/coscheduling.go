@@ -373,8 +373,9 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s already has its quorum; only this member waits", key))
 	}
-	if existing-1 >= want {
-		// Enough other members exist to reach the quorum without this one.
+	g.unplaced[pod.UID] = struct{}{}
+	if existing-len(g.unplaced) >= want {
+		// Enough other members exist to reach the quorum without those that found no node.
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -420,6 +421,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 		g.needsQuorum = true
 	}
 	g.set(pod.UID, reserved)
+	delete(g.unplaced, pod.UID)
 	return nil
 }
 
@@ -494,6 +496,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if count >= want {
 		first := !g.quorumMet && g.needsQuorum
 		g.quorumMet = true
+		clear(g.unplaced)
 		allowed := pl.takeWaitingLocked(g)
 		start := g.attemptStart
 		pl.mu.Unlock()
@@ -600,6 +603,7 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 // reject. Callers hold pl.mu and reject the members after releasing it.
 func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time) []*v1.Pod {
 	g.failed = true
+	clear(g.unplaced)
 	victims := pl.takeWaitingLocked(g)
 	// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
 	// binding cycles): a member reserved meanwhile must not see them as part of a quorum.

@@ -443,6 +443,23 @@ func TestPermitQuorum(t *testing.T) {
 		}
 	})
 
+	t.Run("spare members may fail before the gang does", func(t *testing.T) {
+		five := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1"), member("m3", "g", "1"), member("m4", "g", "1")}
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, five)
+		reserveAndPermit(t, env, five[0])
+		reserveAndPermit(t, env, five[1])
+		for _, p := range five[2:4] {
+			env.pl.PostFilter(ctx, framework.NewCycleState(), p, nil)
+			if env.handle.waiting[five[0].UID].rejected != "" {
+				t.Fatalf("the gang failed when %s found no node, but enough members remain", p.Name)
+			}
+		}
+		env.pl.PostFilter(ctx, framework.NewCycleState(), five[4], nil)
+		if !strings.Contains(env.handle.waiting[five[0].UID].rejected, "cannot be placed") {
+			t.Errorf("the gang did not fail when too few members were left: %q", env.handle.waiting[five[0].UID].rejected)
+		}
+	})
+
 	t.Run("the group deadline is shared and a timeout is reported as such", func(t *testing.T) {
 		short := pg.DeepCopy()
 		short.Spec.ScheduleTimeoutSeconds = ptr.To[int32](5)

@@ -29,6 +29,9 @@ type gang struct {
 	members map[types.UID]memberFlags
 	// waiting are the members waiting at Permit in the current attempt.
 	waiting map[types.UID]*v1.Pod
+	// unplaced are members that found no node since the last attempt ended: when too few members
+	// are left to reach the quorum without them, the attempt fails.
+	unplaced map[types.UID]struct{}
 
 	// The current attempt: it starts at the first Reserve while no member waits.
 	attemptStart time.Time
@@ -64,7 +67,7 @@ type feasibilityKey struct {
 }
 
 func newGang(namespace, name string) *gang {
-	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, waiting: map[types.UID]*v1.Pod{}}
+	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, waiting: map[types.UID]*v1.Pod{}, unplaced: map[types.UID]struct{}{}}
 }
 
 func (g *gang) key() string { return g.namespace + "/" + g.name }

@@ -104,6 +104,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	delete(pl.gated, pod.UID)
 	if g := pl.gangs[key]; g != nil {
 		g.clear(pod.UID, bound)
+		delete(g.unplaced, pod.UID)
 		if g.idle(pl.clock.Now()) {
 			delete(pl.gangs, key)
 		}
