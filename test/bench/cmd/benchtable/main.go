@@ -1,0 +1,374 @@
+// Command benchtable summarizes the data items that test/bench (scheduler_perf with custom-scheduler's
+// plugins) writes into one Markdown report: throughput average/p50/p90 over the repetitions, the ratio
+// to the default profile (Basic) of the same size from the same run and, for our gangs, to in-tree
+// GangScheduling, peak memory, the saturation results and the per-plugin latencies.
+//
+// Usage: benchtable [-plugins Coscheduling,LoadAware,...] DIR...
+//
+// Every *.json below the directories is read. hack/bench.sh also writes status.tsv files (one line per
+// workload process: "<testCase>/<workload>\t<exit code>\t<seconds>"), which are counted as runs and
+// failures.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+type dataItem struct {
+	Data   map[string]float64 `json:"data"`
+	Unit   string             `json:"unit"`
+	Labels map[string]string  `json:"labels"`
+}
+
+type dataItems struct {
+	DataItems []dataItem `json:"dataItems"`
+}
+
+// key is a scheduler_perf test case and workload, e.g. {"BasicCustom", "1000Nodes_5000Pods"}.
+type key struct{ testCase, workload string }
+
+type pluginKey struct {
+	key
+	plugin, point string
+}
+
+type result struct {
+	throughput []map[string]float64 // one per run
+	peakRSS    []float64
+	heapMax    []float64
+	saturation []map[string]float64
+	runs       int
+	failed     int
+	seconds    []float64
+}
+
+func main() {
+	plugins := flag.String("plugins", "Coscheduling,LoadAware,GangScheduling,PodGroupPodsCount", "plugins whose latencies are listed")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: benchtable [-plugins a,b] DIR...")
+		os.Exit(2)
+	}
+	wanted := map[string]bool{}
+	for _, p := range strings.Split(*plugins, ",") {
+		wanted[strings.TrimSpace(p)] = true
+	}
+	results := map[key]*result{}
+	get := func(k key) *result {
+		r := results[k]
+		if r == nil {
+			r = &result{}
+			results[k] = r
+		}
+		return r
+	}
+	latency := map[pluginKey][]map[string]float64{}
+
+	for _, dir := range flag.Args() {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			switch {
+			case d.Name() == "status.tsv":
+				readStatus(path, get)
+			case strings.HasSuffix(d.Name(), ".json"):
+				var items dataItems
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				if err := json.Unmarshal(data, &items); err != nil {
+					fmt.Fprintf(os.Stderr, "skipping %s: %v\n", path, err)
+					return nil
+				}
+				for _, it := range items.DataItems {
+					k, ok := parseName(it.Labels["Name"])
+					if !ok {
+						continue
+					}
+					switch m := it.Labels["Metric"]; {
+					case m == "SchedulingThroughput":
+						get(k).throughput = append(get(k).throughput, it.Data)
+					case m == "PeakRSS":
+						get(k).peakRSS = append(get(k).peakRSS, it.Data["Max"])
+					case m == "heap_memory_usage":
+						get(k).heapMax = append(get(k).heapMax, it.Data["Max"])
+					case m == "SaturationFeasibleBound":
+						get(k).saturation = append(get(k).saturation, it.Data)
+					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
+						pk := pluginKey{k, it.Labels["plugin"], it.Labels["extension_point"]}
+						d := map[string]float64{}
+						for b, v := range it.Data {
+							d[b] = toMicros(v, it.Unit)
+						}
+						latency[pk] = append(latency[pk], d)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	printReport(results, latency)
+}
+
+// parseName turns scheduler_perf's Name label ("BenchmarkPerfScheduling/<tc>/<workload>/<ns>" or
+// "<tc>/<workload>") into its test case and workload.
+func parseName(name string) (key, bool) {
+	name = strings.TrimPrefix(name, "BenchmarkPerfScheduling/")
+	parts := strings.Split(name, "/")
+	if len(parts) < 2 {
+		return key{}, false
+	}
+	return key{parts[0], parts[1]}, true
+}
+
+func readStatus(path string, get func(key) *result) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Split(s.Text(), "\t")
+		if len(fields) < 2 {
+			continue
+		}
+		k, ok := parseName(fields[0])
+		if !ok {
+			continue
+		}
+		r := get(k)
+		r.runs++
+		if fields[1] != "0" {
+			r.failed++
+		}
+		if len(fields) > 2 {
+			if v, err := strconv.ParseFloat(fields[2], 64); err == nil {
+				r.seconds = append(r.seconds, v)
+			}
+		}
+	}
+}
+
+func toMicros(v float64, unit string) float64 {
+	switch unit {
+	case "s":
+		return v * 1e6
+	case "ms":
+		return v * 1e3
+	default:
+		return v
+	}
+}
+
+func mean(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, v := range vs {
+		s += v
+	}
+	return s / float64(len(vs))
+}
+
+func bucket(ms []map[string]float64, b string) []float64 {
+	var out []float64
+	for _, m := range ms {
+		if v, ok := m[b]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func minMax(vs []float64) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vs {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	return lo, hi
+}
+
+func f1(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+func ratio(a, b float64) string {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// baseline names the in-tree counterpart of one of our gang test cases.
+func inTreeOf(tc string) string {
+	if strings.HasSuffix(tc, "Custom") && tc != "BasicCustom" {
+		return strings.TrimSuffix(tc, "Custom") + "InTree"
+	}
+	return ""
+}
+
+// order sorts the workloads by size (node count), then the test cases in the config's order.
+var caseOrder = []string{"Basic", "BasicCustom", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
+
+func caseRank(tc string) int {
+	for i, c := range caseOrder {
+		if c == tc {
+			return i
+		}
+	}
+	return len(caseOrder)
+}
+
+func nodes(workload string) int {
+	n, _ := strconv.Atoi(strings.SplitN(workload, "Nodes", 2)[0])
+	return n
+}
+
+func sortedKeys(results map[key]*result) []key {
+	keys := make([]key, 0, len(results))
+	for k := range results {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if nodes(a.workload) != nodes(b.workload) {
+			return nodes(a.workload) < nodes(b.workload)
+		}
+		if caseRank(a.testCase) != caseRank(b.testCase) {
+			return caseRank(a.testCase) < caseRank(b.testCase)
+		}
+		return a.workload < b.workload
+	})
+	return keys
+}
+
+func printReport(results map[key]*result, latency map[pluginKey][]map[string]float64) {
+	avgOf := func(k key) float64 {
+		r := results[k]
+		if r == nil {
+			return math.NaN()
+		}
+		return mean(bucket(r.throughput, "Average"))
+	}
+	fmt.Println("Throughput in pods/s: mean over runs of scheduler_perf's SchedulingThroughput Average, Perc50 and Perc90 (min–max of the Average in brackets).")
+	fmt.Println("vs Basic: against the default profile with the same nodes and pods, same run. vs in-tree: our gangs against in-tree GangScheduling, same shapes.")
+	fmt.Println("Peak RSS: the benchmark process (in-process apiserver + scheduler + driver; etcd excluded); heap: Go heap in use, max.")
+	fmt.Println()
+	fmt.Println("| Workload | Test case | Runs | Avg pods/s | p50 | p90 | vs Basic | vs in-tree | Peak RSS MB | Heap max MB | Notes |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, k := range sortedKeys(results) {
+		r := results[k]
+		avgs := bucket(r.throughput, "Average")
+		lo, hi := minMax(avgs)
+		avg := mean(avgs)
+		avgText := f1(avg)
+		if len(avgs) > 1 {
+			avgText += fmt.Sprintf(" (%s–%s)", f1(lo), f1(hi))
+		}
+		vsBasic := "–"
+		if k.testCase != "Basic" {
+			vsBasic = ratio(avg, avgOf(key{"Basic", k.workload}))
+		}
+		vsInTree := "–"
+		if it := inTreeOf(k.testCase); it != "" {
+			vsInTree = ratio(avg, avgOf(key{it, k.workload}))
+		}
+		runs := len(r.throughput)
+		if r.runs > runs {
+			runs = r.runs
+		}
+		var notes []string
+		if r.failed > 0 {
+			notes = append(notes, fmt.Sprintf("%d/%d runs failed", r.failed, r.runs))
+		}
+		if len(r.saturation) > 0 {
+			notes = append(notes, saturationNote(r.saturation))
+			// The throughput of a saturation run includes the settle time and the infeasible
+			// remainder; the saturation note is the measurement.
+			vsBasic = "–"
+		}
+		fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			k.workload, k.testCase, runs, avgText,
+			f1(mean(bucket(r.throughput, "Perc50"))), f1(mean(bucket(r.throughput, "Perc90"))),
+			vsBasic, vsInTree, f1(maxOf(r.peakRSS)), f1(maxOf(r.heapMax)), strings.Join(notes, "; "))
+	}
+
+	if len(latency) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Println("Per-plugin latency (scheduler_plugin_execution_duration_seconds, sampled by the scheduler), µs, mean over runs:")
+	fmt.Println()
+	fmt.Println("| Workload | Test case | Plugin | Extension point | Avg µs | p50 µs | p90 µs | p99 µs |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	pks := make([]pluginKey, 0, len(latency))
+	for pk := range latency {
+		pks = append(pks, pk)
+	}
+	sort.Slice(pks, func(i, j int) bool {
+		a, b := pks[i], pks[j]
+		if a.key != b.key {
+			if nodes(a.workload) != nodes(b.workload) {
+				return nodes(a.workload) < nodes(b.workload)
+			}
+			if caseRank(a.testCase) != caseRank(b.testCase) {
+				return caseRank(a.testCase) < caseRank(b.testCase)
+			}
+			return a.workload < b.workload
+		}
+		if a.plugin != b.plugin {
+			return a.plugin < b.plugin
+		}
+		return a.point < b.point
+	})
+	for _, pk := range pks {
+		ds := latency[pk]
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", pk.workload, pk.testCase, pk.plugin, pk.point,
+			f1(mean(bucket(ds, "Average"))), f1(mean(bucket(ds, "Perc50"))), f1(mean(bucket(ds, "Perc90"))), f1(mean(bucket(ds, "Perc99"))))
+	}
+}
+
+func maxOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	_, hi := minMax(vs)
+	return hi
+}
+
+func saturationNote(runs []map[string]float64) string {
+	secs := bucket(runs, "Seconds")
+	rate := bucket(runs, "PodsPerSecond")
+	reached, partial := 0, 0.0
+	for _, r := range runs {
+		if r["Reached"] == 1 {
+			reached++
+		}
+		partial = math.Max(partial, r["PartialGangs"])
+	}
+	first := runs[0]
+	return fmt.Sprintf("all %d feasible of %d gangs bound in %d/%d runs, %ss to bind them (%s pods/s), bound gangs %s, partially bound gangs max %d",
+		int(first["FeasibleGangs"]), int(first["DemandGangs"]), reached, len(runs), f1(mean(secs)), f1(mean(rate)),
+		f1(mean(bucket(runs, "BoundGangs"))), int(partial))
+}

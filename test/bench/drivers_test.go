@@ -1,0 +1,279 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
+)
+
+const (
+	// gangLabel is set by every gang pod template (ours and in-tree) to its gang's name.
+	gangLabel = "bench-gang"
+	// gangNamespace is where the gang workloads create their pods (createNamespaces prefix gang-ns).
+	gangNamespace = "gang-ns-0"
+	// ceilingSchedulerName is the schedulerName of the Ceiling workload's pods: no profile has it, so
+	// the scheduler leaves them to the harness' binder.
+	ceilingSchedulerName = "bench-ceiling"
+)
+
+// startSaturationWatcher measures a saturation workload: gangs × podsPerGroup pods of gangs whose pods
+// take 1/slotsPerNode of a node each, on initNodes nodes, so exactly
+// feasible = initNodes*slotsPerNode/podsPerGroup gangs fit. It records the time from the first pod's
+// creation until feasible gangs' pods are all bound, then waits settleSeconds and counts gangs bound
+// in part (which must be 0). It gives up after deadlineSeconds. To end the workload (its barrier waits
+// for every pod to be scheduled, and the infeasible gangs never are) it then creates one pre-bound
+// placeholder pod per unbound pod; they carry no gang label and are created after the measurement.
+func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
+	nodes := param(w, "initNodes", 0)
+	gangs := param(w, "gangs", 0)
+	size := param(w, "podsPerGroup", 0)
+	slots := param(w, "slotsPerNode", 4)
+	settle := time.Duration(param(w, "settleSeconds", 3)) * time.Second
+	deadline := time.Duration(param(w, "deadlineSeconds", 300)) * time.Second
+	if nodes <= 0 || gangs <= 0 || size <= 0 {
+		return fmt.Errorf("saturation workload needs initNodes, gangs and podsPerGroup")
+	}
+	feasible := min(nodes*slots/size, gangs)
+	wantBound := feasible * size
+	name := tCtx.Name()
+
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(gangNamespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+
+	var (
+		mu         sync.Mutex
+		start      time.Time
+		reachedAt  time.Time
+		lastBindAt time.Time
+		bound      = map[string]int{}
+		boundPods  = map[string]bool{}
+		seen       int
+	)
+	observe := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return
+		}
+		gang := pod.Labels[gangLabel]
+		if gang == "" {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if start.IsZero() {
+			start = now
+		}
+		if pod.Spec.NodeName == "" || boundPods[pod.Name] {
+			return
+		}
+		boundPods[pod.Name] = true
+		bound[gang]++
+		lastBindAt = now
+		if len(boundPods) == wantBound && reachedAt.IsZero() {
+			reachedAt = now
+		}
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			mu.Lock()
+			seen++
+			mu.Unlock()
+			observe(obj)
+		},
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			mu.Lock()
+			now := time.Now()
+			done := (!reachedAt.IsZero() && now.Sub(reachedAt) >= settle) ||
+				(!start.IsZero() && now.Sub(start) >= deadline)
+			if !done {
+				mu.Unlock()
+				continue
+			}
+			full, partial := 0, 0
+			for _, n := range bound {
+				switch {
+				case n >= size:
+					full++
+				case n > 0:
+					partial++
+				}
+			}
+			data := map[string]float64{
+				"FeasibleGangs": float64(feasible),
+				"DemandGangs":   float64(gangs),
+				"BoundGangs":    float64(full),
+				"PartialGangs":  float64(partial),
+				"BoundPods":     float64(len(boundPods)),
+				"Reached":       0,
+			}
+			if !reachedAt.IsZero() {
+				secs := reachedAt.Sub(start).Seconds()
+				data["Reached"] = 1
+				data["Seconds"] = secs
+				data["PodsPerSecond"] = float64(wantBound) / secs
+			} else {
+				data["Seconds"] = now.Sub(start).Seconds()
+				data["LastBindSeconds"] = lastBindAt.Sub(start).Seconds()
+			}
+			missing := gangs*size - len(boundPods)
+			mu.Unlock()
+			writeExtra(name, map[string]any{"Metric": "SaturationFeasibleBound"}, "s", data)
+			tCtx.Logf("saturation: %v", data)
+			createPlaceholders(ctx, tCtx, missing)
+			return
+		}
+	}()
+	tCtx.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+	})
+	return nil
+}
+
+// createPlaceholders creates n pods already bound to a node, without requests, so that the
+// workload's barrier (every pod created in the namespace scheduled) is met.
+func createPlaceholders(ctx context.Context, tCtx ktesting.TContext, n int) {
+	nodes, err := tCtx.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || len(nodes.Items) == 0 {
+		tCtx.Logf("saturation: no node for placeholders: %v", err)
+		return
+	}
+	node := nodes.Items[0].Name
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				pod := &v1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("placeholder-%d", i), Labels: map[string]string{"bench-placeholder": "true"}},
+					Spec: v1.PodSpec{
+						NodeName:      node,
+						SchedulerName: ceilingSchedulerName,
+						Containers:    []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10.1"}},
+					},
+				}
+				if _, err := tCtx.Client().CoreV1().Pods(gangNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+					tCtx.Logf("saturation: creating a placeholder: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// startBinder binds every pod whose schedulerName is bench-ceiling, round-robin over the nodes, with
+// binders parallel workers (default 16) and no scheduling work at all: the rate at which the same
+// apiserver accepts bindings, measured by scheduler_perf's own throughput collector.
+func startBinder(tCtx ktesting.TContext, w *perf.Workload) error {
+	workers := param(w, "binders", 16)
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
+	nodeLister := factory.Core().V1().Nodes().Lister()
+	podInformer := factory.Core().V1().Pods().Informer()
+	queue := make(chan *v1.Pod, 1<<17)
+	if _, err := podInformer.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			pod, ok := obj.(*v1.Pod)
+			return ok && pod.Spec.SchedulerName == ceilingSchedulerName && pod.Spec.NodeName == ""
+		},
+		Handler: cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+			select {
+			case queue <- obj.(*v1.Pod):
+			case <-ctx.Done():
+			}
+		}},
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	var (
+		next   atomic.Uint64
+		errors atomic.Int64
+		wg     sync.WaitGroup
+	)
+	var nodeNames []string
+	var nodesOnce sync.Mutex
+	pickNode := func() string {
+		nodesOnce.Lock()
+		defer nodesOnce.Unlock()
+		if len(nodeNames) == 0 {
+			nodes, _ := nodeLister.List(labels.Everything())
+			for _, n := range nodes {
+				nodeNames = append(nodeNames, n.Name)
+			}
+			if len(nodeNames) == 0 {
+				return ""
+			}
+		}
+		return nodeNames[next.Add(1)%uint64(len(nodeNames))]
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case pod := <-queue:
+					binding := &v1.Binding{
+						ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+						Target:     v1.ObjectReference{Kind: "Node", Name: pickNode()},
+					}
+					if err := tCtx.Client().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+						if errors.Add(1) <= 5 {
+							tCtx.Logf("ceiling: binding %s/%s: %v", pod.Namespace, pod.Name, err)
+						}
+					}
+				}
+			}
+		}()
+	}
+	tCtx.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+		if n := errors.Load(); n > 0 {
+			tCtx.Logf("ceiling: %d bindings failed", n)
+		}
+	})
+	return nil
+}
