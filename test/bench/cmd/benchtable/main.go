@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type pluginKey struct {
 
 type result struct {
 	throughput []map[string]float64 // one per run
+	// byRep is the throughput Average per repetition (the "repN" directory a file is in), for paired
+	// ratios between test cases of the same repetition.
+	byRep      map[string]float64
 	peakRSS    []float64
 	heapMax    []float64
 	saturation []map[string]float64
@@ -99,7 +103,14 @@ func main() {
 					}
 					switch m := it.Labels["Metric"]; {
 					case m == "SchedulingThroughput":
-						get(k).throughput = append(get(k).throughput, it.Data)
+						r := get(k)
+						r.throughput = append(r.throughput, it.Data)
+						if rep := repOf(path); rep != "" {
+							if r.byRep == nil {
+								r.byRep = map[string]float64{}
+							}
+							r.byRep[rep] = it.Data["Average"]
+						}
 					case m == "PeakRSS":
 						get(k).peakRSS = append(get(k).peakRSS, it.Data["Max"])
 					case m == "heap_memory_usage":
@@ -124,6 +135,40 @@ func main() {
 		}
 	}
 	printReport(results, latency)
+}
+
+var repPattern = regexp.MustCompile(`(^|/)(rep[0-9]+)(/|$)`)
+
+// repOf is the repetition a result file belongs to: its "repN" directory (hack/bench.sh's layout),
+// with the result root in front so that separate runs stay apart.
+func repOf(path string) string {
+	loc := repPattern.FindStringSubmatchIndex(filepath.ToSlash(path))
+	if loc == nil {
+		return ""
+	}
+	return filepath.ToSlash(path)[:loc[5]]
+}
+
+// pairedRatio is a's throughput over b's, per repetition both ran in, as "mean× (min–max)"; it
+// falls back to the ratio of the means when no repetition has both.
+func pairedRatio(a, b *result) string {
+	if a == nil || b == nil {
+		return "–"
+	}
+	var rs []float64
+	for rep, v := range a.byRep {
+		if w, ok := b.byRep[rep]; ok && w > 0 {
+			rs = append(rs, v/w)
+		}
+	}
+	if len(rs) == 0 {
+		return ratio(mean(bucket(a.throughput, "Average")), mean(bucket(b.throughput, "Average")))
+	}
+	if len(rs) == 1 {
+		return fmt.Sprintf("%.2f×", rs[0])
+	}
+	lo, hi := minMax(rs)
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", mean(rs), lo, hi)
 }
 
 // parseName turns scheduler_perf's Name label ("BenchmarkPerfScheduling/<tc>/<workload>/<ns>" or
@@ -264,15 +309,8 @@ func sortedKeys(results map[key]*result) []key {
 }
 
 func printReport(results map[key]*result, latency map[pluginKey][]map[string]float64) {
-	avgOf := func(k key) float64 {
-		r := results[k]
-		if r == nil {
-			return math.NaN()
-		}
-		return mean(bucket(r.throughput, "Average"))
-	}
 	fmt.Println("Throughput in pods/s: mean over runs of scheduler_perf's SchedulingThroughput Average, Perc50 and Perc90 (min–max of the Average in brackets).")
-	fmt.Println("vs Basic: against the default profile with the same nodes and pods, same run. vs in-tree: our gangs against in-tree GangScheduling, same shapes.")
+	fmt.Println("vs Basic: against the default profile with the same nodes and pods, paired by repetition (mean, min–max). vs in-tree: our gangs against in-tree GangScheduling, same shapes.")
 	fmt.Println("Peak RSS: the benchmark process (in-process apiserver + scheduler + driver; etcd excluded); heap: Go heap in use, max.")
 	fmt.Println()
 	fmt.Println("| Workload | Test case | Runs | Avg pods/s | p50 | p90 | vs Basic | vs in-tree | Peak RSS MB | Heap max MB | Notes |")
@@ -288,11 +326,11 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		}
 		vsBasic := "–"
 		if k.testCase != "Basic" {
-			vsBasic = ratio(avg, avgOf(key{"Basic", k.workload}))
+			vsBasic = pairedRatio(r, results[key{"Basic", k.workload}])
 		}
 		vsInTree := "–"
 		if it := inTreeOf(k.testCase); it != "" {
-			vsInTree = ratio(avg, avgOf(key{it, k.workload}))
+			vsInTree = pairedRatio(r, results[key{it, k.workload}])
 		}
 		runs := len(r.throughput)
 		if r.runs > runs {
