@@ -274,7 +274,7 @@ func inTreeOf(tc string) string {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
