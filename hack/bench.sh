@@ -69,8 +69,10 @@ if ! command -v etcd >/dev/null; then
   export PATH="${root}/${assets}:${PATH}"
 fi
 
-# etcd data and scheduler_perf's temporary files on tmpfs when possible.
-if [[ -d /dev/shm && -w /dev/shm ]]; then
+# etcd data and scheduler_perf's temporary files on tmpfs when possible (and big enough: containers
+# often get a 64 MB /dev/shm).
+shm_free_kb="$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')"
+if [[ -d /dev/shm && -w /dev/shm && "${shm_free_kb:-0}" -ge 1048576 ]]; then
   tmp="$(mktemp -d /dev/shm/custom-scheduler-bench.XXXXXX)"
 else
   tmp="$(mktemp -d)"
