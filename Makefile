@@ -37,6 +37,8 @@ TEST_TIMEOUT ?= 40m
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
 TEST_FLAGS ?=
+# Extra hack/bench.sh flags, e.g. BENCH_FLAGS="--reduced" or BENCH_FLAGS="--cases 'Basic BasicCustom' --reps 5".
+BENCH_FLAGS ?=
 
 ##@ General
 
@@ -89,6 +91,19 @@ lint: ## go vet and a gofmt check.
 .PHONY: verify
 verify: lint ## lint, plus generated code and the replace block are up to date.
 	hack/verify.sh
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: envtest ## scheduler_perf benchmarks at full size (1000 nodes, 3 repetitions; about an hour) and the summary table.
+	hack/bench.sh $(BENCH_FLAGS)
+
+.PHONY: bench-smoke
+bench-smoke: envtest ## Every benchmark workload at a tiny size, once (CI runs it so the harness keeps working).
+	go vet -tags bench ./test/bench/...
+	hack/bench.sh --smoke $(BENCH_FLAGS)
+
+##@ Housekeeping
 
 .PHONY: clean
 clean: ## Remove built binaries (keeps envtest assets; `rm -rf bin` removes those too).

@@ -142,6 +142,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 
 	pl := newPlugin(ctx, h, args, clock.RealClock{}, podGroupLister{store: pgInformer.GetStore()}, podInformer.GetIndexer())
 	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, pl.clock, pl.attempting, pl.profile)
+	// The updater's run loop starts with the first gang member and shuts its queue down when it ends;
+	// a scheduler that never sees a gang must still release the queue's goroutines when it stops.
+	context.AfterFunc(ctx, pl.status.queue.ShutDown)
 	if _, err := podInformer.AddEventHandler(pl.podEventHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}

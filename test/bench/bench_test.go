@@ -25,14 +25,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	_ "k8s.io/component-base/logs/json/register"
@@ -141,11 +139,7 @@ func outOfTreeRegistry() frameworkruntime.Registry {
 				if err := installCRD(ctx, h.KubeConfig(), *crdFile); err != nil {
 					return nil, fmt.Errorf("bench: installing the PodGroup CRD: %w", err)
 				}
-				pl, err := factory(ctx, args, h)
-				if err == nil {
-					shutDownStatusQueueOnExit(ctx, pl)
-				}
-				return pl, err
+				return factory(ctx, args, h)
 			}
 		case loadAwareName:
 			r[p.Name] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -161,36 +155,6 @@ func outOfTreeRegistry() frameworkruntime.Registry {
 		}
 	}
 	return r
-}
-
-// shutDownStatusQueueOnExit works around a goroutine leak in Coscheduling (found by this harness):
-// its PodGroup status updater creates a workqueue in New but shuts it down only from its run loop,
-// which starts with the first gang member's scheduling cycle. A scheduler that never sees a gang pod
-// (BasicCustom) leaks the queue's two goroutines, and scheduler_perf's leak check then waits 10
-// minutes and fails the workload. Shutting the queue down again when the scheduler stops is
-// harmless (ShutDown is idempotent). It reaches the unexported field by reflection and does
-// nothing if the plugin's layout changes.
-func shutDownStatusQueueOnExit(ctx context.Context, pl fwk.Plugin) {
-	v := reflect.ValueOf(pl)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return
-	}
-	status := v.Elem().FieldByName("status")
-	if !status.IsValid() || status.Kind() != reflect.Pointer || status.IsNil() {
-		return
-	}
-	queue := status.Elem().FieldByName("queue")
-	if !queue.IsValid() || !queue.CanAddr() {
-		return
-	}
-	q, ok := reflect.NewAt(queue.Type(), unsafe.Pointer(queue.UnsafeAddr())).Elem().Interface().(interface{ ShutDown() })
-	if !ok || q == nil {
-		return
-	}
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
 }
 
 // current is the workload being run (one at a time: scheduler_perf runs workloads sequentially).

@@ -58,11 +58,13 @@ type NodeUsage struct {
 // with the apiserver through an APIService and an ExternalName Service, so clients reach it through the
 // apiserver's aggregation layer exactly as they reach metrics-server.
 type Server struct {
-	mu       sync.Mutex
-	nodes    map[string]NodeUsage
-	failMode FailMode
-	requests int
-	server   *httptest.Server
+	mu    sync.Mutex
+	nodes map[string]NodeUsage
+	// nodesFunc, when set, replaces nodes: it is asked at every request.
+	nodesFunc func() map[string]NodeUsage
+	failMode  FailMode
+	requests  int
+	server    *httptest.Server
 }
 
 // Reset forgets every node and makes the server healthy.
@@ -70,6 +72,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nodes = map[string]NodeUsage{}
+	s.nodesFunc = nil
 	s.failMode = OK
 }
 
@@ -78,6 +81,14 @@ func (s *Server) SetNode(name string, u NodeUsage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nodes[name] = u
+}
+
+// SetNodesFunc makes the server report, at every request, the usage f returns instead of the nodes
+// set with SetNode (nil goes back to those). f runs outside the server's lock.
+func (s *Server) SetNodesFunc(f func() map[string]NodeUsage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodesFunc = f
 }
 
 // SetFailMode switches the server between healthy, erroring and slow.
@@ -129,9 +140,15 @@ func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request, name string)
 	s.mu.Lock()
 	s.requests++
 	mode := s.failMode
+	nodes, nodesFunc := s.nodes, s.nodesFunc
+	if nodesFunc != nil {
+		s.mu.Unlock()
+		nodes = nodesFunc()
+		s.mu.Lock()
+	}
 	now := time.Now()
-	items := make([]metricsv1beta1.NodeMetrics, 0, len(s.nodes))
-	for n, u := range s.nodes {
+	items := make([]metricsv1beta1.NodeMetrics, 0, len(nodes))
+	for n, u := range nodes {
 		if name != "" && n != name {
 			continue
 		}
@@ -224,7 +241,7 @@ func Start(ctx context.Context, restConfig *rest.Config, serviceNamespace, servi
 			Ports:        []v1.ServicePort{{Name: "https", Port: int32(port), TargetPort: intstr.FromInt32(int32(port))}},
 		},
 	}
-	if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating the ExternalName service: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(restConfig)
