@@ -91,7 +91,7 @@ type testEnv struct {
 	pods   cache.Indexer
 }
 
-func newTestEnv(t *testing.T, args config.CoschedulingArgs, pgs []*v1alpha1.PodGroup, pods []*v1.Pod) *testEnv {
+func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodGroup, pods []*v1.Pod) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	pgStore := cache.NewStore(cache.MetaNamespaceKeyFunc)
@@ -705,4 +705,49 @@ func BenchmarkCheckFeasible(b *testing.B) {
 func withCreation(p *v1.Pod, t time.Time) *v1.Pod {
 	p.CreationTimestamp = metav1.NewTime(t)
 	return p
+}
+
+// BenchmarkPreFilter measures PreFilter as the framework calls it, at 1000 and 5000 nodes: for a pod
+// without a group (the cost every plain pod pays), for the first member of a 5-pod gang when the
+// whole-gang check runs, and when its result is reused for the next members of the burst.
+func BenchmarkPreFilter(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		nodes := make([]fwk.NodeInfo, n)
+		for i := range nodes {
+			nodes[i] = node(fmt.Sprintf("n%d", i), "4")
+		}
+		members := make([]*v1.Pod, 5)
+		for i := range members {
+			members[i] = member(fmt.Sprintf("m%d", i), "g", "1")
+		}
+		env := newTestEnv(b, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 5, time.Now())}, members)
+		ctx := context.Background()
+		plain := st.MakePod().Namespace("ns").Name("plain").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+
+		b.Run(fmt.Sprintf("%dNodes/PlainPod", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), plain, nodes); !s.IsSkip() {
+					b.Fatal(s)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dNodes/GangCheck", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				env.pl.epoch.Add(1) // invalidate the cached result: the whole-gang check runs
+				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[0], nodes); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dNodes/GangCached", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[1], nodes); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+			}
+		})
+	}
 }
