@@ -566,25 +566,8 @@ func TestCoschedulingBadArgs(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			config := `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: ` + adminKubeconfig + `
-leaderElection:
-  leaderElect: false
-profiles:
-  - schedulerName: custom-scheduler
-    plugins:
-      multiPoint:
-        enabled:
-          - name: Coscheduling
-        disabled:
-          - name: PrioritySort
-    pluginConfig:
-      - name: Coscheduling
-        args:
-          ` + tc.args + "\n"
-			err, out := runBinary(t, time.Minute, "--config="+writeFile(t, "config.yaml", config), "--secure-port=0")
+			profiles := strings.Replace(coschedulingMultiPointProfiles, "podGroupBackoffSeconds: 1", tc.args, 1)
+			err, out := runBinary(t, time.Minute, "--config="+schedulerConfig(t, adminKubeconfig, profiles), "--secure-port=0")
 			if code := exitCode(err); code == 0 || code == -1 {
 				t.Fatalf("exit code %d (%v), want a non-zero exit; output:\n%s", code, err, tail(out, 20))
 			}

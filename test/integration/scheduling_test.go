@@ -70,9 +70,11 @@ func TestScheduling(t *testing.T) {
 // non-zero, before connecting anywhere, with an error naming the problem.
 func TestBadConfigStopsTheBinary(t *testing.T) {
 	cases := []struct {
-		name   string
-		config string
-		want   []string
+		name string
+		// config is a whole file; profiles, when set, go into a valid file instead.
+		config   string
+		profiles string
+		want     []string
 	}{
 		{
 			name:   "not YAML",
@@ -86,14 +88,7 @@ func TestBadConfigStopsTheBinary(t *testing.T) {
 		},
 		{
 			name: "unknown plugin",
-			config: `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: ` + adminKubeconfig + `
-leaderElection:
-  leaderElect: false
-profiles:
-  - schedulerName: custom-scheduler
+			profiles: `  - schedulerName: custom-scheduler
     plugins:
       filter:
         enabled:
@@ -105,6 +100,9 @@ profiles:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "config.yaml", tc.config)
+			if tc.profiles != "" {
+				path = schedulerConfig(t, adminKubeconfig, tc.profiles)
+			}
 			err, out := runBinary(t, time.Minute, "--config="+path, "--secure-port=0")
 			if code := exitCode(err); code == 0 || code == -1 {
 				t.Fatalf("exit code %d (%v), want a non-zero exit; output:\n%s", code, err, tail(out, 20))
