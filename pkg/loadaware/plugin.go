@@ -378,9 +378,11 @@ func (pl *LoadAware) strategyScore(u int64) int64 {
 // Reserve counts the pod's estimate on its node at once, so the next pods of a burst see it even
 // before the binding reaches the informer.
 func (pl *LoadAware) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	estimate := pl.est.estimate(pod)
+	var estimate usage
 	if s, err := getPreFilterState(cs); err == nil {
-		estimate = s.estimate
+		estimate = s.estimate // computed once in PreFilter
+	} else {
+		estimate = pl.est.estimate(pod)
 	}
 	pl.store.addPending(pod.UID, nodeName, pl.clock.Now(), estimate)
 	return nil
