@@ -100,7 +100,7 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 			t.Fatal(err)
 		}
 	}
-	podIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: podGroupIndexFunc})
+	podIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: livePodGroupIndexFunc})
 	for _, p := range pods {
 		if err := podIndexer.Add(p); err != nil {
 			t.Fatal(err)
@@ -141,10 +141,10 @@ func queued(t *testing.T, pod *v1.Pod, ts time.Time) *framework.QueuedPodInfo {
 func TestLess(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pgs := []*v1alpha1.PodGroup{
-		makePG("ns", "old", 2, t0),
-		makePG("ns", "new", 2, t0.Add(time.Minute)),
-		makePG("ns", "twin-a", 2, t0.Add(2*time.Minute)),
-		makePG("ns", "twin-b", 2, t0.Add(2*time.Minute)),
+		makePG("ns", "old", 1, t0),
+		makePG("ns", "new", 1, t0.Add(time.Minute)),
+		makePG("ns", "twin-a", 1, t0.Add(2*time.Minute)),
+		makePG("ns", "twin-b", 1, t0.Add(2*time.Minute)),
 	}
 	cases := []struct {
 		name string
@@ -207,8 +207,11 @@ func TestLess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, defaultArgs(), pgs, nil)
 			if tc.failed != "" {
-				env.pl.gangLocked("ns", tc.failed).lastFailure = t0.Add(5 * time.Minute)
+				env.pl.mu.Lock()
+				env.pl.gangForLocked(pgs[0]).lastFailure = t0.Add(5 * time.Minute)
+				env.pl.mu.Unlock()
 			}
+			enqueue(t, env, tc.a, tc.b)
 			if got := env.pl.Less(queued(t, tc.a, tc.ta), queued(t, tc.b, tc.tb)); got != tc.want {
 				t.Errorf("Less = %v, want %v", got, tc.want)
 			}
@@ -365,8 +368,8 @@ func TestPermitQuorum(t *testing.T) {
 				t.Errorf("Permit message %q does not count %q", s.Message(), want)
 			}
 		}
-		if got := env.pl.attempting("ns/g"); !got {
-			t.Errorf("attempting = false while members wait")
+		if got := env.pl.attemptInfo("ns/g"); !got.waiting || got.counted != 2 {
+			t.Errorf("attemptInfo = %+v while 2 members wait, want waiting with 2 counted", got)
 		}
 		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
 			t.Fatalf("last member: Permit = %v, want Success", s)
@@ -567,24 +570,32 @@ func TestComputeStatus(t *testing.T) {
 		attempting bool
 		want       v1alpha1.PodGroupPhase
 		scheduled  int32
+		reason     string
 	}{
-		{name: "no pods", want: v1alpha1.PodGroupPending},
-		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending},
-		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling},
-		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, want: v1alpha1.PodGroupScheduling},
-		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2},
-		{name: "running", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 2},
-		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, scheduled: 2},
-		{name: "failed", pods: []*v1.Pod{withPhase("a", "n", v1.PodFailed), withPhase("b", "n", v1.PodRunning)}, want: v1alpha1.PodGroupFailed, scheduled: 2},
+		{name: "no pods", want: v1alpha1.PodGroupPending, reason: EventWaitingForMembers},
+		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending, reason: EventWaitingForMembers},
+		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: reasonPending},
+		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, want: v1alpha1.PodGroupScheduling, reason: EventWaitingForQuorum},
+		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2, reason: EventQuorumReached},
+		{name: "running and one finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 1, reason: EventQuorumReached},
+		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, reason: EventQuorumReached},
+		{name: "failed", pods: []*v1.Pod{withPhase("a", "n", v1.PodFailed), withPhase("b", "n", v1.PodRunning)}, want: v1alpha1.PodGroupFailed, scheduled: 1, reason: EventBelowQuorum},
+		{name: "terminating members are not scheduled", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), terminating(withPhase("b", "n", v1.PodRunning))},
+			want: v1alpha1.PodGroupScheduling, scheduled: 1, reason: EventBelowQuorum},
+		{name: "a restarted job's new pods beside the old run's terminating ones", pods: []*v1.Pod{terminating(withPhase("a", "n", v1.PodRunning)), terminating(withPhase("b", "n", v1.PodRunning)),
+			withPhase("c", "", v1.PodPending), withPhase("d", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: reasonPending},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := computeStatus(pg, tc.pods, tc.attempting, now)
+			got := computeStatus(pg, tc.pods, attemptSnapshot{waiting: tc.attempting}, now)
 			if diff := cmp.Diff(tc.want, got.Phase); diff != "" {
 				t.Errorf("phase (-want,+got): %s", diff)
 			}
 			if got.Scheduled != tc.scheduled {
 				t.Errorf("scheduled = %d, want %d", got.Scheduled, tc.scheduled)
+			}
+			if c := findCondition(got.Conditions, conditionScheduled); c == nil || c.Reason != tc.reason || c.Message == "" {
+				t.Errorf("Scheduled condition = %+v, want reason %s with a message", c, tc.reason)
 			}
 			started := tc.want != v1alpha1.PodGroupPending && tc.want != v1alpha1.PodGroupPreScheduling
 			if got.ScheduleStartTime.IsZero() == started {
@@ -633,6 +644,10 @@ func TestQueueingHints(t *testing.T) {
 	}}
 	otherPG := unstructuredPG.DeepCopy()
 	otherPG.SetName("other")
+	statusPatched := unstructuredPG.DeepCopy()
+	statusPatched.SetResourceVersion("2")
+	specChanged := unstructuredPG.DeepCopy()
+	specChanged.SetGeneration(2)
 
 	cases := []struct {
 		name     string
@@ -660,6 +675,10 @@ func TestQueueingHints(t *testing.T) {
 			pod: gangMember, old: st.MakePod().Name("gone").Node("n").Obj(), want: fwk.Queue},
 		{name: "its PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
 			pod: gangMember, new: unstructuredPG, want: fwk.Queue},
+		{name: "its PodGroup's status was patched", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+			pod: gangMember, old: unstructuredPG, new: statusPatched, want: fwk.QueueSkip},
+		{name: "its PodGroup's spec changed", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+			pod: gangMember, old: unstructuredPG, new: specChanged, want: fwk.Queue},
 		{name: "another PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
 			pod: gangMember, new: otherPG, want: fwk.QueueSkip},
 		{name: "a sibling completes the group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },

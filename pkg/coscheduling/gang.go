@@ -14,18 +14,25 @@ import (
 type memberFlags uint8
 
 const (
-	// reserved: the pod passed Reserve in this scheduler and was not unreserved.
+	// reserved: the pod passed Reserve in this scheduler and is not bound yet.
 	reserved memberFlags = 1 << iota
-	// bound: the scheduler's pod informer shows the pod assigned to a node.
+	// bound: the scheduler's pod informer shows the pod live and assigned to a node.
 	bound
 )
 
 // gang is the in-memory state of one PodGroup, keyed "namespace/name". Every field is guarded by the
-// plugin's mutex. Counting is O(1): members holds exactly the pods that count toward the quorum.
+// plugin's mutex. Counting is O(1): members holds exactly the live pods that count toward the quorum.
+//
+// A member is live while it exists, has no deletionTimestamp and has not finished (Succeeded or
+// Failed). Only live members count: a pod that stops being live leaves members at once (see
+// forgetLocked), so a restarted job never completes a quorum with the pods of its previous run.
 type gang struct {
 	namespace, name string
+	// podGroupUID is the PodGroup this state was built for. A PodGroup deleted and recreated under the
+	// same name has a new UID, and the attempt history starts from nothing (resetHistory).
+	podGroupUID types.UID
 
-	// members are the pods that are reserved or bound; len(members) is the quorum count.
+	// members are the live pods that are reserved here or bound; len(members) is the quorum count.
 	members map[types.UID]memberFlags
 	// waiting are the members waiting at Permit in the current attempt.
 	waiting map[types.UID]*v1.Pod
@@ -48,29 +55,54 @@ type gang struct {
 	// backoffUntil keeps the members out of scheduling after a failed attempt.
 	backoffUntil time.Time
 	backoffTimer clock.Timer
-	// lastFailure orders the group behind others in QueueSort after a failed attempt.
+	// lastFailure is when the last attempt failed: members that enter the queue after it are ordered
+	// from that time, behind groups that have not just lost (see queueStamp).
 	lastFailure time.Time
+
+	// outcome is the last attempt's result as the PodGroup's status reports it (reason and message),
+	// kept until the next attempt starts.
+	outcome attemptOutcome
 
 	// feasibility caches the last check; it is valid while cacheKey matches.
 	feasibility *feasibility
 	cacheKey    feasibilityKey
+	// hint remembers the member count computed for the last pod-add event, so the hint for n gated
+	// members costs one count, not n.
+	hint hintCount
+}
+
+// attemptOutcome is a gang's last scheduling-side result for the status updater: a Scheduled
+// condition reason (EventGangInfeasible, EventGangRejected, EventGangTimedOut, EventQuorumReached) and
+// its message; empty while nothing happened yet.
+type attemptOutcome struct {
+	reason, message string
 }
 
 // feasibilityKey is what a cached check depends on: cluster changes that free capacity (epoch), the
-// PodGroup's spec (resourceVersion) and the group's members.
+// PodGroup's spec (UID and generation: status-only updates leave it valid) and the group's members.
 type feasibilityKey struct {
-	epoch           uint64
-	resourceVersion string
-	existing        int
-	counted         int
-	at              time.Time
+	epoch      uint64
+	uid        types.UID
+	generation int64
+	existing   int
+	counted    int
+	at         time.Time
+}
+
+func (k feasibilityKey) matches(o feasibilityKey) bool {
+	return k.epoch == o.epoch && k.uid == o.uid && k.generation == o.generation && k.existing == o.existing && k.counted == o.counted
+}
+
+type hintCount struct {
+	uid   types.UID
+	count int
 }
 
 func newGang(namespace, name string) *gang {
 	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, waiting: map[types.UID]*v1.Pod{}, unplaced: map[types.UID]struct{}{}}
 }
 
-func (g *gang) key() string { return g.namespace + "/" + g.name }
+func (g *gang) key() string { return groupKey(g.namespace, g.name) }
 
 func (g *gang) set(uid types.UID, f memberFlags) { g.members[uid] |= f }
 
@@ -89,9 +121,33 @@ func (g *gang) clear(uid types.UID, f memberFlags) bool {
 
 func (g *gang) backingOff(now time.Time) bool { return now.Before(g.backoffUntil) }
 
-// idle reports whether the state holds nothing worth keeping.
-func (g *gang) idle(now time.Time) bool {
-	return len(g.members) == 0 && len(g.waiting) == 0 && !g.backingOff(now) && g.lastFailure.IsZero()
+// attemptInProgress reports whether members of the current attempt wait at Permit.
+func (g *gang) attemptInProgress() bool { return len(g.waiting) > 0 }
+
+// holdsNothing reports whether the state tracks no member, no attempt and no back-off: with no live
+// pod left in the group either, it may be dropped.
+func (g *gang) holdsNothing(now time.Time) bool {
+	return len(g.members) == 0 && len(g.waiting) == 0 && !g.backingOff(now)
+}
+
+// resetHistory forgets what earlier attempts left behind (back-off, last failure, cached check,
+// outcome) for a PodGroup that was recreated. Members stay: they are facts about live pods.
+func (g *gang) resetHistory(uid types.UID) {
+	g.podGroupUID = uid
+	if g.backoffTimer != nil {
+		g.backoffTimer.Stop()
+		g.backoffTimer = nil
+	}
+	g.backoffUntil, g.lastFailure = time.Time{}, time.Time{}
+	g.feasibility, g.cacheKey = nil, feasibilityKey{}
+	g.outcome = attemptOutcome{}
+	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
+	g.hint = hintCount{}
+}
+
+// isLive reports whether a pod can count toward a quorum: not being deleted and not finished.
+func isLive(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
 }
 
 // minMember is the PodGroup's quorum (at least 1).

@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -23,13 +22,23 @@ func podGroupIndexFunc(obj interface{}) ([]string, error) {
 	return []string{groupKey(pod.Namespace, name)}, nil
 }
 
-// addPodGroupIndex adds the PodGroup index to a pod informer, unless another profile's instance of
-// this plugin already did.
+// livePodGroupIndexFunc indexes a pod by "namespace/podgroup" while it is live: a pod that is being
+// deleted or has finished leaves the index with the update that says so, so counting and listing a
+// group's members never sees it.
+func livePodGroupIndexFunc(obj interface{}) ([]string, error) {
+	if pod, ok := obj.(*v1.Pod); !ok || !isLive(pod) {
+		return nil, nil
+	}
+	return podGroupIndexFunc(obj)
+}
+
+// addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
+// of this plugin already did.
 func addPodGroupIndex(informer cache.SharedIndexInformer) error {
 	if _, exists := informer.GetIndexer().GetIndexers()[podGroupIndex]; exists {
 		return nil
 	}
-	if err := informer.AddIndexers(cache.Indexers{podGroupIndex: podGroupIndexFunc}); err != nil {
+	if err := informer.AddIndexers(cache.Indexers{podGroupIndex: livePodGroupIndexFunc}); err != nil {
 		return fmt.Errorf("indexing pods by PodGroup: %w", err)
 	}
 	return nil
@@ -47,9 +56,10 @@ func isGangPod(obj interface{}) bool {
 	return ok
 }
 
-// podEventHandler keeps the quorum counts current from the scheduler's pod informer: a member that is
-// bound counts (also after a restart, from the initial list), a deleted one stops counting. Pods
-// without the label are filtered out before any work.
+// podEventHandler keeps the quorum counts current from the scheduler's pod informer: a live member
+// that is bound counts (also after a restart, from the initial list); a member that is deleted, gets
+// a deletionTimestamp or finishes stops counting at once. Pods without the label are filtered out
+// before any work.
 func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
 		FilterFunc: isGangPod,
@@ -68,7 +78,7 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	pl.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" {
+	if !ok || pod.Spec.NodeName != "" || !isLive(pod) {
 		return
 	}
 	name, _ := podGroupName(pod)
@@ -81,13 +91,35 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 
 func (pl *Coscheduling) onPod(obj interface{}) {
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
+	if !ok {
+		return
+	}
+	if !isLive(pod) {
+		pl.mu.Lock()
+		pl.forgetLocked(pod, pl.clock.Now())
+		pl.mu.Unlock()
+		return
+	}
+	if pod.Spec.NodeName == "" {
 		return
 	}
 	name, _ := podGroupName(pod)
+	pg := pl.podGroups.get(pod.Namespace, name)
 	pl.mu.Lock()
-	pl.gangLocked(pod.Namespace, name).set(pod.UID, bound)
+	delete(pl.gated, pod.UID)
+	var g *gang
+	if pg != nil {
+		g = pl.gangForLocked(pg)
+	} else if g = pl.gangs[groupKey(pod.Namespace, name)]; g == nil {
+		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
+		g = newGang(pod.Namespace, name)
+		pl.gangs[g.key()] = g
+		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+	}
+	// Bound: it counts from the informer now, not from a reservation.
+	g.members[pod.UID] = bound
 	pl.mu.Unlock()
+	pl.stamps.Delete(pod.UID)
 }
 
 func (pl *Coscheduling) onPodDelete(obj interface{}) {
@@ -98,23 +130,19 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	if !ok {
 		return
 	}
-	name, _ := podGroupName(pod)
-	key := groupKey(pod.Namespace, name)
 	pl.mu.Lock()
-	delete(pl.gated, pod.UID)
-	if g := pl.gangs[key]; g != nil {
-		g.clear(pod.UID, bound)
-		delete(g.unplaced, pod.UID)
-		if g.idle(pl.clock.Now()) {
-			delete(pl.gangs, key)
-		}
-	}
+	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
 }
 
-// podGroupEventHandler reacts to PodGroups from this plugin's own informer: a new or changed group
-// has its members re-examined (PreEnqueue reads this informer, so activating from here cannot race
-// with it), and its status refreshed; a deleted group's state is dropped.
+// podGroupEventHandler reacts to PodGroups from this plugin's own informer (PreEnqueue reads this
+// informer, so activating from here cannot race with it):
+//   - a new PodGroup lets its members in and gets its status;
+//   - a spec change (generation) lets the members in again and, when minMember was lowered so that the
+//     reserved members now reach it, allows the waiting members at once; status-only updates (the
+//     plugin's own patches) change nothing;
+//   - a deleted PodGroup rejects its waiting members at once, so they release what they hold, and
+//     its history is forgotten (a PodGroup recreated under the name starts from nothing).
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
@@ -126,37 +154,60 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldPG, ok1 := oldObj.(*v1alpha1.PodGroup)
 			pg, ok2 := newObj.(*v1alpha1.PodGroup)
-			if !ok1 || !ok2 {
+			if !ok1 || !ok2 || oldPG.Generation == pg.Generation {
 				return
 			}
-			if oldPG.Generation != pg.Generation {
-				pl.activateGroup(pg.Namespace, pg.Name)
-			}
-			pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+			pl.onPodGroupSpecChange(pg)
 		},
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			pg, ok := obj.(*v1alpha1.PodGroup)
-			if !ok {
-				return
+			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+				pl.onPodGroupDelete(pg)
 			}
-			key := groupKey(pg.Namespace, pg.Name)
-			pl.mu.Lock()
-			if g := pl.gangs[key]; g != nil {
-				// Forget the group's history; keep the counts of members that still exist, in
-				// case a PodGroup of the same name comes back for them.
-				if g.backoffTimer != nil {
-					g.backoffTimer.Stop()
-				}
-				g.backoffUntil, g.lastFailure, g.feasibility = time.Time{}, time.Time{}, nil
-				if len(g.members) == 0 && len(g.waiting) == 0 {
-					delete(pl.gangs, key)
-				}
-			}
-			delete(pl.hintMemo, key)
-			pl.mu.Unlock()
 		},
+	}
+}
+
+func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
+	key := groupKey(pg.Namespace, pg.Name)
+	var allowed []*v1.Pod
+	count := 0
+	pl.mu.Lock()
+	if g := pl.gangs[key]; g != nil {
+		if count = len(g.members); g.attemptInProgress() && count >= minMember(pg) {
+			allowed = pl.quorumReachedLocked(g)
+		}
+	}
+	pl.mu.Unlock()
+	if len(allowed) > 0 {
+		pl.allow(allowed)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached,
+			fmt.Sprintf("minMember lowered to %d: %d live members reserved or bound; %d waiting members go on to bind", minMember(pg), count, len(allowed)))
+	}
+	pl.activateGroup(pg.Namespace, pg.Name)
+	pl.notifyStatus(key)
+}
+
+func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
+	key := groupKey(pg.Namespace, pg.Name)
+	msg := fmt.Sprintf("PodGroup %s was deleted; its waiting members were rejected", key)
+	var victims []*v1.Pod
+	pl.mu.Lock()
+	if g := pl.gangs[key]; g != nil {
+		victims = pl.takeWaitingLocked(g)
+		for _, v := range victims {
+			g.clear(v.UID, reserved)
+		}
+		g.resetHistory("")
+		// The victims' Unreserves are echoes of this rejection.
+		g.failed = len(victims) > 0
+		pl.dropIfUnusedLocked(g, pl.clock.Now())
+	}
+	pl.mu.Unlock()
+	pl.rejectWaiting(victims, msg)
+	for _, v := range victims {
+		pl.event(v, v1.EventTypeWarning, EventGangRejected, msg)
 	}
 }

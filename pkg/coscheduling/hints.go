@@ -34,12 +34,13 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 	}
 	key := groupKey(pod.Namespace, name)
 	pl.mu.Lock()
-	memo, ok := pl.hintMemo[key]
+	g := pl.gangForLocked(pg)
+	memo := g.hint
 	pl.mu.Unlock()
-	if !ok || memo.uid != added.UID {
+	if memo.uid != added.UID {
 		memo = hintCount{uid: added.UID, count: pl.countMembers(pod.Namespace, name)}
 		pl.mu.Lock()
-		pl.hintMemo[key] = memo
+		g.hint = memo
 		pl.mu.Unlock()
 	}
 	if memo.count < minMember(pg) {
@@ -93,9 +94,10 @@ func nodeGainedRoom(oldNode, newNode *v1.Node) bool {
 	return !equality.Semantic.DeepEqual(oldNode.Labels, newNode.Labels)
 }
 
-// isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or changed.
-// The object comes from the scheduler's dynamic informer (unstructured) or a typed one.
-func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+// isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or whose spec
+// changed (its generation). Status-only updates, such as the plugin's own status patches, requeue
+// nobody. The objects come from the scheduler's dynamic informer (unstructured) or a typed one.
+func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	name, ok := podGroupName(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
@@ -106,6 +108,11 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.
 	}
 	if obj.GetNamespace() != pod.Namespace || obj.GetName() != name {
 		return fwk.QueueSkip, nil
+	}
+	if oldObj != nil {
+		if old, err := meta.Accessor(oldObj); err == nil && old.GetUID() == obj.GetUID() && old.GetGeneration() == obj.GetGeneration() {
+			return fwk.QueueSkip, nil
+		}
 	}
 	return fwk.Queue, nil
 }

@@ -45,6 +45,18 @@ var (
 		Help:           "Pod groups with at least one member waiting at Permit for the rest of the quorum.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
+	trackedGroups = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "tracked_pod_groups",
+		Help:           "Pod groups whose state the plugin holds in memory: groups with live pods, members reserved or bound, or a back-off. It follows the groups that exist, not every group ever seen.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	gangsBelowQuorum = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gangs_below_quorum",
+		Help:           "Pod groups with some but fewer than minMember live members bound for longer than their schedule timeout (counted by the leading replica).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
 	statusUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "podgroup_status_updates_total",
@@ -59,6 +71,6 @@ var registerMetrics sync.Once
 // on /metrics. It is safe to call more than once.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, statusUpdates)
+		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups, gangsBelowQuorum, statusUpdates)
 	})
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,23 +27,47 @@ import (
 // statusCoalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
 const statusCoalesceDelay = 250 * time.Millisecond
 
-// statusUpdater keeps PodGroup status (phase, counts, scheduleStartTime, occupiedBy) current, off the
-// scheduling cycle, for the groups whose pods name this profile as their scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status
-// from a label-selected pod informer (which, unlike the scheduler's, also holds finished pods) and
-// sends a merge patch of the status subresource only when something changed. Keys are deduplicated
-// and delayed, so a burst of events costs one patch; failures are retried with back-off.
+// conditionScheduled is the type of the PodGroup condition the scheduler maintains.
+const conditionScheduled = "Scheduled"
+
+// reasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
+// started or ended yet.
+const reasonPending = "Pending"
+
+// statusUpdater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
+// occupiedBy) current, off the scheduling cycle, for the groups whose pods name this profile as their
+// scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status from a
+// label-selected pod informer (which, unlike the scheduler's, also holds finished pods) and the
+// scheduler's attempt state, and sends a merge patch of the status subresource only when something
+// changed. Keys are deduplicated and delayed, so a burst of events costs one patch; failures are
+// retried with back-off. It runs only in the replica that leads, from the moment it leads (see
+// leader.go), and then recomputes every PodGroup once.
+//
+// It also watches for gangs bound below their quorum: a group with some but fewer than minMember live
+// members bound (and not finishing: succeeded members count as placed) is BelowQuorum; once it has
+// been so for longer than its schedule timeout, the PodGroup gets a BelowQuorum event and the
+// gangs_below_quorum gauge counts it, until it is whole again or gone.
 type statusUpdater struct {
-	client     *podGroupClient
-	podGroups  podGroupLister
-	factory    informers.SharedInformerFactory
-	pods       cache.SharedIndexInformer
-	queue      workqueue.TypedRateLimitingInterface[string]
-	clock      clock.Clock
-	attempting func(key string) bool
-	profile    string
+	client          *podGroupClient
+	podGroups       podGroupLister
+	factory         informers.SharedInformerFactory
+	pods            cache.SharedIndexInformer
+	queue           workqueue.TypedRateLimitingInterface[string]
+	clock           clock.Clock
+	attempt         func(key string) attemptSnapshot
+	scheduleTimeout func(*v1alpha1.PodGroup) time.Duration
+	event           func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
+	profile         string
+	started         atomic.Bool
+
+	mu sync.Mutex
+	// belowQuorum holds the groups reported bound below their quorum for longer than their timeout.
+	belowQuorum map[string]struct{}
 }
 
-func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups podGroupLister, clk clock.Clock, attempting func(string) bool, profile string) *statusUpdater {
+func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups podGroupLister, clk clock.Clock,
+	attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
+	event func(*v1alpha1.PodGroup, string, string, string), profile string) *statusUpdater {
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = v1alpha1.PodGroupLabel
 	}))
@@ -53,9 +80,12 @@ func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups
 		pods:      pods,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "coscheduling-podgroup-status"}),
-		clock:      clk,
-		attempting: attempting,
-		profile:    profile,
+		clock:           clk,
+		attempt:         attempt,
+		scheduleTimeout: scheduleTimeout,
+		event:           event,
+		profile:         profile,
+		belowQuorum:     map[string]struct{}{},
 	}
 }
 
@@ -85,9 +115,11 @@ func (u *statusUpdater) run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), u.pods.HasSynced) {
 		return
 	}
+	// Every existing PodGroup once: after a failover, the new leader's view replaces whatever the
+	// previous leader last wrote.
 	for _, obj := range u.podGroups.store.List() {
 		if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-			u.enqueue(groupKey(pg.Namespace, pg.Name))
+			u.queue.Add(groupKey(pg.Namespace, pg.Name))
 		}
 	}
 	logger.V(2).Info("PodGroup status updater started")
@@ -115,7 +147,7 @@ func (u *statusUpdater) processNext(ctx context.Context, logger klog.Logger) boo
 	return true
 }
 
-// sync patches one PodGroup's status if it changed.
+// sync patches one PodGroup's status if it changed, and follows a gang bound below its quorum.
 func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
@@ -123,6 +155,7 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	}
 	pg := u.podGroups.get(namespace, name)
 	if pg == nil {
+		u.setBelowQuorum(key, false)
 		return nil
 	}
 	objs, err := u.pods.GetIndexer().ByIndex(podGroupIndex, key)
@@ -137,9 +170,12 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	}
 	if len(pods) == 0 {
 		// Not a group of this profile (yet): leave its status to whoever schedules it.
+		u.setBelowQuorum(key, false)
 		return nil
 	}
-	want := computeStatus(pg, pods, u.attempting(key), u.clock.Now())
+	now := u.clock.Now()
+	want := computeStatus(pg, pods, u.attempt(key), now)
+	u.followBelowQuorum(key, pg, want, now)
 	if statusEqual(want, pg.Status) {
 		return nil
 	}
@@ -154,21 +190,60 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// computeStatus derives a PodGroup's status from its pods. attempting says the scheduler holds
-// members at Permit right now.
-func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempting bool, now time.Time) v1alpha1.PodGroupStatus {
+// followBelowQuorum reports a group bound below its quorum once it has been so for longer than its
+// schedule timeout (measured from the condition's lastTransitionTime, which survives a failover), and
+// checks again when that time comes.
+func (u *statusUpdater) followBelowQuorum(key string, pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, now time.Time) {
+	c := findCondition(st.Conditions, conditionScheduled)
+	if c == nil || c.Reason != EventBelowQuorum {
+		u.setBelowQuorum(key, false)
+		return
+	}
+	if due := c.LastTransitionTime.Add(u.scheduleTimeout(pg)); now.Before(due) {
+		u.queue.AddAfter(key, due.Sub(now)+statusCoalesceDelay)
+		return
+	}
+	if u.setBelowQuorum(key, true) {
+		u.event(pg, v1.EventTypeWarning, EventBelowQuorum, c.Message+fmt.Sprintf(" for more than %s", u.scheduleTimeout(pg)))
+	}
+}
+
+// setBelowQuorum records whether a group is reported below its quorum; it returns true when the
+// group was not reported before.
+func (u *statusUpdater) setBelowQuorum(key string, below bool) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, was := u.belowQuorum[key]
+	if below {
+		u.belowQuorum[key] = struct{}{}
+	} else {
+		delete(u.belowQuorum, key)
+	}
+	gangsBelowQuorum.WithLabelValues(u.profile).Set(float64(len(u.belowQuorum)))
+	return below && !was
+}
+
+// computeStatus derives a PodGroup's status from its pods and the scheduler's attempt state. Only
+// live members (no deletionTimestamp, not finished) count as scheduled or running.
+func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapshot, now time.Time) v1alpha1.PodGroupStatus {
 	st := v1alpha1.PodGroupStatus{OccupiedBy: pg.Status.OccupiedBy, ScheduleStartTime: pg.Status.ScheduleStartTime}
+	live := int32(0)
 	for _, p := range pods {
-		if p.Spec.NodeName != "" {
-			st.Scheduled++
-		}
 		switch p.Status.Phase {
-		case v1.PodRunning:
-			st.Running++
 		case v1.PodSucceeded:
 			st.Succeeded++
 		case v1.PodFailed:
 			st.Failed++
+		}
+		if !isLive(p) {
+			continue
+		}
+		live++
+		if p.Spec.NodeName != "" {
+			st.Scheduled++
+			if p.Status.Phase == v1.PodRunning {
+				st.Running++
+			}
 		}
 		if st.OccupiedBy == "" {
 			if ref := metav1.GetControllerOf(p); ref != nil {
@@ -186,9 +261,9 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempting bool, now t
 		st.Phase = v1alpha1.PodGroupFailed
 	case st.Scheduled >= want:
 		st.Phase = v1alpha1.PodGroupScheduled
-	case st.Scheduled > 0 || attempting:
+	case st.Scheduled > 0 || attempt.waiting:
 		st.Phase = v1alpha1.PodGroupScheduling
-	case int32(len(pods)) >= want:
+	case live >= want:
 		st.Phase = v1alpha1.PodGroupPreScheduling
 	default:
 		st.Phase = v1alpha1.PodGroupPending
@@ -196,22 +271,80 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempting bool, now t
 	if st.ScheduleStartTime.IsZero() && st.Phase != v1alpha1.PodGroupPending && st.Phase != v1alpha1.PodGroupPreScheduling {
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
+	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
 	return st
+}
+
+// scheduledCondition says where the gang stands, most decisive fact first.
+func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live int32, attempt attemptSnapshot) metav1.Condition {
+	want := int32(minMember(pg))
+	c := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
+	placed := max(st.Scheduled, int32(attempt.counted))
+	switch {
+	case placed >= want || (st.Succeeded > 0 && st.Scheduled+st.Succeeded >= want):
+		// Members that succeeded were placed: a gang finishing member by member is not below quorum.
+		c.Status, c.Reason = metav1.ConditionTrue, EventQuorumReached
+		c.Message = fmt.Sprintf("%d of minMember %d live members are bound or binding, %d succeeded", placed, want, st.Succeeded)
+	case attempt.waiting:
+		c.Reason = EventWaitingForQuorum
+		c.Message = fmt.Sprintf("%d of minMember %d live members are reserved or bound; the reserved ones wait for the rest of the quorum", placed, want)
+	case st.Scheduled > 0:
+		c.Reason = EventBelowQuorum
+		c.Message = fmt.Sprintf("%d of minMember %d live members are bound", st.Scheduled, want)
+	case live < want:
+		c.Reason = EventWaitingForMembers
+		c.Message = fmt.Sprintf("%d of minMember %d live pods exist; the group waits for the rest without holding resources", live, want)
+	case attempt.outcome.reason != "" && attempt.outcome.reason != EventQuorumReached:
+		c.Reason, c.Message = attempt.outcome.reason, attempt.outcome.message
+	default:
+		c.Reason = reasonPending
+		c.Message = fmt.Sprintf("%d live pods exist (minMember %d); the group waits for its turn in the scheduling queue", live, want)
+	}
+	return c
+}
+
+// withCondition returns conds with c in place of the condition of its type. The lastTransitionTime
+// stays while the status and the reason stay, so it says since when the group has been in its state.
+func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conds)+1)
+	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+	for _, old := range conds {
+		if old.Type != c.Type {
+			out = append(out, old)
+			continue
+		}
+		if old.Status == c.Status && old.Reason == c.Reason {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	return append(out, c)
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
 	return a.Phase == b.Phase && a.OccupiedBy == b.OccupiedBy && a.Scheduled == b.Scheduled && a.Running == b.Running &&
-		a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.ScheduleStartTime.Equal(&b.ScheduleStartTime)
+		a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.ScheduleStartTime.Equal(&b.ScheduleStartTime) &&
+		equality.Semantic.DeepEqual(a.Conditions, b.Conditions)
 }
 
-// statusPatch spells every field out, zeros included, so the merge patch overwrites stale counts.
+// statusPatch spells every field out, zeros included, so the merge patch overwrites stale counts. The
+// conditions list is replaced whole (other writers' condition types are carried over by computeStatus).
 func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 	p := map[string]any{
-		"phase":     st.Phase,
-		"scheduled": st.Scheduled,
-		"running":   st.Running,
-		"succeeded": st.Succeeded,
-		"failed":    st.Failed,
+		"phase":      st.Phase,
+		"scheduled":  st.Scheduled,
+		"running":    st.Running,
+		"succeeded":  st.Succeeded,
+		"failed":     st.Failed,
+		"conditions": st.Conditions,
 	}
 	if st.OccupiedBy != "" {
 		p["occupiedBy"] = st.OccupiedBy

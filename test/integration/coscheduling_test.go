@@ -198,8 +198,13 @@ func TestCoscheduling(t *testing.T) {
 		if len(nodes) != 4 {
 			t.Errorf("members landed on %d nodes, want 4 (one per node)", len(nodes))
 		}
-		waitForEventOnAny(t, ns, names, coscheduling.EventWaitingForQuorum)
-		waitForEventOnAny(t, ns, names, coscheduling.EventQuorumReached)
+		// One event per attempt transition, on the PodGroup; none per waiting member.
+		waitForEvent(t, ns, "train", coscheduling.EventWaitingForQuorum, schedulerName)
+		waitForEvent(t, ns, "train", coscheduling.EventQuorumReached, schedulerName)
+		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
+			t.Errorf("Scheduled condition %+v, want True", c)
+		}
+		assertNoPodEvents(t, ns, names, coscheduling.EventWaitingForQuorum)
 		waitFor(t, ns, "the PodGroup status to say Scheduled with 4 scheduled", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupScheduled && pg.Status.Scheduled == 4 && !pg.Status.ScheduleStartTime.IsZero(), nil
@@ -251,8 +256,11 @@ func TestCoscheduling(t *testing.T) {
 				t.Errorf("member %s: PodScheduled message %q does not say that only 4 fit", n, msg)
 			}
 		}
-		// The check runs once per attempt, so its event is on the member that ran it.
-		waitForEventOnAny(t, ns, names, coscheduling.EventGangInfeasible)
+		// The check runs once per attempt; the PodGroup reports it.
+		waitForEvent(t, ns, "big", coscheduling.EventGangInfeasible, schedulerName)
+		if c := waitForPodGroupCondition(t, ns, "big", coscheduling.EventGangInfeasible); !strings.Contains(c.Message, "fit only 4") {
+			t.Errorf("GangInfeasible condition message %q does not say that only 4 fit", c.Message)
+		}
 		// A member holding 3 of a node's 4 CPUs would leave no room for this 2-CPU pod anywhere.
 		plain := createPod(t, st.MakePod().Namespace(ns).Name("plain").SchedulerName(schedulerName).
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Container("pause").Obj())
@@ -276,7 +284,7 @@ func TestCoscheduling(t *testing.T) {
 		held := gangPod(ns, "slow-2", "slow", "1")
 		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
 		createPod(t, held)
-		waitForEvent(t, ns, "slow-0", coscheduling.EventWaitingForQuorum, schedulerName)
+		waitForMembersWaiting(t, ns, "slow", 2)
 		ev := waitForEvent(t, ns, "slow-0", coscheduling.EventGangTimedOut, schedulerName)
 		if !strings.Contains(ev.Message, "timed out") {
 			t.Errorf("GangTimedOut event %q does not say it timed out", ev.Message)
@@ -507,8 +515,7 @@ func TestCoschedulingRestart(t *testing.T) {
 	held := gangPod(ns, "resume-2", "resume", "1")
 	held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
 	createPod(t, held)
-	waitForEvent(t, ns, "resume-0", coscheduling.EventWaitingForQuorum, schedulerName)
-	waitForEvent(t, ns, "resume-1", coscheduling.EventWaitingForQuorum, schedulerName)
+	waitForMembersWaiting(t, ns, "resume", 2)
 	consistentlyNoneBound(t, time.Second, ns, "resume")
 
 	s.stop()
@@ -595,8 +602,7 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
 		createPod(t, held)
 	}
-	waitForEvent(t, ns, "first-0", coscheduling.EventWaitingForQuorum, schedulerName)
-	waitForEvent(t, ns, "first-1", coscheduling.EventWaitingForQuorum, schedulerName)
+	waitForMembersWaiting(t, ns, "first", 2)
 
 	// Four of six nodes are free: the second gang fits and takes them.
 	createPodGroup(t, ns, "second", 4, 60)
@@ -638,25 +644,50 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	})
 }
 
-// waitForEventOnAny waits for an event with the reason, from our scheduler, on any of the pods.
-func waitForEventOnAny(t *testing.T, ns string, pods []string, reason string) *v1.Event {
+// waitForPodGroupCondition waits until the PodGroup's Scheduled condition has the reason, and
+// returns it.
+func waitForPodGroupCondition(t *testing.T, ns, name, reason string) metav1.Condition {
 	t.Helper()
-	var found *v1.Event
-	waitFor(t, ns, fmt.Sprintf("a %s event on one of %v", reason, pods), func(ctx context.Context) (bool, error) {
-		events, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for i := range events.Items {
-			e := &events.Items[i]
-			for _, p := range pods {
-				if e.InvolvedObject.Name == p && e.Reason == reason && eventSource(e) == schedulerName {
-					found = e
-					return true, nil
-				}
+	var found metav1.Condition
+	waitFor(t, ns, fmt.Sprintf("PodGroup %s/%s to report Scheduled reason %s", ns, name, reason), func(context.Context) (bool, error) {
+		for _, c := range getPodGroup(t, ns, name).Status.Conditions {
+			if c.Type == "Scheduled" && c.Reason == reason {
+				found = c
+				return true, nil
 			}
 		}
 		return false, nil
 	})
 	return found
+}
+
+// waitForMembersWaiting waits until n members of the group are reserved and wait at Permit, as the
+// PodGroup's status reports it.
+func waitForMembersWaiting(t *testing.T, ns, group string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("%d of minMember", n)
+	waitFor(t, ns, fmt.Sprintf("%d members of %s/%s waiting at Permit", n, ns, group), func(context.Context) (bool, error) {
+		for _, c := range getPodGroup(t, ns, group).Status.Conditions {
+			if c.Type == "Scheduled" && c.Reason == coscheduling.EventWaitingForQuorum && strings.HasPrefix(c.Message, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// assertNoPodEvents checks that none of the pods got an event with the reason.
+func assertNoPodEvents(t *testing.T, ns string, pods []string, reason string) {
+	t.Helper()
+	events, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		for _, p := range pods {
+			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == p && e.Reason == reason {
+				t.Errorf("pod %s got a %s event: %s", p, reason, e.Message)
+			}
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
@@ -286,12 +287,35 @@ func TestHighAvailability(t *testing.T) {
 
 	before := createPod(t, st.MakePod().Namespace(ns).Name("before-failover").SchedulerName(schedulerName).Container("pause").Obj())
 	waitForPodBound(t, ns, before.Name)
+	// A gang runs under the leader, which writes its status.
+	createPodGroup(t, ns, "ha-gang", 3, 0)
+	gang := createGang(t, ns, "ha-gang", 3, "500m")
+	waitForBoundMembers(t, ns, "ha-gang", 3)
+	waitFor(t, ns, "the leader to write the gang's status", func(ctx context.Context) (bool, error) {
+		status := getPodGroup(t, ns, "ha-gang").Status
+		return status.Scheduled == 3 && status.Phase == v1alpha1.PodGroupScheduled, nil
+	})
 
-	// The leader crashes: no graceful release, the follower must wait out the lease.
+	// The leader crashes: no graceful release, the follower must wait out the lease. Meanwhile a
+	// member of the gang finishes.
 	leader.kill(t, syscall.SIGKILL)
+	finished, err := client.CoreV1().Pods(ns).Get(context.Background(), gang[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished.Status.Phase = v1.PodSucceeded
+	if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), finished, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if got := waitForLeader(t, follower); got != follower {
 		t.Fatalf("the follower did not take over")
 	}
+	// The new leader recomputes every PodGroup's status when it starts leading, without any gang to
+	// schedule: the finished member no longer counts as scheduled.
+	waitFor(t, ns, "the new leader to bring the gang's status up to date", func(ctx context.Context) (bool, error) {
+		status := getPodGroup(t, ns, "ha-gang").Status
+		return status.Succeeded == 1 && status.Scheduled == 2, nil
+	})
 	after := createPod(t, st.MakePod().Namespace(ns).Name("after-failover").SchedulerName(schedulerName).Container("pause").Obj())
 	waitForPodBound(t, ns, after.Name)
 	assertScheduledOnce(t, ns)

@@ -47,6 +47,7 @@ const (
 // +kubebuilder:printcolumn:name="Running",JSONPath=".status.running",type=integer,description="The number of actively running pods."
 // +kubebuilder:printcolumn:name="Succeeded",JSONPath=".status.succeeded",type=integer,description="The number of pods which reached phase Succeeded."
 // +kubebuilder:printcolumn:name="Failed",JSONPath=".status.failed",type=integer,description="The number of pods which reached phase Failed."
+// +kubebuilder:printcolumn:name="Reason",JSONPath=".status.conditions[?(@.type==\"Scheduled\")].reason",type=string,priority=1,description="Why the group is or is not scheduled."
 // +kubebuilder:printcolumn:name="Timeout",JSONPath=".spec.scheduleTimeoutSeconds",type=integer,priority=1,description="Seconds members wait at Permit for the quorum."
 // +kubebuilder:printcolumn:name="Age",JSONPath=".metadata.creationTimestamp",type=date,description="Age is the time PodGroup was created."
 type PodGroup struct {
@@ -117,6 +118,16 @@ type PodGroupStatus struct {
 	// ScheduleStartTime is when the scheduler first started placing the group.
 	// +optional
 	ScheduleStartTime metav1.Time `json:"scheduleStartTime,omitempty"`
+
+	// Conditions say where the group stands. The scheduler maintains the "Scheduled" condition: True
+	// with reason QuorumReached while at least minMember live members are bound (or reserved and
+	// binding); False with reason WaitingForMembers, WaitingForQuorum, GangInfeasible, GangRejected,
+	// GangTimedOut, BelowQuorum or Pending otherwise, and a message with the counts. Its
+	// lastTransitionTime changes when its status or reason changes.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // PodGroupList is a collection of pod groups.

@@ -1,0 +1,44 @@
+package coscheduling
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// Events. The PodGroup gets one event per attempt transition (attempt started, quorum reached,
+// infeasible, rejected, timed out, below quorum); a member gets only what its owner needs: why it is
+// held back (once per reason) and why its attempt failed (once per attempt). Per-member detail goes
+// to the log at V(4).
+
+func (pl *Coscheduling) event(pod *v1.Pod, eventType, reason, msg string) {
+	if pl.recorder == nil {
+		return
+	}
+	pl.recorder.Eventf(pod, nil, eventType, reason, "Scheduling", "%s", msg)
+}
+
+// podGroupEvent records an event on a PodGroup. The reference is built here: the event recorder's
+// scheme does not know the PodGroup type.
+func (pl *Coscheduling) podGroupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg string) {
+	if pl.recorder == nil || pg == nil {
+		return
+	}
+	ref := &v1.ObjectReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
+		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+	pl.recorder.Eventf(ref, nil, eventType, reason, "Scheduling", "%s", msg)
+}
+
+// reportFailure reports a failed attempt: once on the PodGroup, once on each member it concerns, and
+// in the PodGroup's status.
+func (pl *Coscheduling) reportFailure(pg *v1alpha1.PodGroup, reason, msg string, pods []*v1.Pod) {
+	pl.podGroupEvent(pg, v1.EventTypeWarning, reason, msg)
+	for _, p := range pods {
+		pl.event(p, v1.EventTypeWarning, reason, msg)
+	}
+	if pg != nil {
+		pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+	}
+}

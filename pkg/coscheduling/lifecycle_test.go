@@ -1,0 +1,461 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// Tests of a gang's whole life: only live members count, state is freed, PodGroup edits mid-attempt,
+// and a queue order that never changes under the heap.
+
+// enqueue puts group members into the pod cache and through PreEnqueue, as the queue does.
+func enqueue(t testing.TB, env *testEnv, pods ...*v1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := env.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pods {
+		if s := env.pl.PreEnqueue(context.Background(), p); !s.IsSuccess() {
+			t.Fatalf("PreEnqueue(%s) = %v, want success", p.Name, s)
+		}
+	}
+}
+
+// update stores a pod's new state in the pod cache and tells the plugin, as the informer does.
+func update(t testing.TB, env *testEnv, pod *v1.Pod) {
+	t.Helper()
+	if err := env.pods.Update(pod); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.onPod(pod)
+}
+
+// remove deletes a pod from the pod cache and tells the plugin.
+func remove(t testing.TB, env *testEnv, pod *v1.Pod) {
+	t.Helper()
+	if err := env.pods.Delete(pod); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.onPodDelete(pod)
+}
+
+func terminating(p *v1.Pod) *v1.Pod {
+	p.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return p
+}
+
+func boundTo(p *v1.Pod, nodeName string) *v1.Pod {
+	p = p.DeepCopy()
+	p.Spec.NodeName = nodeName
+	return p
+}
+
+func withPodPhase(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
+	p = p.DeepCopy()
+	p.Status.Phase = phase
+	return p
+}
+
+func members(prefix, group string, n int) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		out[i] = member(fmt.Sprintf("%s%d", prefix, i), group, "1")
+	}
+	return out
+}
+
+// reserveAndPermit runs Reserve and Permit as the framework does, registering a waiting pod.
+func reserveAndPermit(t testing.TB, env *testEnv, pod *v1.Pod) *fwk.Status {
+	t.Helper()
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
+	if s := env.pl.Reserve(ctx, state, pod, "n"); !s.IsSuccess() {
+		t.Fatalf("Reserve(%s) = %v", pod.Name, s)
+	}
+	s, _ := env.pl.Permit(ctx, state, pod, "n")
+	if s.IsWait() {
+		env.handle.wait(pod)
+	}
+	return s
+}
+
+// placeGang takes a gang through PreFilter, Reserve, Permit and binding.
+func placeGang(t testing.TB, env *testEnv, pods []*v1.Pod, nodes []fwk.NodeInfo) []*v1.Pod {
+	t.Helper()
+	if _, s := env.pl.PreFilter(context.Background(), framework.NewCycleState(), pods[0], nodes); !s.IsSuccess() {
+		t.Fatalf("PreFilter(%s) = %v", pods[0].Name, s)
+	}
+	for _, p := range pods {
+		reserveAndPermit(t, env, p)
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		if w := env.handle.waiting[p.UID]; w != nil && !w.allowed {
+			t.Fatalf("%s was not allowed once the gang was reserved", p.Name)
+		}
+		out[i] = boundTo(p, "n")
+		update(t, env, out[i])
+	}
+	return out
+}
+
+func TestOnlyLiveMembersCount(t *testing.T) {
+	ctx := context.Background()
+	nodes := func(n int) []fwk.NodeInfo {
+		out := make([]fwk.NodeInfo, n)
+		for i := range out {
+			out[i] = node(fmt.Sprintf("n%d", i), "1")
+		}
+		return out
+	}
+
+	t.Run("a restarted job does not complete a quorum with its previous run", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		old := members("old", "g", 3)
+		enqueue(t, env, old...)
+		bound := placeGang(t, env, old, nodes(3))
+		// The job restarts: every pod is deleted, and new ones come.
+		for _, p := range bound {
+			remove(t, env, p)
+		}
+		fresh := members("new", "g", 3)
+		enqueue(t, env, fresh...)
+		if s := reserveAndPermit(t, env, fresh[0]); !s.IsWait() || !strings.Contains(s.Message(), "1 of minMember 3") {
+			t.Fatalf("first member of the new run: Permit = %v, want Wait with 1 of minMember 3", s)
+		}
+	})
+
+	t.Run("members of the previous run that are still terminating count nowhere", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		old := members("old", "g", 3)
+		enqueue(t, env, old...)
+		for _, p := range placeGang(t, env, old, nodes(3)) {
+			update(t, env, terminating(p.DeepCopy()))
+		}
+		fresh := members("new", "g", 3)
+		for _, p := range fresh[:2] {
+			if err := env.pods.Add(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := env.pl.PreEnqueue(ctx, fresh[0]); !strings.Contains(s.Message(), "2 of minMember 3 live pods") {
+			t.Errorf("PreEnqueue with 2 new pods beside 3 terminating = %v, want 2 of minMember 3", s)
+		}
+		enqueue(t, env, fresh...)
+		// Room for two: the three terminating pods still hold the third node.
+		_, s := env.pl.PreFilter(ctx, framework.NewCycleState(), fresh[0], nodes(2))
+		if s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), "3 more members") {
+			t.Fatalf("PreFilter = %v, want the whole new gang (3) checked and refused", s)
+		}
+		if got := len(env.pl.gangs["ns/g"].members); got != 0 {
+			t.Errorf("%d members count, want 0: terminating pods are not live", got)
+		}
+	})
+
+	t.Run("a finished member's replacement is placed alone", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		gang := members("m", "g", 3)
+		enqueue(t, env, gang...)
+		bound := placeGang(t, env, gang, nodes(3))
+		update(t, env, withPodPhase(bound[1], v1.PodFailed))
+		if got := len(env.pl.gangs["ns/g"].members); got != 2 {
+			t.Fatalf("%d members count after one failed, want 2", got)
+		}
+		replacement := member("r", "g", "1")
+		enqueue(t, env, replacement)
+		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), replacement, nodes(1)); !s.IsSuccess() {
+			t.Fatalf("PreFilter(replacement) = %v: one member is missing and one node is free", s)
+		}
+		if s := reserveAndPermit(t, env, replacement); !s.IsSuccess() {
+			t.Fatalf("Permit(replacement) = %v, want Success: with it the live members reach minMember", s)
+		}
+	})
+
+	t.Run("a replacement alone does not complete a gang of which only it is live", func(t *testing.T) {
+		pg := makePG("ns", "g", 2, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		gang := members("m", "g", 2)
+		enqueue(t, env, gang...)
+		bound := placeGang(t, env, gang, nodes(2))
+		update(t, env, withPodPhase(bound[0], v1.PodSucceeded))
+		update(t, env, terminating(bound[1].DeepCopy()))
+		r := members("r", "g", 2)
+		enqueue(t, env, r...)
+		if s := reserveAndPermit(t, env, r[0]); !s.IsWait() {
+			t.Fatalf("Permit = %v, want Wait", s)
+		}
+	})
+
+	t.Run("a PodGroup recreated under the same name starts from nothing", func(t *testing.T) {
+		pg := makePG("ns", "g", 2, time.Time{})
+		pg.UID = "first"
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		gang := members("m", "g", 2)
+		enqueue(t, env, gang...)
+		reserveAndPermit(t, env, gang[0])
+		env.pl.Unreserve(ctx, nil, gang[0], "n") // the attempt fails: the group backs off
+		if s := env.pl.PreEnqueue(ctx, gang[1]); s.IsSuccess() {
+			t.Fatalf("PreEnqueue during the back-off = success")
+		}
+		if err := env.pgs.Delete(pg); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.onPodGroupDelete(pg)
+		again := pg.DeepCopy()
+		again.UID = "second"
+		if err := env.pgs.Add(again); err != nil {
+			t.Fatal(err)
+		}
+		if s := env.pl.PreEnqueue(ctx, gang[1]); !s.IsSuccess() {
+			t.Errorf("PreEnqueue under the recreated PodGroup = %v, want success: no back-off carried over", s)
+		}
+	})
+}
+
+func TestPodGroupEditsMidAttempt(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (*testEnv, *v1alpha1.PodGroup, []*v1.Pod) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		pg.Generation = 1
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		gang := members("m", "g", 4)
+		enqueue(t, env, gang...)
+		for _, p := range gang[:2] {
+			if s := reserveAndPermit(t, env, p); !s.IsWait() {
+				t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+			}
+		}
+		return env, pg, gang
+	}
+	edit := func(t *testing.T, env *testEnv, pg *v1alpha1.PodGroup, minMember int32) *v1alpha1.PodGroup {
+		changed := pg.DeepCopy()
+		changed.Spec.MinMember = minMember
+		changed.Generation++
+		if err := env.pgs.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.podGroupEventHandler().OnUpdate(pg, changed)
+		return changed
+	}
+
+	t.Run("deleted: waiting members are rejected at once and new ones wait for it", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		if err := env.pgs.Delete(pg); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.podGroupEventHandler().OnDelete(pg)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; !strings.Contains(w.rejected, "deleted") {
+				t.Errorf("%s: rejected with %q, want a rejection naming the deletion", p.Name, w.rejected)
+			}
+		}
+		if s := env.pl.PreEnqueue(ctx, gang[2]); !strings.Contains(s.Message(), "does not exist") {
+			t.Errorf("PreEnqueue = %v, want PodGroupNotFound", s)
+		}
+	})
+
+	t.Run("minMember lowered to what is reserved: waiting members are allowed at once", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		edit(t, env, pg, 2)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; !w.allowed {
+				t.Errorf("%s was not allowed after minMember was lowered to 2", p.Name)
+			}
+		}
+	})
+
+	t.Run("minMember raised: waiting members keep waiting within the deadline", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		edit(t, env, pg, 4)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; w.allowed || w.rejected != "" {
+				t.Errorf("%s: allowed=%v rejected=%q, want still waiting", p.Name, w.allowed, w.rejected)
+			}
+		}
+		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "3 of minMember 4") {
+			t.Errorf("Permit(m2) = %v, want Wait with 3 of minMember 4", s)
+		}
+		if s := reserveAndPermit(t, env, gang[3]); !s.IsSuccess() {
+			t.Errorf("Permit(m3) = %v, want Success", s)
+		}
+	})
+
+	t.Run("feasibility results are keyed by generation, not by status updates", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		pg.Generation = 1
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		gang := members("m", "g", 3)
+		enqueue(t, env, gang...)
+		nodes := []fwk.NodeInfo{node("a", "1"), node("b", "1")}
+		check := func() float64 {
+			_, _ = env.pl.PreFilter(ctx, framework.NewCycleState(), gang[0], nodes)
+			return counterValue(t, gangRejections, "test", reasonInfeasible)
+		}
+		first := check()
+		statusOnly := pg.DeepCopy()
+		statusOnly.ResourceVersion = "2"
+		statusOnly.Status.Phase = v1alpha1.PodGroupPreScheduling
+		if err := env.pgs.Update(statusOnly); err != nil {
+			t.Fatal(err)
+		}
+		if got := check(); got != first {
+			t.Errorf("a status-only update made the gang be checked again")
+		}
+		edit(t, env, statusOnly, 4)
+		if got := check(); got != first+1 {
+			t.Errorf("a spec change did not make the gang be checked again (%v checks, want %v)", got, first+1)
+		}
+	})
+}
+
+// TestStateIsFreed creates, runs and finishes 1,000 gangs (some whose attempts fail first) and checks
+// that the plugin's state is back at its starting size.
+func TestStateIsFreed(t *testing.T) {
+	ctx := context.Background()
+	env := newTestEnv(t, defaultArgs(), nil, nil)
+	nodes := []fwk.NodeInfo{node("a", "8"), node("b", "8")}
+	for i := range 1000 {
+		name := fmt.Sprintf("g%d", i)
+		pg := makePG("ns", name, 2, time.Time{})
+		pg.UID = types.UID(name)
+		if err := env.pgs.Add(pg); err != nil {
+			t.Fatal(err)
+		}
+		gang := members(name+"-", name, 2)
+		enqueue(t, env, gang...)
+		if i%10 == 0 {
+			// A failed attempt first: the gang backs off, then runs.
+			reserveAndPermit(t, env, gang[0])
+			env.pl.Unreserve(ctx, nil, gang[0], "n")
+			env.clock.Step(11 * time.Second)
+		}
+		for _, p := range placeGang(t, env, gang, nodes) {
+			update(t, env, withPodPhase(p, v1.PodSucceeded))
+			remove(t, env, p)
+		}
+		if i%3 == 0 {
+			if err := env.pgs.Delete(pg); err != nil {
+				t.Fatal(err)
+			}
+			env.pl.onPodGroupDelete(pg)
+		}
+	}
+	env.clock.Step(time.Minute)
+	if groups, gated, stamps := env.pl.stateSize(); groups+gated+stamps != 0 {
+		t.Errorf("state after 1000 finished gangs: %d groups, %d gated pods, %d queue stamps; want none", groups, gated, stamps)
+	}
+	if v, err := testutil.GetGaugeMetricValue(trackedGroups.WithLabelValues("test")); err != nil || v != 0 {
+		t.Errorf("tracked_pod_groups = %v (%v), want 0", v, err)
+	}
+	if env.pl.waitingGangs != 0 {
+		t.Errorf("waitingGangs = %d, want 0", env.pl.waitingGangs)
+	}
+}
+
+// TestQueueOrderIsStable checks that Less does not change for pods already in the queue when their
+// group fails, and that it is a strict weak order that keeps a group's members adjacent, over random
+// pods and groups. Replay a failure with the seed it prints.
+func TestQueueOrderIsStable(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	t.Run("a failure does not reorder pods already queued", func(t *testing.T) {
+		pgs := []*v1alpha1.PodGroup{makePG("ns", "old", 1, t0), makePG("ns", "new", 1, t0.Add(time.Minute))}
+		env := newTestEnv(t, defaultArgs(), pgs, nil)
+		a, b := member("a", "old", "1"), member("b", "new", "1")
+		enqueue(t, env, a, b)
+		qa, qb := queued(t, a, t0), queued(t, b, t0)
+		if !env.pl.Less(qa, qb) {
+			t.Fatal("the older group is not first")
+		}
+		env.clock.Step(2 * time.Minute)
+		env.pl.mu.Lock()
+		env.pl.failAttemptLocked(env.pl.gangs["ns/old"], env.clock.Now(), EventGangRejected, "test")
+		env.pl.mu.Unlock()
+		if !env.pl.Less(qa, qb) {
+			t.Errorf("the order of queued pods changed when the group failed")
+		}
+		// Entering the queue again after the failure and its back-off, the member goes behind the
+		// newer group.
+		env.clock.Step(11 * time.Second)
+		if s := env.pl.PreEnqueue(context.Background(), a); !s.IsSuccess() {
+			t.Fatalf("PreEnqueue after the back-off = %v", s)
+		}
+		if env.pl.Less(qa, qb) {
+			t.Errorf("a member queued after its group failed still goes first")
+		}
+	})
+
+	t.Run("random pods and groups", func(t *testing.T) {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		for round := range 20 {
+			rng := rand.New(rand.NewPCG(seed, uint64(round)))
+			env := newTestEnv(t, defaultArgs(), nil, nil)
+			var entities []*framework.QueuedPodInfo
+			groupOf := map[types.UID]string{}
+			for g := range rng.IntN(6) + 1 {
+				name := fmt.Sprintf("g%d", g)
+				stamp := queueStamp{at: t0.Add(time.Duration(rng.IntN(3)) * time.Minute), key: "ns/" + name}
+				prio := int32(rng.IntN(2))
+				for i := range rng.IntN(5) + 1 {
+					p := st.MakePod().Namespace("ns").Name(fmt.Sprintf("%s-%d", name, i)).UID(fmt.Sprintf("%s-%d", name, i)).
+						Label(v1alpha1.PodGroupLabel, name).Priority(prio).Obj()
+					p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(rng.IntN(3)) * time.Second))
+					env.pl.stamps.Store(p.UID, stamp)
+					groupOf[p.UID] = stamp.key
+					entities = append(entities, queued(t, p, t0.Add(time.Duration(rng.IntN(4))*time.Minute)))
+				}
+			}
+			for i := range rng.IntN(6) {
+				p := st.MakePod().Namespace("ns").Name(fmt.Sprintf("plain-%d", i)).UID(fmt.Sprintf("plain-%d", i)).Priority(int32(rng.IntN(2))).Obj()
+				entities = append(entities, queued(t, p, t0.Add(time.Duration(rng.IntN(4))*time.Minute)))
+			}
+			less := func(a, b *framework.QueuedPodInfo) bool { return env.pl.Less(a, b) }
+			for _, a := range entities {
+				if less(a, a) {
+					t.Fatalf("seed %d round %d: Less(%s, %s) is true", seed, round, a.Pod.Name, a.Pod.Name)
+				}
+				for _, b := range entities {
+					if less(a, b) && less(b, a) {
+						t.Fatalf("seed %d round %d: not antisymmetric for %s, %s", seed, round, a.Pod.Name, b.Pod.Name)
+					}
+					for _, c := range entities {
+						if less(a, b) && less(b, c) && !less(a, c) {
+							t.Fatalf("seed %d round %d: not transitive for %s < %s < %s", seed, round, a.Pod.Name, b.Pod.Name, c.Pod.Name)
+						}
+					}
+				}
+			}
+			sort.SliceStable(entities, func(i, j int) bool { return less(entities[i], entities[j]) })
+			seen, last := map[string]bool{}, ""
+			for _, e := range entities {
+				key := groupOf[e.Pod.UID]
+				if key != "" && key != last && seen[key] {
+					t.Fatalf("seed %d round %d: members of %s are not adjacent", seed, round, key)
+				}
+				seen[key], last = true, key
+			}
+		}
+	})
+}

@@ -1,0 +1,350 @@
+package coscheduling
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// The plugin's bookkeeping of gangs: creating and dropping their state, the waiting members of an
+// attempt, failing an attempt, and listing a group's live pods. Callers of *Locked methods hold pl.mu.
+
+// scheduleTimeout is the PodGroup's spec.scheduleTimeoutSeconds, else the plugin's default, capped at
+// the framework's 15-minute limit.
+func (pl *Coscheduling) scheduleTimeout(pg *v1alpha1.PodGroup) time.Duration {
+	d := pl.permitTimeout
+	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
+		d = time.Duration(*s) * time.Second
+	}
+	return min(d, 15*time.Minute)
+}
+
+// gangForLocked returns the state of pg's group, creating it. State built for an earlier PodGroup
+// of the same name (another UID) forgets that group's attempt history first.
+func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang {
+	key := groupKey(pg.Namespace, pg.Name)
+	g := pl.gangs[key]
+	if g == nil {
+		g = newGang(pg.Namespace, pg.Name)
+		g.podGroupUID = pg.UID
+		pl.gangs[key] = g
+		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+		return g
+	}
+	if g.podGroupUID != pg.UID {
+		g.resetHistory(pg.UID)
+	}
+	return g
+}
+
+// dropIfUnusedLocked drops a group's state once it holds nothing and no live pod of the group is
+// left, so the plugin's memory follows the groups that exist, not every group it ever saw.
+func (pl *Coscheduling) dropIfUnusedLocked(g *gang, now time.Time) {
+	if !g.holdsNothing(now) || pl.countMembers(g.namespace, g.name) > 0 {
+		return
+	}
+	if g.backoffTimer != nil {
+		g.backoffTimer.Stop()
+	}
+	delete(pl.gangs, g.key())
+	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+}
+
+// forgetLocked stops counting a pod that is gone or no longer live (deleted, being deleted, or
+// finished): it leaves its group's members at once, so no quorum is completed with it. A member
+// waiting at Permit stays in the waiting set: the framework rejects it and its Unreserve fails the
+// attempt.
+func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
+	delete(pl.gated, pod.UID)
+	pl.stamps.Delete(pod.UID)
+	name, _ := podGroupName(pod)
+	g := pl.gangs[groupKey(pod.Namespace, name)]
+	if g == nil {
+		return
+	}
+	delete(g.members, pod.UID)
+	delete(g.unplaced, pod.UID)
+	pl.dropIfUnusedLocked(g, now)
+}
+
+// setOutcome records the last attempt's result for the status; it reports whether it changed.
+func (g *gang) setOutcome(reason, message string) bool {
+	o := attemptOutcome{reason: reason, message: message}
+	if g.outcome == o {
+		return false
+	}
+	g.outcome = o
+	return true
+}
+
+func (pl *Coscheduling) addWaitingLocked(g *gang, pod *v1.Pod) {
+	if len(g.waiting) == 0 {
+		pl.waitingGangs++
+		gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
+	}
+	g.waiting[pod.UID] = pod
+}
+
+func (pl *Coscheduling) removeWaitingLocked(g *gang, uid types.UID) bool {
+	if _, ok := g.waiting[uid]; !ok {
+		return false
+	}
+	delete(g.waiting, uid)
+	if len(g.waiting) == 0 {
+		pl.waitingGangs--
+		gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
+	}
+	return true
+}
+
+// takeWaitingLocked empties the group's waiting set and returns what it held.
+func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
+	if len(g.waiting) == 0 {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(g.waiting))
+	for _, p := range g.waiting {
+		out = append(out, p)
+	}
+	g.waiting = map[types.UID]*v1.Pod{}
+	pl.waitingGangs--
+	gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
+	return out
+}
+
+// quorumReachedLocked marks the attempt's quorum met and returns the waiting members to allow.
+func (pl *Coscheduling) quorumReachedLocked(g *gang) []*v1.Pod {
+	g.quorumMet = true
+	clear(g.unplaced)
+	g.setOutcome(EventQuorumReached, "")
+	return pl.takeWaitingLocked(g)
+}
+
+// allow lets waiting members through Permit.
+func (pl *Coscheduling) allow(pods []*v1.Pod) {
+	for _, w := range pods {
+		if wp := pl.handle.GetWaitingPod(w.UID); wp != nil {
+			wp.Allow(Name)
+		}
+	}
+}
+
+// failAttemptLocked marks the attempt failed with its reason, starts the back-off and returns the
+// waiting members to reject. Callers reject the members after releasing pl.mu.
+func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, message string) []*v1.Pod {
+	g.failed = true
+	g.setOutcome(reason, message)
+	clear(g.unplaced)
+	victims := pl.takeWaitingLocked(g)
+	// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
+	// binding cycles): a member reserved meanwhile must not see them as part of a quorum.
+	for _, v := range victims {
+		g.clear(v.UID, reserved)
+	}
+	g.feasibility = nil
+	g.lastFailure = now
+	if pl.backoff > 0 {
+		g.backoffUntil = now.Add(pl.backoff)
+		if g.backoffTimer != nil {
+			g.backoffTimer.Stop()
+		}
+		namespace, name := g.namespace, g.name
+		g.backoffTimer = pl.clock.AfterFunc(pl.backoff, func() { pl.backoffEnded(namespace, name) })
+	}
+	return victims
+}
+
+// backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
+func (pl *Coscheduling) backoffEnded(namespace, name string) {
+	pl.mu.Lock()
+	if g := pl.gangs[groupKey(namespace, name)]; g != nil {
+		// The back-off's end is the time now (and the clock may not be read from its own callback).
+		pl.dropIfUnusedLocked(g, g.backoffUntil)
+	}
+	pl.mu.Unlock()
+	pl.activateGroup(namespace, name)
+}
+
+// rejectWaiting rejects waiting members. A member whose Permit returned Wait but that the framework
+// has not registered as waiting yet is retried briefly, so no straggler holds resources until its
+// own timeout.
+func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
+	for _, p := range pods {
+		if wp := pl.handle.GetWaitingPod(p.UID); wp != nil {
+			wp.Reject(Name, msg)
+			continue
+		}
+		uid := p.UID
+		go func() {
+			_ = wait.PollUntilContextTimeout(pl.ctx, 20*time.Millisecond, 2*time.Second, false, func(context.Context) (bool, error) {
+				if wp := pl.handle.GetWaitingPod(uid); wp != nil {
+					wp.Reject(Name, msg)
+					return true, nil
+				}
+				return false, nil
+			})
+		}()
+	}
+}
+
+// activateSiblings asks the framework to move the group's other unscheduled members to the active
+// queue at the end of this scheduling cycle.
+func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
+	name, _ := podGroupName(pod)
+	data, err := state.Read(framework.PodsToActivateKey)
+	if err != nil {
+		return
+	}
+	toActivate, ok := data.(*framework.PodsToActivate)
+	if !ok {
+		return
+	}
+	pods := pl.unscheduledMembers(pod.Namespace, name, pod.UID)
+	if len(pods) == 0 {
+		return
+	}
+	toActivate.Lock()
+	defer toActivate.Unlock()
+	for _, p := range pods {
+		toActivate.Map[p.Namespace+"/"+p.Name] = p
+	}
+}
+
+// activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
+// the PodGroup appears or changes). PreEnqueue runs again on the way.
+func (pl *Coscheduling) activateGroup(namespace, name string) {
+	if !pl.running.Load() {
+		return
+	}
+	pods := pl.unscheduledMembers(namespace, name, "")
+	if len(pods) == 0 {
+		return
+	}
+	m := make(map[string]*v1.Pod, len(pods))
+	for _, p := range pods {
+		m[p.Namespace+"/"+p.Name] = p
+	}
+	pl.handle.Activate(klog.FromContext(pl.ctx), m)
+}
+
+// unscheduledMembers are the group's live pods without a node and not reserved here, except one.
+func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
+	members := pl.membersOf(namespace, name)
+	pl.mu.RLock()
+	g := pl.gangs[groupKey(namespace, name)]
+	var out []*v1.Pod
+	for _, p := range members {
+		if p.UID == except || p.Spec.NodeName != "" {
+			continue
+		}
+		if g != nil {
+			if _, isMember := g.members[p.UID]; isMember {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	pl.mu.RUnlock()
+	return out
+}
+
+// membersOf lists the group's live pods from the scheduler's pod cache.
+func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
+	objs, err := pl.pods.ByIndex(podGroupIndex, groupKey(namespace, name))
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// countMembers counts the group's live pods.
+func (pl *Coscheduling) countMembers(namespace, name string) int {
+	keys, err := pl.pods.IndexKeys(podGroupIndex, groupKey(namespace, name))
+	if err != nil {
+		return 0
+	}
+	return len(keys)
+}
+
+// attemptSnapshot is what the status updater needs from the scheduler's in-memory gang state.
+type attemptSnapshot struct {
+	// waiting: members wait at Permit right now.
+	waiting bool
+	// counted: live members reserved here or bound.
+	counted int
+	// outcome: the last attempt's result.
+	outcome attemptOutcome
+}
+
+// attemptInfo returns the group's attempt state for the status updater.
+func (pl *Coscheduling) attemptInfo(key string) attemptSnapshot {
+	pl.mu.RLock()
+	defer pl.mu.RUnlock()
+	g := pl.gangs[key]
+	if g == nil {
+		return attemptSnapshot{}
+	}
+	return attemptSnapshot{waiting: g.attemptInProgress(), counted: len(g.members), outcome: g.outcome}
+}
+
+// stateSize is how much per-group and per-pod state the plugin holds (groups, gated pods, queue
+// stamps), for tests that check it is freed.
+func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
+	pl.mu.RLock()
+	groups, gated = len(pl.gangs), len(pl.gated)
+	pl.mu.RUnlock()
+	pl.stamps.Range(func(any, any) bool { stamps++; return true })
+	return groups, gated, stamps
+}
+
+// podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
+func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
+		return withPod.GetPodInfo().GetPod()
+	}
+	return nil
+}
+
+// gate reports a member held back by PreEnqueue: the status message always, an event once per reason.
+func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
+	if reason != "" {
+		pl.mu.Lock()
+		changed := pl.gated[pod.UID] != reason
+		pl.gated[pod.UID] = reason
+		pl.mu.Unlock()
+		if changed {
+			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
+			pl.event(pod, v1.EventTypeNormal, reason, msg)
+		}
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(rejectedByPreFilterKey, rejectedMark{})
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+type rejectedMark struct{}
+
+func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
+
+func (pl *Coscheduling) notifyStatus(key string) {
+	if pl.status != nil {
+		pl.status.enqueue(key)
+	}
+}
