@@ -17,9 +17,9 @@ import (
 // and it must start when that replica starts leading, so that a new leader brings every PodGroup's
 // status up to date after a failover even if it has no gang to schedule. The scheduler does not tell
 // plugins when it starts leading, so the plugin reads the two things the scheduler publishes in its
-// own process: the component configuration on configz (is leader election on, and the lease's
-// name) and the leader elector's gauge leader_election_master_status{name=<lease>}, which is 1 from
-// the moment this process holds the lease. A scheduling cycle (which only the leader runs) is taken
+// own process: the component configuration on configz (is leader election on) and the leader
+// elector's gauge leader_election_master_status, which is 1 from the moment this process holds the
+// lease (the scheduler runs one elector, named "kube-scheduler" whatever the lease's name). A scheduling cycle (which only the leader runs) is taken
 // as proof as well.
 
 // leaderPollInterval is how often a replica that does not lead checks whether it leads now.
@@ -62,12 +62,11 @@ func schedulerLeads() bool {
 	if !le.LeaderElect {
 		return true
 	}
-	return leaderGauge(le.ResourceName)
+	return leaderGauge()
 }
 
 type leaderElection struct {
-	LeaderElect  bool   `json:"leaderElect"`
-	ResourceName string `json:"resourceName"`
+	LeaderElect bool `json:"leaderElect"`
 }
 
 // leaderElectionConfig reads the leader election settings from the configuration the scheduler
@@ -95,8 +94,8 @@ type capturingMux struct{ handler http.Handler }
 
 func (m *capturingMux) Handle(_ string, h http.Handler) { m.handler = h }
 
-// leaderGauge reports whether leader_election_master_status{name=lease} is 1 in this process.
-func leaderGauge(lease string) bool {
+// leaderGauge reports whether leader_election_master_status is 1 in this process.
+func leaderGauge() bool {
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		return false
@@ -106,10 +105,8 @@ func leaderGauge(lease string) bool {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == lease && m.GetGauge().GetValue() == 1 {
-					return true
-				}
+			if m.GetGauge().GetValue() == 1 {
+				return true
 			}
 		}
 	}
