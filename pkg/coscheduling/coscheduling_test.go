@@ -382,10 +382,17 @@ func TestPermitQuorum(t *testing.T) {
 		if env.pl.waitingGangs != 0 {
 			t.Errorf("waitingGangs = %d after the quorum, want 0", env.pl.waitingGangs)
 		}
-		// A bind failure after the quorum does not fail the gang.
+		// A bind failure after the quorum does not fail the gang: the member is retried at once.
+		env.handle.activated = nil
 		env.pl.Unreserve(ctx, nil, pods[0], "n")
 		if env.pl.gangs["ns/g"].backingOff(env.clock.Now()) {
 			t.Errorf("the group backs off after a bind failure past the quorum")
+		}
+		if diff := cmp.Diff([]string{"ns/m0"}, env.handle.activated); diff != "" {
+			t.Errorf("members activated after the bind failure (-want,+got): %s", diff)
+		}
+		if got := len(env.pl.gangs["ns/g"].members); got != 2 {
+			t.Errorf("%d members count after one failed to bind, want 2", got)
 		}
 	})
 

@@ -75,20 +75,30 @@ func TestCoschedulingLifecycle(t *testing.T) {
 	t.Run("a finished member's replacement is placed alone", func(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "replace", 3, "2")
-		createPodGroup(t, ns, "job", 3, 0)
+		createPodGroup(t, ns, "job", 3, 2)
 		gang := createGang(t, ns, "job", 3, "1500m")
 		waitForBoundMembers(t, ns, "job", 3)
 
+		// A worker fails: the gang is below its quorum, and once it stays so for longer than its
+		// 2s schedule timeout, that is reported on the PodGroup and in the gauge.
 		setPhase(t, ns, gang[1], v1.PodFailed)
 		waitFor(t, ns, "the status to report the gang below its quorum", func(context.Context) (bool, error) {
 			status := getPodGroup(t, ns, "job").Status
 			c := findScheduled(status.Conditions)
 			return status.Scheduled == 2 && status.Failed == 1 && c != nil && c.Reason == coscheduling.EventBelowQuorum, nil
 		})
+		ev := waitForEvent(t, ns, "job", coscheduling.EventBelowQuorum, schedulerName)
+		if !strings.Contains(ev.Message, "2 of minMember 3") {
+			t.Errorf("BelowQuorum event %q does not count the members", ev.Message)
+		}
+		waitForGaugeAtLeast(t, "custom_scheduler_coscheduling_gangs_below_quorum", schedulerName, 1)
+
+		// Its controller replaces it: the replacement completes the quorum alone.
 		forceDelete(t, ns, gang[1])
 		replacement := createMembers(t, ns, "job", "replacement", 1, "1500m")
 		waitForLiveBound(t, ns, "job", append([]string{gang[0], gang[2]}, replacement...), 3)
 		waitForPodGroupCondition(t, ns, "job", coscheduling.EventQuorumReached)
+		waitForGauge(t, "custom_scheduler_coscheduling_gangs_below_quorum", schedulerName, 0)
 	})
 
 	t.Run("a PodGroup deleted while members wait releases them at once", func(t *testing.T) {
