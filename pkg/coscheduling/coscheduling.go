@@ -316,9 +316,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.mu.Unlock()
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339)))
 	}
-	if len(g.members) >= want || g.attemptInProgress() {
-		// The quorum is met (this is an extra or a replacement member that completes it) or an
-		// attempt is under way and was checked.
+	if g.attemptInProgress() || (len(g.members) >= want && pl.confirmedCountLocked(g) >= want) {
+		// An attempt is under way and was checked, or the quorum is met (this is an extra member).
 		pl.mu.Unlock()
 		return nil, nil
 	}
@@ -450,11 +449,8 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	if g.backingOff(now) {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
 	}
-	if !g.attemptInProgress() && len(g.members) < want {
-		g.attemptStart = now
-		g.deadline = now.Add(pl.scheduleTimeout(pg))
-		g.quorumMet, g.failed, g.activated = false, false, false
-		g.needsQuorum = true
+	if !g.attemptInProgress() && (len(g.members) < want || pl.confirmedCountLocked(g) < want) {
+		g.startAttempt(now, pl.scheduleTimeout(pg))
 	}
 	g.set(pod.UID, reserved)
 	delete(g.unplaced, pod.UID)
@@ -540,6 +536,10 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	count := len(g.members)
+	if count >= want && !g.quorumMet {
+		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
+		count = pl.confirmedCountLocked(g)
+	}
 	if count >= want {
 		first := !g.quorumMet && g.needsQuorum
 		allowed, start := pl.quorumReachedLocked(g), g.attemptStart

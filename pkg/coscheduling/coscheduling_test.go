@@ -399,9 +399,7 @@ func TestPermitQuorum(t *testing.T) {
 	t.Run("bound members count toward the quorum", func(t *testing.T) {
 		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
 		for _, p := range pods[:2] {
-			boundPod := p.DeepCopy()
-			boundPod.Spec.NodeName = "n"
-			env.pl.onPod(boundPod)
+			update(t, env, boundTo(p, "n"))
 		}
 		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
 			t.Fatalf("Permit = %v, want Success with 2 bound members", s)

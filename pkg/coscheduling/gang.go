@@ -121,6 +121,14 @@ func (g *gang) clear(uid types.UID, f memberFlags) bool {
 
 func (g *gang) backingOff(now time.Time) bool { return now.Before(g.backoffUntil) }
 
+// startAttempt begins an attempt: its deadline is shared by every member.
+func (g *gang) startAttempt(now time.Time, timeout time.Duration) {
+	g.attemptStart = now
+	g.deadline = now.Add(timeout)
+	g.quorumMet, g.failed, g.activated = false, false, false
+	g.needsQuorum = true
+}
+
 // attemptInProgress reports whether members of the current attempt wait at Permit.
 func (g *gang) attemptInProgress() bool { return len(g.waiting) > 0 }
 

@@ -172,6 +172,29 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		}
 	})
 
+	t.Run("the quorum is decided on the pod store, not on a member set its handler has not caught up with", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+		old := members("old", "g", 3)
+		enqueue(t, env, old...)
+		bound := placeGang(t, env, old, nodes(3))
+		// The job restarts: the store has the old pods terminating, but the plugin's handler has
+		// not seen those updates yet when the new pods are scheduled.
+		for _, p := range bound {
+			if err := env.pods.Update(terminating(p.DeepCopy())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fresh := members("new", "g", 3)
+		enqueue(t, env, fresh...)
+		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), fresh[0], nodes(3)); !s.IsSuccess() {
+			t.Fatalf("PreFilter = %v", s)
+		}
+		if s := reserveAndPermit(t, env, fresh[0]); !s.IsWait() {
+			t.Fatalf("Permit(new0) = %v, want Wait: the old run's terminating pods must not complete its quorum", s)
+		}
+	})
+
 	t.Run("a finished member's replacement is placed alone", func(t *testing.T) {
 		pg := makePG("ns", "g", 3, time.Time{})
 		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)

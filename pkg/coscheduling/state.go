@@ -280,6 +280,22 @@ func (pl *Coscheduling) countMembers(namespace, name string) int {
 	return len(keys)
 }
 
+// confirmedCountLocked counts the group's members on the pod store's word: live pods bound, plus
+// live pods reserved here. The member set is kept by the plugin's informer handler, which can lag the
+// store (and the scheduling queue's own handler) by a moment: a job restarted by deleting its pods and
+// creating new ones could have its new pods scheduled while the old ones still count. The store is
+// updated before any handler runs, so deciding a quorum on it never counts a pod that is gone. O(pods
+// of the group), so it is used only where the member count says the quorum is reached.
+func (pl *Coscheduling) confirmedCountLocked(g *gang) int {
+	n := 0
+	for _, p := range pl.membersOf(g.namespace, g.name) {
+		if p.Spec.NodeName != "" || g.members[p.UID]&reserved != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // attemptSnapshot is what the status updater needs from the scheduler's in-memory gang state.
 type attemptSnapshot struct {
 	// waiting: members wait at Permit right now.
