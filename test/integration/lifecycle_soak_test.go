@@ -1,0 +1,1135 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/component-base/metrics/legacyregistry"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// The soak's knobs. SOAK_SEED replays a run's random choices; SOAK_DURATION sets the churn time.
+const (
+	soakDefaultDuration = 90 * time.Second
+	soakShortDuration   = 20 * time.Second
+	// soakGrace is how long a group the test did not disrupt may stay partially bound: members of a
+	// gang that reached its quorum bind one by one, which takes a moment.
+	soakGrace = 5 * time.Second
+	// soakPoll is the watcher's period.
+	soakPoll = 150 * time.Millisecond
+	// soakSettleTimeout bounds the wait for every gang to bind once the churn stopped.
+	soakSettleTimeout = 60 * time.Second
+	// soakRestartEvery is the least time between two scheduler restarts.
+	soakRestartEvery = 20 * time.Second
+	// soakMidBind: a group partially bound for less than this when the scheduler stops may have been
+	// caught binding (a burst binds in well under a second; the margin is for a slow machine).
+	soakMidBind = 2 * time.Second
+
+	soakInitialNodes = 6
+	soakMinNodes     = 3
+	soakMaxNodes     = 9
+	soakMaxGangs     = 8
+	soakMaxPlain     = 6
+	// soakPodGroupTimeout is every PodGroup's spec.scheduleTimeoutSeconds.
+	soakPodGroupTimeout = 5
+
+	// soakTrackedGauge is the plugin's count of groups it keeps state for.
+	soakTrackedGauge = "custom_scheduler_coscheduling_tracked_pod_groups"
+)
+
+// TestCoschedulingLifecycleSoak runs random gang lifecycles against the real scheduler for a while —
+// jobs created, completed, restarted, resized and deleted, members replaced, PodGroups re-applied,
+// nodes coming and going, other pods competing, the scheduler restarting — and checks throughout that
+// no gang stays partially bound unless the test itself broke it. Afterwards every gang that can bind
+// must bind, and the plugin must forget the groups once they are gone.
+//
+// Every random choice comes from one seed, logged at the start: SOAK_SEED=<seed> replays the same
+// sequence of operations (timing, and so the scheduler's decisions, still vary).
+func TestCoschedulingLifecycleSoak(t *testing.T) {
+	seed := soakSeed(t)
+	// Registered first so it runs last, after the dumps: every failure ends with how to replay it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay with SOAK_SEED=%d", seed)
+		}
+	})
+	duration := soakDuration(t)
+	t.Logf("soak seed %d, churn %v (replay with SOAK_SEED=%d SOAK_DURATION=%v)", seed, duration, seed, duration)
+
+	w := newSoakWorld(t, seed)
+	for range soakInitialNodes {
+		w.addNode()
+	}
+	w.config = schedulerConfig(t, adminKubeconfig, coschedulingProfiles)
+	w.sched = startScheduler(t, w.config)
+	w.lastRestart = time.Now()
+	// Absent until a plugin sets it, which counts as 0; other tests' groups may count already.
+	baseline, _ := soakTrackedGroups(t)
+	t.Logf("%s before the churn: %v", soakTrackedGauge, baseline)
+
+	w.startWatcher()
+	w.churn(duration)
+	w.settle()
+	w.stopWatcher()
+	if w.violations > 0 {
+		w.errorf("%d partially bound group(s) seen during the run (each reported above)", w.violations)
+	}
+	w.cleanUp()
+	w.checkStateReleased(baseline)
+}
+
+// soakGang is the test's model of one job: its PodGroup and the member pods it currently owns.
+type soakGang struct {
+	name      string
+	minMember int
+	cpu       string
+	// pods are the members the test created and has not deleted, in creation order.
+	pods    []string
+	nextPod int
+}
+
+// soakPending is an action due later: a kubelet finishing a graceful stop, a pod GC pass.
+type soakPending struct {
+	due  time.Time
+	what string
+	run  func()
+}
+
+// soakGroupState is the watcher's record of one group.
+type soakGroupState struct {
+	// disrupted names the op that may have left the group partially bound on purpose; it is cleared
+	// once the group has 0 or at least minMember live members bound again.
+	disrupted string
+	// partialSince is when the current undisrupted partial episode was first seen (zero: none).
+	partialSince time.Time
+	// firstSeen is the group as the episode's first snapshot showed it.
+	firstSeen string
+	// reported: this episode was reported as a violation already.
+	reported bool
+	// lastDisruption is the last op that disrupted the group, kept for reports.
+	lastDisruption string
+}
+
+// soakWorld holds everything the soak drives and watches.
+type soakWorld struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	ns    string
+	dyn   dynamic.Interface
+	start time.Time
+
+	config      string
+	sched       *runningScheduler
+	lastRestart time.Time
+	needStart   bool
+
+	gangs     []*soakGang
+	nextGang  int
+	plain     []string
+	nextPlain int
+	nodes     []string
+	nextNode  int
+	nextRoom  int
+	pending   []soakPending
+	op        int
+	// opCounts counts the ops run, by kind, for the summary.
+	opCounts map[string]int
+
+	// mu serializes the test's changes with the watcher's observations: a snapshot is taken either
+	// entirely before or entirely after an op, so a mark is never cleared from a view older than the
+	// op that set it. It guards groups and violations.
+	mu         sync.Mutex
+	groups     map[string]*soakGroupState
+	violations int
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+}
+
+func newSoakWorld(t *testing.T, seed uint64) *soakWorld {
+	w := &soakWorld{
+		t:        t,
+		seed:     seed,
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		ns:       testNamespace(t),
+		dyn:      dynamicClient(t),
+		start:    time.Now(),
+		groups:   map[string]*soakGroupState{},
+		opCounts: map[string]int{},
+	}
+	// No namespace controller runs here, so PodGroups outlive the namespace unless deleted.
+	t.Cleanup(func() {
+		_ = w.dyn.Resource(podGroupGVR).Namespace(w.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	return w
+}
+
+func soakSeed(t *testing.T) uint64 {
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOAK_SEED=%q is not a seed: %v", s, err)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+func soakDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("SOAK_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("SOAK_DURATION=%q is not a duration: %v", s, err)
+		}
+		return d
+	}
+	if testing.Short() {
+		return soakShortDuration
+	}
+	return soakDefaultDuration
+}
+
+// --- reporting ---
+
+func (w *soakWorld) elapsed() string { return fmt.Sprintf("+%.1fs", time.Since(w.start).Seconds()) }
+
+func (w *soakWorld) logf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Logf(w.elapsed()+" "+format, args...)
+}
+
+func (w *soakWorld) errorf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Errorf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
+}
+
+func (w *soakWorld) fatalf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Fatalf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
+}
+
+// --- the churn ---
+
+// soakOp is one kind of random operation and how often it is chosen. run returns what it did, one
+// short line for the replay trace.
+type soakOp struct {
+	name   string
+	weight int
+	run    func() string
+}
+
+func (w *soakWorld) ops() []soakOp {
+	return []soakOp{
+		{"create gang", 4, w.createGang},
+		{"complete gang", 2, w.completeGang},
+		{"restart gang", 3, w.restartGang},
+		{"replace member", 3, w.replaceMember},
+		{"recreate podgroup", 1, w.recreatePodGroup},
+		{"edit minMember", 2, w.editMinMember},
+		{"delete gang", 1, w.deleteGang},
+		{"create plain pod", 2, w.createPlain},
+		{"delete plain pod", 2, w.deletePlain},
+		{"add node", 1, w.addNodeOp},
+		{"delete node", 1, w.deleteNode},
+		{"restart scheduler", 1, w.restartScheduler},
+	}
+}
+
+// churn runs random operations until d has passed: bursts of 15 to 30 ops, each followed by a quiet
+// phase of 6 to 9 seconds in which only the kubelets' pending stops happen. During a burst room comes
+// and goes quickly, which hides a gang left partially bound; a quiet phase lets such a gang show.
+func (w *soakWorld) churn(d time.Duration) {
+	ops := w.ops()
+	total := 0
+	for _, op := range ops {
+		total += op.weight
+	}
+	end := time.Now().Add(d)
+	burst := 15 + w.rng.IntN(16)
+	for time.Now().Before(end) {
+		w.runPending()
+		if burst == 0 {
+			quiet := time.Duration(6000+w.rng.IntN(3000)) * time.Millisecond
+			burst = 15 + w.rng.IntN(16)
+			w.logf("quiet for %v", quiet)
+			w.quiet(min(quiet, time.Until(end)))
+			continue
+		}
+		burst--
+		r := w.rng.IntN(total)
+		var op soakOp
+		for _, op = range ops {
+			if r < op.weight {
+				break
+			}
+			r -= op.weight
+		}
+		pause := time.Duration(100+w.rng.IntN(500)) * time.Millisecond
+		w.step(op)
+		if w.needStart {
+			// Outside the lock: the watcher keeps looking while the new scheduler syncs and binds.
+			w.needStart = false
+			w.sched = startScheduler(w.t, w.config)
+			w.lastRestart = time.Now()
+			w.logf("   scheduler started again")
+		}
+		time.Sleep(pause)
+	}
+	w.logf("churn done after %d ops: %v", w.op, w.opCounts)
+}
+
+// quiet lets d pass without ops; the pending actions still run when due.
+func (w *soakWorld) quiet(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		time.Sleep(min(200*time.Millisecond, time.Until(deadline)))
+		w.runPending()
+	}
+}
+
+// step runs one op while the watcher waits.
+func (w *soakWorld) step(op soakOp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.op++
+	w.opCounts[op.name]++
+	n := w.op
+	w.logf("#%d %s: %s", n, op.name, op.run())
+}
+
+// runPending runs the delayed actions that are due.
+func (w *soakWorld) runPending() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	var later []soakPending
+	for _, p := range w.pending {
+		if p.due.After(now) {
+			later = append(later, p)
+			continue
+		}
+		p.run()
+		w.logf("   (delayed) %s", p.what)
+	}
+	w.pending = later
+}
+
+func (w *soakWorld) later(d time.Duration, what string, run func()) {
+	w.pending = append(w.pending, soakPending{due: time.Now().Add(d), what: what, run: run})
+}
+
+// disrupt marks a group as made partial on purpose by the test (until it is whole or empty again).
+// Callers hold mu and call it before the change.
+func (w *soakWorld) disrupt(group, why string) {
+	s := w.groupState(group)
+	if d := time.Since(s.partialSince); s.disrupted == "" && !s.partialSince.IsZero() && !s.reported && d > time.Second {
+		// A near miss: the group was partially bound without cause, and this op now excuses it.
+		w.logf("   (%s had been partially bound for %v with no disruption; %s excuses it from here)", group, d.Round(100*time.Millisecond), why)
+	}
+	s.disrupted, s.partialSince, s.reported = why, time.Time{}, false
+	s.lastDisruption = fmt.Sprintf("#%d %s at %s", w.op, why, w.elapsed())
+}
+
+func (w *soakWorld) groupState(group string) *soakGroupState {
+	s := w.groups[group]
+	if s == nil {
+		s = &soakGroupState{}
+		w.groups[group] = s
+	}
+	return s
+}
+
+// pickGang chooses a gang at random, or nil when there is none.
+func (w *soakWorld) pickGang() *soakGang {
+	if len(w.gangs) == 0 {
+		return nil
+	}
+	return w.gangs[w.rng.IntN(len(w.gangs))]
+}
+
+func (w *soakWorld) gangByName(name string) *soakGang {
+	for _, g := range w.gangs {
+		if g.name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// createGang models a user submitting a job: a PodGroup and minMember or minMember+1 workers of 1, 2
+// or 3 CPUs (3-CPU workers need a nearly empty 4-CPU node, which keeps room scarce), the PodGroup
+// first or, sometimes, the workers first (they wait for it, holding nothing).
+func (w *soakWorld) createGang() string {
+	if len(w.gangs) >= soakMaxGangs {
+		return "at the gang limit, so instead: delete gang: " + w.deleteGang()
+	}
+	g := &soakGang{name: fmt.Sprintf("g%d", w.nextGang), minMember: 2 + w.rng.IntN(4), cpu: strconv.Itoa(1 + w.rng.IntN(3))}
+	w.nextGang++
+	n := g.minMember + w.rng.IntN(2)
+	podsFirst := w.rng.IntN(3) == 0
+	if !podsFirst {
+		createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+	}
+	names := w.addMembers(g, n)
+	if podsFirst {
+		createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+	}
+	w.gangs = append(w.gangs, g)
+	return fmt.Sprintf("%s minMember=%d cpu=%s pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, names, podsFirst)
+}
+
+// addMembers creates n new members of g, as a job controller would.
+func (w *soakWorld) addMembers(g *soakGang, n int) []string {
+	var names []string
+	for range n {
+		name := fmt.Sprintf("%s-%d", g.name, g.nextPod)
+		g.nextPod++
+		createPod(w.t, gangPod(w.ns, name, g.name, g.cpu))
+		g.pods = append(g.pods, name)
+		names = append(names, name)
+	}
+	return names
+}
+
+// completeGang models a job whose workers all finish: the kubelet reports every bound member
+// Succeeded, then the pods are removed. The PodGroup stays (a later restart may reuse it).
+func (w *soakWorld) completeGang() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	if len(g.pods) == 0 {
+		return g.name + " has no pods"
+	}
+	w.disrupt(g.name, "complete")
+	pods := w.listGroup(g.name)
+	succeeded := 0
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			w.setPhase(p.Name, v1.PodSucceeded)
+			succeeded++
+		}
+	}
+	for _, p := range pods {
+		w.deletePod(p.Name, true)
+	}
+	g.pods = nil
+	return fmt.Sprintf("%s: %d bound members Succeeded, %d pods deleted", g.name, succeeded, len(pods))
+}
+
+// restartGang models a training operator restarting a job: it deletes every worker — some
+// gracefully, so a bound one stays Terminating until its kubelet stops it, each after its own 4 to
+// 20 seconds (kubelets take up to the termination grace period, 30s by default), some at once — and
+// creates as many new workers under the same PodGroup. The old workers' room thus frees one by one.
+func (w *soakWorld) restartGang() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	n := len(g.pods)
+	if n == 0 {
+		n = g.minMember + w.rng.IntN(2)
+	}
+	stopAfter := make([]time.Duration, len(g.pods)) // 0: force-deleted at once
+	for i := range stopAfter {
+		if w.rng.IntN(3) > 0 {
+			stopAfter[i] = time.Duration(4000+w.rng.IntN(16000)) * time.Millisecond
+		}
+	}
+
+	w.disrupt(g.name, "restart")
+	var graceful, forced []string
+	for i, name := range g.pods {
+		if stopAfter[i] == 0 {
+			w.deletePod(name, true)
+			forced = append(forced, name)
+			continue
+		}
+		w.deletePod(name, false)
+		graceful = append(graceful, fmt.Sprintf("%s(%.1fs)", name, stopAfter[i].Seconds()))
+		w.later(stopAfter[i], fmt.Sprintf("kubelet stopped %s of restarted %s: force-deleted", name, g.name), func() {
+			w.deletePod(name, true)
+		})
+	}
+	g.pods = nil
+	names := w.addMembers(g, n)
+	return fmt.Sprintf("%s: graceful %v, forced %v, new pods %v", g.name, graceful, forced, names)
+}
+
+// replaceMember models one worker lost (evicted, or failed) and its controller creating a
+// replacement: a bound member when there is one, force-deleted or first reported Failed.
+func (w *soakWorld) replaceMember() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	if len(g.pods) == 0 {
+		return g.name + " has no pods"
+	}
+	r := w.rng.IntN(1 << 20)
+	fail := w.rng.IntN(2) == 0
+
+	w.disrupt(g.name, "replace")
+	var bound []string
+	for _, p := range w.listGroup(g.name) {
+		if soakLive(&p) && p.Spec.NodeName != "" && slices.Contains(g.pods, p.Name) {
+			bound = append(bound, p.Name)
+		}
+	}
+	victim, how := g.pods[r%len(g.pods)], "force-deleted unbound"
+	if len(bound) > 0 {
+		victim, how = bound[r%len(bound)], "force-deleted bound"
+	}
+	if fail && len(bound) > 0 {
+		// A terminal pod is deleted at once, graceful or not.
+		w.setPhase(victim, v1.PodFailed)
+		w.deletePod(victim, false)
+		how = "failed and deleted bound"
+	} else {
+		w.deletePod(victim, true)
+	}
+	g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == victim })
+	names := w.addMembers(g, 1)
+	return fmt.Sprintf("%s: %s %s, new pod %v", g.name, how, victim, names)
+}
+
+// recreatePodGroup models a user deleting and re-applying the PodGroup manifest while the job's
+// pods stay.
+func (w *soakWorld) recreatePodGroup() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	w.disrupt(g.name, "recreate podgroup")
+	w.deletePodGroup(g.name)
+	createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+	return fmt.Sprintf("%s (minMember=%d)", g.name, g.minMember)
+}
+
+// editMinMember models an operator resizing a job's quorum (elastic training): minMember one up or
+// one down, never below 1.
+func (w *soakWorld) editMinMember() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	up := w.rng.IntN(2) == 0
+	if g.minMember <= 1 {
+		up = true
+	}
+	old := g.minMember
+	if up {
+		// More members are needed now: the bound ones may fall short of the new quorum.
+		w.disrupt(g.name, "minMember raised")
+		g.minMember++
+	} else {
+		g.minMember--
+	}
+	patch := fmt.Sprintf(`{"spec":{"minMember":%d}}`, g.minMember)
+	if _, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).Patch(context.Background(), g.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		w.fatalf("patching PodGroup %s: %v", g.name, err)
+	}
+	return fmt.Sprintf("%s minMember %d -> %d (%d pods)", g.name, old, g.minMember, len(g.pods))
+}
+
+// deleteGang models a user deleting a job: its PodGroup and its pods go, in either order.
+func (w *soakWorld) deleteGang() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	groupFirst := w.rng.IntN(2) == 0
+	w.disrupt(g.name, "delete")
+	if groupFirst {
+		w.deletePodGroup(g.name)
+	}
+	pods := w.listGroup(g.name)
+	for _, p := range pods {
+		w.deletePod(p.Name, true)
+	}
+	if !groupFirst {
+		w.deletePodGroup(g.name)
+	}
+	w.gangs = slices.DeleteFunc(w.gangs, func(x *soakGang) bool { return x == g })
+	return fmt.Sprintf("%s (%d pods, PodGroup first: %v)", g.name, len(pods), groupFirst)
+}
+
+// createPlain models other workloads competing for the same room: a 1-CPU pod of this scheduler
+// with no group.
+func (w *soakWorld) createPlain() string {
+	if len(w.plain) >= soakMaxPlain {
+		return "at the limit, so instead: delete plain pod: " + w.deletePlain()
+	}
+	return w.addPlain()
+}
+
+func (w *soakWorld) addPlain() string {
+	name := fmt.Sprintf("plain-%d", w.nextPlain)
+	w.nextPlain++
+	createPod(w.t, st.MakePod().Namespace(w.ns).Name(name).SchedulerName(schedulerName).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "100Mi"}).Container("pause").Obj())
+	w.plain = append(w.plain, name)
+	return name
+}
+
+func (w *soakWorld) deletePlain() string {
+	if len(w.plain) == 0 {
+		return "no plain pod"
+	}
+	i := w.rng.IntN(len(w.plain))
+	name := w.plain[i]
+	w.deletePod(name, true)
+	w.plain = slices.Delete(w.plain, i, i+1)
+	return name
+}
+
+// addNodeOp models the cluster autoscaler adding a 4-CPU node.
+func (w *soakWorld) addNodeOp() string {
+	if len(w.nodes) >= soakMaxNodes {
+		return "at the node limit, so instead: delete node: " + w.deleteNode()
+	}
+	return w.addNode()
+}
+
+func (w *soakWorld) addNode() string {
+	name := fmt.Sprintf("soak-%d", w.nextNode)
+	w.nextNode++
+	createNode(w.t, name, "4", "16Gi", nil)
+	w.nodes = append(w.nodes, name)
+	return name
+}
+
+// deleteNode models a node removed (scale-down or failure). No node lifecycle controller or pod GC
+// runs here, so the test removes the node's pods as they would, and their controllers replace them.
+// A member reserved on the node may still bind to it after it is gone: a pod GC pass a few seconds
+// later catches those.
+func (w *soakWorld) deleteNode() string {
+	if len(w.nodes) <= soakMinNodes {
+		return "at the node minimum, so instead: add node: " + w.addNode()
+	}
+	i := w.rng.IntN(len(w.nodes))
+	name := w.nodes[i]
+	w.nodes = slices.Delete(w.nodes, i, i+1)
+	if err := client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		w.fatalf("deleting node %s: %v", name, err)
+	}
+	evicted := w.evictGhosts()
+	w.later(3*time.Second, "pod GC after deleting "+name, func() {
+		if evicted := w.evictGhosts(); len(evicted) > 0 {
+			w.logf("   pod GC: %v", evicted)
+		}
+	})
+	return fmt.Sprintf("%s, its pods removed and replaced: %v", name, evicted)
+}
+
+// evictGhosts force-deletes the pods bound to nodes that no longer exist, as pod GC would, marks
+// their groups disrupted and has their controllers replace the ones they own.
+func (w *soakWorld) evictGhosts() []string {
+	ctx := context.Background()
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.fatalf("listing nodes: %v", err)
+	}
+	exists := map[string]bool{}
+	for _, n := range nodes.Items {
+		exists[n.Name] = true
+	}
+	pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.fatalf("listing pods: %v", err)
+	}
+	var evicted []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || exists[p.Spec.NodeName] {
+			continue
+		}
+		group := p.Labels[v1alpha1.PodGroupLabel]
+		if group != "" {
+			w.disrupt(group, "node deleted")
+		}
+		w.deletePod(p.Name, true)
+		evicted = append(evicted, p.Name+"@"+p.Spec.NodeName)
+		if g := w.gangByName(group); g != nil && slices.Contains(g.pods, p.Name) {
+			g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == p.Name })
+			w.addMembers(g, 1)
+		} else if i := slices.Index(w.plain, p.Name); i >= 0 {
+			w.plain = slices.Delete(w.plain, i, i+1)
+			w.addPlain()
+		}
+	}
+	return evicted
+}
+
+// restartScheduler models the scheduler process restarting (upgrade, crash): the running one stops,
+// and a new one with the same configuration starts after this op (outside the watcher's lock).
+// Binding is not atomic: a gang whose members were binding when the process stopped may be left
+// partially bound; such groups are marked disrupted (the new scheduler should complete them). A group
+// already partially bound for a while before the stop was stuck, not binding: it stays watched.
+func (w *soakWorld) restartScheduler() string {
+	if since := time.Since(w.lastRestart); since < soakRestartEvery {
+		return fmt.Sprintf("skipped, last restart %v ago", since.Round(time.Second))
+	}
+	stopAt := time.Now()
+	w.sched.stop()
+	// A bind request already sent may still land.
+	time.Sleep(500 * time.Millisecond)
+	var midBind []string
+	views, err := w.snapshot(context.Background())
+	if err != nil {
+		w.fatalf("listing the namespace: %v", err)
+	}
+	for name, v := range views {
+		if !v.partial() {
+			continue
+		}
+		if s := w.groupState(name); s.disrupted == "" && !s.partialSince.IsZero() && stopAt.Sub(s.partialSince) > soakMidBind {
+			w.logf("   %s has been partially bound since +%.1fs: not excused by the restart", name, s.partialSince.Sub(w.start).Seconds())
+			continue
+		}
+		w.disrupt(name, "scheduler stopped mid-bind")
+		midBind = append(midBind, fmt.Sprintf("%s(%d/%d)", name, v.liveBound(), v.minMember))
+	}
+	sort.Strings(midBind)
+	w.needStart = true
+	return fmt.Sprintf("stopped; groups caught mid-bind: %v", midBind)
+}
+
+// --- API helpers ---
+
+func (w *soakWorld) listGroup(group string) []v1.Pod {
+	pods, err := client.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+	if err != nil {
+		w.fatalf("listing the pods of %s: %v", group, err)
+	}
+	return pods.Items
+}
+
+// deletePod deletes a pod, at once when force, else gracefully (a bound, unfinished pod then stays
+// Terminating, as no kubelet confirms its stop). A pod already gone is fine.
+func (w *soakWorld) deletePod(name string, force bool) {
+	opts := metav1.DeleteOptions{}
+	if force {
+		opts.GracePeriodSeconds = ptr.To[int64](0)
+	}
+	if err := client.CoreV1().Pods(w.ns).Delete(context.Background(), name, opts); err != nil && !apierrors.IsNotFound(err) {
+		w.fatalf("deleting pod %s: %v", name, err)
+	}
+}
+
+// setPhase plays the kubelet reporting a pod's phase.
+func (w *soakWorld) setPhase(name string, phase v1.PodPhase) {
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := client.CoreV1().Pods(w.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pod.Status.Phase = phase
+		_, err = client.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.fatalf("setting pod %s %s: %v", name, phase, err)
+	}
+}
+
+// deletePodGroup deletes a PodGroup and waits until it is gone.
+func (w *soakWorld) deletePodGroup(name string) {
+	ctx := context.Background()
+	pgs := w.dyn.Resource(podGroupGVR).Namespace(w.ns)
+	if err := pgs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		w.fatalf("deleting PodGroup %s: %v", name, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := pgs.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		w.fatalf("waiting for PodGroup %s to be gone: %v", name, err)
+	}
+}
+
+// --- the watcher ---
+
+// soakLive reports whether a pod is a live member: it exists, is not being deleted and has not
+// finished.
+func soakLive(p *v1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
+}
+
+// soakGroupView is one group as the apiserver shows it.
+type soakGroupView struct {
+	// minMember is the PodGroup's spec.minMember, 0 when the PodGroup does not exist.
+	minMember int
+	pods      []v1.Pod
+}
+
+func (v *soakGroupView) liveBound() int {
+	n := 0
+	for i := range v.pods {
+		if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *soakGroupView) live() int {
+	n := 0
+	for i := range v.pods {
+		if soakLive(&v.pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// partial: the PodGroup exists and 1..minMember-1 live members are bound.
+func (v *soakGroupView) partial() bool {
+	n := v.liveBound()
+	return v.minMember > 0 && n > 0 && n < v.minMember
+}
+
+// String lists the members: name@node for bound ones, with their state when not live.
+func (v *soakGroupView) String() string {
+	var parts []string
+	for i := range v.pods {
+		p := &v.pods[i]
+		s := p.Name
+		if p.Spec.NodeName != "" {
+			s += "@" + p.Spec.NodeName
+		}
+		switch {
+		case p.DeletionTimestamp != nil:
+			s += "(terminating)"
+		case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
+			s += "(" + string(p.Status.Phase) + ")"
+		}
+		parts = append(parts, s)
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d of %d live members bound, minMember %d: [%s]", v.liveBound(), v.live(), v.minMember, strings.Join(parts, " "))
+}
+
+// snapshot lists the namespace's gang pods and PodGroups, by group.
+func (w *soakWorld) snapshot(ctx context.Context) (map[string]*soakGroupView, error) {
+	pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel})
+	if err != nil {
+		return nil, err
+	}
+	pgs, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	views := map[string]*soakGroupView{}
+	view := func(name string) *soakGroupView {
+		if views[name] == nil {
+			views[name] = &soakGroupView{}
+		}
+		return views[name]
+	}
+	for _, pg := range pgs.Items {
+		m, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
+		view(pg.GetName()).minMember = int(max(m, 1))
+	}
+	for _, p := range pods.Items {
+		v := view(p.Labels[v1alpha1.PodGroupLabel])
+		v.pods = append(v.pods, p)
+	}
+	return views, nil
+}
+
+func (w *soakWorld) startWatcher() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stopWatch, w.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(w.watchDone)
+		ticker := time.NewTicker(soakPoll)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				w.observe(ctx)
+			}
+		}
+	}()
+	w.t.Cleanup(w.stopWatcher)
+}
+
+func (w *soakWorld) stopWatcher() {
+	if w.stopWatch != nil {
+		w.stopWatch()
+		<-w.watchDone
+		w.stopWatch = nil
+	}
+}
+
+// observe checks the invariant on one snapshot: a group the test did not disrupt is never partially
+// bound for longer than soakGrace. It runs on the watcher's goroutine, so it reports with Errorf.
+func (w *soakWorld) observe(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	views, err := w.snapshot(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.t.Logf("%s watcher: %v", w.elapsed(), err)
+		}
+		return
+	}
+	now := time.Now()
+	for name, v := range views {
+		s := w.groupState(name)
+		switch {
+		case v.minMember == 0:
+			// No PodGroup, no quorum to judge against.
+			s.partialSince = time.Time{}
+		case !v.partial():
+			if d := now.Sub(s.partialSince); !s.partialSince.IsZero() && (s.reported || d > time.Second) {
+				// Reported episodes, and near misses worth knowing about when tuning the grace.
+				w.t.Logf("%s watcher: %s is whole or empty again after %v partially bound: %v", w.elapsed(), name, d.Round(100*time.Millisecond), v)
+			}
+			*s = soakGroupState{lastDisruption: s.lastDisruption}
+		case s.disrupted != "":
+			// The test broke the group; it is excused until whole or empty again.
+		case s.partialSince.IsZero():
+			s.partialSince, s.firstSeen = now, v.String()
+		case !s.reported && now.Sub(s.partialSince) > soakGrace:
+			s.reported = true
+			w.violations++
+			w.t.Errorf("%s VIOLATION: group %s partially bound for %v without a disruption by the test: now %v; first seen partial at +%.1fs: %s; last disrupted by op %s (replay with SOAK_SEED=%d)",
+				w.elapsed(), name, now.Sub(s.partialSince).Round(100*time.Millisecond), v, s.partialSince.Sub(w.start).Seconds(), s.firstSeen, s.lastDisruption, w.seed)
+		}
+	}
+	for name := range w.groups {
+		if views[name] == nil {
+			delete(w.groups, name)
+		}
+	}
+}
+
+// --- after the churn ---
+
+// settle stops disturbing the cluster and makes room, then waits until every gang is bound: the
+// kubelets finish their pending stops, the plain pods go, gangs left below their quorum get the
+// missing members (so every gang is feasible), and nodes are added to hold every unbound member.
+func (w *soakWorld) settle() {
+	w.makeRoom()
+	start := time.Now()
+	var last map[string]*soakGroupView
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, soakSettleTimeout, true, func(ctx context.Context) (bool, error) {
+		views, err := w.snapshot(ctx)
+		if err != nil {
+			return false, nil
+		}
+		last = views
+		return len(w.unsettled(views)) == 0, nil
+	})
+	if last == nil {
+		w.errorf("could not list the namespace while settling: %v", err)
+		return
+	}
+	if err == nil {
+		var bound []string
+		for _, g := range w.gangs {
+			v := last[g.name]
+			bound = append(bound, fmt.Sprintf("%s %d/%d", g.name, v.liveBound(), v.minMember))
+		}
+		w.logf("settle: every gang bound after %v (live bound/minMember: %s)", time.Since(start).Round(100*time.Millisecond), strings.Join(bound, ", "))
+		return
+	}
+	for _, problem := range w.unsettled(last) {
+		w.errorf("after %v of settling: %s", soakSettleTimeout, problem)
+	}
+}
+
+// makeRoom is settle's part under the watcher's lock.
+func (w *soakWorld) makeRoom() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.runPendingLocked()
+	for _, name := range w.plain {
+		w.deletePod(name, true)
+	}
+	w.plain = nil
+	if evicted := w.evictGhosts(); len(evicted) > 0 {
+		w.logf("settle: pod GC %v", evicted)
+	}
+	for _, g := range w.gangs {
+		if missing := g.minMember - len(g.pods); missing > 0 {
+			w.logf("settle: %s has %d of minMember %d pods, adding %v", g.name, len(g.pods), g.minMember, w.addMembers(g, missing))
+		}
+	}
+	views, err := w.snapshot(context.Background())
+	if err != nil {
+		w.fatalf("listing the namespace: %v", err)
+	}
+	unbound := 0
+	for _, v := range views {
+		for i := range v.pods {
+			if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName == "" {
+				unbound++
+			}
+		}
+	}
+	// Members ask for at most 3 CPUs: a 16-CPU node per 5 unbound members, and one more for the
+	// fragments, hold them all wherever the scheduler spreads them.
+	var added []string
+	for range unbound/5 + 1 {
+		name := fmt.Sprintf("soak-room-%d", w.nextRoom)
+		w.nextRoom++
+		createNode(w.t, name, "16", "64Gi", nil)
+		added = append(added, name)
+	}
+	w.logf("settle: %d gangs, %d unbound live members; added nodes %v", len(w.gangs), unbound, added)
+}
+
+// runPendingLocked runs every delayed action now; callers hold mu.
+func (w *soakWorld) runPendingLocked() {
+	for _, p := range w.pending {
+		p.run()
+		w.logf("   (delayed, run early) %s", p.what)
+	}
+	w.pending = nil
+}
+
+// unsettled describes each gang that is not fully bound and each group that is partially bound.
+func (w *soakWorld) unsettled(views map[string]*soakGroupView) []string {
+	var problems []string
+	for _, g := range w.gangs {
+		v := views[g.name]
+		switch {
+		case v == nil || v.minMember == 0:
+			problems = append(problems, fmt.Sprintf("gang %s: its PodGroup is missing", g.name))
+		case v.liveBound() < v.minMember:
+			problems = append(problems, fmt.Sprintf("gang %s did not bind: %v%s", g.name, v, soakWhyPending(v)))
+		}
+	}
+	for name, v := range views {
+		if w.gangByName(name) == nil && v.partial() {
+			problems = append(problems, fmt.Sprintf("group %s is partially bound: %v", name, v))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// soakWhyPending quotes the scheduler's PodScheduled message of the group's unbound live members.
+func soakWhyPending(v *soakGroupView) string {
+	var b strings.Builder
+	for i := range v.pods {
+		p := &v.pods[i]
+		if !soakLive(p) || p.Spec.NodeName != "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+				msg := c.Message
+				if len(msg) > 200 {
+					msg = msg[:200] + "..."
+				}
+				fmt.Fprintf(&b, "\n    %s: %s: %s", p.Name, c.Reason, msg)
+			}
+		}
+	}
+	return b.String()
+}
+
+// cleanUp deletes every gang of the namespace (pods and PodGroups) and waits until they are gone.
+func (w *soakWorld) cleanUp() {
+	ctx := context.Background()
+	if err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		w.fatalf("deleting the PodGroups: %v", err)
+	}
+	if err := client.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		w.fatalf("deleting the pods: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pgs, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0 && len(pgs.Items) == 0, nil
+	})
+	if err != nil {
+		w.fatalf("waiting for the namespace's pods and PodGroups to be gone: %v", err)
+	}
+	w.gangs, w.plain = nil, nil
+	w.logf("cleanup: every pod and PodGroup of %s is gone", w.ns)
+}
+
+// checkStateReleased checks that the plugin dropped the state of the groups that are gone: its
+// tracked-groups gauge returns to at most its value before the churn. A plugin that does not export
+// the gauge skips the check.
+func (w *soakWorld) checkStateReleased(baseline float64) {
+	if _, ok := soakTrackedGroups(w.t); !ok {
+		w.t.Logf("%s is not exported by this build: skipping the state-release check", soakTrackedGauge)
+		return
+	}
+	var got float64
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		got, _ = soakTrackedGroups(w.t)
+		return got <= baseline, nil
+	})
+	if err != nil {
+		w.errorf("%s = %v %v after every group of the namespace was deleted, want at most %v (its value before the churn)", soakTrackedGauge, got, waitTimeout, baseline)
+		return
+	}
+	w.logf("cleanup: %s = %v (baseline %v)", soakTrackedGauge, got, baseline)
+}
+
+// soakTrackedGroups reads the plugin's tracked-groups gauge for our profile from the in-process
+// registry; ok is false when no such metric is exported.
+func soakTrackedGroups(t *testing.T) (value float64, ok bool) {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != soakTrackedGauge {
+			continue
+		}
+		ok = true
+		for _, m := range f.GetMetric() {
+			profile := schedulerName
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "profile" {
+					profile = l.GetValue()
+				}
+			}
+			if profile == schedulerName {
+				value += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return value, ok
+}
