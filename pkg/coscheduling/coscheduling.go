@@ -59,6 +59,12 @@ const (
 	EventGangRejected = "GangRejected"
 	// EventGangTimedOut (pod, PodGroup): the quorum was not reached within the schedule timeout.
 	EventGangTimedOut = "GangTimedOut"
+	// EventDomainChosen (PodGroup): a gang with a topology policy was given a domain for its attempt;
+	// the message says which and at which level of the policy.
+	EventDomainChosen = "DomainChosen"
+	// EventInvalidTopologyPolicy (pod): the member's topology annotations are malformed; it is not
+	// placed until they are fixed.
+	EventInvalidTopologyPolicy = "InvalidTopologyPolicy"
 	// EventBelowQuorum (PodGroup): some but fewer than minMember live members have been bound for
 	// longer than the group's schedule timeout (e.g. a member's bind failed after the quorum and it
 	// cannot be placed again, or members were evicted).
@@ -83,8 +89,9 @@ type Coscheduling struct {
 	clock    clock.WithDelayedExecution
 	profile  string
 
-	permitTimeout time.Duration
-	backoff       time.Duration
+	permitTimeout   time.Duration
+	backoff         time.Duration
+	defaultTopology config.TopologyPolicy
 
 	podGroups podGroupLister
 	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podGroupIndex, which
@@ -167,15 +174,16 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups podGroupLister, pods cache.Indexer) *Coscheduling {
 	RegisterMetrics()
 	pl := &Coscheduling{
-		handle:        h,
-		clock:         clk,
-		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
-		backoff:       time.Duration(args.PodGroupBackoffSeconds) * time.Second,
-		podGroups:     podGroups,
-		pods:          pods,
-		gangs:         map[string]*gang{},
-		gated:         map[types.UID]string{},
-		ctx:           ctx,
+		handle:          h,
+		clock:           clk,
+		permitTimeout:   time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
+		backoff:         time.Duration(args.PodGroupBackoffSeconds) * time.Second,
+		defaultTopology: args.DefaultTopologyPolicy,
+		podGroups:       podGroups,
+		pods:            pods,
+		gangs:           map[string]*gang{},
+		gated:           map[types.UID]string{},
+		ctx:             ctx,
 	}
 	if h != nil {
 		pl.recorder = h.EventRecorder()
@@ -291,8 +299,10 @@ func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo) queueStamp {
 }
 
 // PreFilter checks, once per gang attempt and before any member is reserved, whether the members
-// still missing from the quorum fit the snapshot's nodes at once (see checkFeasible). An infeasible
-// gang is rejected here, holding nothing, until an event frees capacity.
+// still missing from the quorum fit the snapshot's nodes at once (see checkFeasible), and, for a gang
+// with a topology policy, chooses its domain (see topology.go). An infeasible gang is rejected here,
+// holding nothing, until an event frees capacity. Every member of a gang with a domain gets the
+// domain's nodes as its PreFilterResult, so the framework evaluates only them.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	name, ok := podGroupName(pod)
 	if !ok {
@@ -306,6 +316,12 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if pg == nil {
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
+	policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology)
+	if err != nil {
+		msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
+		pl.gate(ctx, pod, EventInvalidTopologyPolicy, msg)
+		return pl.rejectInPreFilter(state, msg)
+	}
 	want := minMember(pg)
 	now := pl.clock.Now()
 
@@ -317,9 +333,15 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339)))
 	}
 	if g.attemptInProgress() || (len(g.members) >= want && pl.confirmedCountLocked(g) >= want) {
-		// An attempt is under way and was checked, or the quorum is met (this is an extra member).
+		// An attempt is under way and was checked, or the quorum is met (this is an extra member):
+		// the member goes where its gang is.
+		if g.placement == nil && !policy.empty() {
+			p := pinnedPlacement(policy, pinnedDomains(policy, boundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
+			g.placement = &p
+		}
+		res := g.placement.result()
 		pl.mu.Unlock()
-		return nil, nil
+		return res, nil
 	}
 	pl.mu.Unlock()
 
@@ -328,8 +350,9 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	members := pl.membersOf(pod.Namespace, name)
 	pl.mu.Lock()
 	if g.attemptInProgress() {
+		res := g.placement.result()
 		pl.mu.Unlock()
-		return nil, nil
+		return res, nil
 	}
 	var candidates []*v1.Pod
 	var counted resources
@@ -345,19 +368,33 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	countedN = max(countedN, len(g.members))
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
-		res := *g.feasibility
+		res, placed := *g.feasibility, g.placement.result()
 		pl.mu.Unlock()
 		if !res.feasible {
 			return pl.rejectInPreFilter(state, res.message)
 		}
-		return nil, nil
+		return placed, nil
 	}
 	pl.mu.Unlock()
 
-	res := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted)
+	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted)
+	var chosen *placement
+	if res.feasible && !policy.empty() {
+		pinned := pinnedDomains(policy, boundNodes(members, nodes))
+		if fit == nil {
+			p := pinnedPlacement(policy, pinned, nodes)
+			chosen = &p
+		} else if p, ok := choosePlacement(fit, policy, pinned); ok {
+			chosen = &p
+		} else {
+			res = feasibility{message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.source, p.message)}
+		}
+	}
 	ck.at = now
 	pl.mu.Lock()
 	g.feasibility, g.cacheKey = &res, ck
+	newDomain := chosen != nil && (g.placement == nil || g.placement.key != chosen.key || g.placement.value != chosen.value || g.placement.level != chosen.level)
+	g.placement = chosen
 	var changed bool
 	if !res.feasible {
 		changed = g.setOutcome(EventGangInfeasible, res.message)
@@ -372,18 +409,38 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		}
 		return pl.rejectInPreFilter(state, res.message)
 	}
-	return nil, nil
+	if newDomain {
+		klog.FromContext(ctx).V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", key, "placement", chosen.message)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.message)
+		pl.notifyStatus(key)
+	}
+	return chosen.result(), nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// SignPod signs every pod with no fragment: this plugin filters no node (its PreFilter accepts or
-// rejects the pod as a whole and returns no node subset), so pods that are alike for the other plugins
-// may share a batched scheduling result whether or not they belong to a gang.
-func (pl *Coscheduling) SignPod(_ context.Context, _ *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return nil, nil
+// SignPod signs pods with no fragment, except members of a gang with a topology policy, whose
+// PreFilter restricts them to their gang's domain: those are signed with their group, so that only
+// members of one gang may share a batched scheduling result. Other pods, gang members included, may be
+// batched with any pod alike for the other plugins (this plugin accepts or rejects them whole).
+func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	name, ok := podGroupName(pod)
+	if !ok {
+		return nil, nil
+	}
+	pg := pl.podGroups.get(pod.Namespace, name)
+	if pg == nil {
+		return nil, nil
+	}
+	if policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.empty() {
+		return nil, nil
+	}
+	return []fwk.SignFragment{{Key: signFragmentGroup, Value: groupKey(pod.Namespace, name)}}, nil
 }
+
+// signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
+const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
 
 // PostFilter runs when a member found no node. If the gang cannot reach its quorum without that
 // member, the attempt fails: every waiting member is rejected (releasing what it holds) and the group

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -200,15 +201,26 @@ type gangMember struct {
 	req resources
 }
 
-// checkFeasible simulates placing `need` of the candidate members on nodes. minResources, when set, is
-// compared with the free capacity summed over the nodes the members may use, less what the members
-// already reserved or bound (counted) hold.
-func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted resources) feasibility {
-	if need <= 0 {
-		return feasibility{feasible: true}
-	}
-	if len(candidates) < need {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}
+// gangFit is one whole-gang check's inputs, prepared once: the `need` smallest candidate members and
+// the snapshot's free capacity per node, so that placement can be tried on the whole cluster or on any
+// subset of its nodes (a topology domain) without preparing them again.
+type gangFit struct {
+	logger   klog.Logger
+	groupKey string
+	need     int
+	// members are the `need` smallest candidates, by dominant share of the cluster's free capacity.
+	members     []gangMember
+	free        []freeNode
+	eligible    *eligibility
+	homogeneous bool
+	totals      resources
+}
+
+// newGangFit prepares a check of placing `need` of the candidates on nodes. It returns nil when need
+// is not positive or there are too few candidates (checkFeasible reports those).
+func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo) *gangFit {
+	if need <= 0 || len(candidates) < need {
+		return nil
 	}
 	members := make([]gangMember, len(candidates))
 	for i, p := range candidates {
@@ -221,27 +233,111 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 		}
 		free = append(free, nodeFree(ni))
 	}
-	eligible := newEligibility(logger, free)
-
+	f := &gangFit{logger: logger, groupKey: groupKey, need: need, free: free, eligible: newEligibility(logger, free), totals: clusterTotals(free)}
 	// Optimistically pick the `need` smallest members: if they cannot be placed, no choice can.
-	totals := clusterTotals(free)
 	sort.SliceStable(members, func(i, j int) bool {
-		return dominantShare(members[i].req, totals) < dominantShare(members[j].req, totals)
+		return dominantShare(members[i].req, f.totals) < dominantShare(members[j].req, f.totals)
 	})
-	members = members[:need]
+	f.members = members[:need]
+	f.homogeneous = homogeneous(f.members, f.eligible)
+	return f
+}
+
+// placeable returns how many of the gang's `need` members fit at once on the nodes at the given
+// indexes of f.free (all nodes when idx is nil), at most need: exact for identical members, first-fit
+// decreasing for mixed ones.
+func (f *gangFit) placeable(idx []int) int {
+	each := func(fn func(i int) bool) {
+		if idx == nil {
+			for i := range f.free {
+				if !fn(i) {
+					return
+				}
+			}
+			return
+		}
+		for _, i := range idx {
+			if !fn(i) {
+				return
+			}
+		}
+	}
+	placed := 0
+	if f.homogeneous {
+		elig := f.eligible.of(f.members[0].pod)
+		each(func(i int) bool {
+			if elig[i] && f.free[i].slots > 0 {
+				placed += f.members[0].req.copies(f.free[i].free, f.free[i].slots)
+			}
+			return placed < f.need
+		})
+		return min(placed, f.need)
+	}
+	members := slices.Clone(f.members)
+	sort.SliceStable(members, func(i, j int) bool {
+		return dominantShare(members[i].req, f.totals) > dominantShare(members[j].req, f.totals)
+	})
+	sim := map[int]freeNode{}
+	for _, m := range members {
+		elig := f.eligible.of(m.pod)
+		each(func(i int) bool {
+			n, ok := sim[i]
+			if !ok {
+				n = f.free[i]
+				n.free = n.free.clone()
+			}
+			if elig[i] && n.slots > 0 && m.req.fits(n.free) {
+				m.req.subFrom(&n.free)
+				n.slots--
+				sim[i] = n
+				placed++
+				return false
+			}
+			return true
+		})
+	}
+	return placed
+}
+
+// leftover is the free CPU and memory the nodes at idx keep once the gang's members are placed on
+// them: the smaller, the tighter the fit.
+func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
+	for _, i := range idx {
+		milliCPU += max(f.free[i].free.milliCPU, 0)
+		memory += max(f.free[i].free.memory, 0)
+	}
+	for _, m := range f.members {
+		milliCPU -= m.req.milliCPU
+		memory -= m.req.memory
+	}
+	return milliCPU, memory
+}
+
+// checkFeasible simulates placing `need` of the candidate members on nodes. minResources, when set, is
+// compared with the free capacity summed over the nodes the members may use, less what the members
+// already reserved or bound (counted) hold. It also returns the prepared check, for a topology
+// placement to reuse (nil when the gang needs no more members or has too few).
+func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted resources) (feasibility, *gangFit) {
+	if need <= 0 {
+		return feasibility{feasible: true}, nil
+	}
+	if len(candidates) < need {
+		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
+	}
+	f := newGangFit(logger, groupKey, candidates, need, nodes)
 
 	var eligibleTotal resources
-	anyEligible := make([]bool, len(free))
-	for _, m := range members {
-		for i, ok := range eligible.of(m.pod) {
+	anyEligible := make([]bool, len(f.free))
+	for _, m := range f.members {
+		for i, ok := range f.eligible.of(m.pod) {
 			if ok {
 				anyEligible[i] = true
 			}
 		}
 	}
-	for i, f := range free {
+	for i, fn := range f.free {
 		if anyEligible[i] {
-			eligibleTotal = eligibleTotal.add(clampFree(f.free))
+			eligibleTotal.addClamped(fn.free)
 		}
 	}
 	if len(minResources) > 0 {
@@ -260,70 +356,38 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 			}
 		}
 		if !remaining.fits(eligibleTotal) {
-			return feasibility{message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal))}
+			return feasibility{message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal))}, f
 		}
 	}
 
-	if homogeneous(members, eligible) {
-		placed := 0
-		elig := eligible.of(members[0].pod)
-		for i, f := range free {
-			if !elig[i] || f.slots <= 0 {
-				continue
-			}
-			placed += members[0].req.copies(f.free, f.slots)
-			if placed >= need {
-				return feasibility{feasible: true}
-			}
-		}
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}
-	}
-
-	// First-fit decreasing over mixed members.
-	sort.SliceStable(members, func(i, j int) bool {
-		return dominantShare(members[i].req, totals) > dominantShare(members[j].req, totals)
-	})
-	sim := make([]freeNode, len(free))
-	for i, f := range free {
-		sim[i] = f
-		sim[i].free = f.free.clone()
-	}
-	placed := 0
-	for _, m := range members {
-		elig := eligible.of(m.pod)
-		for i := range sim {
-			if elig[i] && sim[i].slots > 0 && m.req.fits(sim[i].free) {
-				m.req.subFrom(&sim[i].free)
-				sim[i].slots--
-				placed++
-				break
-			}
-		}
-	}
+	placed := f.placeable(nil)
 	if placed >= need {
-		return feasibility{feasible: true}
+		return feasibility{feasible: true}, f
+	}
+	if f.homogeneous {
+		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}, f
 	}
 	// FFD is not exact for mixed sizes: admit the gang if the sound, weaker test passes.
 	var sum resources
-	for _, m := range members {
+	for _, m := range f.members {
 		sum = sum.add(m.req)
 		fitsSomewhere := false
-		elig := eligible.of(m.pod)
-		for i, f := range free {
-			if elig[i] && f.slots > 0 && m.req.fits(f.free) {
+		elig := f.eligible.of(m.pod)
+		for i, fn := range f.free {
+			if elig[i] && fn.slots > 0 && m.req.fits(fn.free) {
 				fitsSomewhere = true
 				break
 			}
 		}
 		if !fitsSomewhere {
-			return feasibility{message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(m.pod))}
+			return feasibility{message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(m.pod))}, f
 		}
 	}
 	if !sum.fits(eligibleTotal) {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal))}
+		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal))}, f
 	}
 	logger.V(5).Info("First-fit decreasing could not place a mixed gang, admitting it on the aggregate test", "podGroup", groupKey, "need", need, "placed", placed)
-	return feasibility{feasible: true}
+	return feasibility{feasible: true}, f
 }
 
 func (r resources) clone() resources {
@@ -337,23 +401,27 @@ func (r resources) clone() resources {
 	return out
 }
 
-func clampFree(r resources) resources {
-	out := resources{milliCPU: max(r.milliCPU, 0), memory: max(r.memory, 0), ephemeral: max(r.ephemeral, 0)}
-	for k, v := range r.scalar {
-		if out.scalar == nil {
-			out.scalar = map[v1.ResourceName]int64{}
-		}
-		out.scalar[k] = max(v, 0)
-	}
-	return out
-}
 
 func clusterTotals(free []freeNode) resources {
 	var t resources
 	for _, f := range free {
-		t = t.add(clampFree(f.free))
+		t.addClamped(f.free)
 	}
 	return t
+}
+
+// addClamped adds the non-negative part of o to r, in place (no allocation per call once r holds the
+// extended resources' names).
+func (r *resources) addClamped(o resources) {
+	r.milliCPU += max(o.milliCPU, 0)
+	r.memory += max(o.memory, 0)
+	r.ephemeral += max(o.ephemeral, 0)
+	for k, v := range o.scalar {
+		if r.scalar == nil {
+			r.scalar = make(map[v1.ResourceName]int64, len(o.scalar))
+		}
+		r.scalar[k] += max(v, 0)
+	}
 }
 
 // dominantShare is a member's largest share of the cluster's free CPU or memory, to order members by size.

@@ -63,6 +63,10 @@ type gang struct {
 	// kept until the next attempt starts.
 	outcome attemptOutcome
 
+	// placement is the domain chosen for the current attempt of a gang with a topology policy (nil:
+	// no policy, or not chosen yet).
+	placement *placement
+
 	// feasibility caches the last check; it is valid while cacheKey matches.
 	feasibility *feasibility
 	cacheKey    feasibilityKey
@@ -148,6 +152,7 @@ func (g *gang) resetHistory(uid types.UID) {
 	}
 	g.backoffUntil, g.lastFailure = time.Time{}, time.Time{}
 	g.feasibility, g.cacheKey = nil, feasibilityKey{}
+	g.placement = nil
 	g.outcome = attemptOutcome{}
 	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
 	g.hint = hintCount{}

@@ -150,6 +150,7 @@ func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, messag
 		g.clear(v.UID, reserved)
 	}
 	g.feasibility = nil
+	g.placement = nil
 	g.lastFailure = now
 	if pl.backoff > 0 {
 		g.backoffUntil = now.Add(pl.backoff)
@@ -304,6 +305,8 @@ type attemptSnapshot struct {
 	counted int
 	// outcome: the last attempt's result.
 	outcome attemptOutcome
+	// placementLevel and placementMessage: the gang's topology placement, if it has one.
+	placementLevel, placementMessage string
 }
 
 // attemptInfo returns the group's attempt state for the status updater.
@@ -314,7 +317,11 @@ func (pl *Coscheduling) attemptInfo(key string) attemptSnapshot {
 	if g == nil {
 		return attemptSnapshot{}
 	}
-	return attemptSnapshot{waiting: g.attemptInProgress(), counted: len(g.members), outcome: g.outcome}
+	snap := attemptSnapshot{waiting: g.attemptInProgress(), counted: len(g.members), outcome: g.outcome}
+	if g.placement != nil {
+		snap.placementLevel, snap.placementMessage = g.placement.level, g.placement.message
+	}
+	return snap
 }
 
 // stateSize is how much per-group and per-pod state the plugin holds (groups, gated pods, queue

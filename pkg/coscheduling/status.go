@@ -27,8 +27,13 @@ import (
 // statusCoalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
 const statusCoalesceDelay = 250 * time.Millisecond
 
-// conditionScheduled is the type of the PodGroup condition the scheduler maintains.
-const conditionScheduled = "Scheduled"
+// The types of the PodGroup conditions the scheduler maintains: Scheduled for every gang, Topology for
+// gangs with a topology policy once a domain was chosen (reason PreferredDomain, RequiredDomain or
+// Anywhere; the message names the domain).
+const (
+	conditionScheduled = "Scheduled"
+	conditionTopology  = "Topology"
+)
 
 // reasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
 // started or ended yet.
@@ -272,6 +277,10 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
 	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
+	if attempt.placementLevel != "" {
+		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: conditionTopology, Status: metav1.ConditionTrue,
+			Reason: attempt.placementLevel, Message: attempt.placementMessage, ObservedGeneration: pg.Generation}, now)
+	}
 	return st
 }
 

@@ -14,4 +14,13 @@ type CoschedulingArgs struct {
 	// PodGroupBackoffSeconds is how long a gang that failed (timed out or was rejected) stays out of
 	// the scheduling cycle before its members are tried again.
 	PodGroupBackoffSeconds int64
+	// DefaultTopologyPolicy applies to gangs whose PodGroup and members set no topology policy.
+	DefaultTopologyPolicy TopologyPolicy
+}
+
+// TopologyPolicy is a gang's topology policy: a required node label key and preferred ones,
+// narrowest first.
+type TopologyPolicy struct {
+	Required  string
+	Preferred []string
 }

@@ -14,4 +14,15 @@ type CoschedulingArgs struct {
 	// PodGroupBackoffSeconds is how long a gang that failed (timed out or was rejected) stays out of
 	// the scheduling cycle before its members are tried again. Defaults to 10.
 	PodGroupBackoffSeconds *int64 `json:"podGroupBackoffSeconds,omitempty"`
+	// DefaultTopologyPolicy applies to gangs whose PodGroup (spec.topologyPolicy) and members
+	// (annotations) set no topology policy. Unset: none.
+	DefaultTopologyPolicy *TopologyPolicy `json:"defaultTopologyPolicy,omitempty"`
+}
+
+// TopologyPolicy is a gang's topology policy.
+type TopologyPolicy struct {
+	// Required is a node label key: all members in one domain of it, or none placed.
+	Required string `json:"required,omitempty"`
+	// Preferred are node label keys, narrowest first, tried in order before the required one.
+	Preferred []string `json:"preferred,omitempty"`
 }

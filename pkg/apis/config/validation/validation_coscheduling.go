@@ -3,6 +3,7 @@
 package validation
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
@@ -21,5 +22,21 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	if args.PodGroupBackoffSeconds < 0 {
 		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds, "must not be negative"))
 	}
+	tp := path.Child("defaultTopologyPolicy")
+	if r := args.DefaultTopologyPolicy.Required; r != "" {
+		errs = append(errs, validateLabelKey(tp.Child("required"), r)...)
+	}
+	for i, k := range args.DefaultTopologyPolicy.Preferred {
+		errs = append(errs, validateLabelKey(tp.Child("preferred").Index(i), k)...)
+	}
 	return errs.ToAggregate()
+}
+
+// validateLabelKey checks that key can name a node label.
+func validateLabelKey(path *field.Path, key string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(key) {
+		errs = append(errs, field.Invalid(path, key, "must be a node label key: "+msg))
+	}
+	return errs
 }

@@ -21,6 +21,11 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 		"wait beyond the cap":   {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 901}, want: []string{"args.permitWaitingTimeSeconds"}},
 		"negative back-off":     {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: -1}, want: []string{"args.podGroupBackoffSeconds"}},
 		"both fields are named": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: -5, PodGroupBackoffSeconds: -1}, want: []string{"args.permitWaitingTimeSeconds", "args.podGroupBackoffSeconds"}},
+		"a default topology policy": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60,
+			DefaultTopologyPolicy: config.TopologyPolicy{Required: "topology.kubernetes.io/zone", Preferred: []string{"example.com/rack"}}}},
+		"topology keys that are not label keys": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60,
+			DefaultTopologyPolicy: config.TopologyPolicy{Required: "not a key", Preferred: []string{"example.com/rack", "-bad"}}},
+			want: []string{"args.defaultTopologyPolicy.required", "args.defaultTopologyPolicy.preferred[1]"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

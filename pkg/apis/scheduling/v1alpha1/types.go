@@ -86,6 +86,34 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+
+	// TopologyPolicy places the whole gang within one domain of a node label (a rack, block or zone):
+	// the members of an attempt all go to one domain, chosen so that it fits them tightest.
+	// +optional
+	TopologyPolicy *TopologyPolicy `json:"topologyPolicy,omitempty"`
+}
+
+// TopologyKey is a node label key, e.g. topology.kubernetes.io/zone or example.com/rack.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=317
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+type TopologyKey string
+
+// TopologyPolicy says in which node-label domains a gang's members must or should be placed
+// together. Nodes without a label are in no domain of that key.
+type TopologyPolicy struct {
+	// Required is a node label key: all members in ONE domain of it (one value of the label), or none
+	// placed.
+	// +optional
+	Required TopologyKey `json:"required,omitempty"`
+
+	// Preferred are node label keys, narrowest first: the gang goes to one domain of the first key
+	// where one fits, else of the next, and so on; then (within the required domain if one is set)
+	// anywhere.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	Preferred []TopologyKey `json:"preferred,omitempty"`
 }
 
 // PodGroupStatus represents the current state of a pod group.

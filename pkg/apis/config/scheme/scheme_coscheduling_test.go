@@ -1,0 +1,74 @@
+package scheme_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+)
+
+// TestCoschedulingArgsDecoding decodes CoschedulingArgs the way the scheduler does: strictly,
+// defaulted, converted to the internal type.
+func TestCoschedulingArgsDecoding(t *testing.T) {
+	const header = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: custom-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: PrioritySort
+    pluginConfig:
+      - name: Coscheduling
+        args:
+`
+	tests := map[string]struct {
+		args    string
+		wantErr string
+		want    config.CoschedulingArgs
+	}{
+		"defaults": {args: "          {}\n", want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10}},
+		"a default topology policy": {
+			args: "          defaultTopologyPolicy: {required: topology.kubernetes.io/zone, preferred: [example.com/rack]}\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10,
+				DefaultTopologyPolicy: config.TopologyPolicy{Required: "topology.kubernetes.io/zone", Preferred: []string{"example.com/rack"}}},
+		},
+		"unknown field in the policy": {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			cfg, err := options.LoadConfigFromFile(logger, writeConfig(t, header+tc.args))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pc := range cfg.Profiles[0].PluginConfig {
+				if pc.Name != "Coscheduling" {
+					continue
+				}
+				got, ok := pc.Args.(*config.CoschedulingArgs)
+				if !ok {
+					t.Fatalf("Coscheduling args decoded as %T", pc.Args)
+				}
+				if got.PermitWaitingTimeSeconds != tc.want.PermitWaitingTimeSeconds || got.PodGroupBackoffSeconds != tc.want.PodGroupBackoffSeconds ||
+					got.DefaultTopologyPolicy.Required != tc.want.DefaultTopologyPolicy.Required ||
+					strings.Join(got.DefaultTopologyPolicy.Preferred, ",") != strings.Join(tc.want.DefaultTopologyPolicy.Preferred, ",") {
+					t.Errorf("decoded %+v, want %+v", got, tc.want)
+				}
+				return
+			}
+			t.Fatal("no Coscheduling args in the decoded profile")
+		})
+	}
+}
