@@ -401,7 +401,6 @@ func (r resources) clone() resources {
 	return out
 }
 
-
 func clusterTotals(free []freeNode) resources {
 	var t resources
 	for _, f := range free {
