@@ -239,8 +239,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if g.backingOff(now) {
 		until := g.backoffUntil
 		pl.mu.Unlock()
-		return pl.gate(ctx, pod, "",
-			fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339)))
+		return pl.gate(ctx, pod, "", backoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
 	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key}
@@ -330,7 +329,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if g.backingOff(now) {
 		until := g.backoffUntil
 		pl.mu.Unlock()
-		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339)))
+		return pl.rejectInPreFilter(state, backoffMessage(key, until))
 	}
 	if g.attemptInProgress() || (len(g.members) >= want && pl.confirmedCountLocked(g) >= want) {
 		// An attempt is under way and was checked, or the quorum is met (this is an extra member):

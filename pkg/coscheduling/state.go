@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -172,6 +173,10 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	}
 	pl.mu.Unlock()
 	pl.activateGroup(namespace, name)
+}
+
+func backoffMessage(key string, until time.Time) string {
+	return fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339))
 }
 
 // rejectWaiting rejects waiting members. A member whose Permit returned Wait but that the framework

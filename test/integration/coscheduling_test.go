@@ -648,10 +648,17 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 // returns it.
 func waitForPodGroupCondition(t *testing.T, ns, name, reason string) metav1.Condition {
 	t.Helper()
+	return waitForPodGroupConditionOf(t, ns, name, "Scheduled", reason)
+}
+
+// waitForPodGroupConditionOf waits until the PodGroup's condition of the type has the reason, and
+// returns it.
+func waitForPodGroupConditionOf(t *testing.T, ns, name, condType, reason string) metav1.Condition {
+	t.Helper()
 	var found metav1.Condition
-	waitFor(t, ns, fmt.Sprintf("PodGroup %s/%s to report Scheduled reason %s", ns, name, reason), func(context.Context) (bool, error) {
+	waitFor(t, ns, fmt.Sprintf("PodGroup %s/%s to report %s reason %s", ns, name, condType, reason), func(context.Context) (bool, error) {
 		for _, c := range getPodGroup(t, ns, name).Status.Conditions {
-			if c.Type == "Scheduled" && c.Reason == reason {
+			if c.Type == condType && c.Reason == reason {
 				found = c
 				return true, nil
 			}

@@ -64,21 +64,6 @@ func racksOf(t *testing.T, ns, group string) map[string]int {
 	return racks
 }
 
-func waitForPodGroupTopology(t *testing.T, ns, name, reason string) metav1.Condition {
-	t.Helper()
-	var found metav1.Condition
-	waitFor(t, ns, fmt.Sprintf("PodGroup %s/%s to report Topology reason %s", ns, name, reason), func(context.Context) (bool, error) {
-		for _, c := range getPodGroup(t, ns, name).Status.Conditions {
-			if c.Type == "Topology" && c.Reason == reason {
-				found = c
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
-
 // TestCoschedulingTopology places gangs in one rack or block of labelled nodes: racks r1 (2 nodes)
 // and r2 (4 nodes) in block b1, r3 (3 nodes) in block b2, 4 CPUs each; members ask for 3 CPUs, so a
 // node holds one member.
@@ -96,7 +81,7 @@ func TestCoschedulingTopology(t *testing.T) {
 		if racks := racksOf(t, ns, "job"); len(racks) != 1 || racks["r2"] != 4 {
 			t.Errorf("members landed in racks %v, want all 4 in r2", racks)
 		}
-		c := waitForPodGroupTopology(t, ns, "job", "RequiredDomain")
+		c := waitForPodGroupConditionOf(t, ns, "job", "Topology", "RequiredDomain")
 		if !strings.Contains(c.Message, "example.com/rack=r2") {
 			t.Errorf("Topology condition %q does not name the rack", c.Message)
 		}
@@ -149,7 +134,7 @@ func TestCoschedulingTopology(t *testing.T) {
 		if racks := racksOf(t, ns, "job"); racks["r3"] != 0 {
 			t.Errorf("members landed in racks %v, want block b1 only (r1 and r2)", racks)
 		}
-		c := waitForPodGroupTopology(t, ns, "job", "PreferredDomain")
+		c := waitForPodGroupConditionOf(t, ns, "job", "Topology", "PreferredDomain")
 		if !strings.Contains(c.Message, "example.com/block=b1") || !strings.Contains(c.Message, "preferred level 2 of 2") {
 			t.Errorf("Topology condition %q does not say the block level was used", c.Message)
 		}
