@@ -353,18 +353,15 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.mu.Unlock()
 		return res, nil
 	}
-	var candidates []*v1.Pod
-	var counted resources
-	countedN := 0
+	var candidates, counted []*v1.Pod
 	for _, m := range members {
 		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
-			countedN++
-			counted = counted.add(podRequests(m))
+			counted = append(counted, m)
 			continue
 		}
 		candidates = append(candidates, m)
 	}
-	countedN = max(countedN, len(g.members))
+	countedN := max(len(counted), len(g.members))
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
 		res, placed := *g.feasibility, g.placement.result()

@@ -29,15 +29,49 @@ import (
 // still sound, test (every member fits some node and the totals fit) and admits the gang when that
 // passes, leaving the final word to Filter and PostFilter.
 
-// resources is a request or a free amount: millicores, bytes, and extended resources.
+// scalarNames are the extended resources one check deals with (those the members or minResources ask
+// for), in a fixed order: every resources value of the check holds their amounts at the same indexes,
+// so a node's free capacity is a few integers in one shared array, not a map per node.
+type scalarNames []v1.ResourceName
+
+func (n scalarNames) index(name v1.ResourceName) int {
+	for i, m := range n {
+		if m == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// with adds the extended resources of rl that n does not hold yet.
+func (n scalarNames) with(rl v1.ResourceList) scalarNames {
+	for name, q := range rl {
+		if isScalar(name) && !q.IsZero() && n.index(name) < 0 {
+			n = append(n, name)
+		}
+	}
+	return n
+}
+
+func isScalar(name v1.ResourceName) bool {
+	switch name {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		return false
+	}
+	return true
+}
+
+// resources is a request or a free amount: millicores, bytes, and the check's extended resources
+// (scalar[i] is the amount of scalarNames[i]; nil means none).
 type resources struct {
 	milliCPU  int64
 	memory    int64
 	ephemeral int64
-	scalar    map[v1.ResourceName]int64
+	scalar    []int64
 }
 
-func resourcesFromList(rl v1.ResourceList) resources {
+// resourcesFromList converts a resource list, keeping the extended resources among names.
+func resourcesFromList(rl v1.ResourceList, names scalarNames) resources {
 	var r resources
 	for name, q := range rl {
 		switch name {
@@ -50,33 +84,38 @@ func resourcesFromList(rl v1.ResourceList) resources {
 		case v1.ResourcePods:
 			// Pod slots are counted separately.
 		default:
-			if q.Value() == 0 {
+			i := names.index(name)
+			if i < 0 || q.Value() == 0 {
 				continue
 			}
 			if r.scalar == nil {
-				r.scalar = map[v1.ResourceName]int64{}
+				r.scalar = make([]int64, len(names))
 			}
-			r.scalar[name] = q.Value()
+			r.scalar[i] = q.Value()
 		}
 	}
 	return r
 }
 
-// podRequests is what a pod needs on a node, with init containers and overhead, as NodeResourcesFit
-// counts it.
-func podRequests(pod *v1.Pod) resources {
-	return resourcesFromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+// podRequestList is what a pod needs on a node, with init containers and overhead, as
+// NodeResourcesFit counts it.
+func podRequestList(pod *v1.Pod) v1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+func scalarAt(s []int64, i int) int64 {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
 }
 
 func (r resources) add(o resources) resources {
 	out := resources{milliCPU: r.milliCPU + o.milliCPU, memory: r.memory + o.memory, ephemeral: r.ephemeral + o.ephemeral}
-	if len(r.scalar)+len(o.scalar) > 0 {
-		out.scalar = make(map[v1.ResourceName]int64, len(r.scalar)+len(o.scalar))
-		for k, v := range r.scalar {
-			out.scalar[k] += v
-		}
-		for k, v := range o.scalar {
-			out.scalar[k] += v
+	if n := max(len(r.scalar), len(o.scalar)); n > 0 {
+		out.scalar = make([]int64, n)
+		for i := range out.scalar {
+			out.scalar[i] = scalarAt(r.scalar, i) + scalarAt(o.scalar, i)
 		}
 	}
 	return out
@@ -87,21 +126,21 @@ func (r resources) fits(free resources) bool {
 	if r.milliCPU > free.milliCPU || r.memory > free.memory || r.ephemeral > free.ephemeral {
 		return false
 	}
-	for k, v := range r.scalar {
-		if v > free.scalar[k] {
+	for i, v := range r.scalar {
+		if v > scalarAt(free.scalar, i) {
 			return false
 		}
 	}
 	return true
 }
 
-// sub subtracts r from free in place.
+// subFrom subtracts r from free in place (free holds every extended resource of the check).
 func (r resources) subFrom(free *resources) {
 	free.milliCPU -= r.milliCPU
 	free.memory -= r.memory
 	free.ephemeral -= r.ephemeral
-	for k, v := range r.scalar {
-		free.scalar[k] -= v
+	for i, v := range r.scalar {
+		free.scalar[i] -= v
 	}
 }
 
@@ -118,8 +157,8 @@ func (r resources) copies(free resources, limit int) int {
 	div(free.milliCPU, r.milliCPU)
 	div(free.memory, r.memory)
 	div(free.ephemeral, r.ephemeral)
-	for k, v := range r.scalar {
-		div(free.scalar[k], v)
+	for i, v := range r.scalar {
+		div(scalarAt(free.scalar, i), v)
 	}
 	if n < 0 {
 		return 0
@@ -128,11 +167,11 @@ func (r resources) copies(free resources, limit int) int {
 }
 
 func (r resources) equal(o resources) bool {
-	if r.milliCPU != o.milliCPU || r.memory != o.memory || r.ephemeral != o.ephemeral || len(r.scalar) != len(o.scalar) {
+	if r.milliCPU != o.milliCPU || r.memory != o.memory || r.ephemeral != o.ephemeral {
 		return false
 	}
-	for k, v := range r.scalar {
-		if o.scalar[k] != v {
+	for i := range max(len(r.scalar), len(o.scalar)) {
+		if scalarAt(r.scalar, i) != scalarAt(o.scalar, i) {
 			return false
 		}
 	}
@@ -140,7 +179,7 @@ func (r resources) equal(o resources) bool {
 }
 
 // shortfall names the resources in which want exceeds have, e.g. "cpu 6 > 4".
-func shortfall(want, have resources) string {
+func shortfall(want, have resources, names scalarNames) string {
 	var parts []string
 	if want.milliCPU > have.milliCPU {
 		parts = append(parts, fmt.Sprintf("cpu %dm > %dm", want.milliCPU, have.milliCPU))
@@ -151,9 +190,9 @@ func shortfall(want, have resources) string {
 	if want.ephemeral > have.ephemeral {
 		parts = append(parts, fmt.Sprintf("ephemeral-storage %d > %d", want.ephemeral, have.ephemeral))
 	}
-	for k, v := range want.scalar {
-		if v > have.scalar[k] {
-			parts = append(parts, fmt.Sprintf("%s %d > %d", k, v, have.scalar[k]))
+	for i, v := range want.scalar {
+		if h := scalarAt(have.scalar, i); v > h {
+			parts = append(parts, fmt.Sprintf("%s %d > %d", names[i], v, h))
 		}
 	}
 	sort.Strings(parts)
@@ -167,7 +206,9 @@ type freeNode struct {
 	slots int
 }
 
-func nodeFree(ni fwk.NodeInfo) freeNode {
+// nodeFree is a node's free capacity; its extended resources (those of names) go into scalar, a
+// slice of the check's shared array.
+func nodeFree(ni fwk.NodeInfo, names scalarNames, scalar []int64) freeNode {
 	alloc, req := ni.GetAllocatable(), ni.GetRequested()
 	f := freeNode{
 		node: ni.Node(),
@@ -178,12 +219,12 @@ func nodeFree(ni fwk.NodeInfo) freeNode {
 		},
 		slots: alloc.GetAllowedPodNumber() - len(ni.GetPods()),
 	}
-	if s := alloc.GetScalarResources(); len(s) > 0 {
-		f.free.scalar = make(map[v1.ResourceName]int64, len(s))
-		used := req.GetScalarResources()
-		for k, v := range s {
-			f.free.scalar[k] = v - used[k]
+	if len(names) > 0 {
+		have, used := alloc.GetScalarResources(), req.GetScalarResources()
+		for i, name := range names {
+			scalar[i] = have[name] - used[name]
 		}
+		f.free.scalar = scalar
 	}
 	return f
 }
@@ -208,6 +249,8 @@ type gangFit struct {
 	logger   klog.Logger
 	groupKey string
 	need     int
+	// names are the extended resources the check tracks.
+	names scalarNames
 	// members are the `need` smallest candidates, by dominant share of the cluster's free capacity.
 	members     []gangMember
 	free        []freeNode
@@ -216,24 +259,32 @@ type gangFit struct {
 	totals      resources
 }
 
-// newGangFit prepares a check of placing `need` of the candidates on nodes. It returns nil when need
-// is not positive or there are too few candidates (checkFeasible reports those).
-func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo) *gangFit {
+// newGangFit prepares a check of placing `need` of the candidates on nodes; minResources' extended
+// resources are tracked too. It returns nil when need is not positive or there are too few
+// candidates (checkFeasible reports those).
+func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList) *gangFit {
 	if need <= 0 || len(candidates) < need {
 		return nil
 	}
+	lists := make([]v1.ResourceList, len(candidates))
+	names := scalarNames(nil).with(minResources)
+	for i, p := range candidates {
+		lists[i] = podRequestList(p)
+		names = names.with(lists[i])
+	}
 	members := make([]gangMember, len(candidates))
 	for i, p := range candidates {
-		members[i] = gangMember{pod: p, req: podRequests(p)}
+		members[i] = gangMember{pod: p, req: resourcesFromList(lists[i], names)}
 	}
 	free := make([]freeNode, 0, len(nodes))
-	for _, ni := range nodes {
+	backing := make([]int64, len(nodes)*len(names))
+	for i, ni := range nodes {
 		if ni.Node() == nil {
 			continue
 		}
-		free = append(free, nodeFree(ni))
+		free = append(free, nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)]))
 	}
-	f := &gangFit{logger: logger, groupKey: groupKey, need: need, free: free, eligible: newEligibility(logger, free), totals: clusterTotals(free)}
+	f := &gangFit{logger: logger, groupKey: groupKey, need: need, names: names, free: free, eligible: newEligibility(logger, free), totals: clusterTotals(free)}
 	// Optimistically pick the `need` smallest members: if they cannot be placed, no choice can.
 	sort.SliceStable(members, func(i, j int) bool {
 		return dominantShare(members[i].req, f.totals) < dominantShare(members[j].req, f.totals)
@@ -317,14 +368,14 @@ func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
 // compared with the free capacity summed over the nodes the members may use, less what the members
 // already reserved or bound (counted) hold. It also returns the prepared check, for a topology
 // placement to reuse (nil when the gang needs no more members or has too few).
-func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted resources) (feasibility, *gangFit) {
+func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted []*v1.Pod) (feasibility, *gangFit) {
 	if need <= 0 {
 		return feasibility{feasible: true}, nil
 	}
 	if len(candidates) < need {
 		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
 	}
-	f := newGangFit(logger, groupKey, candidates, need, nodes)
+	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources)
 
 	var eligibleTotal resources
 	anyEligible := make([]bool, len(f.free))
@@ -341,22 +392,19 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 		}
 	}
 	if len(minResources) > 0 {
-		want := resourcesFromList(minResources)
-		remaining := resources{
-			milliCPU:  max(want.milliCPU-counted.milliCPU, 0),
-			memory:    max(want.memory-counted.memory, 0),
-			ephemeral: max(want.ephemeral-counted.ephemeral, 0),
+		remaining := resourcesFromList(minResources, f.names)
+		var held resources
+		for _, p := range counted {
+			held = held.add(resourcesFromList(podRequestList(p), f.names))
 		}
-		for k, v := range want.scalar {
-			if r := v - counted.scalar[k]; r > 0 {
-				if remaining.scalar == nil {
-					remaining.scalar = map[v1.ResourceName]int64{}
-				}
-				remaining.scalar[k] = r
-			}
+		remaining.milliCPU = max(remaining.milliCPU-held.milliCPU, 0)
+		remaining.memory = max(remaining.memory-held.memory, 0)
+		remaining.ephemeral = max(remaining.ephemeral-held.ephemeral, 0)
+		for i := range remaining.scalar {
+			remaining.scalar[i] = max(remaining.scalar[i]-scalarAt(held.scalar, i), 0)
 		}
 		if !remaining.fits(eligibleTotal) {
-			return feasibility{message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal))}, f
+			return feasibility{message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal, f.names))}, f
 		}
 	}
 
@@ -384,7 +432,7 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 		}
 	}
 	if !sum.fits(eligibleTotal) {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal))}, f
+		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal, f.names))}, f
 	}
 	logger.V(5).Info("First-fit decreasing could not place a mixed gang, admitting it on the aggregate test", "podGroup", groupKey, "need", need, "placed", placed)
 	return feasibility{feasible: true}, f
@@ -392,12 +440,7 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 
 func (r resources) clone() resources {
 	out := r
-	if r.scalar != nil {
-		out.scalar = make(map[v1.ResourceName]int64, len(r.scalar))
-		for k, v := range r.scalar {
-			out.scalar[k] = v
-		}
-	}
+	out.scalar = slices.Clone(r.scalar)
 	return out
 }
 
@@ -409,17 +452,16 @@ func clusterTotals(free []freeNode) resources {
 	return t
 }
 
-// addClamped adds the non-negative part of o to r, in place (no allocation per call once r holds the
-// extended resources' names).
+// addClamped adds the non-negative part of o to r, in place.
 func (r *resources) addClamped(o resources) {
 	r.milliCPU += max(o.milliCPU, 0)
 	r.memory += max(o.memory, 0)
 	r.ephemeral += max(o.ephemeral, 0)
-	for k, v := range o.scalar {
-		if r.scalar == nil {
-			r.scalar = make(map[v1.ResourceName]int64, len(o.scalar))
-		}
-		r.scalar[k] += max(v, 0)
+	if len(o.scalar) > len(r.scalar) {
+		r.scalar = append(r.scalar, make([]int64, len(o.scalar)-len(r.scalar))...)
+	}
+	for i, v := range o.scalar {
+		r.scalar[i] += max(v, 0)
 	}
 }
 
@@ -452,13 +494,24 @@ type eligibility struct {
 	logger klog.Logger
 	nodes  []freeNode
 	byKey  map[string][]bool
+	// keys remembers each member's key, so it is encoded once per check, not once per use.
+	keys map[*v1.Pod]string
 }
 
 func newEligibility(logger klog.Logger, nodes []freeNode) *eligibility {
-	return &eligibility{logger: logger, nodes: nodes, byKey: map[string][]bool{}}
+	return &eligibility{logger: logger, nodes: nodes, byKey: map[string][]bool{}, keys: map[*v1.Pod]string{}}
 }
 
 func (e *eligibility) key(pod *v1.Pod) string {
+	if k, ok := e.keys[pod]; ok {
+		return k
+	}
+	k := eligibilityKey(pod)
+	e.keys[pod] = k
+	return k
+}
+
+func eligibilityKey(pod *v1.Pod) string {
 	var affinity *v1.NodeAffinity
 	if pod.Spec.Affinity != nil {
 		affinity = pod.Spec.Affinity.NodeAffinity

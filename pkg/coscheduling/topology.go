@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -81,17 +82,45 @@ type placement struct {
 }
 
 // domainsOf groups the indexes of free by the value of the node label key; nodes without the label
-// are in no domain. Values are returned sorted, so choices are deterministic.
+// are in no domain. Values are returned sorted, so choices are deterministic. One label lookup per
+// node; the index lists share one array.
 func domainsOf(free []freeNode, key string) ([]string, map[string][]int) {
-	doms := map[string][]int{}
+	ids := make([]int32, len(free))
+	byValue := map[string]int32{}
+	var values []string
+	var counts []int
 	for i, n := range free {
-		if v, ok := n.node.Labels[key]; ok {
-			doms[v] = append(doms[v], i)
+		v, ok := n.node.Labels[key]
+		if !ok {
+			ids[i] = -1
+			continue
+		}
+		id, seen := byValue[v]
+		if !seen {
+			id = int32(len(values))
+			byValue[v] = id
+			values = append(values, v)
+			counts = append(counts, 0)
+		}
+		ids[i] = id
+		counts[id]++
+	}
+	flat := make([]int, 0, len(free))
+	starts := make([]int, len(values))
+	for id, c := range counts {
+		starts[id] = len(flat)
+		flat = flat[:len(flat)+c]
+	}
+	next := slices.Clone(starts)
+	for i, id := range ids {
+		if id >= 0 {
+			flat[next[id]] = i
+			next[id]++
 		}
 	}
-	values := make([]string, 0, len(doms))
-	for v := range doms {
-		values = append(values, v)
+	doms := make(map[string][]int, len(values))
+	for id, v := range values {
+		doms[v] = flat[starts[id] : starts[id]+counts[id] : starts[id]+counts[id]]
 	}
 	sort.Strings(values)
 	return values, doms
