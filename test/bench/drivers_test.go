@@ -277,3 +277,79 @@ func startBinder(tCtx ktesting.TContext, w *perf.Workload) error {
 	})
 	return nil
 }
+
+// nodesPerRack is the rack size of config/templates/node-racked.yaml (node-<i> is in rack-<i/40>).
+const nodesPerRack = 40
+
+// startTopologyWatcher records, for a Topology* workload, where each gang's pods were bound: when the
+// workload ends, how many gangs are bound whole, in part, and across more than one rack (which a
+// required rack must never allow). The rack is derived from the node's name (node-<i>).
+func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
+	size := param(w, "podsPerGroup", 0)
+	if size <= 0 {
+		return fmt.Errorf("topology workload needs podsPerGroup")
+	}
+	name := tCtx.Name()
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(gangNamespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	var (
+		mu    sync.Mutex
+		racks = map[string]map[int]int{} // gang → rack → pods bound there
+		seen  = map[string]bool{}
+	)
+	observe := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Labels[gangLabel] == "" || pod.Spec.NodeName == "" {
+			return
+		}
+		var index int
+		if _, err := fmt.Sscanf(pod.Spec.NodeName, "node-%d", &index); err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[pod.Name] {
+			return
+		}
+		seen[pod.Name] = true
+		gang := pod.Labels[gangLabel]
+		if racks[gang] == nil {
+			racks[gang] = map[int]int{}
+		}
+		racks[gang][index/nodesPerRack]++
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+	tCtx.Cleanup(func() {
+		mu.Lock()
+		whole, partial, spread := 0, 0, 0
+		for _, perRack := range racks {
+			n := 0
+			for _, c := range perRack {
+				n += c
+			}
+			if n >= size {
+				whole++
+			} else if n > 0 {
+				partial++
+			}
+			if len(perRack) > 1 {
+				spread++
+			}
+		}
+		mu.Unlock()
+		data := map[string]float64{"BoundGangs": float64(whole), "PartialGangs": float64(partial), "SpreadGangs": float64(spread)}
+		writeExtra(name, map[string]any{"Metric": "TopologyPlacement"}, "gangs", data)
+		tCtx.Logf("topology placement: %v", data)
+		cancel()
+		factory.Shutdown()
+	})
+	return nil
+}

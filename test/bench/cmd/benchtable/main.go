@@ -51,13 +51,15 @@ type result struct {
 	peakRSS    []float64
 	heapMax    []float64
 	saturation []map[string]float64
+	// topology is the TopologyPlacement item of each Topology* run.
+	topology []map[string]float64
 	runs       int
 	failed     int
 	seconds    []float64
 }
 
 func main() {
-	plugins := flag.String("plugins", "Coscheduling,LoadAware,GangScheduling,PodGroupPodsCount", "plugins whose latencies are listed")
+	plugins := flag.String("plugins", "Coscheduling,LoadAware,GangScheduling,PodGroupPodsCount,TopologyPlacementGenerator", "plugins whose latencies are listed")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: benchtable [-plugins a,b] DIR...")
@@ -117,6 +119,8 @@ func main() {
 						get(k).heapMax = append(get(k).heapMax, it.Data["Max"])
 					case m == "SaturationFeasibleBound":
 						get(k).saturation = append(get(k).saturation, it.Data)
+					case m == "TopologyPlacement":
+						get(k).topology = append(get(k).topology, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
 						pk := pluginKey{k, it.Labels["plugin"], it.Labels["extension_point"]}
 						d := map[string]float64{}
@@ -274,7 +278,7 @@ func inTreeOf(tc string) string {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -340,6 +344,9 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		if r.failed > 0 {
 			notes = append(notes, fmt.Sprintf("%d/%d runs failed", r.failed, r.runs))
 		}
+		if len(r.topology) > 0 {
+			notes = append(notes, topologyNote(r.topology))
+		}
 		if len(r.saturation) > 0 {
 			notes = append(notes, saturationNote(r.saturation))
 			// The throughput of a saturation run includes the settle time and the infeasible
@@ -393,6 +400,17 @@ func maxOf(vs []float64) float64 {
 	}
 	_, hi := minMax(vs)
 	return hi
+}
+
+// topologyNote summarizes where the gangs of Topology* runs landed.
+func topologyNote(runs []map[string]float64) string {
+	var whole, partial, spread float64
+	for _, r := range runs {
+		whole += r["BoundGangs"]
+		partial = max(partial, r["PartialGangs"])
+		spread = max(spread, r["SpreadGangs"])
+	}
+	return fmt.Sprintf("gangs bound whole %.0f per run, partially bound max %.0f, spread over racks max %.0f", whole/float64(len(runs)), partial, spread)
 }
 
 func saturationNote(runs []map[string]float64) string {
