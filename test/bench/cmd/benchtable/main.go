@@ -53,9 +53,9 @@ type result struct {
 	saturation []map[string]float64
 	// topology is the TopologyPlacement item of each Topology* run.
 	topology []map[string]float64
-	runs       int
-	failed     int
-	seconds    []float64
+	runs     int
+	failed   int
+	seconds  []float64
 }
 
 func main() {
