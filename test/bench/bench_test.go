@@ -186,6 +186,8 @@ func prepare(tCtx ktesting.TContext) error {
 		return startSaturationWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "Ceiling"):
 		return startBinder(tCtx, w)
+	case strings.HasPrefix(tc, "TopologySaturation"):
+		return startTopologySaturationWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "Topology"):
 		return startTopologyWatcher(tCtx, w)
 	}

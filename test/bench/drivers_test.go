@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,6 +351,143 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 		tCtx.Logf("topology placement: %v", data)
 		cancel()
 		factory.Shutdown()
+	})
+	return nil
+}
+
+// startTopologySaturationWatcher measures a TopologySaturation* workload: smallGangs gangs of
+// smallSize 1-CPU pods, then bigGangs of bigSize, each gang required in one rack, more than the racks
+// hold. Once every pod exists and no pod was bound for settleSeconds (or after deadlineSeconds), it
+// records the gangs bound whole by size, the gangs bound in part or spread over racks (both must be
+// 0) and the share of the cluster's CPU used, then creates pre-bound placeholders for the pods left
+// pending so that the workload's barrier is met.
+func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
+	nodes := param(w, "initNodes", 0)
+	smallGangs, smallSize := param(w, "smallGangs", 0), param(w, "smallSize", 0)
+	bigGangs, bigSize := param(w, "bigGangs", 0), param(w, "bigSize", 0)
+	settle := time.Duration(param(w, "settleSeconds", 10)) * time.Second
+	deadline := time.Duration(param(w, "deadlineSeconds", 300)) * time.Second
+	total := smallGangs*smallSize + bigGangs*bigSize
+	if nodes <= 0 || total <= 0 {
+		return fmt.Errorf("topology saturation workload needs initNodes, smallGangs, smallSize, bigGangs and bigSize")
+	}
+	name := tCtx.Name()
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(gangNamespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	var (
+		mu        sync.Mutex
+		start     time.Time
+		lastBind  time.Time
+		created   = map[string]bool{}
+		boundPods = map[string]bool{}
+		racks     = map[string]map[int]int{} // gang → rack → pods bound there
+	)
+	observe := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Labels[gangLabel] == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if start.IsZero() {
+			start = now
+		}
+		created[pod.Name] = true
+		var index int
+		if pod.Spec.NodeName == "" || boundPods[pod.Name] {
+			return
+		}
+		if _, err := fmt.Sscanf(pod.Spec.NodeName, "node-%d", &index); err != nil {
+			return
+		}
+		boundPods[pod.Name] = true
+		lastBind = now
+		gang := pod.Labels[gangLabel]
+		if racks[gang] == nil {
+			racks[gang] = map[int]int{}
+		}
+		racks[gang][index/nodesPerRack]++
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	// record writes the measurement once: when binding stopped, or when the workload ended first
+	// (every gang fitted). It returns the number of pods left pending.
+	var once sync.Once
+	record := func() (missing int) {
+		once.Do(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			data := map[string]float64{"SmallBound": 0, "BigBound": 0, "PartialGangs": 0, "SpreadGangs": 0,
+				"SmallGangs": float64(smallGangs), "BigGangs": float64(bigGangs), "BoundPods": float64(len(boundPods)),
+				"CPUUsedPercent": 100 * float64(len(boundPods)) / float64(nodes*4), "Seconds": lastBind.Sub(start).Seconds()}
+			for gang, perRack := range racks {
+				n := 0
+				for _, c := range perRack {
+					n += c
+				}
+				size, key := bigSize, "BigBound"
+				if strings.HasPrefix(gang, "small-") {
+					size, key = smallSize, "SmallBound"
+				}
+				switch {
+				case n >= size:
+					data[key]++
+				case n > 0:
+					data["PartialGangs"]++
+				}
+				if len(perRack) > 1 {
+					data["SpreadGangs"]++
+				}
+			}
+			missing = total - len(boundPods)
+			writeExtra(name, map[string]any{"Metric": "TopologySaturation"}, "gangs", data)
+			tCtx.Logf("topology saturation: %v", data)
+		})
+		return missing
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ticker := time.NewTicker(200 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			mu.Lock()
+			now := time.Now()
+			last := start
+			if lastBind.After(last) {
+				last = lastBind
+			}
+			idle := len(created) == total && now.Sub(last) >= settle
+			waiting := start.IsZero() || (!idle && now.Sub(start) < deadline)
+			mu.Unlock()
+			if waiting {
+				continue
+			}
+			createPlaceholders(ctx, tCtx, record())
+			return
+		}
+	}()
+	tCtx.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+		record()
 	})
 	return nil
 }

@@ -53,9 +53,11 @@ type result struct {
 	saturation []map[string]float64
 	// topology is the TopologyPlacement item of each Topology* run.
 	topology []map[string]float64
-	runs     int
-	failed   int
-	seconds  []float64
+	// topologySaturation is the TopologySaturation item of each TopologySaturation* run.
+	topologySaturation []map[string]float64
+	runs               int
+	failed             int
+	seconds            []float64
 }
 
 func main() {
@@ -121,6 +123,8 @@ func main() {
 						get(k).saturation = append(get(k).saturation, it.Data)
 					case m == "TopologyPlacement":
 						get(k).topology = append(get(k).topology, it.Data)
+					case m == "TopologySaturation":
+						get(k).topologySaturation = append(get(k).topologySaturation, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
 						pk := pluginKey{k, it.Labels["plugin"], it.Labels["extension_point"]}
 						d := map[string]float64{}
@@ -278,7 +282,7 @@ func inTreeOf(tc string) string {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -347,6 +351,10 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		if len(r.topology) > 0 {
 			notes = append(notes, topologyNote(r.topology))
 		}
+		if len(r.topologySaturation) > 0 {
+			notes = append(notes, topologySaturationNote(r.topologySaturation))
+			vsBasic = "–"
+		}
 		if len(r.saturation) > 0 {
 			notes = append(notes, saturationNote(r.saturation))
 			// The throughput of a saturation run includes the settle time and the infeasible
@@ -411,6 +419,22 @@ func topologyNote(runs []map[string]float64) string {
 		spread = max(spread, r["SpreadGangs"])
 	}
 	return fmt.Sprintf("gangs bound whole %.0f per run, partially bound max %.0f, spread over racks max %.0f", whole/float64(len(runs)), partial, spread)
+}
+
+// topologySaturationNote summarizes how many gangs fit when racks fill up.
+func topologySaturationNote(runs []map[string]float64) string {
+	var small, big, cpu float64
+	var partial, spread float64
+	for _, r := range runs {
+		small += r["SmallBound"]
+		big += r["BigBound"]
+		cpu += r["CPUUsedPercent"]
+		partial = max(partial, r["PartialGangs"])
+		spread = max(spread, r["SpreadGangs"])
+	}
+	n := float64(len(runs))
+	return fmt.Sprintf("bound whole per run: %.1f of %.0f small and %.1f of %.0f big gangs, %.0f%% of CPU used; partially bound max %.0f, spread over racks max %.0f",
+		small/n, runs[0]["SmallGangs"], big/n, runs[0]["BigGangs"], cpu/n, partial, spread)
 }
 
 func saturationNote(runs []map[string]float64) string {
