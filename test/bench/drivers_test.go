@@ -282,6 +282,31 @@ func startBinder(tCtx ktesting.TContext, w *perf.Workload) error {
 // nodesPerRack is the rack size of config/templates/node-racked.yaml (node-<i> is in rack-<i/40>).
 const nodesPerRack = 40
 
+// gangRacks records, per gang, how many of its pods were bound in each rack.
+type gangRacks map[string]map[int]int
+
+// add records a pod of gang bound to nodeName (node-<i>, in rack i/nodesPerRack); it returns false
+// for a node that is not one of the workload's.
+func (g gangRacks) add(gang, nodeName string) bool {
+	var index int
+	if _, err := fmt.Sscanf(nodeName, "node-%d", &index); err != nil {
+		return false
+	}
+	if g[gang] == nil {
+		g[gang] = map[int]int{}
+	}
+	g[gang][index/nodesPerRack]++
+	return true
+}
+
+// count returns how many pods of the gang were bound, and in how many racks.
+func (g gangRacks) count(gang string) (pods, racks int) {
+	for _, n := range g[gang] {
+		pods += n
+	}
+	return pods, len(g[gang])
+}
+
 // startTopologyWatcher records, for a Topology* workload, where each gang's pods were bound: when the
 // workload ends, how many gangs are bound whole, in part, and across more than one rack (which a
 // required rack must never allow). The rack is derived from the node's name (node-<i>).
@@ -296,7 +321,7 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	podInformer := factory.Core().V1().Pods().Informer()
 	var (
 		mu    sync.Mutex
-		racks = map[string]map[int]int{} // gang → rack → pods bound there
+		racks = gangRacks{}
 		seen  = map[string]bool{}
 	)
 	observe := func(obj any) {
@@ -304,21 +329,11 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 		if !ok || pod.Labels[gangLabel] == "" || pod.Spec.NodeName == "" {
 			return
 		}
-		var index int
-		if _, err := fmt.Sscanf(pod.Spec.NodeName, "node-%d", &index); err != nil {
-			return
-		}
 		mu.Lock()
 		defer mu.Unlock()
-		if seen[pod.Name] {
-			return
+		if !seen[pod.Name] && racks.add(pod.Labels[gangLabel], pod.Spec.NodeName) {
+			seen[pod.Name] = true
 		}
-		seen[pod.Name] = true
-		gang := pod.Labels[gangLabel]
-		if racks[gang] == nil {
-			racks[gang] = map[int]int{}
-		}
-		racks[gang][index/nodesPerRack]++
 	}
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
@@ -331,17 +346,14 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	tCtx.Cleanup(func() {
 		mu.Lock()
 		whole, partial, spread := 0, 0, 0
-		for _, perRack := range racks {
-			n := 0
-			for _, c := range perRack {
-				n += c
-			}
+		for gang := range racks {
+			n, inRacks := racks.count(gang)
 			if n >= size {
 				whole++
 			} else if n > 0 {
 				partial++
 			}
-			if len(perRack) > 1 {
+			if inRacks > 1 {
 				spread++
 			}
 		}
@@ -381,7 +393,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		lastBind  time.Time
 		created   = map[string]bool{}
 		boundPods = map[string]bool{}
-		racks     = map[string]map[int]int{} // gang → rack → pods bound there
+		racks     = gangRacks{}
 	)
 	observe := func(obj any) {
 		pod, ok := obj.(*v1.Pod)
@@ -395,20 +407,11 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 			start = now
 		}
 		created[pod.Name] = true
-		var index int
-		if pod.Spec.NodeName == "" || boundPods[pod.Name] {
-			return
-		}
-		if _, err := fmt.Sscanf(pod.Spec.NodeName, "node-%d", &index); err != nil {
+		if pod.Spec.NodeName == "" || boundPods[pod.Name] || !racks.add(pod.Labels[gangLabel], pod.Spec.NodeName) {
 			return
 		}
 		boundPods[pod.Name] = true
 		lastBind = now
-		gang := pod.Labels[gangLabel]
-		if racks[gang] == nil {
-			racks[gang] = map[int]int{}
-		}
-		racks[gang][index/nodesPerRack]++
 	}
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
@@ -429,11 +432,8 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 			data := map[string]float64{"SmallBound": 0, "BigBound": 0, "PartialGangs": 0, "SpreadGangs": 0,
 				"SmallGangs": float64(smallGangs), "BigGangs": float64(bigGangs), "BoundPods": float64(len(boundPods)),
 				"CPUUsedPercent": 100 * float64(len(boundPods)) / float64(nodes*4), "Seconds": lastBind.Sub(start).Seconds()}
-			for gang, perRack := range racks {
-				n := 0
-				for _, c := range perRack {
-					n += c
-				}
+			for gang := range racks {
+				n, inRacks := racks.count(gang)
 				size, key := bigSize, "BigBound"
 				if strings.HasPrefix(gang, "small-") {
 					size, key = smallSize, "SmallBound"
@@ -444,7 +444,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 				case n > 0:
 					data["PartialGangs"]++
 				}
-				if len(perRack) > 1 {
+				if inRacks > 1 {
 					data["SpreadGangs"]++
 				}
 			}
