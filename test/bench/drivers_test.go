@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
@@ -459,28 +460,18 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ticker := time.NewTicker(200 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, false, func(context.Context) (bool, error) {
 			mu.Lock()
-			now := time.Now()
+			defer mu.Unlock()
 			last := start
 			if lastBind.After(last) {
 				last = lastBind
 			}
-			idle := len(created) == total && now.Sub(last) >= settle
-			waiting := start.IsZero() || (!idle && now.Sub(start) < deadline)
-			mu.Unlock()
-			if waiting {
-				continue
-			}
+			idle := len(created) == total && time.Since(last) >= settle
+			return !start.IsZero() && (idle || time.Since(start) >= deadline), nil
+		})
+		if err == nil {
 			createPlaceholders(ctx, tCtx, record())
-			return
 		}
 	}()
 	tCtx.Cleanup(func() {

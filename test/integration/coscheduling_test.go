@@ -117,6 +117,35 @@ func createGang(t *testing.T, ns, group string, n int, cpu string) []string {
 	return names
 }
 
+// createGatedMembers creates n members of group named <group>-<i>; the last `held` of them carry a
+// scheduling gate, so they exist (and count toward minMember) but are not scheduled until ungate.
+func createGatedMembers(t *testing.T, ns, group string, n, held int, cpu string) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", group, i)
+		p := gangPod(ns, names[i], group, cpu)
+		if i >= n-held {
+			p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+		}
+		createPod(t, p)
+	}
+	return names
+}
+
+// ungate removes a pod's scheduling gates.
+func ungate(t *testing.T, ns, name string) {
+	t.Helper()
+	pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.SchedulingGates = nil
+	if _, err := client.CoreV1().Pods(ns).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("removing the scheduling gate of %s/%s: %v", ns, name, err)
+	}
+}
+
 // boundMembers counts the group's pods that have a node.
 func boundMembers(ctx context.Context, ns, group string) (int, error) {
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
@@ -278,12 +307,8 @@ func TestCoscheduling(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "slow", 3, "2")
 		createPodGroup(t, ns, "slow", 3, 2)
-		createPod(t, gangPod(ns, "slow-0", "slow", "1"))
-		createPod(t, gangPod(ns, "slow-1", "slow", "1"))
 		// The third member exists but is held by a scheduling gate: the others reserve and wait.
-		held := gangPod(ns, "slow-2", "slow", "1")
-		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-		createPod(t, held)
+		createGatedMembers(t, ns, "slow", 3, 1, "1")
 		waitForMembersWaiting(t, ns, "slow", 2)
 		ev := waitForEvent(t, ns, "slow-0", coscheduling.EventGangTimedOut, schedulerName)
 		if !strings.Contains(ev.Message, "timed out") {
@@ -510,25 +535,13 @@ func TestCoschedulingRestart(t *testing.T) {
 	s := startScheduler(t, config)
 
 	createPodGroup(t, ns, "resume", 3, 30)
-	createPod(t, gangPod(ns, "resume-0", "resume", "1"))
-	createPod(t, gangPod(ns, "resume-1", "resume", "1"))
-	held := gangPod(ns, "resume-2", "resume", "1")
-	held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-	createPod(t, held)
+	createGatedMembers(t, ns, "resume", 3, 1, "1")
 	waitForMembersWaiting(t, ns, "resume", 2)
 	consistentlyNoneBound(t, time.Second, ns, "resume")
 
 	s.stop()
 	// The last member becomes schedulable while no scheduler runs.
-	ctx := context.Background()
-	pod, err := client.CoreV1().Pods(ns).Get(ctx, "resume-2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Spec.SchedulingGates = nil
-	if _, err := client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("removing the scheduling gate: %v", err)
-	}
+	ungate(t, ns, "resume-2")
 	consistentlyNoneBound(t, time.Second, ns, "resume")
 
 	startScheduler(t, config)
@@ -595,13 +608,7 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	before := coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total")["reason=member_unschedulable"]
 
 	createPodGroup(t, ns, "first", 4, 60)
-	createPod(t, gangPod(ns, "first-0", "first", "3"))
-	createPod(t, gangPod(ns, "first-1", "first", "3"))
-	for _, name := range []string{"first-2", "first-3"} {
-		held := gangPod(ns, name, "first", "3")
-		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-		createPod(t, held)
-	}
+	createGatedMembers(t, ns, "first", 4, 2, "3")
 	waitForMembersWaiting(t, ns, "first", 2)
 
 	// Four of six nodes are free: the second gang fits and takes them.
@@ -609,16 +616,8 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	createGang(t, ns, "second", 4, "3")
 	waitForBoundMembers(t, ns, "second", 4)
 
-	for _, name := range []string{"first-2", "first-3"} {
-		pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pod.Spec.SchedulingGates = nil
-		if _, err := client.CoreV1().Pods(ns).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ungate(t, ns, "first-2")
+	ungate(t, ns, "first-3")
 	ev := waitForEvent(t, ns, "first-0", coscheduling.EventGangRejected, schedulerName)
 	if !strings.Contains(ev.Message, "cannot be placed") {
 		t.Errorf("GangRejected event %q does not say a member could not be placed", ev.Message)

@@ -20,8 +20,8 @@ import (
 
 // TestCoschedulingLifecycle follows gangs past their first run: job restarts (all pods replaced, with
 // the previous run still terminating), a finished member replaced, the PodGroup deleted or edited while
-// members wait. Every case checks that no gang is left with between 1 and minMember-1 live members
-// bound.
+// members wait. Every case ends by checking for a while that its gang is not left with between 1 and
+// minMember-1 live members bound (the randomized soak checks it throughout).
 func TestCoschedulingLifecycle(t *testing.T) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
 
@@ -42,6 +42,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 
 		createNode(t, "restart-new", "2", "8Gi", nil)
 		waitForLiveBound(t, ns, "job", second, 4)
+		consistentlyNotPartial(t, ns, "job", 4)
 	})
 
 	t.Run("the previous run's terminating members do not complete a new one", func(t *testing.T) {
@@ -70,6 +71,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 			status := getPodGroup(t, ns, "job").Status
 			return status.Scheduled == 3 && status.Phase == v1alpha1.PodGroupScheduled, nil
 		})
+		consistentlyNotPartial(t, ns, "job", 3)
 	})
 
 	t.Run("a finished member's replacement is placed alone", func(t *testing.T) {
@@ -99,17 +101,14 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		waitForLiveBound(t, ns, "job", append([]string{gang[0], gang[2]}, replacement...), 3)
 		waitForPodGroupCondition(t, ns, "job", coscheduling.EventQuorumReached)
 		waitForGauge(t, "custom_scheduler_coscheduling_gangs_below_quorum", schedulerName, 0)
+		consistentlyNotPartial(t, ns, "job", 3)
 	})
 
 	t.Run("a PodGroup deleted while members wait releases them at once", func(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "pgdel", 3, "2")
 		createPodGroup(t, ns, "job", 3, 60)
-		createPod(t, gangPod(ns, "job-0", "job", "1500m"))
-		createPod(t, gangPod(ns, "job-1", "job", "1500m"))
-		held := gangPod(ns, "job-2", "job", "1500m")
-		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-		createPod(t, held)
+		createGatedMembers(t, ns, "job", 3, 1, "1500m")
 		waitForMembersWaiting(t, ns, "job", 2)
 
 		if err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Delete(context.Background(), "job", metav1.DeleteOptions{}); err != nil {
@@ -129,34 +128,27 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		}
 		waitForEvent(t, ns, "job-0", coscheduling.EventPodGroupNotFound, schedulerName)
 		consistentlyNoneBound(t, time.Second, ns, "job")
+		consistentlyNotPartial(t, ns, "job", 3)
 	})
 
 	t.Run("minMember lowered to the reserved members releases them", func(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "lower", 3, "2")
 		createPodGroup(t, ns, "job", 3, 60)
-		createPod(t, gangPod(ns, "job-0", "job", "1"))
-		createPod(t, gangPod(ns, "job-1", "job", "1"))
-		held := gangPod(ns, "job-2", "job", "1")
-		held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-		createPod(t, held)
+		createGatedMembers(t, ns, "job", 3, 1, "1")
 		waitForMembersWaiting(t, ns, "job", 2)
 
 		patchPodGroupSpec(t, ns, "job", `{"spec":{"minMember":2}}`)
 		waitForBoundMembers(t, ns, "job", 2)
 		waitForEvent(t, ns, "job", coscheduling.EventQuorumReached, schedulerName)
+		consistentlyNotPartial(t, ns, "job", 2)
 	})
 
 	t.Run("minMember raised: the waiting members keep waiting and bind with the new quorum", func(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "raise", 4, "2")
 		createPodGroup(t, ns, "job", 2, 60)
-		createPod(t, gangPod(ns, "job-0", "job", "1"))
-		for _, name := range []string{"job-1", "job-2"} {
-			held := gangPod(ns, name, "job", "1")
-			held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-			createPod(t, held)
-		}
+		createGatedMembers(t, ns, "job", 3, 2, "1")
 		waitForMembersWaiting(t, ns, "job", 1)
 		patchPodGroupSpec(t, ns, "job", `{"spec":{"minMember":3}}`)
 		ungate(t, ns, "job-1")
@@ -164,6 +156,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		consistentlyNoneBound(t, time.Second, ns, "job")
 		ungate(t, ns, "job-2")
 		waitForBoundMembers(t, ns, "job", 3)
+		consistentlyNotPartial(t, ns, "job", 3)
 	})
 }
 
@@ -208,18 +201,6 @@ func setPhase(t *testing.T, ns, name string, phase v1.PodPhase) {
 	}
 }
 
-func ungate(t *testing.T, ns, name string) {
-	t.Helper()
-	pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Spec.SchedulingGates = nil
-	if _, err := client.CoreV1().Pods(ns).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("removing the scheduling gate of %s/%s: %v", ns, name, err)
-	}
-}
-
 func patchPodGroupSpec(t *testing.T, ns, name, patch string) {
 	t.Helper()
 	if _, err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -236,9 +217,8 @@ func findScheduled(conds []metav1.Condition) *metav1.Condition {
 	return nil
 }
 
-// liveBound counts the named pods that are live (no deletionTimestamp, not finished) and bound, and
-// fails the test if the whole group has between 1 and minMember-1 live members bound.
-func liveBound(ctx context.Context, t *testing.T, ns, group string, names []string) (int, error) {
+// liveBound counts the named pods that are live (no deletionTimestamp, not finished) and bound.
+func liveBound(ctx context.Context, ns, group string, names []string) (int, error) {
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
 	if err != nil {
 		return 0, err
@@ -257,10 +237,28 @@ func liveBound(ctx context.Context, t *testing.T, ns, group string, names []stri
 	return n, nil
 }
 
+// consistentlyNotPartial checks for a second that the group has 0 or at least minMember live members
+// bound, never between 1 and minMember-1.
+func consistentlyNotPartial(t *testing.T, ns, group string, minMember int) {
+	t.Helper()
+	consistently(t, time.Second, fmt.Sprintf("%s/%s is not partially bound", ns, group), func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+		if err != nil {
+			return false, err
+		}
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		n, err := liveBound(ctx, ns, group, names)
+		return n == 0 || n >= minMember, err
+	})
+}
+
 func waitForLiveBound(t *testing.T, ns, group string, names []string, want int) {
 	t.Helper()
 	waitFor(t, ns, fmt.Sprintf("%d live members of %s/%s bound", want, ns, group), func(ctx context.Context) (bool, error) {
-		n, err := liveBound(ctx, t, ns, group, names)
+		n, err := liveBound(ctx, ns, group, names)
 		return n == want, err
 	})
 }
@@ -268,7 +266,7 @@ func waitForLiveBound(t *testing.T, ns, group string, names []string, want int) 
 func consistentlyNoLiveBound(t *testing.T, d time.Duration, ns, group string, names []string) {
 	t.Helper()
 	consistently(t, d, fmt.Sprintf("none of %v is bound", names), func(ctx context.Context) (bool, error) {
-		n, err := liveBound(ctx, t, ns, group, names)
+		n, err := liveBound(ctx, ns, group, names)
 		return n == 0, err
 	})
 }
