@@ -69,6 +69,10 @@ const (
 	// longer than the group's schedule timeout (e.g. a member's bind failed after the quorum and it
 	// cannot be placed again, or members were evicted).
 	EventBelowQuorum = "BelowQuorum"
+	// EventPreempting (PodGroup): the gang did not fit, so lower-priority pods (whole gangs among them)
+	// are being preempted to make room for it; its members are nominated to the freed nodes and the
+	// gang is placed once the victims are gone.
+	EventPreempting = "Preempting"
 )
 
 const (
@@ -76,6 +80,9 @@ const (
 	podGroupIndex = "custom-scheduler/live-pod-group"
 	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
 	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
+	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
+	// tries to preempt for it.
+	infeasibleKey fwk.StateKey = Name + "/infeasible"
 	// feasibilityCacheTTL bounds how long a feasibility result is reused for the members of one burst.
 	feasibilityCacheTTL = 2 * time.Second
 	// podGroupSyncTimeout bounds the wait for the PodGroup cache in New.
@@ -119,6 +126,8 @@ type Coscheduling struct {
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
 	ctx         context.Context
 	status      *statusUpdater
+	// preempt is the preemption machinery (nil: PostFilter does not preempt).
+	preempt *gangPreemption
 	startStatus sync.Once
 }
 
@@ -148,6 +157,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 
 	pl := newPlugin(ctx, h, args, clock.RealClock{}, podGroupLister{store: pgInformer.GetStore()}, podInformer.GetIndexer())
+	if pl.preempt, err = newGangPreemption(ctx, h, pl.profile); err != nil {
+		return nil, err
+	}
 	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, pl.clock, pl.attemptInfo, pl.scheduleTimeout, pl.podGroupEvent, pl.profile)
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
@@ -367,7 +379,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		res, placed := *g.feasibility, g.placement.result()
 		pl.mu.Unlock()
 		if !res.feasible {
-			return pl.rejectInPreFilter(state, res.message)
+			return pl.rejectInfeasible(state, res.message)
 		}
 		return placed, nil
 	}
@@ -392,7 +404,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	newDomain := chosen != nil && (g.placement == nil || g.placement.key != chosen.key || g.placement.value != chosen.value || g.placement.level != chosen.level)
 	g.placement = chosen
 	var changed bool
-	if !res.feasible {
+	if !res.feasible && g.outcome.reason != EventPreempting {
+		// (A gang that preempted stays "Preempting" while its victims terminate.)
 		changed = g.setOutcome(EventGangInfeasible, res.message)
 	}
 	pl.mu.Unlock()
@@ -403,7 +416,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, res.message)
 			pl.notifyStatus(key)
 		}
-		return pl.rejectInPreFilter(state, res.message)
+		return pl.rejectInfeasible(state, res.message)
 	}
 	if newDomain {
 		klog.FromContext(ctx).V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", key, "placement", chosen.message)
@@ -438,16 +451,26 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragm
 // signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
 const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
 
-// PostFilter runs when a member found no node. If the gang cannot reach its quorum without that
-// member, the attempt fails: every waiting member is rejected (releasing what it holds) and the group
-// backs off, so that it does not hold resources another gang could use.
-func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+// PostFilter is the profile's preemption (it replaces DefaultPreemption, see preemption.go) and
+// fails gang attempts that cannot succeed:
+//   - a gang found not to fit the free resources (PreFilter) preempts lower-priority pods as a whole;
+//   - a plain pod, or an extra member of a gang that has its quorum, preempts as DefaultPreemption
+//     would, except that a gang member is only ever evicted with its whole gang;
+//   - a member of an attempt that found no node: if the gang cannot reach its quorum without it, the
+//     attempt fails, every waiting member is rejected (releasing what it holds) and the group backs
+//     off, so that it does not hold resources another gang could use.
+func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	name, ok := podGroupName(pod)
 	if !ok {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+		return pl.preemptForPod(ctx, state, pod, m)
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
+		if _, err := state.Read(infeasibleKey); err == nil {
+			if pg := pl.podGroups.get(pod.Namespace, name); pg != nil {
+				return pl.preemptForGang(ctx, pod, pg)
+			}
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	key := groupKey(pod.Namespace, name)
@@ -463,7 +486,8 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	g := pl.gangForLocked(pg)
 	if len(g.members) >= want {
 		pl.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s already has its quorum; only this member waits", key))
+		// The gang has its quorum: this member is placed alone, like a plain pod.
+		return pl.preemptForPod(ctx, state, pod, m)
 	}
 	g.unplaced[pod.UID] = struct{}{}
 	if existing-len(g.unplaced) >= want {

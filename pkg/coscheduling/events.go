@@ -24,11 +24,15 @@ func (pl *Coscheduling) podGroupEvent(pg *v1alpha1.PodGroup, eventType, reason, 
 	if pl.recorder == nil || pg == nil {
 		return
 	}
-	ref := &v1.ObjectReference{
+	pl.recorder.Eventf(podGroupRef(pg), nil, eventType, reason, "Scheduling", "%s", msg)
+}
+
+// podGroupRef refers to a PodGroup in events.
+func podGroupRef(pg *v1alpha1.PodGroup) *v1.ObjectReference {
+	return &v1.ObjectReference{
 		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
 	}
-	pl.recorder.Eventf(ref, nil, eventType, reason, "Scheduling", "%s", msg)
 }
 
 // reportFailure reports a failed attempt: once on the PodGroup, once on each member it concerns, and

@@ -144,6 +144,16 @@ func (r resources) subFrom(free *resources) {
 	}
 }
 
+// addTo adds r to free in place (free holds every extended resource of the check).
+func (r resources) addTo(free *resources) {
+	free.milliCPU += r.milliCPU
+	free.memory += r.memory
+	free.ephemeral += r.ephemeral
+	for i, v := range r.scalar {
+		free.scalar[i] += v
+	}
+}
+
 // copies returns how many copies of r fit into free (r non-zero in at least one dimension).
 func (r resources) copies(free resources, limit int) int {
 	n := limit
@@ -298,25 +308,10 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 // indexes of f.free (all nodes when idx is nil), at most need: exact for identical members, first-fit
 // decreasing for mixed ones.
 func (f *gangFit) placeable(idx []int) int {
-	each := func(fn func(i int) bool) {
-		if idx == nil {
-			for i := range f.free {
-				if !fn(i) {
-					return
-				}
-			}
-			return
-		}
-		for _, i := range idx {
-			if !fn(i) {
-				return
-			}
-		}
-	}
 	placed := 0
 	if f.homogeneous {
 		elig := f.eligible.of(f.members[0].pod)
-		each(func(i int) bool {
+		eachNode(idx, len(f.free), func(i int) bool {
 			if elig[i] && f.free[i].slots > 0 {
 				placed += f.members[0].req.copies(f.free[i].free, f.free[i].slots)
 			}
@@ -324,14 +319,32 @@ func (f *gangFit) placeable(idx []int) int {
 		})
 		return min(placed, f.need)
 	}
-	members := slices.Clone(f.members)
-	sort.SliceStable(members, func(i, j int) bool {
-		return dominantShare(members[i].req, f.totals) > dominantShare(members[j].req, f.totals)
+	for _, node := range f.assign(idx) {
+		if node >= 0 {
+			placed++
+		}
+	}
+	return placed
+}
+
+// assign places the gang's members first-fit decreasing (largest first, each on the first node with
+// room) on the nodes at the given indexes of f.free (all nodes when idx is nil), and returns each
+// member's node index (-1: no room), in the order of f.members.
+func (f *gangFit) assign(idx []int) []int {
+	order := make([]int, len(f.members))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		return dominantShare(f.members[order[i]].req, f.totals) > dominantShare(f.members[order[j]].req, f.totals)
 	})
+	out := make([]int, len(f.members))
 	sim := map[int]freeNode{}
-	for _, m := range members {
+	for _, mi := range order {
+		m := f.members[mi]
+		out[mi] = -1
 		elig := f.eligible.of(m.pod)
-		each(func(i int) bool {
+		eachNode(idx, len(f.free), func(i int) bool {
 			n, ok := sim[i]
 			if !ok {
 				n = f.free[i]
@@ -341,13 +354,30 @@ func (f *gangFit) placeable(idx []int) int {
 				m.req.subFrom(&n.free)
 				n.slots--
 				sim[i] = n
-				placed++
+				out[mi] = i
 				return false
 			}
 			return true
 		})
 	}
-	return placed
+	return out
+}
+
+// eachNode calls fn with each index of idx (0..n-1 when idx is nil) until fn returns false.
+func eachNode(idx []int, n int, fn func(i int) bool) {
+	if idx == nil {
+		for i := range n {
+			if !fn(i) {
+				return
+			}
+		}
+		return
+	}
+	for _, i := range idx {
+		if !fn(i) {
+			return
+		}
+	}
 }
 
 // leftover is the free CPU and memory the nodes at idx keep once the gang's members are placed on

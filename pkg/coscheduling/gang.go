@@ -67,6 +67,10 @@ type gang struct {
 	// no policy, or not chosen yet).
 	placement *placement
 
+	// nominatedNodes are the nodes the gang's last preemption nominated its members to: while a pod
+	// it preempted is still terminating there, the gang waits instead of preempting again.
+	nominatedNodes []string
+
 	// feasibility caches the last check; it is valid while cacheKey matches.
 	feasibility *feasibility
 	cacheKey    feasibilityKey
@@ -153,6 +157,7 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.backoffUntil, g.lastFailure = time.Time{}, time.Time{}
 	g.feasibility, g.cacheKey = nil, feasibilityKey{}
 	g.placement = nil
+	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
 	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
 	g.hint = hintCount{}

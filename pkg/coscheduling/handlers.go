@@ -210,4 +210,8 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	for _, v := range victims {
 		pl.event(v, v1.EventTypeWarning, EventGangRejected, msg)
 	}
+	if pl.preempt != nil {
+		// Room the gang's preemption nominated is not kept for a gang that is gone.
+		go pl.clearNominations(pl.ctx, pl.membersOf(pg.Namespace, pg.Name), "")
+	}
 }

@@ -57,6 +57,24 @@ var (
 		Help:           "Pod groups with some but fewer than minMember live members bound for longer than their schedule timeout (counted by the leading replica).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
+	preemptionAttempts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "preemption_attempts_total",
+		Help:           "Preemption attempts by the plugin's PostFilter, by preemptor (gang: a gang that does not fit; pod: any other pod) and result (preempted, unschedulable, not_helpful, not_eligible, waiting, error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "preemptor", "result"})
+	preemptionVictimPods = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "preemption_victim_pods_total",
+		Help:           "Pods preempted, by preemptor (gang, pod).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "preemptor"})
+	preemptionVictimGangs = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "preemption_victim_gangs_total",
+		Help:           "Gangs preempted (each whole), by preemptor (gang, pod).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "preemptor"})
 	statusUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "podgroup_status_updates_total",
@@ -71,6 +89,7 @@ var registerMetrics sync.Once
 // on /metrics. It is safe to call more than once.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups, gangsBelowQuorum, statusUpdates)
+		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups, gangsBelowQuorum, statusUpdates,
+			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs)
 	})
 }

@@ -125,6 +125,7 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 func (pl *Coscheduling) quorumReachedLocked(g *gang) []*v1.Pod {
 	g.quorumMet = true
 	clear(g.unplaced)
+	g.nominatedNodes = nil
 	g.setOutcome(EventQuorumReached, "")
 	return pl.takeWaitingLocked(g)
 }
@@ -365,6 +366,13 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
 	state.Write(rejectedByPreFilterKey, rejectedMark{})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// rejectInfeasible rejects a gang that does not fit the free resources, marking the cycle for
+// PostFilter to preempt.
+func (pl *Coscheduling) rejectInfeasible(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(infeasibleKey, rejectedMark{})
+	return pl.rejectInPreFilter(state, msg)
 }
 
 type rejectedMark struct{}

@@ -44,6 +44,8 @@ const coschedulingProfiles = `  - schedulerName: custom-scheduler
       postFilter:
         enabled:
           - name: Coscheduling
+        disabled:
+          - name: DefaultPreemption
       reserve:
         enabled:
           - name: Coscheduling

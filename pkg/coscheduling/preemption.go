@@ -1,0 +1,755 @@
+package coscheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	kubeconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
+// machinery: upstream's Evaluator picks the node for a plain pod, upstream's Executor evicts victims
+// (DisruptionTarget condition, graceful delete, event; a victim waiting at Permit is rejected in
+// memory), and upstream's victim ordering and PodDisruptionBudget accounting rank the victims. What
+// differs is the unit of eviction and the preemptor:
+//
+//   - A victim is a whole gang: the bound and reserved members of a PodGroup (this plugin's label)
+//     are evicted together or not at all, whoever the preemptor is, and their priority is the
+//     highest of theirs. No eviction leaves a gang with between 1 and minMember-1 live members.
+//   - A gang preempts as a whole: when its missing members do not fit the free resources, the
+//     victims are chosen across the cluster so that all of them fit at once (per node, within the
+//     gang's required topology domain), or nothing is evicted.
+
+// gangPreemption holds the upstream preemption machinery, configured for gangs.
+type gangPreemption struct {
+	// DefaultPreemption supplies the parts of preemption.Interface that do not change (candidate
+	// counts, a plain pod's eligibility, node ordering); SelectVictimsOnNode is ours.
+	*defaultpreemption.DefaultPreemption
+	handle    fwk.Handle
+	evaluator *preemption.Evaluator
+	pdbs      policylisters.PodDisruptionBudgetLister
+}
+
+var _ preemption.Interface = &gangPreemption{}
+
+// newGangPreemption builds the machinery with upstream's default arguments. Evictions are made in
+// the scheduling cycle (upstream's asynchronous mode would need its PreEnqueue, which DefaultPreemption
+// owns), so a pod that preempts is retried only after its victims have been asked to go.
+func newGangPreemption(ctx context.Context, h fwk.Handle, profile string) (*gangPreemption, error) {
+	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	fts.EnableAsyncPreemption = false
+	args := &kubeconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
+	dp, err := defaultpreemption.New(ctx, args, h, fts)
+	if err != nil {
+		return nil, fmt.Errorf("setting up preemption: %w", err)
+	}
+	gp := &gangPreemption{
+		DefaultPreemption: dp,
+		handle:            h,
+		pdbs:              h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
+	}
+	gp.evaluator = preemption.NewEvaluator(Name, h, gp, dp.Executor)
+	evict := dp.Executor.PreemptPod
+	dp.Executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error) {
+		inMemory, err := evict(ctx, c, p, victim, plugin)
+		if err == nil {
+			kind := preemptorKind(p.Type())
+			preemptionVictimPods.WithLabelValues(profile, kind).Inc()
+			if firstOfItsGang(victim, c.Victims().Pods) {
+				preemptionVictimGangs.WithLabelValues(profile, kind).Inc()
+			}
+		}
+		return inMemory, err
+	}
+	return gp, nil
+}
+
+// preemptorKind is the metrics label of a preemptor type: "gang" or "pod".
+func preemptorKind(t string) string {
+	if t == gangPreemptorType {
+		return "gang"
+	}
+	return "pod"
+}
+
+// firstOfItsGang reports whether victim is a gang member and the first of its gang among victims.
+func firstOfItsGang(victim *v1.Pod, victims []*v1.Pod) bool {
+	name, ok := podGroupName(victim)
+	if !ok {
+		return false
+	}
+	for _, v := range victims {
+		if n, ok := podGroupName(v); ok && n == name && v.Namespace == victim.Namespace {
+			return v.UID == victim.UID
+		}
+	}
+	return false
+}
+
+// gangIndexKey holds, for a plain pod's preemption, the gangs of the snapshot (see buildGangIndex).
+const gangIndexKey fwk.StateKey = Name + "/gang-victims"
+
+// gangIndex is every gang with members in the snapshot, as one victim each, keyed "namespace/name".
+type gangIndex map[string]preemption.Victim
+
+// Clone returns the index itself: it is read-only once built.
+func (g gangIndex) Clone() fwk.StateData { return g }
+
+// buildGangIndex groups the snapshot's gang members (bound or reserved) by PodGroup: one pass over
+// the pods. A gang's priority as a victim is the highest of its members'.
+func buildGangIndex(nodes []fwk.NodeInfo) gangIndex {
+	pods := map[string][]fwk.PodInfo{}
+	prio := map[string]int32{}
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			name, ok := podGroupName(p)
+			if !ok {
+				continue
+			}
+			key := groupKey(p.Namespace, name)
+			if pr, seen := prio[key]; !seen || corev1helpers.PodPriority(p) > pr {
+				prio[key] = corev1helpers.PodPriority(p)
+			}
+			pods[key] = append(pods[key], pi)
+		}
+	}
+	idx := make(gangIndex, len(pods))
+	for key, ps := range pods {
+		// NewVictim fails only for no pods.
+		idx[key], _ = preemption.NewVictim(ps, prio[key], fwk.PodGroupKeyType)
+	}
+	return idx
+}
+
+// units turns the pod victims upstream found on one node into units of eviction: a gang member
+// becomes its whole gang (once). Only units of lower priority than the preemptor are kept, and the
+// preemptor's own gang is never one.
+func (idx gangIndex) units(possible []*preemption.DomainVictim, preemptor *v1.Pod) []preemption.Victim {
+	prio := corev1helpers.PodPriority(preemptor)
+	own := ""
+	if name, ok := podGroupName(preemptor); ok {
+		own = groupKey(preemptor.Namespace, name)
+	}
+	seen := map[string]bool{}
+	var out []preemption.Victim
+	for _, dv := range possible {
+		pods := dv.Pods()
+		if len(pods) == 1 {
+			if name, ok := podGroupName(pods[0].GetPod()); ok {
+				key := groupKey(pods[0].GetPod().Namespace, name)
+				if key == own || seen[key] {
+					continue
+				}
+				seen[key] = true
+				if g := idx[key]; g != nil {
+					if g.Priority() < prio {
+						out = append(out, g)
+					}
+					continue
+				}
+			}
+		}
+		if dv.Priority() < prio {
+			out = append(out, dv.Victim)
+		}
+	}
+	return out
+}
+
+// SelectVictimsOnNode finds, like DefaultPreemption's, the fewest and least important victims whose
+// eviction lets the preemptor pass the Filter plugins on nodeInfo (remove every eligible victim, then
+// reprieve them one by one, most important first, PDB-violating ones first), with whole gangs as
+// victims. A gang's members on other nodes are evicted with it: the Filter plugins' pre-computed
+// state sees them go (PreFilterExtensions) and their number counts in the candidate's cost.
+func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	var idx gangIndex
+	if d, err := state.Read(gangIndexKey); err == nil {
+		idx, _ = d.(gangIndex)
+	}
+	units := idx.units(possible, preemptor)
+	if len(units) == 0 {
+		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
+	}
+	mainNode := nodeInfo.Node().Name
+	nodeOf := func(name string) (fwk.NodeInfo, error) {
+		if name == mainNode {
+			return nodeInfo, nil
+		}
+		return gp.handle.SnapshotSharedLister().NodeInfos().Get(name)
+	}
+	// move takes a unit off its nodes (remove) or puts it back. Only the main node's NodeInfo (a copy)
+	// changes; other nodes are seen by the plugins' PreFilterExtensions only.
+	move := func(u preemption.Victim, remove bool) error {
+		for _, pi := range u.Pods() {
+			p := pi.GetPod()
+			ni, err := nodeOf(p.Spec.NodeName)
+			if err != nil {
+				return err
+			}
+			var st *fwk.Status
+			if remove {
+				if p.Spec.NodeName == mainNode {
+					if err := nodeInfo.RemovePod(logger, p); err != nil {
+						return err
+					}
+				}
+				st = gp.handle.RunPreFilterExtensionRemovePod(ctx, state, preemptor, pi, ni)
+			} else {
+				if p.Spec.NodeName == mainNode {
+					nodeInfo.AddPodInfo(pi)
+				}
+				st = gp.handle.RunPreFilterExtensionAddPod(ctx, state, preemptor, pi, ni)
+			}
+			if !st.IsSuccess() {
+				return st.AsError()
+			}
+		}
+		return nil
+	}
+	for _, u := range units {
+		if err := move(u, true); err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+	}
+	if st := gp.handle.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo); !st.IsSuccess() {
+		return nil, 0, st
+	}
+	victims, violations, err := reprieve(units, pdbs, func(u preemption.Victim, back bool) (bool, error) {
+		if err := move(u, !back); err != nil {
+			return false, err
+		}
+		return back && gp.handle.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo).IsSuccess(), nil
+	})
+	if err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
+	var pods []*v1.Pod
+	for _, u := range victims {
+		for _, pi := range u.Pods() {
+			pods = append(pods, pi.GetPod())
+		}
+	}
+	return pods, violations, nil
+}
+
+// reprieve starts from every unit evicted and puts units back, most important first and those
+// whose eviction would violate a PodDisruptionBudget before the others, keeping each back only if
+// the preemptor still fits. put(u, true) puts u back and reports whether the preemptor fits;
+// put(u, false) takes it off again. It returns the units that stay evicted (most important first)
+// and how many of their pods violate a budget. Putting a unit back never makes room, so no unit
+// left evicted could be spared: the set is minimal.
+func reprieve(units []preemption.Victim, pdbs []*policy.PodDisruptionBudget, put func(u preemption.Victim, back bool) (bool, error)) ([]preemption.Victim, int, error) {
+	sort.SliceStable(units, func(i, j int) bool { return preemption.MoreImportantVictim(units[i], units[j]) })
+	violating, nonViolating := preemption.FilterVictimsWithPDBViolation(units, pdbs)
+	var victims []preemption.Victim
+	violations := 0
+	try := func(u preemption.Victim) (bool, error) {
+		fits, err := put(u, true)
+		if err != nil || fits {
+			return fits, err
+		}
+		if _, err := put(u, false); err != nil {
+			return false, err
+		}
+		victims = append(victims, u)
+		return false, nil
+	}
+	for _, v := range violating {
+		fits, err := try(v.Victim)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !fits {
+			violations += v.ViolateCount
+		}
+	}
+	for _, u := range nonViolating {
+		if _, err := try(u); err != nil {
+			return nil, 0, err
+		}
+	}
+	sort.SliceStable(victims, func(i, j int) bool { return preemption.MoreImportantVictim(victims[i], victims[j]) })
+	return victims, violations, nil
+}
+
+// preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
+// (a plain pod, or an extra member of a gang that has its quorum), with whole gangs as victims.
+func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if pl.preempt == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	state.Write(gangIndexKey, buildGangIndex(nodes))
+	res, st := pl.preempt.evaluator.Preempt(ctx, state, pod, m)
+	result := "preempted"
+	switch {
+	case st.Code() == fwk.Error:
+		result = "error"
+	case !st.IsSuccess():
+		result = "unschedulable"
+	}
+	preemptionAttempts.WithLabelValues(pl.profile, "pod", result).Inc()
+	if msg := st.Message(); msg != "" {
+		return res, fwk.NewStatus(st.Code(), "preemption: "+msg)
+	}
+	return res, st
+}
+
+// gangPreemptorType is the preemptor type upstream's Executor writes in victims' conditions and
+// events ("preempting to accommodate a higher priority PodGroup").
+const gangPreemptorType = "PodGroup"
+
+// gangPreemptor is a gang as upstream's Executor sees a preemptor.
+type gangPreemptor struct {
+	pg        *v1alpha1.PodGroup
+	members   []*v1.Pod
+	priority  int32
+	scheduler string
+}
+
+var _ preemption.ExecutorPreemptor = &gangPreemptor{}
+
+func (p *gangPreemptor) GetName() string       { return p.pg.Name }
+func (p *gangPreemptor) GetNamespace() string  { return p.pg.Namespace }
+func (p *gangPreemptor) UID() types.UID        { return p.pg.UID }
+func (p *gangPreemptor) SchedulerName() string { return p.scheduler }
+func (p *gangPreemptor) Priority() int32       { return p.priority }
+func (p *gangPreemptor) Type() string          { return gangPreemptorType }
+
+// Obj is the PodGroup as an object reference: the event recorder's scheme does not know its type.
+func (p *gangPreemptor) Obj() runtime.Object { return podGroupRef(p.pg) }
+
+func (p *gangPreemptor) Pods() map[string]*v1.Pod {
+	out := make(map[string]*v1.Pod, len(p.members))
+	for _, m := range p.members {
+		out[m.Namespace+"/"+m.Name] = m
+	}
+	return out
+}
+
+// victimCandidate is one victim's eviction as upstream's Executor sees it (its node names the event).
+type victimCandidate struct {
+	node    string
+	victims *extenderv1.Victims
+}
+
+func (c *victimCandidate) Victims() *extenderv1.Victims { return c.victims }
+func (c *victimCandidate) Name() string                 { return c.node }
+func (c *victimCandidate) NumPodGroupDisruptions() int  { return 0 }
+
+// gangUnit is a unit of eviction for a gang preemptor, with what it frees on the check's nodes.
+type gangUnit struct {
+	preemption.Victim
+	frees []nodeDelta
+}
+
+// nodeDelta is what one pod frees on the node at index node of a gangFit.
+type nodeDelta struct {
+	node int
+	req  resources
+}
+
+// preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
+// gang's missing members all fit at once, evicts it, and nominates the members to the nodes the
+// placement gives them. It is called when PreFilter found the gang infeasible on free resources.
+func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
+	if pl.preempt == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	key := groupKey(pg.Namespace, pg.Name)
+	prio := corev1helpers.PodPriority(pod)
+	members := pl.membersOf(pg.Namespace, pg.Name)
+	done := func(result string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status) {
+		preemptionAttempts.WithLabelValues(pl.profile, "gang", result).Inc()
+		return res, st
+	}
+	for _, m := range members {
+		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
+			return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))))
+		}
+	}
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return done("error", nil, fwk.AsStatus(err))
+	}
+
+	pl.mu.Lock()
+	g := pl.gangForLocked(pg)
+	nominated := slices.Clone(g.nominatedNodes)
+	var candidates, counted []*v1.Pod
+	for _, m := range members {
+		if m.Status.NominatedNodeName != "" {
+			nominated = append(nominated, m.Status.NominatedNodeName)
+		}
+		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
+			counted = append(counted, m)
+		} else {
+			candidates = append(candidates, m)
+		}
+	}
+	need := minMember(pg) - max(len(counted), len(g.members))
+	pl.mu.Unlock()
+
+	if n := terminatingVictims(pl.handle, nominated, prio); n > 0 {
+		msg := fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)
+		return done("waiting", nil, fwk.NewStatus(fwk.Unschedulable, msg))
+	}
+	policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology)
+	if err != nil {
+		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
+	}
+	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources)
+	if f == nil {
+		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
+	}
+	pinned := pinnedDomains(policy, boundNodes(members, nodes))
+	fits := func() bool {
+		if policy.required != "" {
+			_, ok := choosePlacement(f, policy, pinned)
+			return ok
+		}
+		return f.placeable(nil) >= need
+	}
+	ownUIDs := make(map[types.UID]bool, len(members))
+	for _, m := range members {
+		ownUIDs[m.UID] = true
+	}
+	nodeIdx := make(map[string]int, len(f.free))
+	for i, fn := range f.free {
+		nodeIdx[fn.node.Name] = i
+		// Room nominated to pods of at least this priority (other preemptors) is not free.
+		for _, np := range pl.handle.NominatedPodsForNode(fn.node.Name) {
+			if p := np.GetPod(); corev1helpers.PodPriority(p) >= prio && !ownUIDs[p.UID] {
+				resourcesFromList(podRequestList(p), f.names).subFrom(&f.free[i].free)
+				f.free[i].slots--
+			}
+		}
+	}
+	units := gangUnits(f, nodes, nodeIdx, prio, groupKey(pod.Namespace, pg.Name))
+	pdbs, err := pl.preempt.pdbs.List(labels.Everything())
+	if err != nil {
+		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
+	}
+	chosen, violations, ok := chooseVictims(f, units, pdbs, fits)
+	if !ok {
+		msg := fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, len(units))
+		if len(units) == 0 {
+			msg = fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)
+		}
+		pl.clearNominations(ctx, members, pod.UID)
+		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable, msg))
+	}
+	if len(chosen) == 0 {
+		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
+		return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable))
+	}
+
+	// Where the members go: the gang's domain when it has a topology policy, first-fit otherwise.
+	var idx []int
+	if !policy.empty() {
+		if p, ok := choosePlacement(f, policy, pinned); ok && p.nodes != nil {
+			for i, fn := range f.free {
+				if p.nodes.Has(fn.node.Name) {
+					idx = append(idx, i)
+				}
+			}
+		}
+	}
+	var assignment []nomination
+	for mi, ni := range f.assign(idx) {
+		if ni >= 0 {
+			assignment = append(assignment, nomination{pod: f.members[mi].pod, node: f.free[ni].node.Name})
+		}
+	}
+
+	var victimPods []*v1.Pod
+	gangs, singles := []string{}, 0
+	for _, v := range chosen {
+		if v.IsGroup() {
+			p := v.Pods()[0].GetPod()
+			name, _ := podGroupName(p)
+			gangs = append(gangs, groupKey(p.Namespace, name))
+		} else {
+			singles++
+		}
+		for _, pi := range v.Pods() {
+			victimPods = append(victimPods, pi.GetPod())
+		}
+	}
+	sort.Strings(gangs)
+	preemptorObj := &gangPreemptor{pg: pg, members: members, priority: prio, scheduler: pod.Spec.SchedulerName}
+	if err := pl.evict(ctx, preemptorObj, victimPods, violations); err != nil {
+		return done("error", nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err)))
+	}
+	nodesUsed := pl.nominate(ctx, pod, assignment, prio)
+
+	msg := fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit; members nominated to %s",
+		len(victimPods), prio, len(gangs), listed(gangs), singles, need, strings.Join(nodesUsed, ", "))
+	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(victimPods), "gangs", gangs, "pdbViolations", violations)
+	pl.mu.Lock()
+	g.nominatedNodes = nodesUsed
+	g.setOutcome(EventPreempting, msg)
+	pl.mu.Unlock()
+	pl.podGroupEvent(pg, v1.EventTypeNormal, EventPreempting, msg)
+	pl.notifyStatus(key)
+	var res *fwk.PostFilterResult
+	for _, a := range assignment {
+		if a.pod.UID == pod.UID {
+			res = framework.NewPostFilterResultWithNominatedNode(a.node)
+		}
+	}
+	return done("preempted", res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg))
+}
+
+// listed formats names for a message: " (a, b)", or nothing.
+func listed(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(names, ", ") + ")"
+}
+
+// nomination is a member's node in a gang preemption's placement.
+type nomination struct {
+	pod  *v1.Pod
+	node string
+}
+
+// gangUnits lists the units a gang preemptor may evict: lower-priority pods on the nodes its members
+// may use, each gang member standing for its whole gang (wherever its members run), with what each
+// frees on the check's nodes. A gang is a unit only if every member has lower priority.
+func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string) []*gangUnit {
+	usable := make([]bool, len(f.free))
+	for _, m := range f.members {
+		for i, ok := range f.eligible.of(m.pod) {
+			usable[i] = usable[i] || ok
+		}
+	}
+	gangs := buildGangIndex(nodes)
+	seen := map[string]bool{}
+	var out []*gangUnit
+	add := func(v preemption.Victim) {
+		u := &gangUnit{Victim: v}
+		helps := false
+		for _, pi := range v.Pods() {
+			p := pi.GetPod()
+			i, ok := nodeIdx[p.Spec.NodeName]
+			if !ok {
+				continue
+			}
+			helps = helps || usable[i]
+			u.frees = append(u.frees, nodeDelta{node: i, req: resourcesFromList(podRequestList(p), f.names)})
+		}
+		if helps {
+			out = append(out, u)
+		}
+	}
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if name, ok := podGroupName(p); ok {
+				key := groupKey(p.Namespace, name)
+				if key == own || seen[key] {
+					continue
+				}
+				seen[key] = true
+				if g := gangs[key]; g != nil && g.Priority() < prio {
+					add(g)
+				}
+				continue
+			}
+			if corev1helpers.PodPriority(p) < prio {
+				add(preemption.NewPodVictim(pi, nil, nil))
+			}
+		}
+	}
+	return out
+}
+
+// chooseVictims finds the cheapest units whose eviction makes fits() true: with every unit evicted
+// from f's nodes the gang must fit (else ok is false and f is left as it was), then units are put
+// back (see reprieve). f is left with the chosen units evicted.
+func chooseVictims(f *gangFit, units []*gangUnit, pdbs []*policy.PodDisruptionBudget, fits func() bool) (chosen []preemption.Victim, violations int, ok bool) {
+	for _, u := range units {
+		u.apply(f, true)
+	}
+	if !fits() {
+		for _, u := range units {
+			u.apply(f, false)
+		}
+		return nil, 0, false
+	}
+	byVictim := make(map[preemption.Victim]*gangUnit, len(units))
+	asVictims := make([]preemption.Victim, len(units))
+	for i, u := range units {
+		byVictim[u.Victim], asVictims[i] = u, u.Victim
+	}
+	chosen, violations, _ = reprieve(asVictims, pdbs, func(v preemption.Victim, back bool) (bool, error) {
+		byVictim[v].apply(f, !back)
+		return back && fits(), nil
+	})
+	return chosen, violations, true
+}
+
+// apply takes the unit's pods off the check's nodes (evict) or puts them back.
+func (u *gangUnit) apply(f *gangFit, evict bool) {
+	for _, d := range u.frees {
+		n := &f.free[d.node]
+		if evict {
+			d.req.addTo(&n.free)
+			n.slots++
+		} else {
+			d.req.subFrom(&n.free)
+			n.slots--
+		}
+	}
+}
+
+// terminatingVictims counts the pods of lower priority than prio that preemption is terminating on
+// the given nodes: while there are some, a preemptor nominated there waits for them.
+func terminatingVictims(h fwk.Handle, nodes []string, prio int32) int {
+	n := 0
+	seen := map[string]bool{}
+	for _, name := range nodes {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		ni, err := h.SnapshotSharedLister().NodeInfos().Get(name)
+		if err != nil {
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); preemption.PodTerminatingByPreemption(p) && corev1helpers.PodPriority(p) < prio {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// evict asks upstream's Executor to preempt every victim (in parallel): the DisruptionTarget
+// condition, a graceful delete and an event on each; a victim waiting at Permit is rejected in memory.
+func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*v1.Pod, violations int) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	all := &extenderv1.Victims{Pods: victims, NumPDBViolations: int64(violations)}
+	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
+		v := victims[i]
+		if v.DeletionTimestamp != nil {
+			return
+		}
+		if _, err := pl.preempt.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, victims: all}, p, v, Name); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}, Name)
+	return errors.Join(errs...)
+}
+
+// nominate records each member's node in the scheduler's nominator (so that pods of lower priority
+// do not take the room) and in the member's status (the framework writes the preemptor's own), and
+// clears the nominations of lower-priority pods to those nodes. It returns the nodes, sorted.
+func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []nomination, prio int32) []string {
+	logger := klog.FromContext(ctx)
+	nodes := map[string]bool{}
+	var patch []*v1.Pod
+	var to []string
+	for _, a := range assignment {
+		m, node := a.pod, a.node
+		nodes[node] = true
+		pi, err := framework.NewPodInfo(m)
+		if err != nil {
+			continue
+		}
+		pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
+			patch, to = append(patch, m), append(to, node)
+		}
+	}
+	var others []*v1.Pod
+	for node := range nodes {
+		for _, np := range pl.handle.NominatedPodsForNode(node) {
+			if p := np.GetPod(); corev1helpers.PodPriority(p) < prio {
+				others = append(others, p)
+			}
+		}
+	}
+	all := append(patch, others...)
+	pl.handle.Parallelizer().Until(ctx, len(all), func(i int) {
+		p, node := all[i], ""
+		if i < len(patch) {
+			node = to[i]
+		}
+		st := p.Status.DeepCopy()
+		st.NominatedNodeName = node
+		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
+			logger.V(2).Info("Could not set a pod's nominated node", "pod", klog.KObj(p), "node", node, "err", err)
+		}
+	}, Name)
+	out := make([]string, 0, len(nodes))
+	for n := range nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clearNominations drops the nominations of a gang's members (in the nominator and in their
+// status), when the gang no longer preempts: preemption cannot place it, or its PodGroup is gone.
+// The preemptor's own status is left to the framework (except is its UID, or empty).
+func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
+	logger := klog.FromContext(ctx)
+	var clear []*v1.Pod
+	for _, m := range members {
+		if m.Status.NominatedNodeName == "" || m.Spec.NodeName != "" {
+			continue
+		}
+		if pi, err := framework.NewPodInfo(m); err == nil {
+			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
+		}
+		if m.UID != except {
+			clear = append(clear, m)
+		}
+	}
+	pl.handle.Parallelizer().Until(ctx, len(clear), func(i int) {
+		p := clear[i]
+		st := p.Status.DeepCopy()
+		st.NominatedNodeName = ""
+		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
+			logger.V(2).Info("Could not clear a pod's nominated node", "pod", klog.KObj(p), "err", err)
+		}
+	}, Name)
+}
