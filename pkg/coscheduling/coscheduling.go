@@ -124,10 +124,10 @@ type Coscheduling struct {
 	running atomic.Bool
 
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
-	ctx         context.Context
-	status      *statusUpdater
+	ctx    context.Context
+	status *statusUpdater
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).
-	preempt *gangPreemption
+	preempt     *gangPreemption
 	startStatus sync.Once
 }
 
