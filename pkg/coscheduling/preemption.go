@@ -109,14 +109,31 @@ func firstOfItsGang(victim *v1.Pod, victims []*v1.Pod) bool {
 	return false
 }
 
-// gangIndexKey holds, for a plain pod's preemption, the gangs of the snapshot (see buildGangIndex).
+// gangIndexKey holds, for a plain pod's preemption, the gangs of the snapshot (see lazyGangIndex).
 const gangIndexKey fwk.StateKey = Name + "/gang-victims"
+
+// lazyGangIndex builds the snapshot's gang index on first use, once for all the nodes a preemption
+// dry-runs (in parallel): a pod that preemption cannot help never pays for it.
+type lazyGangIndex struct {
+	once  sync.Once
+	nodes fwk.NodeInfoLister
+	idx   gangIndex
+}
+
+// Clone returns the same index: the dry run's copies of the cycle state share it.
+func (l *lazyGangIndex) Clone() fwk.StateData { return l }
+
+func (l *lazyGangIndex) get() gangIndex {
+	l.once.Do(func() {
+		if nodes, err := l.nodes.List(); err == nil {
+			l.idx = buildGangIndex(nodes)
+		}
+	})
+	return l.idx
+}
 
 // gangIndex is every gang with members in the snapshot, as one victim each, keyed "namespace/name".
 type gangIndex map[string]preemption.Victim
-
-// Clone returns the index itself: it is read-only once built.
-func (g gangIndex) Clone() fwk.StateData { return g }
 
 // buildGangIndex groups the snapshot's gang members (bound or reserved) by PodGroup: one pass over
 // the pods. A gang's priority as a victim is the highest of its members'.
@@ -189,7 +206,9 @@ func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.Cyc
 	logger := klog.FromContext(ctx)
 	var idx gangIndex
 	if d, err := state.Read(gangIndexKey); err == nil {
-		idx, _ = d.(gangIndex)
+		if l, ok := d.(*lazyGangIndex); ok {
+			idx = l.get()
+		}
 	}
 	units := idx.units(possible, preemptor)
 	if len(units) == 0 {
@@ -303,11 +322,7 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	state.Write(gangIndexKey, buildGangIndex(nodes))
+	state.Write(gangIndexKey, &lazyGangIndex{nodes: pl.handle.SnapshotSharedLister().NodeInfos()})
 	res, st := pl.preempt.evaluator.Preempt(ctx, state, pod, m)
 	result := "preempted"
 	switch {

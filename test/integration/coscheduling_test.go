@@ -68,6 +68,7 @@ const coschedulingMultiPointProfiles = `  - schedulerName: custom-scheduler
           - name: Coscheduling
         disabled:
           - name: PrioritySort
+          - name: DefaultPreemption
     pluginConfig:
       - name: Coscheduling
         args:
