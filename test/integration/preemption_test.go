@@ -344,6 +344,30 @@ func TestGangPreemption(t *testing.T) {
 		}
 	})
 
+	t.Run("a gang waiting at Permit is preempted in memory: released whole, nothing deleted", func(t *testing.T) {
+		ns := testNamespace(t)
+		caseNodes(t, "ph", 2)
+		createPodGroup(t, ns, "lo", 2, 0)
+		for i := range 2 {
+			p := prioPod(ns, fmt.Sprintf("lo-%d", i), "lo", "3", lowPriority, "ph", "")
+			if i == 1 {
+				// It exists (the group is complete) but is held back: lo-0 is reserved and waits.
+				p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+			}
+			createPod(t, p)
+		}
+		waitForMembersWaiting(t, ns, "lo", 1)
+		runGang(t, ns, "hi", 2, "3", highPriority, "ph", nil)
+		waitForBoundMembers(t, ns, "hi", 2)
+		consistentlyNotPartial(t, ns, "hi", 2)
+		consistentlyNoneBound(t, time.Second, ns, "lo")
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), "lo-0", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("lo-0 was deleted (err %v); a waiting victim is preempted in memory", err)
+		}
+		waitForEvent(t, ns, "lo-0", "Preempted", schedulerName)
+	})
+
 	t.Run("deleting a preempting gang's PodGroup drops its members' nominations", func(t *testing.T) {
 		ns := testNamespace(t)
 		caseNodes(t, "pg", 2)
@@ -378,7 +402,7 @@ func TestGangPreemption(t *testing.T) {
 
 	counters := coschedulingCounters(t, "custom_scheduler_coscheduling_preemption_victim_gangs_total")
 	t.Logf("victim gangs by preemptor: %v; attempts: %v", counters, coschedulingCounters(t, "custom_scheduler_coscheduling_preemption_attempts_total"))
-	if counters["preemptor=gang"] < 5 || counters["preemptor=pod"] < 2 {
-		t.Errorf("victim gang counters %v: want at least 5 by gangs and 2 by pods", counters)
+	if counters["preemptor=gang"] < 6 || counters["preemptor=pod"] < 2 {
+		t.Errorf("victim gang counters %v: want at least 6 by gangs and 2 by pods", counters)
 	}
 }
