@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -126,6 +127,8 @@ type Coscheduling struct {
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
 	ctx    context.Context
 	status *statusUpdater
+	// claims are the pods nominated to nodes (room kept for preemptors).
+	claims claims
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).
 	preempt     *gangPreemption
 	startStatus sync.Once
@@ -165,6 +168,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.queue.ShutDown)
 	if _, err := podInformer.AddEventHandler(pl.podEventHandler()); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	if _, err := podInformer.AddEventHandler(pl.capacityEventHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	if _, err := pgInformer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
@@ -385,7 +391,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	pl.mu.Unlock()
 
-	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted)
+	claimed := pl.claims.against(corev1helpers.PodPriority(pod), key)
+	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed)
 	var chosen *placement
 	if res.feasible && !policy.empty() {
 		pinned := pinnedDomains(policy, boundNodes(members, nodes))

@@ -322,7 +322,7 @@ func TestCheckFeasible(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := checkFeasible(logger, "ns/g", tc.candidates, tc.need, tc.nodes, tc.minResources, nil)
+			got, _ := checkFeasible(logger, "ns/g", tc.candidates, tc.need, tc.nodes, tc.minResources, nil, nil)
 			if got.feasible != tc.wantFeasible {
 				t.Fatalf("feasible = %v (%q), want %v", got.feasible, got.message, tc.wantFeasible)
 			}
@@ -720,7 +720,7 @@ func BenchmarkCheckFeasible(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if res, _ := checkFeasible(logger, "ns/g", members, len(members), nodes, nil, nil); !res.feasible {
+		if res, _ := checkFeasible(logger, "ns/g", members, len(members), nodes, nil, nil, nil); !res.feasible {
 			b.Fatal(res.message)
 		}
 	}

@@ -272,7 +272,7 @@ type gangFit struct {
 // newGangFit prepares a check of placing `need` of the candidates on nodes; minResources' extended
 // resources are tracked too. It returns nil when need is not positive or there are too few
 // candidates (checkFeasible reports those).
-func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList) *gangFit {
+func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, claimed []*v1.Pod) *gangFit {
 	if need <= 0 || len(candidates) < need {
 		return nil
 	}
@@ -293,6 +293,19 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 			continue
 		}
 		free = append(free, nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)]))
+	}
+	if len(claimed) > 0 {
+		// Room nominated to other pods (see claims) is not free.
+		byName := make(map[string]int, len(free))
+		for i, fn := range free {
+			byName[fn.node.Name] = i
+		}
+		for _, p := range claimed {
+			if i, ok := byName[p.Status.NominatedNodeName]; ok {
+				resourcesFromList(podRequestList(p), names).subFrom(&free[i].free)
+				free[i].slots--
+			}
+		}
 	}
 	f := &gangFit{logger: logger, groupKey: groupKey, need: need, names: names, free: free, eligible: newEligibility(logger, free), totals: clusterTotals(free)}
 	// Optimistically pick the `need` smallest members: if they cannot be placed, no choice can.
@@ -398,14 +411,14 @@ func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
 // compared with the free capacity summed over the nodes the members may use, less what the members
 // already reserved or bound (counted) hold. It also returns the prepared check, for a topology
 // placement to reuse (nil when the gang needs no more members or has too few).
-func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted []*v1.Pod) (feasibility, *gangFit) {
+func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted, claimed []*v1.Pod) (feasibility, *gangFit) {
 	if need <= 0 {
 		return feasibility{feasible: true}, nil
 	}
 	if len(candidates) < need {
 		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
 	}
-	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources)
+	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources, claimed)
 
 	var eligibleTotal resources
 	anyEligible := make([]bool, len(f.free))

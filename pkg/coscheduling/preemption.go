@@ -442,7 +442,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if err != nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
 	}
-	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources)
+	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, nil)
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
@@ -533,7 +533,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	pl.mu.Lock()
 	g.nominatedNodes = nodesUsed
 	g.setOutcome(EventPreempting, msg)
+	// The victims' room is the gang's now: the next member checks again rather than reuse the
+	// infeasible answer, and so does every other gang.
+	g.feasibility = nil
 	pl.mu.Unlock()
+	pl.epoch.Add(1)
 	pl.podGroupEvent(pg, v1.EventTypeNormal, EventPreempting, msg)
 	pl.notifyStatus(key)
 	var res *fwk.PostFilterResult

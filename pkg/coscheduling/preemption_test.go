@@ -49,7 +49,7 @@ func cpuNode(name, cpu string, pods ...*v1.Pod) fwk.NodeInfo {
 func gangVictims(t *testing.T, nodes []fwk.NodeInfo, members []*v1.Pod, prio int32, pdbs []*policy.PodDisruptionBudget) ([]preemption.Victim, int, bool, *gangFit) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	f := newGangFit(logger, "ns/hi", members, len(members), nodes, nil)
+	f := newGangFit(logger, "ns/hi", members, len(members), nodes, nil, nil)
 	nodeIdx := map[string]int{}
 	for i, fn := range f.free {
 		nodeIdx[fn.node.Name] = i
@@ -260,7 +260,7 @@ func TestChooseVictimsRandomized(t *testing.T) {
 		need := len(gang)
 		if !ok {
 			// Nothing may be evicted: with every lower-priority pod gone the gang must not fit.
-			g2 := newGangFit(f.logger, "ns/hi", gang, need, nodes, nil)
+			g2 := newGangFit(f.logger, "ns/hi", gang, need, nodes, nil, nil)
 			for i, ni := range nodes {
 				for _, pi := range ni.GetPods() {
 					if p := pi.GetPod(); p.Spec.Priority != nil && *p.Spec.Priority < 100 && !gangHasHigh(byGang, p) {
@@ -363,4 +363,45 @@ func gangHasHigh(byGang map[string][]*v1.Pod, p *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestClaims: room nominated to pods of at least the gang's priority, other than its own members, is
+// not free for the whole-gang check; bound, finished or lower-priority claims are not counted.
+func TestClaims(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nominatedTo := func(name, group, node string, prio int32) *v1.Pod {
+		p := running(name, group, "", "4", prio)
+		p.Status.NominatedNodeName = node
+		return p
+	}
+	var c claims
+	for _, p := range []*v1.Pod{
+		nominatedTo("other-gang", "other", "n0", 100),
+		nominatedTo("low", "", "n1", 10),
+		nominatedTo("own", "hi", "n1", 100),
+	} {
+		if !c.set(p) {
+			t.Fatalf("claim of %s not recorded", p.Name)
+		}
+	}
+	bound := nominatedTo("bound", "", "n1", 1000)
+	bound.Spec.NodeName = "n1"
+	if c.set(bound) {
+		t.Errorf("a bound pod's nomination was recorded")
+	}
+	against := c.against(100, "ns/hi")
+	if len(against) != 1 || against[0].Name != "other-gang" {
+		t.Fatalf("claims against ns/hi at priority 100 = %v, want [other-gang]", against)
+	}
+	nodes := []fwk.NodeInfo{cpuNode("n0", "4"), cpuNode("n1", "4")}
+	if res, _ := checkFeasible(logger, "ns/hi", highGang(2, "4"), 2, nodes, nil, nil, against); res.feasible {
+		t.Errorf("gang feasible on room nominated to another gang")
+	}
+	if res, _ := checkFeasible(logger, "ns/hi", highGang(1, "4"), 1, nodes, nil, nil, against); !res.feasible {
+		t.Errorf("gang of one infeasible though n1 is free: %s", res.message)
+	}
+	// The nomination dropped (the pod bound elsewhere or deleted): nothing is claimed any more.
+	if !c.forget(against[0]) || len(c.against(100, "ns/hi")) != 0 {
+		t.Errorf("forgetting the claim left it counted")
+	}
 }

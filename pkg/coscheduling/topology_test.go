@@ -112,7 +112,7 @@ func TestChoosePlacement(t *testing.T) {
 			if nodes == nil {
 				nodes = rackedCluster()
 			}
-			f := newGangFit(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil)
+			f := newGangFit(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil)
 			got, ok := choosePlacement(f, tc.policy, tc.pinned)
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v (%q), want %v", ok, got.message, tc.wantOK)

@@ -12,6 +12,8 @@
 //   - a metrics.k8s.io/v1beta1 server behind an APIService, so LoadAware scores real samples;
 //   - for Saturation*: a watcher that measures the time until every feasible gang is bound and counts
 //     partially bound gangs;
+//   - for PreemptionWave*: a watcher that measures the time until every high-priority gang is bound,
+//     the pods evicted per admitted gang and low-priority gangs left partially bound;
 //   - for Ceiling: a binder that binds pods with no scheduling work, the apiserver's binding rate;
 //   - the process' peak RSS per workload.
 //
@@ -184,6 +186,8 @@ func prepare(tCtx ktesting.TContext) error {
 	switch tc := testCaseName(tCtx.Name()); {
 	case strings.HasPrefix(tc, "Saturation"):
 		return startSaturationWatcher(tCtx, w)
+	case strings.HasPrefix(tc, "PreemptionWave"):
+		return startPreemptionWaveWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "Ceiling"):
 		return startBinder(tCtx, w)
 	case strings.HasPrefix(tc, "TopologySaturation"):

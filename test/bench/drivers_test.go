@@ -153,8 +153,161 @@ func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 			mu.Unlock()
 			writeExtra(name, map[string]any{"Metric": "SaturationFeasibleBound"}, "s", data)
 			tCtx.Logf("saturation: %v", data)
-			createPlaceholders(ctx, tCtx, missing)
+			createPlaceholders(ctx, tCtx, gangNamespace, missing)
 			return
+		}
+	}()
+	tCtx.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		factory.Shutdown()
+	})
+	return nil
+}
+
+// highWaveNamespace is where a PreemptionWave workload creates its high-priority gangs (gang-ns-1);
+// the low-priority wave is in gangNamespace.
+const highWaveNamespace = "gang-ns-1"
+
+// startPreemptionWaveWatcher measures a PreemptionWave workload: lowGangs gangs of podsPerGroup
+// low-priority pods fill the cluster, then highGangs gangs of high-priority pods of the same shape
+// arrive and must preempt. It records the time from the first high-priority pod until every
+// high-priority pod is bound, the low-priority pods deleted meanwhile (evicted) per high-priority gang
+// admitted, and, settleSeconds later, the low-priority gangs left with some but not all of their pods
+// bound and live (must be 0). It gives up after deadlineSeconds, creating placeholders for the
+// high-priority pods never bound so that the workload's barrier is met.
+func startPreemptionWaveWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
+	lowGangs := param(w, "lowGangs", 0)
+	highGangs := param(w, "highGangs", 0)
+	size := param(w, "podsPerGroup", 0)
+	settle := time.Duration(param(w, "settleSeconds", 3)) * time.Second
+	deadline := time.Duration(param(w, "deadlineSeconds", 300)) * time.Second
+	if lowGangs <= 0 || highGangs <= 0 || size <= 0 {
+		return fmt.Errorf("preemption wave workload needs lowGangs, highGangs and podsPerGroup")
+	}
+	wantHigh := highGangs * size
+	name := tCtx.Name()
+
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
+	podInformer := factory.Core().V1().Pods().Informer()
+	var (
+		mu        sync.Mutex
+		start     time.Time
+		reachedAt time.Time
+		highBound = map[string]string{} // pod → gang
+		lowLive   = map[string]map[string]bool{}
+		evicted   int
+	)
+	observe := func(obj any, deleted bool) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+				pod, ok = tomb.Obj.(*v1.Pod)
+			}
+			if !ok {
+				return
+			}
+		}
+		gang := pod.Labels[gangLabel]
+		if gang == "" {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		switch pod.Namespace {
+		case highWaveNamespace:
+			if start.IsZero() {
+				start = now
+			}
+			if pod.Spec.NodeName != "" && !deleted {
+				highBound[pod.Name] = gang
+				if len(highBound) == wantHigh && reachedAt.IsZero() {
+					reachedAt = now
+				}
+			}
+		case gangNamespace:
+			live := !deleted && pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil
+			if lowLive[gang] == nil {
+				lowLive[gang] = map[string]bool{}
+			}
+			if live {
+				lowLive[gang][pod.Name] = true
+			} else {
+				delete(lowLive[gang], pod.Name)
+			}
+			if deleted {
+				evicted++
+			}
+		}
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observe(obj, false) },
+		UpdateFunc: func(_, obj any) { observe(obj, false) },
+		DeleteFunc: func(obj any) { observe(obj, true) },
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Until every high-priority pod is bound (or the deadline), then settleSeconds more to count
+		// partial low-priority gangs. The workload may end meanwhile (its barrier is met once the
+		// high-priority pods are bound): the result is still reported, from the cleanup's wait.
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, false, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return !reachedAt.IsZero() || (!start.IsZero() && time.Since(start) >= deadline), nil
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(settle):
+		}
+		mu.Lock()
+		gangs := map[string]int{}
+		for _, g := range highBound {
+			gangs[g]++
+		}
+		admitted := 0
+		for _, n := range gangs {
+			if n >= size {
+				admitted++
+			}
+		}
+		partial := 0
+		for _, pods := range lowLive {
+			if n := len(pods); n > 0 && n < size {
+				partial++
+			}
+		}
+		data := map[string]float64{
+			"HighGangs":          float64(highGangs),
+			"AdmittedGangs":      float64(admitted),
+			"EvictedPods":        float64(evicted),
+			"PartialLowGangs":    float64(partial),
+			"LowGangs":           float64(lowGangs),
+			"Reached":            0,
+			"Seconds":            time.Since(start).Seconds(),
+			"EvictedPerAdmitted": 0,
+		}
+		if !reachedAt.IsZero() {
+			data["Reached"] = 1
+			data["Seconds"] = reachedAt.Sub(start).Seconds()
+		}
+		if admitted > 0 {
+			data["EvictedPerAdmitted"] = float64(evicted) / float64(admitted)
+		}
+		missing := wantHigh - len(highBound)
+		mu.Unlock()
+		writeExtra(name, map[string]any{"Metric": "PreemptionWave"}, "s", data)
+		tCtx.Logf("preemption wave: %v", data)
+		if missing > 0 {
+			createPlaceholders(ctx, tCtx, highWaveNamespace, missing)
 		}
 	}()
 	tCtx.Cleanup(func() {
@@ -167,7 +320,7 @@ func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 
 // createPlaceholders creates n pods already bound to a node, without requests, so that the
 // workload's barrier (every pod created in the namespace scheduled) is met.
-func createPlaceholders(ctx context.Context, tCtx ktesting.TContext, n int) {
+func createPlaceholders(ctx context.Context, tCtx ktesting.TContext, namespace string, n int) {
 	nodes, err := tCtx.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(nodes.Items) == 0 {
 		tCtx.Logf("saturation: no node for placeholders: %v", err)
@@ -189,7 +342,7 @@ func createPlaceholders(ctx context.Context, tCtx ktesting.TContext, n int) {
 						Containers:    []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10.1"}},
 					},
 				}
-				if _, err := tCtx.Client().CoreV1().Pods(gangNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+				if _, err := tCtx.Client().CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
 					tCtx.Logf("saturation: creating a placeholder: %v", err)
 				}
 			}
@@ -471,7 +624,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 			return !start.IsZero() && (idle || time.Since(start) >= deadline), nil
 		})
 		if err == nil {
-			createPlaceholders(ctx, tCtx, record())
+			createPlaceholders(ctx, tCtx, gangNamespace, record())
 		}
 	}()
 	tCtx.Cleanup(func() {

@@ -55,9 +55,11 @@ type result struct {
 	topology []map[string]float64
 	// topologySaturation is the TopologySaturation item of each TopologySaturation* run.
 	topologySaturation []map[string]float64
-	runs               int
-	failed             int
-	seconds            []float64
+	// preemptionWave is the PreemptionWave item of each PreemptionWave* run.
+	preemptionWave []map[string]float64
+	runs           int
+	failed         int
+	seconds        []float64
 }
 
 func main() {
@@ -125,6 +127,8 @@ func main() {
 						get(k).topology = append(get(k).topology, it.Data)
 					case m == "TopologySaturation":
 						get(k).topologySaturation = append(get(k).topologySaturation, it.Data)
+					case m == "PreemptionWave":
+						get(k).preemptionWave = append(get(k).preemptionWave, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
 						pk := pluginKey{k, it.Labels["plugin"], it.Labels["extension_point"]}
 						d := map[string]float64{}
@@ -282,7 +286,7 @@ func inTreeOf(tc string) string {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "SaturationInTree", "SaturationCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -353,6 +357,10 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		}
 		if len(r.topologySaturation) > 0 {
 			notes = append(notes, topologySaturationNote(r.topologySaturation))
+			vsBasic = "–"
+		}
+		if len(r.preemptionWave) > 0 {
+			notes = append(notes, preemptionWaveNote(r.preemptionWave))
 			vsBasic = "–"
 		}
 		if len(r.saturation) > 0 {
@@ -435,6 +443,21 @@ func topologySaturationNote(runs []map[string]float64) string {
 	n := float64(len(runs))
 	return fmt.Sprintf("bound whole per run: %.1f of %.0f small and %.1f of %.0f big gangs, %.0f%% of CPU used; partially bound max %.0f, spread over racks max %.0f",
 		small/n, runs[0]["SmallGangs"], big/n, runs[0]["BigGangs"], cpu/n, partial, spread)
+}
+
+// preemptionWaveNote summarizes how a wave of high-priority gangs preempted its way in.
+func preemptionWaveNote(runs []map[string]float64) string {
+	reached, partial := 0, 0.0
+	for _, r := range runs {
+		if r["Reached"] == 1 {
+			reached++
+		}
+		partial = math.Max(partial, r["PartialLowGangs"])
+	}
+	secs := bucket(runs, "Seconds")
+	lo, hi := minMax(secs)
+	return fmt.Sprintf("all %d high-priority gangs bound in %d/%d runs, %ss (%s–%s) to bind them; %s pods evicted per admitted gang; low-priority gangs left partial max %d",
+		int(runs[0]["HighGangs"]), reached, len(runs), f1(mean(secs)), f1(lo), f1(hi), f1(mean(bucket(runs, "EvictedPerAdmitted"))), int(partial))
 }
 
 func saturationNote(runs []map[string]float64) string {
