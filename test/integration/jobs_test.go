@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -63,6 +64,36 @@ func TestJobGangs(t *testing.T) {
 			}
 			return job.Status.Failed == 1 && job.Status.Active == 3, nil
 		})
+		consistentlyNotPartial(t, ns, "train", 3)
+	})
+
+	t.Run("two failed workers' replacements are placed together or not at all", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "jobtwo", 3, "2")
+		createPodGroup(t, ns, "train", 3, 0)
+		watchNotPartial(t, ns, "train", 3)
+		createGangJob(t, ns, "train", 3, 3, "1500m")
+		first := waitForGroupLiveBound(t, ns, "train", 3)
+
+		// Workers 0 and 1 fail; another pod takes one of the two nodes they freed before the Job
+		// controller's failure backoff ends, so only one replacement would fit.
+		setPhase(t, ns, first["0"].Name, v1.PodFailed)
+		setPhase(t, ns, first["1"].Name, v1.PodFailed)
+		createPod(t, st.MakePod().Namespace(ns).Name("other").SchedulerName(schedulerName).
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1500m"}).Container("pause").Obj())
+		waitForPodBound(t, ns, "other")
+		waitFor(t, ns, "the Job controller to replace both workers", func(ctx context.Context) (bool, error) {
+			pods, err := groupPods(ctx, ns, "train")
+			return len(pods) == 5, err
+		})
+		consistently(t, 3*time.Second, "one replacement is not bound alone", func(ctx context.Context) (bool, error) {
+			n, err := groupLiveBound(ctx, ns, "train")
+			return n == 1, err
+		})
+
+		// The other pod goes: both replacements fit and complete the gang.
+		forceDelete(t, ns, "other")
+		waitForGroupLiveBound(t, ns, "train", 3)
 		consistentlyNotPartial(t, ns, "train", 3)
 	})
 
