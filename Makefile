@@ -63,7 +63,7 @@ generate: ## Regenerate deepcopy code and CRD YAML with controller-gen.
 ##@ Run
 
 .PHONY: run
-run: build ## Start a local playground: etcd, kube-apiserver, kwok nodes, custom-scheduler and sample workloads.
+run: build ## Start a local playground: etcd, kube-apiserver, kube-controller-manager, kwok nodes, custom-scheduler and sample workloads.
 	@assets="$$(hack/envtest-assets.sh --all | tail -n 1)"; \
 	go build -o $(BIN)/playground ./hack/playground; \
 	exec $(BIN)/playground --assets "$$assets" --scheduler $(BIN)/custom-scheduler $(PLAYGROUND_FLAGS)
@@ -71,7 +71,7 @@ run: build ## Start a local playground: etcd, kube-apiserver, kwok nodes, custom
 ##@ Test
 
 .PHONY: envtest
-envtest: ## Build kube-apiserver and etcd for envtest from the go.mod pins (skipped when built).
+envtest: ## Build kube-apiserver, etcd and kube-controller-manager for the tests from the go.mod pins (skipped when built).
 	@hack/envtest-assets.sh
 
 .PHONY: test

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries envtest needs (kube-apiserver, etcd) and, with --all, the playground
-# tools (kubectl, kwok) from this module's go.mod pins, into bin/k8s/<version>-<os>-<arch>/.
+# Builds the control-plane binaries the tests need (kube-apiserver and etcd for envtest,
+# kube-controller-manager for the Job/ReplicaSet controllers) and, with --all, the playground tools
+# (kubectl, kwok) from this module's go.mod pins, into bin/k8s/<version>-<os>-<arch>/.
 # Nothing is downloaded as a binary. A binary already built for these pins is not rebuilt.
 # Prints the assets folder (usable as KUBEBUILDER_ASSETS) on its last line.
 set -euo pipefail
@@ -30,6 +31,7 @@ build() { # name package ldflags
 
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${kube_ldflags}"
 build etcd go.etcd.io/etcd/server/v3 "${etcd_ldflags}"
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${kube_ldflags}"
 if [[ "${1:-}" == "--all" ]]; then
   build kubectl k8s.io/kubernetes/cmd/kubectl "${kube_ldflags}"
   build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"

@@ -1,13 +1,20 @@
 // Command playground runs custom-scheduler against a local control plane with simulated nodes, so it
-// can be tried with no cluster: etcd and kube-apiserver (through envtest), kwok to make nodes Ready and
-// bound pods Running, and the custom-scheduler binary with the scheduler configuration from
-// manifests/. It creates fake nodes and the sample workloads in examples/playground, prints where they
-// landed and how to reach the cluster with kubectl, and stops everything it started on Ctrl-C.
+// can be tried with no cluster: etcd and kube-apiserver (through envtest), kube-controller-manager
+// (Jobs, Deployments, StatefulSets, garbage collection, ...), kwok to make nodes Ready and bound pods
+// Running (and end them on request, see pod-exit-stages.yaml), and the custom-scheduler binary with the
+// scheduler configuration from manifests/. It creates fake nodes and the sample workloads in
+// examples/playground, prints where their pods landed and how to reach the cluster with kubectl, and
+// stops everything it started on Ctrl-C.
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	_ "embed"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,10 +33,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kwoknodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
@@ -37,14 +46,41 @@ import (
 	kwokpodfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/yaml"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
-const kwokAnnotation = "kwok.x-k8s.io/node"
+const (
+	kwokAnnotation = "kwok.x-k8s.io/node"
+	schedulerName  = "custom-scheduler"
+)
+
+// podExitStages are our kwok Stages: the annotation custom-scheduler.io/playground-exit=fail|succeed
+// ends a running pod as its containers exiting would.
+//
+//go:embed pod-exit-stages.yaml
+var podExitStages string
+
+// controllers are the kube-controller-manager controllers a local cluster needs: ServiceAccounts and
+// their tokens, the workload controllers, garbage collection, namespace deletion. No node lifecycle
+// controller (kwok keeps the nodes Ready) and no cloud provider.
+var controllers = []string{
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"job-controller",
+	"cronjob-controller",
+	"ttl-after-finished-controller",
+	"deployment-controller",
+	"replicaset-controller",
+	"statefulset-controller",
+	"garbage-collector-controller",
+	"namespace-controller",
+	"pod-garbage-collector-controller",
+}
 
 func main() {
 	var (
-		assets    = flag.String("assets", "", "folder with kube-apiserver, etcd, kubectl and kwok (hack/envtest-assets.sh --all)")
+		assets    = flag.String("assets", "", "folder with kube-apiserver, etcd, kube-controller-manager, kubectl and kwok (hack/envtest-assets.sh --all)")
 		scheduler = flag.String("scheduler", "bin/custom-scheduler", "the custom-scheduler binary")
 		config    = flag.String("config", "manifests/base/scheduler-config.yaml", "KubeSchedulerConfiguration to run (its clientConnection is pointed at the playground)")
 		workloads = flag.String("workloads", "examples/playground", "folder of YAML objects to create once the scheduler runs")
@@ -100,6 +136,13 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	apiserver := env.ControlPlane.GetAPIServer()
 	apiserver.Out, apiserver.Err = apiserverLog, apiserverLog
+	// Our own service-account signing key, so the controller manager's token controller signs with the
+	// key the apiserver verifies.
+	saKey, err := writeServiceAccountKey(dir)
+	if err != nil {
+		return err
+	}
+	apiserver.Configure().Set("service-account-key-file", saKey).Set("service-account-signing-key-file", saKey)
 	// No node lifecycle controller runs here to lift the not-ready taint that this admission plugin puts
 	// on new nodes; kwok reports the nodes Ready instead.
 	apiserver.Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
@@ -126,6 +169,10 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kubeconfigData, 0o600); err != nil {
+		return err
+	}
+	rootCA := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(rootCA, apiserver.SecureServing.CA, 0o600); err != nil {
 		return err
 	}
 	clientset, err := kubernetes.NewForConfig(restConfig)
@@ -161,6 +208,19 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	go simulateUsage(ctx, clientset, metrics)
 	fmt.Println("Serving simulated node usage through metrics.k8s.io (kwok-node-0 runs hot).")
 
+	// The controllers run as an admin, with one identity (no per-controller ServiceAccounts).
+	controllerManager, err := startProcess(filepath.Join(assets, "kube-controller-manager"), filepath.Join(logs, "kube-controller-manager.log"),
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+rootCA,
+		"--secure-port=0")
+	if err != nil {
+		return err
+	}
+	defer controllerManager.stop()
+
 	// The scheduler's leader-election lease lives in its own namespace, as in manifests/.
 	if _, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "custom-scheduler"}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the custom-scheduler namespace: %w", err)
@@ -182,22 +242,29 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	fmt.Printf("Created %d objects from %s.\n", objects, workloadsDir)
 
-	// Give the scheduler a moment, then report where pods landed.
+	// Give the controllers and the scheduler a moment, then report where pods landed.
+	waitForPlacement(ctx, clientset, time.Minute)
 	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
+	case err := <-controllerManager.exited:
+		return fmt.Errorf("kube-controller-manager exited: %v; see %s", err, controllerManager.logPath)
+	default:
 	}
 	if err := printPlacement(ctx, clientset, restConfig); err != nil {
 		return err
 	}
+	kubectl := filepath.Join(assets, "kubectl") + " --kubeconfig " + kubeconfig
 	fmt.Printf(`
 The playground is running.
-  kubectl:   %s --kubeconfig %s get pods -A -o wide
-  scheduler: tail -f %s
+  kubectl:   %[1]s get pods -A -o wide
+  scheduler: tail -f %[2]s
+Try (README.md, "Try this"):
+  %[1]s -n demo annotate pod -l job-name=training,batch.kubernetes.io/job-completion-index=1 --overwrite custom-scheduler.io/playground-exit=fail
+  %[1]s -n demo get pods -l job-name=training -o wide -w
+  %[1]s -n demo scale deployment web --replicas=12
 Press Ctrl-C to stop everything.
-`, filepath.Join(assets, "kubectl"), kubeconfig, scheduler.logPath)
+`, kubectl, scheduler.logPath)
 
 	select {
 	case <-ctx.Done():
@@ -205,13 +272,32 @@ Press Ctrl-C to stop everything.
 		return nil
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
+	case err := <-controllerManager.exited:
+		return fmt.Errorf("kube-controller-manager exited: %v; see %s", err, controllerManager.logPath)
 	case err := <-kwok.exited:
 		return fmt.Errorf("kwok exited: %v; see %s", err, kwok.logPath)
 	}
 }
 
+// writeServiceAccountKey writes a new RSA key for signing and verifying service-account tokens into dir
+// and returns its path.
+func writeServiceAccountKey(dir string) (string, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", fmt.Errorf("generating the service-account key: %w", err)
+	}
+	path := filepath.Join(dir, "service-account.key")
+	data := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing the service-account key: %w", err)
+	}
+	return path, nil
+}
+
 // kwokConfiguration is kwok's configuration followed by the stages that make managed nodes Ready
-// (and keep them so) and pods bound to them Running, as shipped in the kwok module.
+// (and keep them so), pods bound to them Running and deleted pods gone, as shipped in the kwok module,
+// and ours that end a pod on request. kwok's pod-complete stage (a Job's pods succeed at once) is left
+// out: here pods run until annotated, as a real workload runs until it exits.
 func kwokConfiguration() string {
 	options := `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
@@ -223,7 +309,7 @@ options:
   nodeLeaseParallelism: 4
   podsOnNodeSyncParallelism: 4
 `
-	docs := []string{options, kwoknodefast.DefaultNodeInit, kwokheartbeat.DefaultNodeHeartbeat, kwokpodfast.DefaultPodReady, kwokpodfast.DefaultPodComplete, kwokpodfast.DefaultPodDelete}
+	docs := []string{options, kwoknodefast.DefaultNodeInit, kwokheartbeat.DefaultNodeHeartbeat, kwokpodfast.DefaultPodReady, kwokpodfast.DefaultPodDelete, podExitStages}
 	for i := range docs {
 		docs[i] = strings.TrimSpace(docs[i])
 	}
@@ -319,32 +405,105 @@ func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (
 	return count, nil
 }
 
-// printPlacement prints every pod with its node and phase, and per node its pods and the usage that
-// metrics.k8s.io reports (read through the apiserver, as LoadAware reads it).
+// waitForPlacement waits (at most timeout) until the controllers made their pods and the scheduler
+// decided on each of ours: every Deployment has its replicas, every Job its active pods, and every
+// custom-scheduler pod is bound or reported unschedulable.
+func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
+		deployments, err := clientset.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, d := range deployments.Items {
+			if d.Status.ObservedGeneration < d.Generation || d.Status.Replicas < ptr.Deref(d.Spec.Replicas, 1) {
+				return false, nil
+			}
+		}
+		jobs, err := clientset.BatchV1().Jobs(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, j := range jobs.Items {
+			if j.Status.CompletionTime == nil && j.Status.Active < ptr.Deref(j.Spec.Parallelism, 1) {
+				return false, nil
+			}
+		}
+		pods, err := clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Spec.SchedulerName == schedulerName && p.Spec.NodeName == "" && unschedulableMessage(&p) == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// printPlacement prints every pod grouped by the workload that owns it, with its node and phase (a
+// pending pod with the reason), and per node its pods and the usage that metrics.k8s.io reports (read
+// through the apiserver, as LoadAware reads it).
 func printPlacement(ctx context.Context, clientset kubernetes.Interface, restConfig *rest.Config) error {
 	pods, err := clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	replicaSets, err := clientset.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing ReplicaSets: %w", err)
+	}
+	// A ReplicaSet's pods belong to its Deployment, if it has one.
+	rsOwner := map[string]string{}
+	for _, rs := range replicaSets.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil {
+			rsOwner[rs.Namespace+"/"+rs.Name] = ref.Kind + " " + rs.Namespace + "/" + ref.Name
+		}
+	}
+	owner := func(p *corev1.Pod) string {
+		o := "Pod " + p.Namespace + "/" + p.Name
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			o = ref.Kind + " " + p.Namespace + "/" + ref.Name
+			if ref.Kind == "ReplicaSet" && rsOwner[p.Namespace+"/"+ref.Name] != "" {
+				o = rsOwner[p.Namespace+"/"+ref.Name]
+			}
+		}
+		if group := p.Labels[v1alpha1.PodGroupLabel]; group != "" {
+			o += " (PodGroup " + group + ")"
+		}
+		return o
 	}
 	sort.Slice(pods.Items, func(i, j int) bool {
-		a, b := pods.Items[i], pods.Items[j]
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+		a, b := &pods.Items[i], &pods.Items[j]
+		if oa, ob := owner(a), owner(b); oa != ob {
+			return oa < ob
+		}
+		return a.Name < b.Name
 	})
 	perNode := map[string]int{}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "\nNAMESPACE\tPOD\tSCHEDULER\tNODE\tPHASE\tNOTE")
-	for _, p := range pods.Items {
+	fmt.Fprintln(w, "\nOWNER\tPOD\tSCHEDULER\tNODE\tPHASE\tNOTE")
+	last := ""
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		node, note := p.Spec.NodeName, ""
+		switch {
+		case node == "" && p.Spec.SchedulerName != schedulerName:
+			note = fmt.Sprintf("for scheduler %q, which the playground does not run (only %s): stays pending", p.Spec.SchedulerName, schedulerName)
+		case node == "":
+			note = unschedulableMessage(p)
+		}
 		if node == "" {
 			node = "<pending>"
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-					note = c.Message
-				}
-			}
 		}
 		perNode[node]++
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.SchedulerName, node, p.Status.Phase, note)
+		o := owner(p)
+		if o == last {
+			o = ""
+		} else {
+			last = o
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", o, p.Name, p.Spec.SchedulerName, node, p.Status.Phase, note)
 	}
 	usage := map[string]string{}
 	if mc, err := metricsclient.NewForConfig(restConfig); err == nil {
@@ -369,6 +528,16 @@ func printPlacement(ctx context.Context, clientset kubernetes.Interface, restCon
 		fmt.Fprintf(w, "%s\t%d\t%s\n", n, perNode[n], usage[n])
 	}
 	return w.Flush()
+}
+
+// unschedulableMessage is the scheduler's reason for not placing the pod, if it gave one.
+func unschedulableMessage(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 // process is a child process whose output goes to a log file.

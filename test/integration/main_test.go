@@ -1,6 +1,7 @@
 // Package integration proves custom-scheduler against a real kube-apiserver and etcd (envtest). The
 // scheduler runs through its real command path: a KubeSchedulerConfiguration file, decoded into
-// profiles, whose plugins come from the same registry the binary uses.
+// profiles, whose plugins come from the same registry the binary uses. Tests of workloads (Jobs) also
+// run the real kube-controller-manager, started once for the package by the first test that needs it.
 package integration
 
 import (
@@ -28,6 +29,10 @@ var (
 	adminKubeconfig string
 	// repoRoot is the module root, for manifests and the binary.
 	repoRoot string
+	// assets is the folder of kube-apiserver, etcd and kube-controller-manager.
+	assets string
+	// scratchDir holds the package's kubeconfigs and the controller manager's log.
+	scratchDir string
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +46,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	assets, err := assetsDir()
+	assets, err = assetsDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -67,17 +72,19 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "custom-scheduler-integration-")
+	scratchDir, err = os.MkdirTemp("", "custom-scheduler-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	adminKubeconfig, err = writeKubeconfig(dir, "admin", []string{"system:masters"})
+	defer os.RemoveAll(scratchDir)
+	adminKubeconfig, err = writeKubeconfig(scratchDir, "admin", []string{"system:masters"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Stopped before the apiserver (deferred later, runs first).
+	defer stopControllerManager()
 	return m.Run()
 }
 
@@ -98,8 +105,8 @@ func writeKubeconfig(dir, name string, groups []string) (string, error) {
 	return path, nil
 }
 
-// assetsDir finds kube-apiserver and etcd: KUBEBUILDER_ASSETS when set (the Makefile sets it), else the
-// folder hack/envtest-assets.sh builds into.
+// assetsDir finds kube-apiserver, etcd and kube-controller-manager: KUBEBUILDER_ASSETS when set (the
+// Makefile sets it), else the folder hack/envtest-assets.sh builds into.
 func assetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		if !filepath.IsAbs(dir) {
@@ -113,7 +120,7 @@ func assetsDir() (string, error) {
 		return "", fmt.Errorf("reading the k8s.io/kubernetes version: %w", err)
 	}
 	dir := filepath.Join(repoRoot, "bin", "k8s", fmt.Sprintf("%s-%s-%s", strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), runtime.GOOS, runtime.GOARCH))
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
+	for _, bin := range []string{"kube-apiserver", "etcd", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
 			return "", fmt.Errorf("envtest binary %s not found in %s: run `make envtest` (or set KUBEBUILDER_ASSETS)", bin, dir)
 		}
