@@ -318,6 +318,9 @@ func startPreemptionWaveWatcher(tCtx ktesting.TContext, w *perf.Workload) error 
 	return nil
 }
 
+// title is a gang class as a data key prefix: "small" → "Small".
+func title(class string) string { return strings.ToUpper(class[:1]) + class[1:] }
+
 // createPlaceholders creates n pods already bound to a node, without requests, so that the
 // workload's barrier (every pod created in the namespace scheduled) is met.
 func createPlaceholders(ctx context.Context, tCtx ktesting.TContext, namespace string, n int) {
@@ -521,21 +524,31 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	return nil
 }
 
-// startTopologySaturationWatcher measures a TopologySaturation* workload: smallGangs gangs of
-// smallSize 1-CPU pods, then bigGangs of bigSize, each gang required in one rack, more than the racks
-// hold. Once every pod exists and no pod was bound for settleSeconds (or after deadlineSeconds), it
+// gangClasses are the gang name prefixes of the topology saturation workloads; a workload sets
+// <prefix>Gangs and <prefix>Size for those it creates.
+var gangClasses = []string{"small", "big", "fill", "mid", "large"}
+
+// startTopologySaturationWatcher measures a TopologySaturation* workload: gangs of 1-CPU pods in
+// classes (e.g. smallGangs of smallSize, then bigGangs of bigSize), each gang required in one rack,
+// more than the racks hold. Once every pod exists and no pod was bound for settleSeconds (or after deadlineSeconds), it
 // records the gangs bound whole by size, the gangs bound in part or spread over racks (both must be
 // 0) and the share of the cluster's CPU used, then creates pre-bound placeholders for the pods left
 // pending so that the workload's barrier is met.
 func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	nodes := param(w, "initNodes", 0)
-	smallGangs, smallSize := param(w, "smallGangs", 0), param(w, "smallSize", 0)
-	bigGangs, bigSize := param(w, "bigGangs", 0), param(w, "bigSize", 0)
 	settle := time.Duration(param(w, "settleSeconds", 10)) * time.Second
 	deadline := time.Duration(param(w, "deadlineSeconds", 300)) * time.Second
-	total := smallGangs*smallSize + bigGangs*bigSize
+	sizes := map[string]int{}
+	counts := map[string]int{}
+	total := 0
+	for _, c := range gangClasses {
+		if g, n := param(w, c+"Gangs", 0), param(w, c+"Size", 0); g > 0 && n > 0 {
+			sizes[c], counts[c] = n, g
+			total += g * n
+		}
+	}
 	if nodes <= 0 || total <= 0 {
-		return fmt.Errorf("topology saturation workload needs initNodes, smallGangs, smallSize, bigGangs and bigSize")
+		return fmt.Errorf("topology saturation workload needs initNodes and <class>Gangs, <class>Size for classes %v", gangClasses)
 	}
 	name := tCtx.Name()
 	ctx, cancel := context.WithCancel(tCtx)
@@ -583,15 +596,15 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		once.Do(func() {
 			mu.Lock()
 			defer mu.Unlock()
-			data := map[string]float64{"SmallBound": 0, "BigBound": 0, "PartialGangs": 0, "SpreadGangs": 0,
-				"SmallGangs": float64(smallGangs), "BigGangs": float64(bigGangs), "BoundPods": float64(len(boundPods)),
+			data := map[string]float64{"PartialGangs": 0, "SpreadGangs": 0, "BoundPods": float64(len(boundPods)),
 				"CPUUsedPercent": 100 * float64(len(boundPods)) / float64(nodes*4), "Seconds": lastBind.Sub(start).Seconds()}
+			for c, g := range counts {
+				data[title(c)+"Gangs"], data[title(c)+"Bound"] = float64(g), 0
+			}
 			for gang := range racks {
 				n, inRacks := racks.count(gang)
-				size, key := bigSize, "BigBound"
-				if strings.HasPrefix(gang, "small-") {
-					size, key = smallSize, "SmallBound"
-				}
+				class, _, _ := strings.Cut(gang, "-")
+				size, key := sizes[class], title(class)+"Bound"
 				switch {
 				case n >= size:
 					data[key]++

@@ -286,7 +286,7 @@ func inTreeOf(tc string) string {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -429,20 +429,28 @@ func topologyNote(runs []map[string]float64) string {
 	return fmt.Sprintf("gangs bound whole %.0f per run, partially bound max %.0f, spread over racks max %.0f", whole/float64(len(runs)), partial, spread)
 }
 
-// topologySaturationNote summarizes how many gangs fit when racks fill up.
+// topologySaturationNote summarizes how many gangs fit when racks fill up, per gang class.
 func topologySaturationNote(runs []map[string]float64) string {
-	var small, big, cpu float64
-	var partial, spread float64
+	var parts []string
+	n := float64(len(runs))
+	for _, class := range []string{"Small", "Big", "Fill", "Mid", "Large"} {
+		if _, ok := runs[0][class+"Gangs"]; !ok {
+			continue
+		}
+		var bound float64
+		for _, r := range runs {
+			bound += r[class+"Bound"]
+		}
+		parts = append(parts, fmt.Sprintf("%.1f of %.0f %s", bound/n, runs[0][class+"Gangs"], strings.ToLower(class)))
+	}
+	var cpu, partial, spread float64
 	for _, r := range runs {
-		small += r["SmallBound"]
-		big += r["BigBound"]
 		cpu += r["CPUUsedPercent"]
 		partial = max(partial, r["PartialGangs"])
 		spread = max(spread, r["SpreadGangs"])
 	}
-	n := float64(len(runs))
-	return fmt.Sprintf("bound whole per run: %.1f of %.0f small and %.1f of %.0f big gangs, %.0f%% of CPU used; partially bound max %.0f, spread over racks max %.0f",
-		small/n, runs[0]["SmallGangs"], big/n, runs[0]["BigGangs"], cpu/n, partial, spread)
+	return fmt.Sprintf("bound whole per run: %s gangs, %.0f%% of CPU used; partially bound max %.0f, spread over racks max %.0f",
+		strings.Join(parts, ", "), cpu/n, partial, spread)
 }
 
 // preemptionWaveNote summarizes how a wave of high-priority gangs preempted its way in.
