@@ -440,28 +440,49 @@ func startBinder(tCtx ktesting.TContext, w *perf.Workload) error {
 const nodesPerRack = 40
 
 // gangRacks records, per gang, how many of its pods were bound in each rack.
-type gangRacks map[string]map[int]int
+type gangRacks struct {
+	// rackOf is the rack of node-<i>, as the workload's node template labels it.
+	rackOf func(i int) int
+	pods   map[string]map[int]int
+}
 
-// add records a pod of gang bound to nodeName (node-<i>, in rack i/nodesPerRack); it returns false
-// for a node that is not one of the workload's.
+// racksOf returns the rack layout of a workload's node template: config/templates/node-racked.yaml
+// (racks of nodesPerRack), or node-racked-mixed.yaml when the workload sets bigNodes (bigNodes nodes in
+// racks of bigRack, then racks of smallRack).
+func racksOf(w *perf.Workload) gangRacks {
+	rackOf := func(i int) int { return i / nodesPerRack }
+	if bigNodes := param(w, "bigNodes", 0); bigNodes > 0 {
+		bigRack, smallRack := max(param(w, "bigRack", 1), 1), max(param(w, "smallRack", 1), 1)
+		rackOf = func(i int) int {
+			if i < bigNodes {
+				return i / bigRack
+			}
+			return (bigNodes+bigRack-1)/bigRack + (i-bigNodes)/smallRack
+		}
+	}
+	return gangRacks{rackOf: rackOf, pods: map[string]map[int]int{}}
+}
+
+// add records a pod of gang bound to nodeName (node-<i>); it returns false for a node that is not one
+// of the workload's.
 func (g gangRacks) add(gang, nodeName string) bool {
 	var index int
 	if _, err := fmt.Sscanf(nodeName, "node-%d", &index); err != nil {
 		return false
 	}
-	if g[gang] == nil {
-		g[gang] = map[int]int{}
+	if g.pods[gang] == nil {
+		g.pods[gang] = map[int]int{}
 	}
-	g[gang][index/nodesPerRack]++
+	g.pods[gang][g.rackOf(index)]++
 	return true
 }
 
 // count returns how many pods of the gang were bound, and in how many racks.
 func (g gangRacks) count(gang string) (pods, racks int) {
-	for _, n := range g[gang] {
+	for _, n := range g.pods[gang] {
 		pods += n
 	}
-	return pods, len(g[gang])
+	return pods, len(g.pods[gang])
 }
 
 // startTopologyWatcher records, for a Topology* workload, where each gang's pods were bound: when the
@@ -478,7 +499,7 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	podInformer := factory.Core().V1().Pods().Informer()
 	var (
 		mu    sync.Mutex
-		racks = gangRacks{}
+		racks = racksOf(w)
 		seen  = map[string]bool{}
 	)
 	observe := func(obj any) {
@@ -503,7 +524,7 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	tCtx.Cleanup(func() {
 		mu.Lock()
 		whole, partial, spread := 0, 0, 0
-		for gang := range racks {
+		for gang := range racks.pods {
 			n, inRacks := racks.count(gang)
 			if n >= size {
 				whole++
@@ -560,7 +581,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		lastBind  time.Time
 		created   = map[string]bool{}
 		boundPods = map[string]bool{}
-		racks     = gangRacks{}
+		racks     = racksOf(w)
 	)
 	observe := func(obj any) {
 		pod, ok := obj.(*v1.Pod)
@@ -601,7 +622,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 			for c, g := range counts {
 				data[title(c)+"Gangs"], data[title(c)+"Bound"] = float64(g), 0
 			}
-			for gang := range racks {
+			for gang := range racks.pods {
 				n, inRacks := racks.count(gang)
 				class, _, _ := strings.Cut(gang, "-")
 				size, key := sizes[class], title(class)+"Bound"
