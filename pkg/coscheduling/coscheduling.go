@@ -396,10 +396,13 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	var chosen *placement
 	if res.feasible && !policy.empty() {
 		pinned := pinnedDomains(policy, boundNodes(members, nodes))
+		pl.mu.RLock()
+		busy := pl.busyDomainsLocked(g)
+		pl.mu.RUnlock()
 		if fit == nil {
 			p := pinnedPlacement(policy, pinned, nodes)
 			chosen = &p
-		} else if p, ok := choosePlacement(fit, policy, pinned); ok {
+		} else if p, ok := choosePlacement(fit, policy, pinned, busy); ok {
 			chosen = &p
 		} else {
 			res = feasibility{message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.source, p.message)}

@@ -449,7 +449,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	pinned := pinnedDomains(policy, boundNodes(members, nodes))
 	fits := func() bool {
 		if policy.required != "" {
-			_, ok := choosePlacement(f, policy, pinned)
+			_, ok := choosePlacement(f, policy, pinned, nil)
 			return ok
 		}
 		return f.placeable(nil) >= need
@@ -491,7 +491,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	// Where the members go: the gang's domain when it has a topology policy, first-fit otherwise.
 	var idx []int
 	if !policy.empty() {
-		if p, ok := choosePlacement(f, policy, pinned); ok && p.nodes != nil {
+		if p, ok := choosePlacement(f, policy, pinned, nil); ok && p.nodes != nil {
 			for i, fn := range f.free {
 				if p.nodes.Has(fn.node.Name) {
 					idx = append(idx, i)

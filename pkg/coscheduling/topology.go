@@ -155,7 +155,8 @@ func pinnedDomains(p topologyPolicy, boundNodes []*v1.Node) map[string]string {
 // missing member; with bound members (pinned), only the domain they share. It returns ok=false with a
 // message when the required level has no domain that fits (nothing should be held then). Without a
 // required key, a gang no preferred domain fits goes anywhere (the whole-cluster check decides).
-func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string) (placement, bool) {
+// Domains in busy ("key=value", see busyDomainsLocked) are taken only when no other domain fits.
+func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string, busy map[string]bool) (placement, bool) {
 	var notes []string
 	for li, lvl := range p.levels() {
 		values, doms := domainsOf(f.free, lvl.key)
@@ -173,6 +174,7 @@ func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string) (pl
 		var (
 			best             string
 			bestCPU, bestMem int64
+			bestBusy         bool
 			mostPlaced       int
 		)
 		for _, v := range values {
@@ -181,9 +183,13 @@ func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string) (pl
 				mostPlaced = max(mostPlaced, n)
 				continue
 			}
+			// A domain where another gang's attempt is still gathering its quorum is chosen only if no
+			// other fits: the snapshot shows that gang's reserved members but not the ones still to
+			// come, so the tightest fit would otherwise draw concurrent gangs into the same domain.
+			isBusy := busy[lvl.key+"="+v]
 			cpu, mem := f.leftover(idx)
-			if best == "" || cpu < bestCPU || (cpu == bestCPU && mem < bestMem) {
-				best, bestCPU, bestMem = v, cpu, mem
+			if best == "" || (bestBusy && !isBusy) || (bestBusy == isBusy && (cpu < bestCPU || (cpu == bestCPU && mem < bestMem))) {
+				best, bestCPU, bestMem, bestBusy = v, cpu, mem, isBusy
 			}
 		}
 		if best != "" {
@@ -218,6 +224,22 @@ func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string) (pl
 // pinnedPlacement is the placement of a gang that needs no more members checked (its quorum is bound:
 // an extra member, or a scheduler that restarted under a running gang): the narrowest domain of the
 // policy that its bound members share, or anywhere.
+// busyDomainsLocked returns the domains ("key=value") chosen by other gangs whose attempt has members
+// waiting for the quorum. O(tracked groups); called once per attempt of a gang with a topology policy.
+func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
+	var busy map[string]bool
+	for _, g := range pl.gangs {
+		if g == self || g.quorumMet || !g.attemptInProgress() || g.placement == nil || g.placement.value == "" {
+			continue
+		}
+		if busy == nil {
+			busy = map[string]bool{}
+		}
+		busy[g.placement.key+"="+g.placement.value] = true
+	}
+	return busy
+}
+
 func pinnedPlacement(p topologyPolicy, pinned map[string]string, nodes []fwk.NodeInfo) placement {
 	for _, lvl := range p.levels() {
 		v := pinned[lvl.key]

@@ -72,6 +72,7 @@ func TestChoosePlacement(t *testing.T) {
 		policy    topologyPolicy
 		nodes     []fwk.NodeInfo
 		pinned    map[string]string
+		busy      map[string]bool
 		wantOK    bool
 		wantKey   string
 		wantValue string
@@ -101,6 +102,10 @@ func TestChoosePlacement(t *testing.T) {
 		{name: "ties go to the first domain by name", gang: gangOf(1, "3"), policy: topologyPolicy{required: rackKey},
 			nodes:  []fwk.NodeInfo{rackedNode("b", "", "", "rb"), rackedNode("a", "", "", "ra")},
 			wantOK: true, wantKey: rackKey, wantValue: "ra", wantLevel: levelRequired},
+		{name: "a rack another gang's attempt is filling is passed over when another fits", gang: gangOf(2, "3"), policy: topologyPolicy{required: rackKey},
+			busy: map[string]bool{rackKey + "=r1": true}, wantOK: true, wantKey: rackKey, wantValue: "r3", wantLevel: levelRequired},
+		{name: "a busy rack is still chosen when it is the only one that fits", gang: gangOf(4, "3"), policy: topologyPolicy{required: rackKey},
+			busy: map[string]bool{rackKey + "=r2": true}, wantOK: true, wantKey: rackKey, wantValue: "r2", wantLevel: levelRequired},
 		{name: "reserved pods on a rack's nodes count", gang: gangOf(2, "3"), policy: topologyPolicy{required: rackKey},
 			nodes: []fwk.NodeInfo{rackedNode("a0", "", "", "ra", member("x", "other", "2")), rackedNode("a1", "", "", "ra"),
 				rackedNode("b0", "", "", "rb"), rackedNode("b1", "", "", "rb"), rackedNode("b2", "", "", "rb")},
@@ -113,7 +118,7 @@ func TestChoosePlacement(t *testing.T) {
 				nodes = rackedCluster()
 			}
 			f := newGangFit(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil)
-			got, ok := choosePlacement(f, tc.policy, tc.pinned)
+			got, ok := choosePlacement(f, tc.policy, tc.pinned, tc.busy)
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v (%q), want %v", ok, got.message, tc.wantOK)
 			}
