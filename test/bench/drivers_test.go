@@ -573,7 +573,9 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 	}
 	name := tCtx.Name()
 	ctx, cancel := context.WithCancel(tCtx)
-	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(gangNamespace))
+	// All namespaces: a workload in waves puts each wave in its own namespace (gang-ns-<i>), so that
+	// the barrier after the last wave counts that wave's pods only.
+	factory := informers.NewSharedInformerFactory(tCtx.Client(), 0)
 	podInformer := factory.Core().V1().Pods().Informer()
 	var (
 		mu        sync.Mutex
@@ -594,11 +596,12 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		if start.IsZero() {
 			start = now
 		}
-		created[pod.Name] = true
-		if pod.Spec.NodeName == "" || boundPods[pod.Name] || !racks.add(pod.Labels[gangLabel], pod.Spec.NodeName) {
+		key := pod.Namespace + "/" + pod.Name
+		created[key] = true
+		if pod.Spec.NodeName == "" || boundPods[key] || !racks.add(pod.Labels[gangLabel], pod.Spec.NodeName) {
 			return
 		}
-		boundPods[pod.Name] = true
+		boundPods[key] = true
 		lastBind = now
 	}
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -613,7 +616,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 	// record writes the measurement once: when binding stopped, or when the workload ended first
 	// (every gang fitted). It returns the number of pods left pending.
 	var once sync.Once
-	record := func() (missing int) {
+	record := func() (missing map[string]int) {
 		once.Do(func() {
 			mu.Lock()
 			defer mu.Unlock()
@@ -636,7 +639,13 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 					data["SpreadGangs"]++
 				}
 			}
-			missing = total - len(boundPods)
+			missing = map[string]int{}
+			for key := range created {
+				if !boundPods[key] {
+					ns, _, _ := strings.Cut(key, "/")
+					missing[ns]++
+				}
+			}
 			writeExtra(name, map[string]any{"Metric": "TopologySaturation"}, "gangs", data)
 			tCtx.Logf("topology saturation: %v", data)
 		})
@@ -658,7 +667,9 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 			return !start.IsZero() && (idle || time.Since(start) >= deadline), nil
 		})
 		if err == nil {
-			createPlaceholders(ctx, tCtx, gangNamespace, record())
+			for ns, n := range record() {
+				createPlaceholders(ctx, tCtx, ns, n)
+			}
 		}
 	}()
 	tCtx.Cleanup(func() {
