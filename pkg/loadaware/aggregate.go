@@ -63,8 +63,8 @@ func newAggregation(a config.LoadAwareAggregation) aggregation {
 }
 
 // apply returns the aggregated cpu and memory of the samples taken within the duration before now
-// (the latest sample always counts). Percentiles are the sample at rank ⌊p·(n−1)/100⌋ of the n
-// samples sorted ascending: with two samples or more, the single highest one never decides p90/p95.
+// (the latest sample always counts). Percentiles are nearest-rank: the ⌈p·n/100⌉-th smallest of the
+// n samples, so the single highest sample stops deciding p95 from 20 samples on (p90: from 10).
 // scratch is reused between calls.
 func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64) {
 	latest := r.latest()
@@ -91,7 +91,7 @@ func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64
 		}
 		return cpu, mem
 	}
-	rank := a.percentile * (n - 1) / 100
+	rank := (a.percentile*n+99)/100 - 1
 	vals := (*scratch)[:0]
 	for k := 0; k < n; k++ {
 		vals = append(vals, r.at(k).cpu)
