@@ -18,7 +18,7 @@ import (
 // Score see under each aggregation over 300s.
 func TestAggregation(t *testing.T) {
 	steady := slices.Repeat([]string{"2"}, 19)
-	spike := append(slices.Clone(steady), "9500m") // 20 samples: the spike is 5% of them
+	spike := append(slices.Clone(steady), "9500m")                       // 20 samples: the spike is 5% of them
 	sustained := append(slices.Clone(steady), "9500m", "9500m", "9500m") // 45s high
 	tests := []struct {
 		kind    config.LoadAwareAggregationType

@@ -59,6 +59,11 @@ const (
 	reasonMissingMetrics = "missing_metrics"
 )
 
+// skip is the Skip status PreFilter and PreScore return, shared so that skipping allocates nothing:
+// the framework only reads a Skip status (RunPreFilterPlugins and RunPreScorePlugins record the
+// plugin as skipped and go on), never sets its plugin or message.
+var skip = fwk.NewStatus(fwk.Skip)
+
 // rejection is why the Filter rejects a node.
 type rejection uint8
 
@@ -246,13 +251,13 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	// an outage must not stop scheduling.
 	rejectMissing := pl.rejectMissing && pl.apiState.Load() == apiAvailable
 	if pl.store.sampled.Load() == 0 && !rejectMissing {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	s := &preFilterState{estimate: pl.est.estimate(pod), rejectMissing: rejectMissing}
 	// Written even when the Filter is skipped: Reserve and PreScore reuse the estimate.
 	cs.Write(preFilterStateKey, s)
 	if pl.filterExempt(pod) {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	s.freshAfter = pl.clock.Now().Add(-pl.staleness).UnixNano()
 	if rejectMissing {
@@ -260,11 +265,11 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 		return nil, nil
 	}
 	if s.estimate.MilliCPU <= pl.store.minRoomCPU.Load() && s.estimate.Memory <= pl.store.minRoomMem.Load() {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	s.rejects = pl.overThreshold(s.estimate, s.freshAfter)
 	if len(s.rejects) == 0 {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	return nil, nil
 }
@@ -299,19 +304,19 @@ func (pl *LoadAware) overThreshold(estimate usage, freshAfter int64) map[string]
 // check returns why the estimate does not fit in the slot's room, or 0 when it fits.
 func (pl *LoadAware) check(sl *slot, estimate usage) rejection {
 	cpu, mem := sl.room()
-	var r rejection
 	switch {
 	case estimate.MilliCPU > cpu:
-		r = rejectCPU
+		if sl.overridden.Load()&overrideCPU != 0 {
+			return rejectNodeCPU
+		}
+		return rejectCPU
 	case estimate.Memory > mem:
-		r = rejectMemory
-	default:
-		return 0
+		if sl.overridden.Load()&overrideMem != 0 {
+			return rejectNodeMemory
+		}
+		return rejectMemory
 	}
-	if sl.overridden.Load() {
-		r += rejectNodeCPU - rejectCPU
-	}
-	return r
+	return 0
 }
 
 // PreFilterExtensions returns nil: the Filter reads measured usage, which preempting victims does not
@@ -381,7 +386,7 @@ func getPreFilterState(cs fwk.CycleState) (*preFilterState, error) {
 // skips the Score.
 func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	if pl.store.sampled.Load() == 0 {
-		return fwk.NewStatus(fwk.Skip)
+		return skip
 	}
 	cs.Write(preScoreStateKey, &preScoreState{
 		view:       pl.store.view(),

@@ -542,3 +542,54 @@ func TestNewRejectsBadArgs(t *testing.T) {
 		t.Fatal("New with another plugin's args succeeded")
 	}
 }
+
+// TestDominantResource: with dominantResource a node hot on memory alone scores by its memory, and
+// loses to a node moderately used on both.
+func TestDominantResource(t *testing.T) {
+	tests := []struct {
+		name       string
+		cpuW, memW int64
+		used       usage
+		want       int64
+	}{
+		{"memory dominates", 1, 1, usage{MilliCPU: 1000, Memory: 9 << 30}, 9000},
+		{"cpu dominates", 1, 1, usage{MilliCPU: 7000, Memory: 1 << 30}, 7000},
+		{"a resource with weight 0 is left out", 1, 0, usage{MilliCPU: 1000, Memory: 9 << 30}, 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+				a.ScoringStrategy.DominantResource = true
+				a.ResourceWeights = config.LoadAwareResources{CPU: tc.cpuW, Memory: tc.memW}
+			}))
+			if got := pl.utilization(tc.used, nodeInfo("n", "10", "10Gi").GetAllocatable()); got != tc.want {
+				t.Errorf("utilization = %d, want %d", got, tc.want)
+			}
+		})
+	}
+
+	// End to end: memory-hot (0% cpu, 90% memory; 45% on average) against balanced (50%, 50%).
+	ctx := context.Background()
+	for _, dominant := range []bool{false, true} {
+		pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+			a.ScoringStrategy.DominantResource = dominant
+			a.UsageThresholds = config.LoadAwareResources{}
+		}))
+		nodes := []fwk.NodeInfo{nodeInfo("memory-hot", "10", "10Gi"), nodeInfo("balanced", "10", "10Gi")}
+		pl.addNodes(nodes...)
+		pl.lister.set(epoch, map[string][2]string{"memory-hot": {"0", "9Gi"}, "balanced": {"5", "5Gi"}})
+		pl.refreshNow(t)
+		pod := podWith("p", "100m", "100Mi")
+		cs := framework.NewCycleState()
+		pl.PreScore(ctx, cs, pod, nodes)
+		scores := make(fwk.NodeScoreList, len(nodes))
+		for i, n := range nodes {
+			raw, _ := pl.Score(ctx, cs, pod, n)
+			scores[i] = fwk.NodeScore{Name: n.Node().Name, Score: raw}
+		}
+		pl.NormalizeScore(ctx, cs, pod, scores)
+		if prefersBalanced := scores[1].Score > scores[0].Score; prefersBalanced != dominant {
+			t.Errorf("dominantResource=%v: scores %v; want the balanced node preferred only with dominantResource", dominant, scores)
+		}
+	}
+}

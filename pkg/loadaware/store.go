@@ -16,6 +16,12 @@ const (
 	chunkMask = chunkSize - 1
 )
 
+// Bits of slot.overridden.
+const (
+	overrideCPU uint32 = 1 << iota
+	overrideMem
+)
+
 // noLimit is a slot's limit when its threshold is off or its allocatable unknown: nothing is rejected.
 const noLimit int64 = -1
 
@@ -37,8 +43,9 @@ type slot struct {
 	limitMem atomic.Int64
 	// name is the node this slot holds (nil when free).
 	name atomic.Pointer[string]
-	// overridden: the node's thresholds come from its annotation, not the profile.
-	overridden atomic.Bool
+	// overridden has overrideCPU and overrideMem set when the node's threshold for the resource comes
+	// from its annotation, not the profile.
+	overridden atomic.Uint32
 	_          [44]byte
 }
 
@@ -244,7 +251,14 @@ func (s *store) setNode(name string, allocCPU, allocMem, thrCPU, thrMem int64) {
 		return
 	}
 	m.allocCPU, m.allocMem, m.thrCPU, m.thrMem = allocCPU, allocMem, thrCPU, thrMem
-	s.slotAt(i).overridden.Store(thrCPU != s.defaultCPU || thrMem != s.defaultMem)
+	var overridden uint32
+	if thrCPU != s.defaultCPU {
+		overridden |= overrideCPU
+	}
+	if thrMem != s.defaultMem {
+		overridden |= overrideMem
+	}
+	s.slotAt(i).overridden.Store(overridden)
 	s.setLimits(i)
 }
 
