@@ -399,8 +399,11 @@ func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod,
 // podEstimate is the pod's estimate, from PreFilter's state when it ran.
 func (pl *LoadAware) podEstimate(cs fwk.CycleState, pod *v1.Pod) usage {
 	if cs != nil {
-		if s, err := getPreFilterState(cs); err == nil {
-			return s.estimate
+		// Read directly: a missing state is normal here, and building its error would allocate.
+		if c, err := cs.Read(preFilterStateKey); err == nil {
+			if s, ok := c.(*preFilterState); ok {
+				return s.estimate
+			}
 		}
 	}
 	return pl.est.estimate(pod)
