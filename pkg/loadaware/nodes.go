@@ -75,7 +75,11 @@ func (pl *LoadAware) onNodeUpsert(logger klog.Logger, node *v1.Node) {
 		pl.forgetBadAnnotation(node.Name)
 	}
 	alloc := node.Status.Allocatable
-	pl.store.setNode(node.Name, alloc.Cpu().MilliValue(), alloc.Memory().Value(), cpu, mem)
+	i, grew := pl.store.setNode(node.Name, alloc.Cpu().MilliValue(), alloc.Memory().Value(), cpu, mem)
+	if grew {
+		// The queueing hint may have retried the pods before this handler ran: requeue them here too.
+		pl.requeue(logger, []int32{i}, false)
+	}
 }
 
 // parseThresholds reads "cpu=70,memory=85" (either may be left out, keeping cpu or memory as given).

@@ -155,3 +155,39 @@ func TestQueueingHintOnAnnotation(t *testing.T) {
 		t.Errorf("unrelated annotation: %v, want QueueSkip", h)
 	}
 }
+
+// TestRaisedThresholdRequeues: raising a node's threshold activates the pods it rejected, even when
+// the scheduler retried them before this plugin saw the node update.
+func TestRaisedThresholdRequeues(t *testing.T) {
+	ctx := context.Background()
+	logger, _ := ktesting.NewTestContext(t)
+	h := &fakeHandle{factory: informers.NewSharedInformerFactory(nil, 0), activated: map[string]*v1.Pod{}}
+	pl := newTestPlugin(t, defaultArgs(t))
+	pl.handle, pl.profile = h, h.ProfileName()
+	ni := nodeInfo("n", "10", "10Gi")
+	node := ni.Node()
+	node.Annotations = map[string]string{ThresholdsAnnotation: "cpu=60"}
+	pl.onNodeUpsert(logger, node)
+	pl.lister.set(epoch, map[string][2]string{"n": {"7", "1Gi"}})
+	pl.refreshNow(t)
+	pod := podWith("p", "1", "")
+	cs := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter = %v", s)
+	}
+	if s := pl.Filter(ctx, cs, pod, ni); s.IsSuccess() {
+		t.Fatal("Filter passed a node over its annotated threshold")
+	}
+	lowered := node.DeepCopy()
+	lowered.Annotations[ThresholdsAnnotation] = "cpu=50"
+	pl.onNodeUpsert(logger, lowered)
+	if len(h.activated) != 0 {
+		t.Fatalf("a lowered threshold activated %v", h.activated)
+	}
+	raised := node.DeepCopy()
+	raised.Annotations[ThresholdsAnnotation] = "cpu=90"
+	pl.onNodeUpsert(logger, raised)
+	if h.activated["p"] == nil {
+		t.Fatalf("a raised threshold activated %v, want the rejected pod", h.activated)
+	}
+}

@@ -240,16 +240,19 @@ func (s *store) lowerMinRoom(cpu, mem int64) {
 	}
 }
 
-// setNode records a node's allocatable and thresholds, from the node informer.
-func (s *store) setNode(name string, allocCPU, allocMem, thrCPU, thrMem int64) {
+// setNode records a node's allocatable and thresholds, from the node informer. It returns the node's
+// slot and whether its room grew (pods the Filter rejected may fit there now).
+func (s *store) setNode(name string, allocCPU, allocMem, thrCPU, thrMem int64) (i int32, grew bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := s.slotOf(name)
+	i = s.slotOf(name)
 	m := s.meta[i]
 	m.known = true
 	if m.allocCPU == allocCPU && m.allocMem == allocMem && m.thrCPU == thrCPU && m.thrMem == thrMem {
-		return
+		return i, false
 	}
+	sl := s.slotAt(i)
+	beforeCPU, beforeMem := sl.room()
 	m.allocCPU, m.allocMem, m.thrCPU, m.thrMem = allocCPU, allocMem, thrCPU, thrMem
 	var overridden uint32
 	if thrCPU != s.defaultCPU {
@@ -258,8 +261,10 @@ func (s *store) setNode(name string, allocCPU, allocMem, thrCPU, thrMem int64) {
 	if thrMem != s.defaultMem {
 		overridden |= overrideMem
 	}
-	s.slotAt(i).overridden.Store(overridden)
+	sl.overridden.Store(overridden)
 	s.setLimits(i)
+	cpu, mem := sl.room()
+	return i, cpu > beforeCPU || mem > beforeMem
 }
 
 // deleteNode forgets what the informer said about a node; its slot goes once nothing else holds it.

@@ -85,7 +85,8 @@ func TestLoadAwareEstimateKeptThroughWarmup(t *testing.T) {
 	// so its estimate stays.
 	podStaysUnbound(t, ns, second.Name, 3*time.Second)
 
-	start := time.Now()
+	// Container start times have a resolution of a second.
+	start := time.Now().Truncate(time.Second)
 	markRunning(t, ns, first.Name, start)
 	// Running, but within the 4s warm-up: still counted.
 	podStaysUnbound(t, ns, second.Name, 2*time.Second)
