@@ -267,6 +267,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	if s.estimate.MilliCPU <= pl.store.minRoomCPU.Load() && s.estimate.Memory <= pl.store.minRoomMem.Load() {
 		return nil, skip
 	}
+	pl.store.noteEstimate(s.estimate)
 	s.rejects = pl.overThreshold(s.estimate, s.freshAfter)
 	if len(s.rejects) == 0 {
 		return nil, skip
@@ -274,28 +275,40 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	return nil, nil
 }
 
-// overThreshold returns the nodes with a fresh sample that the estimate would push over a threshold,
-// in one pass over the slots; nil when there are none.
+// overThreshold returns the nodes with a fresh sample that the estimate would push over a threshold;
+// nil when there are none. It looks at the tight list's slots alone when the estimate is within the
+// list's margin (the usual case: the margin is the largest estimate seen), else at every slot.
 func (pl *LoadAware) overThreshold(estimate usage, freshAfter int64) map[string]rejection {
 	var out map[string]rejection
-	for _, chunk := range pl.store.view().chunks {
+	visit := func(sl *slot) {
+		if t := sl.sampleTime.Load(); t == 0 || t < freshAfter {
+			return
+		}
+		r := pl.check(sl, estimate)
+		if r == 0 {
+			return
+		}
+		name := sl.name.Load()
+		if name == nil {
+			return
+		}
+		if out == nil {
+			out = map[string]rejection{}
+		}
+		out[*name] = r
+	}
+	chunks := pl.store.view().chunks
+	if t := pl.store.tight.Load(); estimate.MilliCPU <= t.marginCPU && estimate.Memory <= t.marginMem {
+		for _, i := range t.slots {
+			if int(i>>chunkBits) < len(chunks) {
+				visit(&chunks[i>>chunkBits][i&chunkMask])
+			}
+		}
+		return out
+	}
+	for _, chunk := range chunks {
 		for k := range chunk {
-			sl := &chunk[k]
-			if t := sl.sampleTime.Load(); t == 0 || t < freshAfter {
-				continue
-			}
-			r := pl.check(sl, estimate)
-			if r == 0 {
-				continue
-			}
-			name := sl.name.Load()
-			if name == nil {
-				continue
-			}
-			if out == nil {
-				out = map[string]rejection{}
-			}
-			out[*name] = r
+			visit(&chunk[k])
 		}
 	}
 	return out

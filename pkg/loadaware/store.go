@@ -2,6 +2,7 @@ package loadaware
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,10 @@ type store struct {
 
 	index  atomic.Pointer[map[string]int32]
 	chunks atomic.Pointer[[]*[chunkSize]slot]
+	tight  atomic.Pointer[tightList]
+	// largestCPU and largestMem are the largest pod estimates PreFilter has seen: the margins of the
+	// tight list built at each refresh.
+	largestCPU, largestMem atomic.Int64
 
 	mu      sync.Mutex
 	meta    []*slotMeta
@@ -129,6 +134,7 @@ func newStore(agg aggregator, defaultCPU, defaultMem int64) *store {
 	s.chunks.Store(&chunks)
 	s.minRoomCPU.Store(math.MaxInt64)
 	s.minRoomMem.Store(math.MaxInt64)
+	s.tight.Store(&tightList{})
 	return s
 }
 
@@ -216,7 +222,7 @@ func (s *store) setLimits(i int32) {
 	cpu, mem := limit(m.allocCPU, m.thrCPU), limit(m.allocMem, m.thrMem)
 	if sl.sampleTime.Load() != 0 {
 		// Lower the bound before the room shrinks, so no cycle sees a smaller room with the old bound.
-		s.lowerMinRoom(room(cpu, sl.filterCPU.Load()+sl.estCPU.Load()), room(mem, sl.filterMem.Load()+sl.estMem.Load()))
+		s.lowerMinRoom(i, room(cpu, sl.filterCPU.Load()+sl.estCPU.Load()), room(mem, sl.filterMem.Load()+sl.estMem.Load()))
 	}
 	sl.limitCPU.Store(cpu)
 	sl.limitMem.Store(mem)
@@ -229,14 +235,47 @@ func limit(allocatable, thresholdPercent int64) int64 {
 	return allocatable * thresholdPercent / 100
 }
 
-// lowerMinRoom keeps minRoom a lower bound of every sampled slot's room: writers call it with a
-// slot's new room before they shrink it. Callers hold mu.
-func (s *store) lowerMinRoom(cpu, mem int64) {
+// lowerMinRoom keeps minRoom a lower bound of every sampled slot's room, and the tight list holding
+// every sampled slot with less room than its margin: writers call it with slot i's new room before
+// they shrink it. Callers hold mu.
+func (s *store) lowerMinRoom(i int32, cpu, mem int64) {
 	if cpu < s.minRoomCPU.Load() {
 		s.minRoomCPU.Store(cpu)
 	}
 	if mem < s.minRoomMem.Load() {
 		s.minRoomMem.Store(mem)
+	}
+	t := s.tight.Load()
+	if (cpu < t.marginCPU || mem < t.marginMem) && !slices.Contains(t.slots, i) {
+		next := &tightList{marginCPU: t.marginCPU, marginMem: t.marginMem, slots: make([]int32, len(t.slots), len(t.slots)+1)}
+		copy(next.slots, t.slots)
+		next.slots = append(next.slots, i)
+		s.tight.Store(next)
+	}
+}
+
+// tightList lists the slots with less room than a margin (per resource), so that PreFilter looks at
+// those alone for a pod whose estimate is within the margin: a node can only reject such a pod if its
+// room is below the estimate, hence below the margin. It may also hold slots with more room, or
+// freed ones. Replaced as a whole.
+type tightList struct {
+	marginCPU, marginMem int64
+	slots                []int32
+}
+
+// noteEstimate widens the margin of the next tight list to cover a pod's estimate. Lock-free.
+func (s *store) noteEstimate(e usage) {
+	for {
+		old := s.largestCPU.Load()
+		if e.MilliCPU <= old || s.largestCPU.CompareAndSwap(old, e.MilliCPU) {
+			break
+		}
+	}
+	for {
+		old := s.largestMem.Load()
+		if e.Memory <= old || s.largestMem.CompareAndSwap(old, e.Memory) {
+			break
+		}
 	}
 }
 
@@ -316,7 +355,7 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 	sl := s.slotAt(i)
 	if sl.sampleTime.Load() != 0 {
 		cpu, mem := sl.room()
-		s.lowerMinRoom(cpu-estimate.MilliCPU, mem-estimate.Memory)
+		s.lowerMinRoom(i, cpu-estimate.MilliCPU, mem-estimate.Memory)
 	}
 	sl.estCPU.Add(estimate.MilliCPU)
 	sl.estMem.Add(estimate.Memory)
@@ -438,7 +477,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 			before[k] = load{fresh: true, cpu: sl.filterCPU.Load() + sl.estCPU.Load(), mem: sl.filterMem.Load() + sl.estMem.Load()}
 		}
 		if u.sampleTime != 0 {
-			s.lowerMinRoom(room(sl.limitCPU.Load(), u.filterCPU+sl.estCPU.Load()), room(sl.limitMem.Load(), u.filterMem+sl.estMem.Load()))
+			s.lowerMinRoom(u.i, room(sl.limitCPU.Load(), u.filterCPU+sl.estCPU.Load()), room(sl.limitMem.Load(), u.filterMem+sl.estMem.Load()))
 		}
 		sl.filterCPU.Store(u.filterCPU)
 		sl.filterMem.Store(u.filterMem)
@@ -454,6 +493,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 	}
 
 	minCPU, minMem := int64(math.MaxInt64), int64(math.MaxInt64)
+	tight := &tightList{marginCPU: s.largestCPU.Load(), marginMem: s.largestMem.Load()}
 	for k, u := range updates {
 		sl := s.slotAt(u.i)
 		m := s.meta[u.i]
@@ -465,11 +505,15 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		}
 		cpu, mem := sl.room()
 		minCPU, minMem = min(minCPU, cpu), min(minMem, mem)
+		if cpu < tight.marginCPU || mem < tight.marginMem {
+			tight.slots = append(tight.slots, u.i)
+		}
 		b := before[k]
 		if !b.fresh || sl.filterCPU.Load()+sl.estCPU.Load() < b.cpu || sl.filterMem.Load()+sl.estMem.Load() < b.mem {
 			result.cooled = append(result.cooled, u.i)
 		}
 	}
+	s.tight.Store(tight)
 	s.minRoomCPU.Store(minCPU)
 	s.minRoomMem.Store(minMem)
 	s.sampled.Store(sampled)

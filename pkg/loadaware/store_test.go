@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -184,6 +185,8 @@ func TestEstimatesNeverLeakRandomized(t *testing.T) {
 				case op == 6 && p != nil:
 					pl.onPodDelete(p.DeepCopy())
 					delete(pods, id)
+				case op == 8:
+					checkPreFilter(t, pl, seed, step, podWith("probe", fmt.Sprintf("%dm", rng.Intn(4000)), fmt.Sprintf("%dMi", rng.Intn(4000))))
 				case op == 7:
 					n := nodes[rng.Intn(len(nodes))]
 					if rng.Intn(2) == 0 {
@@ -236,6 +239,43 @@ func checkEstimates(t *testing.T, pl *testPlugin, seed int64, step int) {
 		}
 		if cpu, mem := sl.room(); sl.sampleTime.Load() != 0 && (cpu < s.minRoomCPU.Load() || mem < s.minRoomMem.Load()) {
 			t.Fatalf("seed %d step %d: slot %d room %d/%d below the stored lower bound %d/%d", seed, step, i, cpu, mem, s.minRoomCPU.Load(), s.minRoomMem.Load())
+		}
+		tight := s.tight.Load()
+		if cpu, mem := sl.room(); sl.sampleTime.Load() != 0 && (cpu < tight.marginCPU || mem < tight.marginMem) && !slices.Contains(tight.slots, int32(i)) {
+			t.Fatalf("seed %d step %d: slot %d room %d/%d is below the tight margin %d/%d but not in the tight list %v",
+				seed, step, i, cpu, mem, tight.marginCPU, tight.marginMem, tight.slots)
+		}
+	}
+}
+
+// checkPreFilter compares PreFilter's set of rejected nodes with a check of every node.
+func checkPreFilter(t *testing.T, pl *testPlugin, seed int64, step int, pod *v1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	_, status := pl.PreFilter(ctx, cs, pod, nil)
+	var got map[string]rejection
+	if status.IsSuccess() {
+		s, err := getPreFilterState(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = s.rejects
+	} else if !status.IsSkip() {
+		t.Fatalf("seed %d step %d: PreFilter = %v", seed, step, status)
+	}
+	est := pl.est.estimate(pod)
+	freshAfter := pl.clock.Now().Add(-pl.staleness).UnixNano()
+	v := pl.store.view()
+	for name := range v.index {
+		sl := v.lookup(name)
+		ts := sl.sampleTime.Load()
+		want := rejection(0)
+		if ts != 0 && ts >= freshAfter {
+			want = pl.check(sl, est)
+		}
+		if got[name] != want {
+			t.Fatalf("seed %d step %d: PreFilter says node %s is %v for estimate %+v, a full check says %v", seed, step, name, got[name], est, want)
 		}
 	}
 }
