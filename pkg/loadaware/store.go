@@ -115,6 +115,9 @@ type store struct {
 	// tight list built at each refresh.
 	largestCPU, largestMem atomic.Int64
 
+	// counted mirrors len(pods), so pod events skip the lock when no pod is counted.
+	counted atomic.Int64
+
 	mu      sync.Mutex
 	meta    []*slotMeta
 	free    []int32
@@ -325,6 +328,9 @@ func (s *store) deleteNode(name string) {
 // setReady records when a counted pod became ready (see pendingPod.readyAt); false when the pod is
 // not counted.
 func (s *store) setReady(uid types.UID, readyAt int64) bool {
+	if s.counted.Load() == 0 {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.pods[uid]
@@ -351,6 +357,7 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 	}
 	i := s.slotOf(node)
 	s.pods[uid] = &pendingPod{slot: i, estimate: estimate, readyAt: readyAt}
+	s.counted.Store(int64(len(s.pods)))
 	s.meta[i].pending++
 	sl := s.slotAt(i)
 	if sl.sampleTime.Load() != 0 {
@@ -378,6 +385,9 @@ func (s *store) tracked(uid types.UID) bool {
 
 // removePod stops counting a pod's estimate (unreserved, deleted, finished).
 func (s *store) removePod(uid types.UID) {
+	if s.counted.Load() == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removeLocked(uid)
@@ -389,6 +399,7 @@ func (s *store) removeLocked(uid types.UID) {
 		return
 	}
 	delete(s.pods, uid)
+	s.counted.Store(int64(len(s.pods)))
 	sl := s.slotAt(p.slot)
 	sl.estCPU.Add(-p.estimate.MilliCPU)
 	sl.estMem.Add(-p.estimate.Memory)
