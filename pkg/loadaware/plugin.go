@@ -267,7 +267,6 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	if s.estimate.MilliCPU <= pl.store.minRoomCPU.Load() && s.estimate.Memory <= pl.store.minRoomMem.Load() {
 		return nil, skip
 	}
-	pl.store.noteEstimate(s.estimate)
 	s.rejects = pl.overThreshold(s.estimate, s.freshAfter)
 	if len(s.rejects) == 0 {
 		return nil, skip
@@ -311,6 +310,7 @@ func (pl *LoadAware) overThreshold(estimate usage, freshAfter int64) map[string]
 			visit(&chunk[k])
 		}
 	}
+	pl.store.widenTight(estimate)
 	return out
 }
 

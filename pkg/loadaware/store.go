@@ -110,10 +110,8 @@ type store struct {
 
 	index  atomic.Pointer[map[string]int32]
 	chunks atomic.Pointer[[]*[chunkSize]slot]
-	tight  atomic.Pointer[tightList]
-	// largestCPU and largestMem are the largest pod estimates PreFilter has seen: the margins of the
-	// tight list built at each refresh.
-	largestCPU, largestMem atomic.Int64
+	// tight lists the slots with less room than the largest estimate PreFilter has seen.
+	tight atomic.Pointer[tightList]
 
 	// counted mirrors len(pods), so pod events skip the lock when no pod is counted.
 	counted atomic.Int64
@@ -266,20 +264,30 @@ type tightList struct {
 	slots                []int32
 }
 
-// noteEstimate widens the margin of the next tight list to cover a pod's estimate. Lock-free.
-func (s *store) noteEstimate(e usage) {
-	for {
-		old := s.largestCPU.Load()
-		if e.MilliCPU <= old || s.largestCPU.CompareAndSwap(old, e.MilliCPU) {
-			break
+// widenTight makes the tight list's margin cover a pod's estimate, rebuilding the list over every
+// slot. PreFilter calls it after a full scan for a pod larger than the margin, which is rare: the
+// margin only grows, to the largest estimate seen.
+func (s *store) widenTight(e usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tight.Load()
+	if e.MilliCPU <= t.marginCPU && e.Memory <= t.marginMem {
+		return
+	}
+	next := &tightList{marginCPU: max(t.marginCPU, e.MilliCPU), marginMem: max(t.marginMem, e.Memory)}
+	for i, m := range s.meta {
+		if m == nil {
+			continue
+		}
+		sl := s.slotAt(int32(i))
+		if sl.sampleTime.Load() == 0 {
+			continue
+		}
+		if cpu, mem := sl.room(); cpu < next.marginCPU || mem < next.marginMem {
+			next.slots = append(next.slots, int32(i))
 		}
 	}
-	for {
-		old := s.largestMem.Load()
-		if e.Memory <= old || s.largestMem.CompareAndSwap(old, e.Memory) {
-			break
-		}
-	}
+	s.tight.Store(next)
 }
 
 // setNode records a node's allocatable and thresholds, from the node informer. It returns the node's
@@ -504,7 +512,8 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 	}
 
 	minCPU, minMem := int64(math.MaxInt64), int64(math.MaxInt64)
-	tight := &tightList{marginCPU: s.largestCPU.Load(), marginMem: s.largestMem.Load()}
+	old := s.tight.Load()
+	tight := &tightList{marginCPU: old.marginCPU, marginMem: old.marginMem}
 	for k, u := range updates {
 		sl := s.slotAt(u.i)
 		m := s.meta[u.i]
