@@ -185,6 +185,13 @@ func (s *store) slotOf(name string) int32 {
 	}
 	s.meta[i] = &slotMeta{name: name, ring: newRing(s.ringCap), thrCPU: s.defaultCPU, thrMem: s.defaultMem}
 	sl := s.slotAt(i)
+	// A reused slot starts clean (its estimates are 0: it was freed without pods).
+	sl.sampleTime.Store(0)
+	sl.filterCPU.Store(0)
+	sl.filterMem.Store(0)
+	sl.scoreCPU.Store(0)
+	sl.scoreMem.Store(0)
+	sl.overridden.Store(0)
 	sl.limitCPU.Store(noLimit)
 	sl.limitMem.Store(noLimit)
 	sl.name.Store(&s.meta[i].name)
