@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -21,6 +22,7 @@ func benchCluster(b *testing.B, n int) (*testPlugin, []fwk.NodeInfo) {
 		usages[name] = [2]string{fmt.Sprintf("%dm", 1000+(i*37)%5000), fmt.Sprintf("%dMi", 2048+(i*53)%8192)}
 		nodes[i] = nodeInfo(name, "16", "64Gi")
 	}
+	pl.addNodes(nodes...)
 	pl.lister.set(epoch, usages)
 	pl.refreshNow(b)
 	ctx := context.Background()
@@ -95,11 +97,75 @@ func BenchmarkLoadAware(b *testing.B) {
 				pl.NormalizeScore(ctx, cs, pod, scores)
 			}
 		})
+		b.Run(fmt.Sprintf("ReserveUnreserve/nodes=%d", n), func(b *testing.B) {
+			cs := framework.NewCycleState()
+			pl.PreFilter(ctx, cs, pod, nodes)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				pl.Reserve(ctx, cs, pod, nodes[i%n].Node().Name)
+				pl.Unreserve(ctx, cs, pod, nodes[i%n].Node().Name)
+			}
+		})
 		b.Run(fmt.Sprintf("Refresh/nodes=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				pl.refreshNow(b)
 			}
 		})
+	}
+}
+
+// BenchmarkLoadAwareHotNodes: 1% of the nodes are over the cpu threshold, so PreFilter builds the set
+// of rejected nodes and the Filter looks each node up in it.
+func BenchmarkLoadAwareHotNodes(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		pl, nodes := benchCluster(b, n)
+		hot := make(map[string][2]string, n)
+		for i, ni := range nodes {
+			cpu := "2"
+			if i%100 == 0 {
+				cpu = "15"
+			}
+			hot[ni.Node().Name] = [2]string{cpu, "4Gi"}
+		}
+		pl.clock.Step(time.Second)
+		pl.lister.set(pl.clock.Now(), hot)
+		pl.refreshNow(b)
+		ctx := context.Background()
+		pod := podWith("incoming", "1", "1Gi")
+		b.Run(fmt.Sprintf("PreFilter/nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				pl.PreFilter(ctx, framework.NewCycleState(), pod, nodes)
+			}
+		})
+		b.Run(fmt.Sprintf("Filter/nodes=%d", n), func(b *testing.B) {
+			cs := framework.NewCycleState()
+			if _, s := pl.PreFilter(ctx, cs, pod, nodes); !s.IsSuccess() {
+				b.Fatal(s)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, ni := range nodes {
+					pl.Filter(ctx, cs, pod, ni)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoadAwareNoMetrics is a cluster without any sample: every extension point returns at once.
+func BenchmarkLoadAwareNoMetrics(b *testing.B) {
+	pl := newTestPlugin(b, defaultArgs(b))
+	ctx := context.Background()
+	pod := podWith("incoming", "1", "1Gi")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		cs := framework.NewCycleState()
+		pl.PreFilter(ctx, cs, pod, nil)
+		pl.PreScore(ctx, cs, pod, nil)
+		pl.Reserve(ctx, cs, pod, "n")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -83,6 +84,42 @@ func (p *testPlugin) refreshNow(t testing.TB) {
 	p.refresh(context.Background())
 }
 
+// addNodes tells the plugin about nodes, as the node informer does.
+func (p *testPlugin) addNodes(nodes ...fwk.NodeInfo) {
+	for _, n := range nodes {
+		p.onNodeUpsert(klog.Background(), n.Node())
+	}
+}
+
+// nodeState is what the store holds for a node, for assertions.
+type nodeState struct {
+	sampled          bool
+	cpu, mem         int64 // Filter aggregation plus estimates
+	scoreCPU, estCPU int64
+	pending          int
+}
+
+func (p *testPlugin) node(name string) (nodeState, bool) {
+	sl := p.store.view().lookup(name)
+	if sl == nil {
+		return nodeState{}, false
+	}
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	pending := 0
+	if i, ok := (*p.store.index.Load())[name]; ok && p.store.meta[i] != nil {
+		pending = p.store.meta[i].pending
+	}
+	return nodeState{
+		sampled:  sl.sampleTime.Load() != 0,
+		cpu:      sl.filterCPU.Load() + sl.estCPU.Load(),
+		mem:      sl.filterMem.Load() + sl.estMem.Load(),
+		scoreCPU: sl.scoreCPU.Load(),
+		estCPU:   sl.estCPU.Load(),
+		pending:  pending,
+	}, true
+}
+
 // nodeInfo is a node with the given allocatable cpu and memory.
 func nodeInfo(name, cpu, memory string) fwk.NodeInfo {
 	res := map[v1.ResourceName]string{}
@@ -114,3 +151,10 @@ func podWith(uid, cpu, memory string) *v1.Pod {
 func uid(s string) types.UID { return types.UID(s) }
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }
+
+// running marks a pod Running with its one container started at since.
+func running(p *v1.Pod, since time.Time) *v1.Pod {
+	p.Status.Phase = v1.PodRunning
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}}}}
+	return p
+}

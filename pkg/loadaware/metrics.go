@@ -40,7 +40,7 @@ var (
 	pendingEstimates = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "pending_estimates",
-		Help:           "Pods counted by estimate because they were bound after their node's last metrics sample.",
+		Help:           "Pods counted by estimate because their usage cannot be in a metrics sample yet (not Running, or Running for less than a metrics window plus the warm-up).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
 	filterRejectedPods = metrics.NewCounterVec(&metrics.CounterOpts{

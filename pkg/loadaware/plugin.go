@@ -1,14 +1,18 @@
 // Package loadaware is the LoadAware plugin: it filters and scores nodes by their real utilization as
-// reported by metrics.k8s.io (metrics-server), plus an estimate for pods bound since the last sample.
+// reported by metrics.k8s.io (metrics-server), plus an estimate for pods whose usage the metrics
+// cannot show yet.
 //
-// Metrics are fetched in the background on an interval and cached per node; the scheduling cycle never
-// calls the API. PreFilter and PreScore take an immutable snapshot of the cache; Filter and Score are a
-// map lookup and a few integer operations per node, without locks or allocations on the passing path.
+// Metrics are fetched in the background on an interval; each node's recent samples are kept and
+// aggregated by the refresher into a fixed-size slot per node (store.go), which the scheduling cycle
+// reads without locks or allocations. PreFilter decides once per pod which nodes, if any, are over a
+// threshold (usually none: the Filter is then skipped); Score reads one slot per node. Without any
+// sample the plugin skips every extension point.
 package loadaware
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,9 +45,9 @@ const (
 	preFilterStateKey = "PreFilter" + Name
 	preScoreStateKey  = "PreScore" + Name
 
-	// estimateSignerName keys the pod-signature fragment of the pod's usage estimate: Filter and
-	// Score depend on the pod only through it.
-	estimateSignerName = "v1.Pod.Spec.Containers.Resources.LoadAwareEstimate()"
+	// podSignerName keys the pod-signature fragment: Filter and Score depend on the pod only through
+	// its usage estimate and whether it is a DaemonSet pod exempt from the Filter.
+	podSignerName = "v1.Pod.Spec.Containers.Resources.LoadAwareEstimate()"
 
 	// fullUtilization is 100% in the raw Score's unit, basis points of allocatable.
 	fullUtilization int64 = 10000
@@ -55,8 +59,23 @@ const (
 	reasonMissingMetrics = "missing_metrics"
 )
 
-// LoadAware filters out nodes whose estimated usage would cross a threshold and scores nodes by
-// estimated utilization.
+// skip is the Skip status PreFilter and PreScore return, shared so that skipping allocates nothing:
+// the framework only reads a Skip status (RunPreFilterPlugins and RunPreScorePlugins record the
+// plugin as skipped and go on), never sets its plugin or message.
+var skip = fwk.NewStatus(fwk.Skip)
+
+// rejection is why the Filter rejects a node.
+type rejection uint8
+
+const (
+	rejectCPU rejection = iota + 1
+	rejectMemory
+	rejectNodeCPU    // over the node's own (annotated) cpu threshold
+	rejectNodeMemory // over the node's own (annotated) memory threshold
+	rejectMissing
+)
+
+// LoadAware filters out nodes whose usage would cross a threshold and scores nodes by utilization.
 type LoadAware struct {
 	handle  fwk.Handle
 	profile string
@@ -68,28 +87,39 @@ type LoadAware struct {
 	thresholdCPU, thresholdMemory int64
 	weightCPU, weightMemory       int64
 	strategy                      config.LoadAwareScoringStrategyType
+	dominant                      bool
 	// target is TargetUtilization's best utilization, in basis points.
-	target          int64
-	rejectMissing   bool
-	refreshInterval time.Duration
-	staleness       time.Duration
-	requestTimeout  time.Duration
+	target           int64
+	rejectMissing    bool
+	filterDaemonSets bool
+	refreshInterval  time.Duration
+	staleness        time.Duration
+	warmup           time.Duration
+	requestTimeout   time.Duration
 
 	// apiState is the metrics API's state as last seen by the refresher (apiUnknown, apiAvailable,
 	// apiUnavailable).
 	apiState atomic.Int32
 	rejected *rejectedPods
 
-	cpuReason, memoryReason, missingReason string
+	// badAnnotations remembers each node's malformed threshold annotation, to report it once.
+	badMu          sync.Mutex
+	badAnnotations map[string]string
+
+	reasons [rejectMissing + 1]string
 }
 
 // preFilterState is the Filter's view of the cluster for one pod. It is never modified after
 // PreFilter, except for the one-way rejected flag, so Clone shares it.
 type preFilterState struct {
-	nodes         map[string]*nodeEntry
-	estimate      usage
-	freshAfter    time.Time
+	estimate usage
+	// rejects holds the nodes over a threshold with this pod (nil: none), unless rejectMissing.
+	rejects map[string]rejection
+	// With rejectMissing the Filter checks every node against the store instead: nodes without a
+	// fresh sample are rejected too.
 	rejectMissing bool
+	view          view
+	freshAfter    int64
 	// rejected is set by the first node the Filter rejects in this cycle.
 	rejected atomic.Bool
 }
@@ -99,16 +129,16 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // preScoreState is the Score's view of the cluster for one pod.
 type preScoreState struct {
-	nodes      map[string]*nodeEntry
+	view       view
 	estimate   usage
-	freshAfter time.Time
+	freshAfter int64
 }
 
 // Clone shares the state, which is read-only.
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// New builds the plugin from its args, registers its pod event handlers and starts the background
-// metrics refresher, which runs until ctx ends.
+// New builds the plugin from its args, registers its pod and node event handlers and starts the
+// background metrics refresher, which runs until ctx ends.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.LoadAwareArgs)
 	if !ok {
@@ -125,13 +155,17 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	pl := newPlugin(h, args, clock.RealClock{}, source)
+	logger := klog.FromContext(ctx).WithValues("plugin", Name, "profile", pl.profile)
 	if err := pl.registerPodHandlers(); err != nil {
+		return nil, err
+	}
+	if err := pl.registerNodeHandlers(logger); err != nil {
 		return nil, err
 	}
 	if source != nil {
 		go pl.run(ctx)
 	} else {
-		klog.FromContext(ctx).Info("LoadAware has no kubeconfig to reach metrics.k8s.io; it stays neutral", "profile", pl.profile)
+		logger.Info("LoadAware has no kubeconfig to reach metrics.k8s.io; it stays neutral")
 	}
 	return pl, nil
 }
@@ -141,25 +175,33 @@ func newPlugin(h fwk.Handle, args *config.LoadAwareArgs, clk clock.WithTicker, s
 	register()
 	refresh := time.Duration(args.MetricsRefreshIntervalSeconds) * time.Second
 	pl := &LoadAware{
-		handle:          h,
-		clock:           clk,
-		source:          source,
-		store:           newStore(),
-		est:             newEstimator(args.Estimation),
-		thresholdCPU:    args.UsageThresholds.CPU,
-		thresholdMemory: args.UsageThresholds.Memory,
-		weightCPU:       args.ResourceWeights.CPU,
-		weightMemory:    args.ResourceWeights.Memory,
-		strategy:        args.ScoringStrategy.Type,
-		target:          args.ScoringStrategy.TargetUtilizationPercent * fullUtilization / 100,
-		rejectMissing:   args.FilterMissingMetrics == config.LoadAwareMissingMetricsReject,
-		refreshInterval: refresh,
-		staleness:       time.Duration(args.MetricsStalenessSeconds) * time.Second,
-		requestTimeout:  min(refresh, maxRequestTimeout),
-		rejected:        newRejectedPods(),
-		cpuReason:       fmt.Sprintf("node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.CPU),
-		memoryReason:    fmt.Sprintf("node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.Memory),
-		missingReason:   "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
+		handle:           h,
+		clock:            clk,
+		source:           source,
+		store:            newStore(newAggregator(args.UsageAggregation, args.MetricsRefreshIntervalSeconds), args.UsageThresholds.CPU, args.UsageThresholds.Memory),
+		est:              newEstimator(args.Estimation),
+		thresholdCPU:     args.UsageThresholds.CPU,
+		thresholdMemory:  args.UsageThresholds.Memory,
+		weightCPU:        args.ResourceWeights.CPU,
+		weightMemory:     args.ResourceWeights.Memory,
+		strategy:         args.ScoringStrategy.Type,
+		dominant:         args.ScoringStrategy.DominantResource,
+		target:           args.ScoringStrategy.TargetUtilizationPercent * fullUtilization / 100,
+		rejectMissing:    args.FilterMissingMetrics == config.LoadAwareMissingMetricsReject,
+		filterDaemonSets: args.FilterDaemonSetPods,
+		refreshInterval:  refresh,
+		staleness:        time.Duration(args.MetricsStalenessSeconds) * time.Second,
+		warmup:           time.Duration(args.Estimation.WarmupSeconds) * time.Second,
+		requestTimeout:   min(refresh, maxRequestTimeout),
+		rejected:         newRejectedPods(),
+		badAnnotations:   map[string]string{},
+	}
+	pl.reasons = [...]string{
+		rejectCPU:        fmt.Sprintf("node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.CPU),
+		rejectMemory:     fmt.Sprintf("node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.Memory),
+		rejectNodeCPU:    "node cpu usage (measured, plus estimates for new pods and this one) exceeds the node's LoadAware threshold (annotation " + ThresholdsAnnotation + ")",
+		rejectNodeMemory: "node memory usage (measured, plus estimates for new pods and this one) exceeds the node's LoadAware threshold (annotation " + ThresholdsAnnotation + ")",
+		rejectMissing:    "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
 	}
 	if h != nil {
 		pl.profile = h.ProfileName()
@@ -171,41 +213,133 @@ func newPlugin(h fwk.Handle, args *config.LoadAwareArgs, clk clock.WithTicker, s
 // Name returns the plugin's name.
 func (pl *LoadAware) Name() string { return Name }
 
-// SignPod signs the pod by its usage estimate, the only part of the pod Filter and Score read, so
-// opportunistic batching stays on for pods with equal estimates.
-func (pl *LoadAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return []fwk.SignFragment{{Key: estimateSignerName, Value: pl.est.estimate(pod)}}, nil
+// podSignature is what Filter and Score read of a pod.
+type podSignature struct {
+	Estimate usage `json:"estimate"`
+	// FilterExempt: a DaemonSet pod the Filter lets through.
+	FilterExempt bool `json:"filterExempt,omitempty"`
 }
 
-// PreFilter snapshots the node cache for this pod and computes the pod's estimate. It skips the
-// Filter when no threshold is set, or when nothing is known and unknown nodes pass anyway.
+// SignPod signs the pod by its usage estimate and its Filter exemption, the only parts of the pod
+// Filter and Score read, so opportunistic batching stays on for pods alike in both.
+func (pl *LoadAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return []fwk.SignFragment{{Key: podSignerName, Value: podSignature{Estimate: pl.est.estimate(pod), FilterExempt: pl.filterExempt(pod)}}}, nil
+}
+
+// filterExempt reports whether the Filter lets the pod through whatever the usage: DaemonSet pods
+// must run on every node, unless filterDaemonSetPods says otherwise.
+func (pl *LoadAware) filterExempt(pod *v1.Pod) bool {
+	return !pl.filterDaemonSets && isDaemonSetPod(pod)
+}
+
+func isDaemonSetPod(pod *v1.Pod) bool {
+	for i := range pod.OwnerReferences {
+		r := &pod.OwnerReferences[i]
+		if r.Controller != nil && *r.Controller && r.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// PreFilter computes the pod's estimate and, once for all nodes, the nodes it would push over a
+// threshold. Usually there are none, and the Filter is skipped: the stored lower bound of every
+// node's room under its thresholds tells without looking at a node. It skips at once when no node
+// has a sample, and for DaemonSet pods.
 func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// During a metrics outage every node without a fresh sample passes, whatever the policy says:
 	// an outage must not stop scheduling.
 	rejectMissing := pl.rejectMissing && pl.apiState.Load() == apiAvailable
-	if pl.thresholdCPU == 0 && pl.thresholdMemory == 0 && !rejectMissing {
-		return nil, fwk.NewStatus(fwk.Skip)
+	if pl.store.sampled.Load() == 0 && !rejectMissing {
+		return nil, skip
 	}
-	nodes := pl.store.snapshot()
-	if len(nodes) == 0 && !rejectMissing {
-		return nil, fwk.NewStatus(fwk.Skip)
+	s := &preFilterState{estimate: pl.est.estimate(pod), rejectMissing: rejectMissing}
+	// Written even when the Filter is skipped: Reserve and PreScore reuse the estimate.
+	cs.Write(preFilterStateKey, s)
+	if pl.filterExempt(pod) {
+		return nil, skip
 	}
-	cs.Write(preFilterStateKey, &preFilterState{
-		nodes:         nodes,
-		estimate:      pl.est.estimate(pod),
-		freshAfter:    pl.clock.Now().Add(-pl.staleness),
-		rejectMissing: rejectMissing,
-	})
+	s.freshAfter = pl.clock.Now().Add(-pl.staleness).UnixNano()
+	if rejectMissing {
+		s.view = pl.store.view()
+		return nil, nil
+	}
+	if s.estimate.MilliCPU <= pl.store.minRoomCPU.Load() && s.estimate.Memory <= pl.store.minRoomMem.Load() {
+		return nil, skip
+	}
+	s.rejects = pl.overThreshold(s.estimate, s.freshAfter)
+	if len(s.rejects) == 0 {
+		return nil, skip
+	}
 	return nil, nil
+}
+
+// overThreshold returns the nodes with a fresh sample that the estimate would push over a threshold;
+// nil when there are none. It looks at the tight list's slots alone when the estimate is within the
+// list's margin (the usual case: the margin is the largest estimate seen), else at every slot.
+func (pl *LoadAware) overThreshold(estimate usage, freshAfter int64) map[string]rejection {
+	var out map[string]rejection
+	visit := func(sl *slot) {
+		if t := sl.sampleTime.Load(); t == 0 || t < freshAfter {
+			return
+		}
+		r := pl.check(sl, estimate)
+		if r == 0 {
+			return
+		}
+		name := sl.name.Load()
+		if name == nil {
+			return
+		}
+		if out == nil {
+			out = map[string]rejection{}
+		}
+		out[*name] = r
+	}
+	chunks := pl.store.view().chunks
+	if t := pl.store.tight.Load(); estimate.MilliCPU <= t.marginCPU && estimate.Memory <= t.marginMem {
+		for _, i := range t.slots {
+			if int(i>>chunkBits) < len(chunks) {
+				visit(&chunks[i>>chunkBits][i&chunkMask])
+			}
+		}
+		return out
+	}
+	for _, chunk := range chunks {
+		for k := range chunk {
+			visit(&chunk[k])
+		}
+	}
+	pl.store.widenTight(estimate)
+	return out
+}
+
+// check returns why the estimate does not fit in the slot's room, or 0 when it fits.
+func (pl *LoadAware) check(sl *slot, estimate usage) rejection {
+	cpu, mem := sl.room()
+	switch {
+	case estimate.MilliCPU > cpu:
+		if sl.overridden.Load()&overrideCPU != 0 {
+			return rejectNodeCPU
+		}
+		return rejectCPU
+	case estimate.Memory > mem:
+		if sl.overridden.Load()&overrideMem != 0 {
+			return rejectNodeMemory
+		}
+		return rejectMemory
+	}
+	return 0
 }
 
 // PreFilterExtensions returns nil: the Filter reads measured usage, which preempting victims does not
 // change until the next sample.
 func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter rejects a node whose usage, plus the estimates of pods its sample does not cover yet, plus
-// this pod's estimate, would exceed a threshold. Unschedulable, not UnschedulableAndUnresolvable:
-// load changes by itself, and preemption may still pick the node.
+// Filter rejects a node PreFilter found over a threshold with this pod (usage, plus the estimates of
+// pods its samples do not show yet, plus this pod's estimate), and, with filterMissingMetrics Reject,
+// a node without a fresh sample. UnschedulableAndUnresolvable: evicting pods in preemption's dry run
+// cannot lower a measured sample, so preemption must not pick the node for it.
 func (pl *LoadAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getPreFilterState(cs)
 	if err != nil {
@@ -215,30 +349,28 @@ func (pl *LoadAware) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if node == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
 	}
-	l := load(s.nodes, node.Name)
-	if l == nil || l.sampleTime.Before(s.freshAfter) {
-		if s.rejectMissing {
-			pl.noteRejected(s, pod, reasonMissingMetrics)
-			return fwk.NewStatus(fwk.Unschedulable, pl.missingReason)
+	var r rejection
+	if s.rejectMissing {
+		sl := s.view.lookup(node.Name)
+		if sl == nil {
+			r = rejectMissing
+		} else if t := sl.sampleTime.Load(); t == 0 || t < s.freshAfter {
+			r = rejectMissing
+		} else {
+			r = pl.check(sl, s.estimate)
 		}
+	} else {
+		r = s.rejects[node.Name]
+	}
+	if r == 0 {
 		return nil
 	}
-	alloc := nodeInfo.GetAllocatable()
-	if exceeds(l.usage.MilliCPU+s.estimate.MilliCPU, alloc.GetMilliCPU(), pl.thresholdCPU) {
+	if r == rejectMissing {
+		pl.noteRejected(s, pod, reasonMissingMetrics)
+	} else {
 		pl.noteRejected(s, pod, reasonUsage)
-		return fwk.NewStatus(fwk.Unschedulable, pl.cpuReason)
 	}
-	if exceeds(l.usage.Memory+s.estimate.Memory, alloc.GetMemory(), pl.thresholdMemory) {
-		pl.noteRejected(s, pod, reasonUsage)
-		return fwk.NewStatus(fwk.Unschedulable, pl.memoryReason)
-	}
-	return nil
-}
-
-// exceeds reports whether used is above thresholdPercent of allocatable. A threshold of 0 is off;
-// a node without allocatable for the resource is left to NodeResourcesFit.
-func exceeds(used, allocatable, thresholdPercent int64) bool {
-	return thresholdPercent > 0 && allocatable > 0 && used*100 > allocatable*thresholdPercent
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reasons[r])
 }
 
 // noteRejected remembers, once per scheduling attempt, that the Filter rejected the pod, so the
@@ -263,18 +395,31 @@ func getPreFilterState(cs fwk.CycleState) (*preFilterState, error) {
 	return s, nil
 }
 
-// PreScore snapshots the node cache for this pod; with nothing known it skips the Score.
+// PreScore takes the store's view and the pod's estimate for the Score; with no sample anywhere it
+// skips the Score.
 func (pl *LoadAware) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	nodes := pl.store.snapshot()
-	if len(nodes) == 0 {
-		return fwk.NewStatus(fwk.Skip)
+	if pl.store.sampled.Load() == 0 {
+		return skip
 	}
 	cs.Write(preScoreStateKey, &preScoreState{
-		nodes:      nodes,
-		estimate:   pl.est.estimate(pod),
-		freshAfter: pl.clock.Now().Add(-pl.staleness),
+		view:       pl.store.view(),
+		estimate:   pl.podEstimate(cs, pod),
+		freshAfter: pl.clock.Now().Add(-pl.staleness).UnixNano(),
 	})
 	return nil
+}
+
+// podEstimate is the pod's estimate, from PreFilter's state when it ran.
+func (pl *LoadAware) podEstimate(cs fwk.CycleState, pod *v1.Pod) usage {
+	if cs != nil {
+		// Read directly: a missing state is normal here, and building its error would allocate.
+		if c, err := cs.Read(preFilterStateKey); err == nil {
+			if s, ok := c.(*preFilterState); ok {
+				return s.estimate
+			}
+		}
+	}
+	return pl.est.estimate(pod)
 }
 
 func getPreScoreState(cs fwk.CycleState) (*preScoreState, error) {
@@ -290,7 +435,8 @@ func getPreScoreState(cs fwk.CycleState) (*preScoreState, error) {
 }
 
 // Score returns the node's projected utilization with this pod, in basis points of allocatable
-// (10000 = 100%), averaged over the resources by weight; unknownScore without a fresh sample.
+// (10000 = 100%): the weighted average over the resources, or the most utilized resource with
+// dominantResource; unknownScore without a fresh sample. One map lookup and one slot read.
 func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s, err := getPreScoreState(cs)
 	if err != nil {
@@ -300,28 +446,43 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, node
 	if node == nil {
 		return 0, fwk.AsStatus(fmt.Errorf("node not found"))
 	}
-	l := load(s.nodes, node.Name)
-	if l == nil || l.sampleTime.Before(s.freshAfter) {
+	sl := s.view.lookup(node.Name)
+	if sl == nil {
 		return unknownScore, nil
 	}
-	return pl.utilization(l.usage.add(s.estimate), nodeInfo.GetAllocatable()), nil
+	if t := sl.sampleTime.Load(); t == 0 || t < s.freshAfter {
+		return unknownScore, nil
+	}
+	used := usage{
+		MilliCPU: sl.scoreCPU.Load() + sl.estCPU.Load() + s.estimate.MilliCPU,
+		Memory:   sl.scoreMem.Load() + sl.estMem.Load() + s.estimate.Memory,
+	}
+	return pl.utilization(used, nodeInfo.GetAllocatable()), nil
 }
 
-// utilization is the weighted utilization of used against allocatable, in basis points; resources
-// without allocatable are left out, and unknownScore is returned when none is left.
+// utilization is the utilization of used against allocatable, in basis points: the weighted average
+// of the resources, or with dominantResource the highest of the resources with a positive weight.
+// Resources without allocatable are left out, and unknownScore is returned when none is left.
 func (pl *LoadAware) utilization(used usage, alloc fwk.Resource) int64 {
-	var sum, weights int64
+	var sum, weights, highest int64
 	if a := alloc.GetMilliCPU(); pl.weightCPU > 0 && a > 0 {
-		sum += pl.weightCPU * (used.MilliCPU * fullUtilization / a)
+		u := used.MilliCPU * fullUtilization / a
+		sum += pl.weightCPU * u
 		weights += pl.weightCPU
+		highest = u
 	}
 	if a := alloc.GetMemory(); pl.weightMemory > 0 && a > 0 {
 		// Divide first: bytes times 10000 could overflow on very large nodes.
-		sum += pl.weightMemory * (used.Memory / max(a/fullUtilization, 1))
+		u := used.Memory / max(a/fullUtilization, 1)
+		sum += pl.weightMemory * u
 		weights += pl.weightMemory
+		highest = max(highest, u)
 	}
 	if weights == 0 {
 		return unknownScore
+	}
+	if pl.dominant {
+		return highest
 	}
 	return sum / weights
 }
@@ -376,35 +537,34 @@ func (pl *LoadAware) strategyScore(u int64) int64 {
 }
 
 // Reserve counts the pod's estimate on its node at once, so the next pods of a burst see it even
-// before the binding reaches the informer.
+// before the binding reaches the informer. It costs nothing while no node has a sample (the first
+// sample brings the pods bound meanwhile in from the informer).
 func (pl *LoadAware) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	var estimate usage
-	if s, err := getPreFilterState(cs); err == nil {
-		estimate = s.estimate // computed once in PreFilter
-	} else {
-		estimate = pl.est.estimate(pod)
+	if pl.store.sampled.Load() == 0 {
+		return nil
 	}
-	pl.store.addPending(pod.UID, nodeName, pl.clock.Now(), estimate)
+	pl.store.addPod(pod.UID, nodeName, pl.podEstimate(cs, pod), 0)
 	return nil
 }
 
 // Unreserve forgets the estimate Reserve added.
 func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	pl.store.removePending(pod.UID)
+	pl.store.removePod(pod.UID)
 }
 
 // EventsToRegister lists the cluster events that may make a pod this plugin rejected schedulable:
-// a new node or more allocatable, and an assigned pod going away. Load dropping is not a cluster
-// event: the metrics refresher requeues rejected pods itself when a node cools down (see requeue.go).
+// a new node, more allocatable or a changed threshold annotation, and an assigned pod going away (or
+// finishing). Load dropping is not a cluster event: the metrics refresher requeues rejected pods
+// itself when a node cools down (see requeue.go).
 func (pl *LoadAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeAnnotation}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDelete},
 	}, nil
 }
 
-// isSchedulableAfterNodeChange queues the pod for a new node, or a node whose cpu or memory
-// allocatable grew.
+// isSchedulableAfterNodeChange queues the pod for a new node, a node whose cpu or memory
+// allocatable grew, or whose threshold annotation changed.
 func (pl *LoadAware) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := schedutil.As[*v1.Node](oldObj, newObj)
 	if err != nil {
@@ -416,6 +576,10 @@ func (pl *LoadAware) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 	oldA, newA := oldNode.Status.Allocatable, newNode.Status.Allocatable
 	if newA.Cpu().Cmp(*oldA.Cpu()) > 0 || newA.Memory().Cmp(*oldA.Memory()) > 0 {
 		logger.V(5).Info("node allocatable grew, which may lower its utilization", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+		return fwk.Queue, nil
+	}
+	if oldNode.Annotations[ThresholdsAnnotation] != newNode.Annotations[ThresholdsAnnotation] {
+		logger.V(5).Info("node LoadAware thresholds changed", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

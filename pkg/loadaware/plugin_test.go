@@ -42,7 +42,7 @@ func TestFilter(t *testing.T) {
 			usage:  map[string][2]string{"n": {"7500m", "4Gi"}},
 			node:   nodeInfo("n", "10", "10Gi"),
 			pod:    podWith("p", "1", "1Gi"), // 7.5 + 0.85 = 8.35 > 8
-			want:   fwk.Unschedulable,
+			want:   fwk.UnschedulableAndUnresolvable,
 			reason: "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
 		},
 		{
@@ -57,7 +57,7 @@ func TestFilter(t *testing.T) {
 			usage:  map[string][2]string{"n": {"1", "9Gi"}},
 			node:   nodeInfo("n", "10", "10Gi"),
 			pod:    podWith("p", "100m", "1Gi"), // 9 + 0.7 > 9
-			want:   fwk.Unschedulable,
+			want:   fwk.UnschedulableAndUnresolvable,
 			reason: "node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 90%",
 		},
 		{
@@ -88,7 +88,7 @@ func TestFilter(t *testing.T) {
 			usage:  map[string][2]string{"other": {"1", "4Gi"}},
 			node:   nodeInfo("n", "10", "10Gi"),
 			pod:    podWith("p", "1", "1Gi"),
-			want:   fwk.Unschedulable,
+			want:   fwk.UnschedulableAndUnresolvable,
 			reason: "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
 		},
 		{
@@ -106,7 +106,7 @@ func TestFilter(t *testing.T) {
 			sampled: 181 * time.Second,
 			node:    nodeInfo("n", "10", "10Gi"),
 			pod:     podWith("p", "1", "1Gi"),
-			want:    fwk.Unschedulable,
+			want:    fwk.UnschedulableAndUnresolvable,
 			reason:  "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
 		},
 		{
@@ -115,7 +115,7 @@ func TestFilter(t *testing.T) {
 			sampled: 179 * time.Second,
 			node:    nodeInfo("n", "10", "10Gi"),
 			pod:     podWith("p", "1", "1Gi"),
-			want:    fwk.Unschedulable,
+			want:    fwk.UnschedulableAndUnresolvable,
 			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
 		},
 		{
@@ -133,7 +133,7 @@ func TestFilter(t *testing.T) {
 			failAPI: true,
 			node:    nodeInfo("n", "10", "10Gi"),
 			pod:     podWith("p", "1", "1Gi"),
-			want:    fwk.Unschedulable,
+			want:    fwk.UnschedulableAndUnresolvable,
 			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
 		},
 	}
@@ -144,6 +144,7 @@ func TestFilter(t *testing.T) {
 				mods = append(mods, tc.args)
 			}
 			pl := newTestPlugin(t, defaultArgs(t, mods...))
+			pl.addNodes(tc.node)
 			pl.lister.set(epoch, tc.usage)
 			pl.refreshNow(t)
 			if tc.failAPI {
@@ -197,15 +198,21 @@ func TestEstimatesOfReservedPods(t *testing.T) {
 	ctx := context.Background()
 	pl := newTestPlugin(t, defaultArgs(t))
 	pl.lister.set(epoch, map[string][2]string{"n": {"2", "1Gi"}})
-	pl.refreshNow(t)
 	node := nodeInfo("n", "10", "100Gi")
+	pl.addNodes(node)
+	pl.refreshNow(t)
 
 	filter := func(p *v1.Pod) fwk.Code {
 		cs := framework.NewCycleState()
-		if _, s := pl.PreFilter(ctx, cs, p, nil); !s.IsSuccess() {
+		if _, s := pl.PreFilter(ctx, cs, p, nil); s.IsSkip() {
+			return fwk.Success
+		} else if !s.IsSuccess() {
 			t.Fatalf("PreFilter: %v", s)
 		}
-		return pl.Filter(ctx, cs, p, node).Code()
+		if s := pl.Filter(ctx, cs, p, node); !s.IsSuccess() {
+			return s.Code()
+		}
+		return fwk.Success
 	}
 	// 2 cpu measured; each 1-cpu pod is estimated at 850m. After 7 reservations, 2 + 7*0.85 = 7.95:
 	// the 8th pod (8.8) no longer fits under 80%.
@@ -219,28 +226,20 @@ func TestEstimatesOfReservedPods(t *testing.T) {
 		pl.Reserve(ctx, cs, p, "n")
 	}
 	last := podWith("last", "1", "")
-	if got := filter(last); got != fwk.Unschedulable {
-		t.Fatalf("8th pod: Filter = %v, want Unschedulable", got)
+	if got := filter(last); got != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("8th pod: Filter = %v, want UnschedulableAndUnresolvable", got)
 	}
 	pl.Unreserve(ctx, nil, podWith("a", "1", ""), "n")
 	if got := filter(last); got != fwk.Success {
 		t.Fatalf("after Unreserve: Filter = %v, want Success", got)
 	}
 
-	// A sample whose window still starts before the reservations does not cover them...
-	pl.clock.Step(10 * time.Second)
-	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"2", "1Gi"}}) // window 15s: starts 5s before the reservations
+	// Samples do not replace the estimates of pods that are not Running yet, however late they come.
+	pl.clock.Step(10 * time.Minute)
+	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"2", "1Gi"}})
 	pl.refreshNow(t)
-	if got := load(pl.store.snapshot(), "n").pending; got != 6 {
-		t.Fatalf("pending estimates after an early sample = %d, want 6", got)
-	}
-	// ...one whose whole window follows them does.
-	pl.clock.Step(10 * time.Second)
-	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"7", "1Gi"}})
-	pl.refreshNow(t)
-	l := load(pl.store.snapshot(), "n")
-	if l.pending != 0 || l.usage.MilliCPU != 7000 {
-		t.Fatalf("after a covering sample: pending %d, cpu %dm; want 0 and the measured 7000m", l.pending, l.usage.MilliCPU)
+	if got, _ := pl.node("n"); got.pending != 6 || got.cpu != 2000+6*850 {
+		t.Fatalf("after a late sample: %+v, want 6 pending estimates on top of 2000m", got)
 	}
 }
 
@@ -425,7 +424,7 @@ func TestSignPod(t *testing.T) {
 	pl := newTestPlugin(t, defaultArgs(t))
 	sign := func(p *v1.Pod) any {
 		f, s := pl.SignPod(context.Background(), p)
-		if !s.IsSuccess() || len(f) != 1 || f[0].Key != estimateSignerName {
+		if !s.IsSuccess() || len(f) != 1 || f[0].Key != podSignerName {
 			t.Fatalf("SignPod = %v, %v", f, s)
 		}
 		return f[0].Value
@@ -452,16 +451,16 @@ func TestRefresh(t *testing.T) {
 	if pl.apiState.Load() != apiUnavailable {
 		t.Fatalf("state after a failed fetch = %d, want unavailable", pl.apiState.Load())
 	}
-	if load(pl.store.snapshot(), "n") == nil {
+	if got, _ := pl.node("n"); !got.sampled {
 		t.Fatalf("a failed fetch dropped a sample that is not stale yet")
 	}
 	pl.clock.Step(160 * time.Second)
 	pl.refreshNow(t)
-	if l := load(pl.store.snapshot(), "n"); l != nil {
-		t.Fatalf("sample older than the staleness limit still cached: %+v", l)
+	if got, ok := pl.node("n"); ok {
+		t.Fatalf("sample older than the staleness limit still cached: %+v", got)
 	}
 
-	// Pods bound by someone else are estimated from their PodScheduled time; old ones are ignored.
+	// Pods bound by someone else are estimated until they run; pods running for long are ignored.
 	pl.lister.err = nil
 	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"1", "1Gi"}})
 	pl.refreshNow(t)
@@ -472,14 +471,14 @@ func TestRefresh(t *testing.T) {
 	pl.onPodUpsert(bound)
 	old := podWith("old", "1", "")
 	old.Spec.NodeName = "n"
-	old.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1Time(pl.clock.Now().Add(-time.Hour))}}
+	running(old, pl.clock.Now().Add(-time.Hour))
 	pl.onPodUpsert(old)
-	if l := load(pl.store.snapshot(), "n"); l.pending != 1 || l.usage.MilliCPU != 1850 {
-		t.Fatalf("after pod events: %+v, want 1 pending and 1850m", l)
+	if got, _ := pl.node("n"); got.pending != 1 || got.cpu != 1850 {
+		t.Fatalf("after pod events: %+v, want 1 pending and 1850m", got)
 	}
 	pl.onPodDelete(bound)
-	if l := load(pl.store.snapshot(), "n"); l.pending != 0 || l.usage.MilliCPU != 1000 {
-		t.Fatalf("after the pod's deletion: %+v, want the sample alone", l)
+	if got, _ := pl.node("n"); got.pending != 0 || got.cpu != 1000 {
+		t.Fatalf("after the pod's deletion: %+v, want the sample alone", got)
 	}
 }
 
@@ -541,5 +540,56 @@ func TestNewRejectsBadArgs(t *testing.T) {
 	}
 	if _, err := New(context.Background(), &config.CoschedulingArgs{}, nil); err == nil {
 		t.Fatal("New with another plugin's args succeeded")
+	}
+}
+
+// TestDominantResource: with dominantResource a node hot on memory alone scores by its memory, and
+// loses to a node moderately used on both.
+func TestDominantResource(t *testing.T) {
+	tests := []struct {
+		name       string
+		cpuW, memW int64
+		used       usage
+		want       int64
+	}{
+		{"memory dominates", 1, 1, usage{MilliCPU: 1000, Memory: 9 << 30}, 9000},
+		{"cpu dominates", 1, 1, usage{MilliCPU: 7000, Memory: 1 << 30}, 7000},
+		{"a resource with weight 0 is left out", 1, 0, usage{MilliCPU: 1000, Memory: 9 << 30}, 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+				a.ScoringStrategy.DominantResource = true
+				a.ResourceWeights = config.LoadAwareResources{CPU: tc.cpuW, Memory: tc.memW}
+			}))
+			if got := pl.utilization(tc.used, nodeInfo("n", "10", "10Gi").GetAllocatable()); got != tc.want {
+				t.Errorf("utilization = %d, want %d", got, tc.want)
+			}
+		})
+	}
+
+	// End to end: memory-hot (0% cpu, 90% memory; 45% on average) against balanced (50%, 50%).
+	ctx := context.Background()
+	for _, dominant := range []bool{false, true} {
+		pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+			a.ScoringStrategy.DominantResource = dominant
+			a.UsageThresholds = config.LoadAwareResources{}
+		}))
+		nodes := []fwk.NodeInfo{nodeInfo("memory-hot", "10", "10Gi"), nodeInfo("balanced", "10", "10Gi")}
+		pl.addNodes(nodes...)
+		pl.lister.set(epoch, map[string][2]string{"memory-hot": {"0", "9Gi"}, "balanced": {"5", "5Gi"}})
+		pl.refreshNow(t)
+		pod := podWith("p", "100m", "100Mi")
+		cs := framework.NewCycleState()
+		pl.PreScore(ctx, cs, pod, nodes)
+		scores := make(fwk.NodeScoreList, len(nodes))
+		for i, n := range nodes {
+			raw, _ := pl.Score(ctx, cs, pod, n)
+			scores[i] = fwk.NodeScore{Name: n.Node().Name, Score: raw}
+		}
+		pl.NormalizeScore(ctx, cs, pod, scores)
+		if prefersBalanced := scores[1].Score > scores[0].Score; prefersBalanced != dominant {
+			t.Errorf("dominantResource=%v: scores %v; want the balanced node preferred only with dominantResource", dominant, scores)
+		}
 	}
 }

@@ -83,28 +83,15 @@ func (r *rejectedPods) takeFitting(fits func(usage) bool) map[string]*v1.Pod {
 // requeue activates the remembered pods whose estimate now fits under the thresholds of one of the
 // nodes that cooled down in the last refresh; all of them when anyFits (a node became unmeasured and
 // passes the Filter).
-func (pl *LoadAware) requeue(logger klog.Logger, cooled []string, anyFits bool) {
-	if pl.rejected.n.Load() == 0 || pl.handle == nil || pl.handle.SharedInformerFactory() == nil {
+func (pl *LoadAware) requeue(logger klog.Logger, cooled []int32, anyFits bool) {
+	if pl.rejected.n.Load() == 0 || pl.handle == nil {
 		return
 	}
-	lister := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister()
-	nodes := pl.store.snapshot()
 	type headroom struct{ cpu, memory int64 }
 	rooms := make([]headroom, 0, len(cooled))
-	for _, name := range cooled {
-		l := load(nodes, name)
-		node, err := lister.Get(name)
-		if l == nil || err != nil {
-			continue
-		}
-		room := headroom{cpu: -1, memory: -1} // -1: no limit for this resource
-		if a := node.Status.Allocatable.Cpu().MilliValue(); pl.thresholdCPU > 0 && a > 0 {
-			room.cpu = max(a*pl.thresholdCPU/100-l.usage.MilliCPU, 0)
-		}
-		if a := node.Status.Allocatable.Memory().Value(); pl.thresholdMemory > 0 && a > 0 {
-			room.memory = max(a/100*pl.thresholdMemory-l.usage.Memory, 0)
-		}
-		rooms = append(rooms, room)
+	for _, i := range cooled {
+		cpu, mem := pl.store.slotAt(i).room()
+		rooms = append(rooms, headroom{cpu: cpu, memory: mem})
 	}
 	if len(rooms) == 0 && !anyFits {
 		return
@@ -114,7 +101,7 @@ func (pl *LoadAware) requeue(logger klog.Logger, cooled []string, anyFits bool) 
 			return true
 		}
 		for _, r := range rooms {
-			if (r.cpu < 0 || u.MilliCPU <= r.cpu) && (r.memory < 0 || u.Memory <= r.memory) {
+			if u.MilliCPU <= r.cpu && u.Memory <= r.memory {
 				return true
 			}
 		}

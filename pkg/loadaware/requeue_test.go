@@ -43,6 +43,7 @@ func TestRequeueWhenLoadDrops(t *testing.T) {
 	pl.handle, pl.profile = h, h.ProfileName()
 	ni := framework.NewNodeInfo()
 	ni.SetNode(node)
+	pl.onNodeUpsert(klog.Background(), node)
 
 	pod := podWith("rejected", "1", "")
 	reject := func() {
@@ -51,8 +52,8 @@ func TestRequeueWhenLoadDrops(t *testing.T) {
 		if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
 			t.Fatalf("PreFilter: %v", s)
 		}
-		if s := pl.Filter(ctx, cs, pod, ni); s.Code() != fwk.Unschedulable {
-			t.Fatalf("Filter = %v, want Unschedulable", s)
+		if s := pl.Filter(ctx, cs, pod, ni); s.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("Filter = %v, want UnschedulableAndUnresolvable", s)
 		}
 		// A second rejection in the same cycle is not counted twice.
 		pl.Filter(ctx, cs, pod, ni)

@@ -2,14 +2,10 @@ package loadaware
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
@@ -111,11 +107,16 @@ func (pl *LoadAware) refresh(ctx context.Context) {
 			}
 		}
 	}
-	result := pl.store.setSamples(samples, staleBefore)
+	result := pl.store.setSamples(samples, now, staleBefore)
 	// The state is published after the cache, so whoever sees "available" sees the samples too.
 	pl.setAPIState(logger, state, err)
+	if result.firstSample {
+		// Pods bound while no node had a sample were not counted (nothing is, then): count them now.
+		pl.resyncPods(logger)
+		result.pending = pl.store.pendingCount()
+	}
 	pendingEstimates.WithLabelValues(pl.profile).Set(float64(result.pending))
-	pl.updateNodesWithoutFreshMetrics(result.fresh)
+	nodesWithoutFreshMetrics.WithLabelValues(pl.profile).Set(float64(result.unmeasured))
 	// A node whose sample expired passes the Filter from now on, unless unmeasured nodes are rejected
 	// while the API answers.
 	expiredPass := result.expired > 0 && (!pl.rejectMissing || state != apiAvailable)
@@ -141,83 +142,4 @@ func (pl *LoadAware) setAPIState(logger klog.Logger, state int32, err error) {
 	case apiUnavailable:
 		logger.Error(err, "metrics.k8s.io is unavailable: LoadAware passes nodes without a fresh sample and scores them neutral until it answers again")
 	}
-}
-
-// updateNodesWithoutFreshMetrics sets the gauge of nodes known to the scheduler without a fresh sample.
-func (pl *LoadAware) updateNodesWithoutFreshMetrics(fresh map[string]bool) {
-	if pl.handle == nil || pl.handle.SharedInformerFactory() == nil {
-		return
-	}
-	nodes, err := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister().List(labels.Everything())
-	if err != nil {
-		return
-	}
-	missing := 0
-	for _, n := range nodes {
-		if !fresh[n.Name] {
-			missing++
-		}
-	}
-	nodesWithoutFreshMetrics.WithLabelValues(pl.profile).Set(float64(missing))
-}
-
-// registerPodHandlers keeps the estimates of pods bound by anyone (another profile, another scheduler,
-// a controller setting nodeName) and drops them when pods go away.
-func (pl *LoadAware) registerPodHandlers() error {
-	if pl.handle == nil || pl.handle.SharedInformerFactory() == nil {
-		return nil
-	}
-	// Make sure the node informer exists for the gauge of nodes without metrics.
-	pl.handle.SharedInformerFactory().Core().V1().Nodes().Informer()
-	_, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    pl.onPodUpsert,
-		UpdateFunc: func(_, obj interface{}) { pl.onPodUpsert(obj) },
-		DeleteFunc: pl.onPodDelete,
-	})
-	if err != nil {
-		return fmt.Errorf("adding the LoadAware pod event handler: %w", err)
-	}
-	return nil
-}
-
-func (pl *LoadAware) onPodUpsert(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
-		return
-	}
-	pl.rejected.remove(pod.UID)
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-		pl.store.removePending(pod.UID)
-		return
-	}
-	since := boundTime(pod)
-	// Most updates are about pods bound long ago, which every fresh sample covers.
-	if since.Before(pl.clock.Now().Add(-pl.staleness)) || pl.store.tracked(pod.UID) {
-		return
-	}
-	pl.store.addPending(pod.UID, pod.Spec.NodeName, since, pl.est.estimate(pod))
-}
-
-func (pl *LoadAware) onPodDelete(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	pl.rejected.remove(pod.UID)
-	pl.store.removePending(pod.UID)
-}
-
-// boundTime is when a pod was bound: its PodScheduled condition's transition (set by the binding),
-// else its creation (pods created with spec.nodeName).
-func boundTime(pod *v1.Pod) time.Time {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return pod.CreationTimestamp.Time
 }

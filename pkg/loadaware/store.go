@@ -1,12 +1,91 @@
 package loadaware
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// chunkBits sizes the chunks slots are allocated in: 256 slots of 128 bytes, 32 KiB per chunk.
+const (
+	chunkBits = 8
+	chunkSize = 1 << chunkBits
+	chunkMask = chunkSize - 1
+)
+
+// Bits of slot.overridden.
+const (
+	overrideCPU uint32 = 1 << iota
+	overrideMem
+)
+
+// noLimit is a slot's limit when its threshold is off or its allocatable unknown: nothing is rejected.
+const noLimit int64 = -1
+
+// slot is the scheduling cycle's view of one node: fixed-size, updated in place with atomics by the
+// refresher, the node informer and Reserve/Unreserve (all under store.mu), read without locks. The
+// fields Score and Filter read share the first cache line; a slot is two lines, so slots never share
+// one.
+type slot struct {
+	// sampleTime is the latest sample's timestamp (unix nanoseconds); 0 when the node has none.
+	sampleTime atomic.Int64
+	// estCPU and estMem sum the estimates of the node's pods that its samples do not show yet.
+	estCPU, estMem atomic.Int64
+	// scoreCPU and scoreMem are the Score's aggregation of the node's samples.
+	scoreCPU, scoreMem atomic.Int64
+	// filterCPU and filterMem are the Filter's aggregation of the node's samples.
+	filterCPU, filterMem atomic.Int64
+	// limitCPU and limitMem are the node's threshold times its allocatable (noLimit: no check).
+	limitCPU atomic.Int64
+	limitMem atomic.Int64
+	// name is the node this slot holds (nil when free).
+	name atomic.Pointer[string]
+	// overridden has overrideCPU and overrideMem set when the node's threshold for the resource comes
+	// from its annotation, not the profile.
+	overridden atomic.Uint32
+	_          [44]byte
+}
+
+// room is how much more the node may take under its Filter thresholds, per resource (MaxInt64 for a
+// resource without limit).
+func (s *slot) room() (cpu, mem int64) {
+	return room(s.limitCPU.Load(), s.filterCPU.Load()+s.estCPU.Load()),
+		room(s.limitMem.Load(), s.filterMem.Load()+s.estMem.Load())
+}
+
+func room(limit, used int64) int64 {
+	if limit < 0 {
+		return math.MaxInt64
+	}
+	return limit - used
+}
+
+// slotMeta is what only writers of a slot need, guarded by store.mu.
+type slotMeta struct {
+	name string
+	ring ring
+	// windowStart is when the latest sample's window began (unix nanoseconds): pods Running and warmed
+	// up before it are in the sample.
+	windowStart int64
+	// known: the node informer knows the node (its allocatable and thresholds are set).
+	known              bool
+	allocCPU, allocMem int64
+	thrCPU, thrMem     int64
+	pending            int
+}
+
+// pendingPod is a pod counted by estimate on a node.
+type pendingPod struct {
+	slot     int32
+	estimate usage
+	// readyAt is when the pod has been Running for the warm-up (unix nanoseconds): a sample whose
+	// window starts then or later shows its usage. 0 while the pod is not Running.
+	readyAt int64
+}
 
 // sample is one NodeMetrics answer: usage measured over [timestamp-window, timestamp].
 type sample struct {
@@ -15,196 +94,457 @@ type sample struct {
 	window    time.Duration
 }
 
-// covers reports whether a pod that started at t is part of this sample: the whole window lies after
-// it, so the pod's usage is in the measured average.
-func (s *sample) covers(t time.Time) bool {
-	return !t.After(s.timestamp.Add(-s.window))
-}
-
-// nodeLoad is what the scheduling cycle reads for a node: immutable, replaced as a whole.
-type nodeLoad struct {
-	// sampleTime is the timestamp of the node's last sample, for staleness.
-	sampleTime time.Time
-	// usage is the sampled usage plus the estimates of pods the sample does not cover yet.
-	usage usage
-	// pending is how many pods are estimated on top of the sample.
-	pending int
-}
-
-// pendingPod is a pod bound (or assumed) to a node that its metrics do not cover yet.
-type pendingPod struct {
-	since    time.Time
-	estimate usage
-}
-
-// nodeEntry is the store's record of one node. sample and pending are guarded by store.mu; view is
-// read without locks by the scheduling cycle.
-type nodeEntry struct {
-	sample  *sample
-	pending map[types.UID]pendingPod
-	view    atomic.Pointer[nodeLoad]
-}
-
-func (e *nodeEntry) publish() {
-	load := &nodeLoad{pending: len(e.pending)}
-	if e.sample != nil {
-		load.sampleTime = e.sample.timestamp
-		load.usage = e.sample.usage
-	}
-	for _, p := range e.pending {
-		load.usage = load.usage.add(p.estimate)
-	}
-	e.view.Store(load)
-}
-
-// store caches per-node samples and the estimates of pods bound after them. Writers (the metrics
-// refresher, Reserve/Unreserve and pod events) serialize on mu; readers in the scheduling cycle load
-// the node map and each node's view atomically, so Filter and Score take no lock and allocate nothing.
+// store holds one slot per node known from metrics, the node informer or a Reserve, and the estimates
+// of pods the samples do not show yet. Writers serialize on mu; the scheduling cycle reads the index
+// map and the slots without locks. Slots live in chunks that never move; an index map is replaced
+// (copy on write) only when a node appears or its slot is freed, never on Reserve or a refresh of
+// known nodes.
 type store struct {
-	mu sync.Mutex
-	// nodes is replaced (copy on write) when nodes come or go; entries are shared between copies.
-	nodes atomic.Pointer[map[string]*nodeEntry]
-	// podNode indexes pending pods by UID.
-	podNode map[types.UID]string
+	agg aggregator
+
+	// sampled counts slots with a sample: 0 means the plugin has nothing to say and costs nothing.
+	sampled atomic.Int64
+	// minRoomCPU and minRoomMem are lower bounds of every sampled slot's room: a pod whose estimate
+	// fits under both passes every node, and PreFilter skips the Filter.
+	minRoomCPU, minRoomMem atomic.Int64
+
+	index  atomic.Pointer[map[string]int32]
+	chunks atomic.Pointer[[]*[chunkSize]slot]
+	// tight lists the slots with less room than the largest estimate PreFilter has seen.
+	tight atomic.Pointer[tightList]
+
+	// counted mirrors len(pods), so pod events skip the lock when no pod is counted.
+	counted atomic.Int64
+
+	mu      sync.Mutex
+	meta    []*slotMeta
+	free    []int32
+	freed   []int32 // freed in this refresh: reusable from the next one, once no cycle reads them
+	pods    map[types.UID]*pendingPod
+	ringCap int
+	// defaultCPU and defaultMem are the profile's thresholds, for nodes without an override.
+	defaultCPU, defaultMem int64
 }
 
-func newStore() *store {
-	s := &store{podNode: map[types.UID]string{}}
-	empty := map[string]*nodeEntry{}
-	s.nodes.Store(&empty)
+func newStore(agg aggregator, defaultCPU, defaultMem int64) *store {
+	s := &store{agg: agg, pods: map[types.UID]*pendingPod{}, ringCap: agg.ringCapacity(),
+		defaultCPU: defaultCPU, defaultMem: defaultMem}
+	idx := map[string]int32{}
+	s.index.Store(&idx)
+	chunks := []*[chunkSize]slot{}
+	s.chunks.Store(&chunks)
+	s.minRoomCPU.Store(math.MaxInt64)
+	s.minRoomMem.Store(math.MaxInt64)
+	s.tight.Store(&tightList{})
 	return s
 }
 
-// snapshot returns the current node map; callers must not modify it.
-func (s *store) snapshot() map[string]*nodeEntry {
-	return *s.nodes.Load()
+// view is a scheduling cycle's handle on the store: the index map and chunks as of one moment.
+type view struct {
+	index  map[string]int32
+	chunks []*[chunkSize]slot
 }
 
-// load returns a node's current view, or nil when the store knows nothing about it.
-func load(nodes map[string]*nodeEntry, name string) *nodeLoad {
-	e, ok := nodes[name]
+func (s *store) view() view {
+	return view{index: *s.index.Load(), chunks: *s.chunks.Load()}
+}
+
+// lookup returns the node's slot, or nil when the store knows nothing about it.
+func (v view) lookup(name string) *slot {
+	i, ok := v.index[name]
 	if !ok {
 		return nil
 	}
-	return e.view.Load()
+	return &v.chunks[i>>chunkBits][i&chunkMask]
+}
+
+// slotAt returns slot i; writers only (under mu).
+func (s *store) slotAt(i int32) *slot {
+	return &(*s.chunks.Load())[i>>chunkBits][i&chunkMask]
+}
+
+// slotOf returns the node's slot index, creating the slot if needed. Callers hold mu.
+func (s *store) slotOf(name string) int32 {
+	idx := *s.index.Load()
+	if i, ok := idx[name]; ok {
+		return i
+	}
+	var i int32
+	if n := len(s.free); n > 0 {
+		i, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		i = int32(len(s.meta))
+		s.meta = append(s.meta, nil)
+		chunks := *s.chunks.Load()
+		if int(i>>chunkBits) == len(chunks) {
+			next := make([]*[chunkSize]slot, len(chunks)+1)
+			copy(next, chunks)
+			next[len(chunks)] = new([chunkSize]slot)
+			s.chunks.Store(&next)
+		}
+	}
+	s.meta[i] = &slotMeta{name: name, ring: newRing(s.ringCap), thrCPU: s.defaultCPU, thrMem: s.defaultMem}
+	sl := s.slotAt(i)
+	// A reused slot starts clean (its estimates are 0: it was freed without pods).
+	sl.sampleTime.Store(0)
+	sl.filterCPU.Store(0)
+	sl.filterMem.Store(0)
+	sl.scoreCPU.Store(0)
+	sl.scoreMem.Store(0)
+	sl.overridden.Store(0)
+	sl.limitCPU.Store(noLimit)
+	sl.limitMem.Store(noLimit)
+	sl.name.Store(&s.meta[i].name)
+	next := make(map[string]int32, len(idx)+1)
+	for k, v := range idx {
+		next[k] = v
+	}
+	next[name] = i
+	s.index.Store(&next)
+	return i
+}
+
+// freeSlot forgets slot i (no sample, no pending pod, unknown to the informer). Callers hold mu.
+func (s *store) freeSlot(i int32) {
+	m := s.meta[i]
+	idx := *s.index.Load()
+	next := make(map[string]int32, len(idx))
+	for k, v := range idx {
+		if k != m.name {
+			next[k] = v
+		}
+	}
+	s.index.Store(&next)
+	s.meta[i] = nil
+	sl := s.slotAt(i)
+	sl.name.Store(nil)
+	sl.sampleTime.Store(0)
+	sl.limitCPU.Store(noLimit)
+	sl.limitMem.Store(noLimit)
+	s.freed = append(s.freed, i)
+}
+
+// setLimits recomputes a slot's limits from its node's allocatable and thresholds. Callers hold mu.
+func (s *store) setLimits(i int32) {
+	m, sl := s.meta[i], s.slotAt(i)
+	cpu, mem := limit(m.allocCPU, m.thrCPU), limit(m.allocMem, m.thrMem)
+	if sl.sampleTime.Load() != 0 {
+		// Lower the bound before the room shrinks, so no cycle sees a smaller room with the old bound.
+		s.lowerMinRoom(i, room(cpu, sl.filterCPU.Load()+sl.estCPU.Load()), room(mem, sl.filterMem.Load()+sl.estMem.Load()))
+	}
+	sl.limitCPU.Store(cpu)
+	sl.limitMem.Store(mem)
+}
+
+func limit(allocatable, thresholdPercent int64) int64 {
+	if allocatable <= 0 || thresholdPercent <= 0 {
+		return noLimit
+	}
+	return allocatable * thresholdPercent / 100
+}
+
+// lowerMinRoom keeps minRoom a lower bound of every sampled slot's room, and the tight list holding
+// every sampled slot with less room than its margin: writers call it with slot i's new room before
+// they shrink it. Callers hold mu.
+func (s *store) lowerMinRoom(i int32, cpu, mem int64) {
+	if cpu < s.minRoomCPU.Load() {
+		s.minRoomCPU.Store(cpu)
+	}
+	if mem < s.minRoomMem.Load() {
+		s.minRoomMem.Store(mem)
+	}
+	t := s.tight.Load()
+	if (cpu < t.marginCPU || mem < t.marginMem) && !slices.Contains(t.slots, i) {
+		next := &tightList{marginCPU: t.marginCPU, marginMem: t.marginMem, slots: make([]int32, len(t.slots), len(t.slots)+1)}
+		copy(next.slots, t.slots)
+		next.slots = append(next.slots, i)
+		s.tight.Store(next)
+	}
+}
+
+// tightList lists the slots with less room than a margin (per resource), so that PreFilter looks at
+// those alone for a pod whose estimate is within the margin: a node can only reject such a pod if its
+// room is below the estimate, hence below the margin. It may also hold slots with more room, or
+// freed ones. Replaced as a whole.
+type tightList struct {
+	marginCPU, marginMem int64
+	slots                []int32
+}
+
+// widenTight makes the tight list's margin cover a pod's estimate, rebuilding the list over every
+// slot. PreFilter calls it after a full scan for a pod larger than the margin, which is rare: the
+// margin only grows, to the largest estimate seen.
+func (s *store) widenTight(e usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tight.Load()
+	if e.MilliCPU <= t.marginCPU && e.Memory <= t.marginMem {
+		return
+	}
+	next := &tightList{marginCPU: max(t.marginCPU, e.MilliCPU), marginMem: max(t.marginMem, e.Memory)}
+	for i, m := range s.meta {
+		if m == nil {
+			continue
+		}
+		sl := s.slotAt(int32(i))
+		if sl.sampleTime.Load() == 0 {
+			continue
+		}
+		if cpu, mem := sl.room(); cpu < next.marginCPU || mem < next.marginMem {
+			next.slots = append(next.slots, int32(i))
+		}
+	}
+	s.tight.Store(next)
+}
+
+// setNode records a node's allocatable and thresholds, from the node informer. It returns the node's
+// slot and whether its room grew (pods the Filter rejected may fit there now).
+func (s *store) setNode(name string, allocCPU, allocMem, thrCPU, thrMem int64) (i int32, grew bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i = s.slotOf(name)
+	m := s.meta[i]
+	m.known = true
+	if m.allocCPU == allocCPU && m.allocMem == allocMem && m.thrCPU == thrCPU && m.thrMem == thrMem {
+		return i, false
+	}
+	sl := s.slotAt(i)
+	beforeCPU, beforeMem := sl.room()
+	m.allocCPU, m.allocMem, m.thrCPU, m.thrMem = allocCPU, allocMem, thrCPU, thrMem
+	var overridden uint32
+	if thrCPU != s.defaultCPU {
+		overridden |= overrideCPU
+	}
+	if thrMem != s.defaultMem {
+		overridden |= overrideMem
+	}
+	sl.overridden.Store(overridden)
+	s.setLimits(i)
+	cpu, mem := sl.room()
+	return i, cpu > beforeCPU || mem > beforeMem
+}
+
+// deleteNode forgets what the informer said about a node; its slot goes once nothing else holds it.
+func (s *store) deleteNode(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := (*s.index.Load())[name]
+	if !ok {
+		return
+	}
+	m := s.meta[i]
+	m.known, m.allocCPU, m.allocMem = false, 0, 0
+	s.setLimits(i)
+	if m.pending == 0 && m.ring.n == 0 {
+		s.freeSlot(i)
+	}
+}
+
+// setReady records when a counted pod became ready (see pendingPod.readyAt); false when the pod is
+// not counted.
+func (s *store) setReady(uid types.UID, readyAt int64) bool {
+	if s.counted.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pods[uid]
+	if ok {
+		p.readyAt = readyAt
+	}
+	return ok
+}
+
+// addPod counts a pod's estimate on a node, or updates when it became ready (readyAt, see
+// pendingPod). A pod already counted keeps its estimate and node; a Running pod that the node's
+// latest sample shows already is not counted.
+func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pods[uid]; ok {
+		p.readyAt = readyAt
+		return
+	}
+	if readyAt != 0 {
+		if i, ok := (*s.index.Load())[node]; ok && s.meta[i].ring.n > 0 && s.meta[i].windowStart >= readyAt {
+			return
+		}
+	}
+	i := s.slotOf(node)
+	s.pods[uid] = &pendingPod{slot: i, estimate: estimate, readyAt: readyAt}
+	s.counted.Store(int64(len(s.pods)))
+	s.meta[i].pending++
+	sl := s.slotAt(i)
+	if sl.sampleTime.Load() != 0 {
+		cpu, mem := sl.room()
+		s.lowerMinRoom(i, cpu-estimate.MilliCPU, mem-estimate.Memory)
+	}
+	sl.estCPU.Add(estimate.MilliCPU)
+	sl.estMem.Add(estimate.Memory)
+}
+
+// pendingCount is how many pods are counted by estimate.
+func (s *store) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pods)
+}
+
+// tracked reports whether a pod is counted by estimate.
+func (s *store) tracked(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pods[uid]
+	return ok
+}
+
+// removePod stops counting a pod's estimate (unreserved, deleted, finished).
+func (s *store) removePod(uid types.UID) {
+	if s.counted.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(uid)
+}
+
+func (s *store) removeLocked(uid types.UID) {
+	p, ok := s.pods[uid]
+	if !ok {
+		return
+	}
+	delete(s.pods, uid)
+	s.counted.Store(int64(len(s.pods)))
+	sl := s.slotAt(p.slot)
+	sl.estCPU.Add(-p.estimate.MilliCPU)
+	sl.estMem.Add(-p.estimate.Memory)
+	s.meta[p.slot].pending--
 }
 
 // refreshResult summarizes a setSamples call for the refresher.
 type refreshResult struct {
-	// fresh holds the nodes with a sample newer than the staleness limit.
-	fresh map[string]bool
 	// pending is how many pods are counted by estimate.
 	pending int
-	// cooled lists nodes whose load went down (or that got a fresh sample they lacked): pods the
+	// unmeasured is how many nodes known to the informer have no fresh sample.
+	unmeasured int
+	// cooled lists slots whose Filter load went down (or that got a sample they lacked): pods the
 	// Filter rejected may fit there now.
-	cooled []string
+	cooled []int32
 	// expired is how many nodes lost their last sample to staleness in this call.
 	expired int
+	// firstSample: the store had no sample before this call and has one now.
+	firstSample bool
 }
 
-// setSamples records a round of samples (nil after a failed fetch). Estimates the new samples cover
-// are dropped, as are samples and estimates older than staleBefore (their node counts as unmeasured
-// then anyway); nodes with neither left are forgotten.
-func (s *store) setSamples(samples map[string]sample, staleBefore time.Time) refreshResult {
+// setSamples records a round of samples (nil after a failed fetch) at now: each new sample enters its
+// node's history, each node's Filter and Score aggregations are recomputed, estimates of pods a
+// sample now shows are dropped, and nodes whose latest sample is older than staleBefore lose their
+// history (they count as unmeasured).
+func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time) refreshResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.snapshot()
-	next := make(map[string]*nodeEntry, max(len(samples), len(old)))
-	for name, e := range old {
-		next[name] = e
-	}
+	// Slots freed by the previous refresh are no longer read by any scheduling cycle.
+	s.free = append(s.free, s.freed...)
+	s.freed = s.freed[:0]
+
 	for name, smp := range samples {
-		e, ok := next[name]
-		if !ok {
-			e = &nodeEntry{}
-			next[name] = e
+		if smp.timestamp.Before(staleBefore) {
+			continue
 		}
-		if e.sample == nil || smp.timestamp.After(e.sample.timestamp) {
-			smp := smp
-			e.sample = &smp
+		i := s.slotOf(name)
+		m := s.meta[i]
+		ts := smp.timestamp.UnixNano()
+		if m.ring.n > 0 && ts <= m.ring.latest().ts {
+			continue
 		}
+		m.ring.push(ringSample{ts: ts, cpu: smp.usage.MilliCPU, mem: smp.usage.Memory})
+		m.windowStart = smp.timestamp.Add(-smp.window).UnixNano()
 	}
-	result := refreshResult{fresh: make(map[string]bool, len(next))}
-	for name, e := range next {
-		for uid, p := range e.pending {
-			if (e.sample != nil && e.sample.covers(p.since)) || p.since.Before(staleBefore) {
-				delete(e.pending, uid)
-				delete(s.podNode, uid)
-			}
+
+	result := refreshResult{firstSample: s.sampled.Load() == 0}
+	staleNanos, nowNanos := staleBefore.UnixNano(), now.UnixNano()
+	type update struct {
+		i                                        int32
+		sampleTime                               int64
+		filterCPU, filterMem, scoreCPU, scoreMem int64
+	}
+	updates := make([]update, 0, len(s.meta))
+	var sampled int64
+	for i, m := range s.meta {
+		if m == nil {
+			continue
 		}
-		if e.sample != nil && e.sample.timestamp.Before(staleBefore) {
-			e.sample = nil
+		if m.ring.n > 0 && m.ring.latest().ts < staleNanos {
+			m.ring.reset()
 			result.expired++
 		}
-		if e.sample == nil && len(e.pending) == 0 {
-			delete(next, name)
-			continue
+		u := update{i: int32(i)}
+		if m.ring.n > 0 {
+			sampled++
+			u.sampleTime = m.ring.latest().ts
+			u.filterCPU, u.filterMem = s.agg.filter.apply(&m.ring, nowNanos, &s.agg.scratch)
+			u.scoreCPU, u.scoreMem = s.agg.score.apply(&m.ring, nowNanos, &s.agg.scratch)
+		} else if m.known {
+			result.unmeasured++
 		}
-		before := e.view.Load()
-		e.publish()
-		if e.sample == nil {
-			continue
+		updates = append(updates, u)
+	}
+
+	// New loads are published first and covered estimates dropped after, so a cycle in between
+	// counts a pod twice rather than not at all; minRoom stays a lower bound throughout.
+	type load struct {
+		fresh    bool
+		cpu, mem int64
+	}
+	before := make([]load, len(updates))
+	for k, u := range updates {
+		sl := s.slotAt(u.i)
+		if t := sl.sampleTime.Load(); t != 0 && t >= staleNanos {
+			before[k] = load{fresh: true, cpu: sl.filterCPU.Load() + sl.estCPU.Load(), mem: sl.filterMem.Load() + sl.estMem.Load()}
 		}
-		result.fresh[name] = true
-		after := e.view.Load()
-		if before == nil || before.sampleTime.Before(staleBefore) ||
-			after.usage.MilliCPU < before.usage.MilliCPU || after.usage.Memory < before.usage.Memory {
-			result.cooled = append(result.cooled, name)
+		if u.sampleTime != 0 {
+			s.lowerMinRoom(u.i, room(sl.limitCPU.Load(), u.filterCPU+sl.estCPU.Load()), room(sl.limitMem.Load(), u.filterMem+sl.estMem.Load()))
+		}
+		sl.filterCPU.Store(u.filterCPU)
+		sl.filterMem.Store(u.filterMem)
+		sl.scoreCPU.Store(u.scoreCPU)
+		sl.scoreMem.Store(u.scoreMem)
+		sl.sampleTime.Store(u.sampleTime)
+	}
+	for uid, p := range s.pods {
+		m := s.meta[p.slot]
+		if p.readyAt != 0 && ((m.ring.n > 0 && m.windowStart >= p.readyAt) || p.readyAt < staleNanos) {
+			s.removeLocked(uid)
 		}
 	}
-	result.pending = len(s.podNode)
-	s.nodes.Store(&next)
+
+	minCPU, minMem := int64(math.MaxInt64), int64(math.MaxInt64)
+	old := s.tight.Load()
+	tight := &tightList{marginCPU: old.marginCPU, marginMem: old.marginMem}
+	for k, u := range updates {
+		sl := s.slotAt(u.i)
+		m := s.meta[u.i]
+		if u.sampleTime == 0 {
+			if m.pending == 0 && !m.known {
+				s.freeSlot(u.i)
+			}
+			continue
+		}
+		cpu, mem := sl.room()
+		minCPU, minMem = min(minCPU, cpu), min(minMem, mem)
+		if cpu < tight.marginCPU || mem < tight.marginMem {
+			tight.slots = append(tight.slots, u.i)
+		}
+		b := before[k]
+		if !b.fresh || sl.filterCPU.Load()+sl.estCPU.Load() < b.cpu || sl.filterMem.Load()+sl.estMem.Load() < b.mem {
+			result.cooled = append(result.cooled, u.i)
+		}
+	}
+	s.tight.Store(tight)
+	s.minRoomCPU.Store(minCPU)
+	s.minRoomMem.Store(minMem)
+	s.sampled.Store(sampled)
+	result.firstSample = result.firstSample && sampled > 0
+	result.pending = len(s.pods)
 	return result
-}
-
-// addPending records the estimate of a pod bound or assumed to node since the given time. It does
-// nothing when the pod is already recorded, or when the node's sample already covers it.
-func (s *store) addPending(uid types.UID, node string, since time.Time, estimate usage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.podNode[uid]; ok {
-		return
-	}
-	nodes := s.snapshot()
-	e, ok := nodes[node]
-	if !ok {
-		e = &nodeEntry{}
-		next := make(map[string]*nodeEntry, len(nodes)+1)
-		for name, other := range nodes {
-			next[name] = other
-		}
-		next[node] = e
-		s.nodes.Store(&next)
-	} else if e.sample != nil && e.sample.covers(since) {
-		return
-	}
-	if e.pending == nil {
-		e.pending = map[types.UID]pendingPod{}
-	}
-	e.pending[uid] = pendingPod{since: since, estimate: estimate}
-	s.podNode[uid] = node
-	e.publish()
-}
-
-// tracked reports whether a pod has a pending estimate.
-func (s *store) tracked(uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.podNode[uid]
-	return ok
-}
-
-// removePending forgets a pod's estimate (unreserved, deleted or finished).
-func (s *store) removePending(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	node, ok := s.podNode[uid]
-	if !ok {
-		return
-	}
-	delete(s.podNode, uid)
-	if e, ok := s.snapshot()[node]; ok {
-		delete(e.pending, uid)
-		e.publish()
-	}
 }

@@ -262,6 +262,11 @@ func TestLoadAwareBadArgsStopStartup(t *testing.T) {
 		"unknown strategy":            {"          scoringStrategy: {type: MostUtilized}\n", []string{`"LoadAware"`, "scoringStrategy.type"}},
 		"staleness below the refresh": {"          metricsStalenessSeconds: 1\n", []string{`"LoadAware"`, "metricsStalenessSeconds"}},
 		"unknown field":               {"          usageThreshold: {cpu: 50}\n", []string{`unknown field "usageThreshold"`}},
+		"unknown aggregation":         {"          usageAggregation: {filter: {type: p99}}\n", []string{`"LoadAware"`, "usageAggregation.filter.type"}},
+		"aggregation shorter than the refresh": {"          usageAggregation: {score: {type: avg, durationSeconds: 0}}\n",
+			[]string{`"LoadAware"`, "usageAggregation.score.durationSeconds"}},
+		"negative warm-up":          {"          estimation: {warmupSeconds: -1}\n", []string{`"LoadAware"`, "estimation.warmupSeconds"}},
+		"unknown field in new args": {"          usageAggregation: {filter: {kind: p95}}\n", []string{`unknown field "usageAggregation.filter.kind"`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

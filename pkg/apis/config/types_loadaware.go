@@ -22,8 +22,42 @@ type LoadAwareArgs struct {
 	MetricsRefreshIntervalSeconds int64
 	// MetricsStalenessSeconds is the age after which a node's sample counts as missing.
 	MetricsStalenessSeconds int64
-	// Estimation describes the usage assumed for pods bound after a node's last sample.
+	// Estimation describes the usage assumed for pods whose usage the metrics cannot show yet.
 	Estimation LoadAwareEstimation
+	// UsageAggregation is how the Filter and the Score each summarize a node's recent samples.
+	UsageAggregation LoadAwareUsageAggregation
+	// FilterDaemonSetPods subjects DaemonSet pods to the usage Filter; by default they are exempt,
+	// since they must run on every node.
+	FilterDaemonSetPods bool
+}
+
+// LoadAwareAggregationType names how a node's samples over a duration are summarized.
+type LoadAwareAggregationType string
+
+const (
+	// AggregationLatest uses the node's latest sample alone.
+	AggregationLatest LoadAwareAggregationType = "latest"
+	// AggregationAvg is the mean of the samples within the duration.
+	AggregationAvg LoadAwareAggregationType = "avg"
+	// AggregationP90 is the 90th percentile of the samples within the duration.
+	AggregationP90 LoadAwareAggregationType = "p90"
+	// AggregationP95 is the 95th percentile of the samples within the duration.
+	AggregationP95 LoadAwareAggregationType = "p95"
+	// AggregationMax is the largest sample within the duration.
+	AggregationMax LoadAwareAggregationType = "max"
+)
+
+// LoadAwareAggregation is one summary of a node's recent samples.
+type LoadAwareAggregation struct {
+	Type LoadAwareAggregationType
+	// DurationSeconds is how far back samples count (ignored by latest).
+	DurationSeconds int64
+}
+
+// LoadAwareUsageAggregation holds the Filter's and the Score's aggregation.
+type LoadAwareUsageAggregation struct {
+	Filter LoadAwareAggregation
+	Score  LoadAwareAggregation
 }
 
 // LoadAwareResources holds one integer per resource the plugin measures.
@@ -57,6 +91,9 @@ type LoadAwareScoringStrategy struct {
 	Type LoadAwareScoringStrategyType
 	// TargetUtilizationPercent is the utilization TargetUtilization scores best.
 	TargetUtilizationPercent int64
+	// DominantResource scores a node by its most utilized weighted resource instead of the weighted
+	// average, so a node hot on one resource alone is avoided.
+	DominantResource bool
 }
 
 // LoadAwareEstimation describes how a just-bound pod's usage is estimated.
@@ -68,4 +105,7 @@ type LoadAwareEstimation struct {
 	DefaultMilliCPU int64
 	// DefaultMemoryBytes is the estimate for a container with neither a memory request nor a limit.
 	DefaultMemoryBytes int64
+	// WarmupSeconds is how long a pod must have been Running, before a sample's window starts, for the
+	// sample to replace the pod's estimate.
+	WarmupSeconds int64
 }

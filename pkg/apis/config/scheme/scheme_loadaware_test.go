@@ -43,6 +43,20 @@ profiles:
 				}
 			},
 		},
+		"new args decode": {
+			args: "          usageAggregation: {filter: {type: p95}, score: {type: max, durationSeconds: 3600}}\n" +
+				"          scoringStrategy: {dominantResource: true}\n          filterDaemonSetPods: true\n          estimation: {warmupSeconds: 0}\n",
+			check: func(t *testing.T, a *config.LoadAwareArgs) {
+				want := config.LoadAwareUsageAggregation{
+					Filter: config.LoadAwareAggregation{Type: config.AggregationP95, DurationSeconds: 300},
+					Score:  config.LoadAwareAggregation{Type: config.AggregationMax, DurationSeconds: 3600},
+				}
+				if a.UsageAggregation != want || !a.ScoringStrategy.DominantResource || !a.FilterDaemonSetPods ||
+					a.Estimation.WarmupSeconds != 0 || a.ScoringStrategy.Type != config.LeastUtilized {
+					t.Errorf("decoded args %+v", a)
+				}
+			},
+		},
 		"unknown field":    {args: "          usageThreshold: {cpu: 70}\n", wantErr: `unknown field "usageThreshold"`},
 		"unknown resource": {args: "          usageThresholds: {gpu: 70}\n", wantErr: `unknown field "usageThresholds.gpu"`},
 	}

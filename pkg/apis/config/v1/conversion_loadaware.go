@@ -30,6 +30,7 @@ func Convert_v1_LoadAwareArgs_To_config_LoadAwareArgs(in *LoadAwareArgs, out *co
 	if in.ScoringStrategy != nil {
 		out.ScoringStrategy.Type = config.LoadAwareScoringStrategyType(ptr.Deref(in.ScoringStrategy.Type, ""))
 		out.ScoringStrategy.TargetUtilizationPercent = ptr.Deref(in.ScoringStrategy.TargetUtilizationPercent, 0)
+		out.ScoringStrategy.DominantResource = ptr.Deref(in.ScoringStrategy.DominantResource, false)
 	}
 	out.ResourceWeights = resourcesToInternal(in.ResourceWeights)
 	out.MetricsRefreshIntervalSeconds = ptr.Deref(in.MetricsRefreshIntervalSeconds, 0)
@@ -43,7 +44,14 @@ func Convert_v1_LoadAwareArgs_To_config_LoadAwareArgs(in *LoadAwareArgs, out *co
 		if in.Estimation.DefaultMemory != nil {
 			out.Estimation.DefaultMemoryBytes = in.Estimation.DefaultMemory.Value()
 		}
+		out.Estimation.WarmupSeconds = ptr.Deref(in.Estimation.WarmupSeconds, 0)
 	}
+	out.UsageAggregation = config.LoadAwareUsageAggregation{}
+	if in.UsageAggregation != nil {
+		out.UsageAggregation.Filter = aggregationToInternal(in.UsageAggregation.Filter)
+		out.UsageAggregation.Score = aggregationToInternal(in.UsageAggregation.Score)
+	}
+	out.FilterDaemonSetPods = ptr.Deref(in.FilterDaemonSetPods, false)
 	return nil
 }
 
@@ -54,6 +62,7 @@ func Convert_config_LoadAwareArgs_To_v1_LoadAwareArgs(in *config.LoadAwareArgs, 
 	out.ScoringStrategy = &LoadAwareScoringStrategy{
 		Type:                     ptr.To(string(in.ScoringStrategy.Type)),
 		TargetUtilizationPercent: ptr.To(in.ScoringStrategy.TargetUtilizationPercent),
+		DominantResource:         ptr.To(in.ScoringStrategy.DominantResource),
 	}
 	out.ResourceWeights = resourcesToV1(in.ResourceWeights)
 	out.MetricsRefreshIntervalSeconds = ptr.To(in.MetricsRefreshIntervalSeconds)
@@ -62,8 +71,28 @@ func Convert_config_LoadAwareArgs_To_v1_LoadAwareArgs(in *config.LoadAwareArgs, 
 		ScalingFactors: resourcesToV1(in.Estimation.ScalingFactors),
 		DefaultCPU:     resource.NewMilliQuantity(in.Estimation.DefaultMilliCPU, resource.DecimalSI),
 		DefaultMemory:  resource.NewQuantity(in.Estimation.DefaultMemoryBytes, resource.BinarySI),
+		WarmupSeconds:  ptr.To(in.Estimation.WarmupSeconds),
 	}
+	out.UsageAggregation = &LoadAwareUsageAggregation{
+		Filter: aggregationToV1(in.UsageAggregation.Filter),
+		Score:  aggregationToV1(in.UsageAggregation.Score),
+	}
+	out.FilterDaemonSetPods = ptr.To(in.FilterDaemonSetPods)
 	return nil
+}
+
+func aggregationToInternal(in *LoadAwareAggregation) config.LoadAwareAggregation {
+	if in == nil {
+		return config.LoadAwareAggregation{}
+	}
+	return config.LoadAwareAggregation{
+		Type:            config.LoadAwareAggregationType(ptr.Deref(in.Type, "")),
+		DurationSeconds: ptr.Deref(in.DurationSeconds, 0),
+	}
+}
+
+func aggregationToV1(in config.LoadAwareAggregation) *LoadAwareAggregation {
+	return &LoadAwareAggregation{Type: ptr.To(string(in.Type)), DurationSeconds: ptr.To(in.DurationSeconds)}
 }
 
 func resourcesToInternal(in *LoadAwareResources) config.LoadAwareResources {

@@ -20,6 +20,11 @@ const (
 	DefaultLoadAwareMemoryScalingPercent     int64 = 70
 	DefaultLoadAwareCPU                            = "100m"
 	DefaultLoadAwareMemory                         = "200Mi"
+	DefaultLoadAwareWarmupSeconds            int64 = 30
+	DefaultLoadAwareAggregation                    = "latest"
+	DefaultLoadAwareAggregationSeconds       int64 = 300
+	DefaultLoadAwareFilterDaemonSetPods            = false
+	DefaultLoadAwareDominantResource               = false
 )
 
 // SetDefaults_LoadAwareArgs fills the unset fields of LoadAwareArgs. Per-resource fields are defaulted
@@ -40,6 +45,9 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) { //nolint:revive,stylecheck 
 	}
 	if obj.ScoringStrategy.TargetUtilizationPercent == nil {
 		obj.ScoringStrategy.TargetUtilizationPercent = ptr.To(DefaultLoadAwareTargetUtilizationPercent)
+	}
+	if obj.ScoringStrategy.DominantResource == nil {
+		obj.ScoringStrategy.DominantResource = ptr.To(DefaultLoadAwareDominantResource)
 	}
 	if obj.ResourceWeights == nil {
 		obj.ResourceWeights = &LoadAwareResources{}
@@ -65,6 +73,32 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) { //nolint:revive,stylecheck 
 	if obj.Estimation.DefaultMemory == nil {
 		q := resource.MustParse(DefaultLoadAwareMemory)
 		obj.Estimation.DefaultMemory = &q
+	}
+	if obj.Estimation.WarmupSeconds == nil {
+		obj.Estimation.WarmupSeconds = ptr.To(DefaultLoadAwareWarmupSeconds)
+	}
+	if obj.UsageAggregation == nil {
+		obj.UsageAggregation = &LoadAwareUsageAggregation{}
+	}
+	if obj.UsageAggregation.Filter == nil {
+		obj.UsageAggregation.Filter = &LoadAwareAggregation{}
+	}
+	defaultAggregation(obj.UsageAggregation.Filter)
+	if obj.UsageAggregation.Score == nil {
+		obj.UsageAggregation.Score = &LoadAwareAggregation{}
+	}
+	defaultAggregation(obj.UsageAggregation.Score)
+	if obj.FilterDaemonSetPods == nil {
+		obj.FilterDaemonSetPods = ptr.To(DefaultLoadAwareFilterDaemonSetPods)
+	}
+}
+
+func defaultAggregation(a *LoadAwareAggregation) {
+	if a.Type == nil {
+		a.Type = ptr.To(DefaultLoadAwareAggregation)
+	}
+	if a.DurationSeconds == nil {
+		a.DurationSeconds = ptr.To(DefaultLoadAwareAggregationSeconds)
 	}
 }
 

@@ -22,6 +22,11 @@ func TestSetDefaultsLoadAwareArgs(t *testing.T) {
 			ScalingFactors:     config.LoadAwareResources{CPU: 85, Memory: 70},
 			DefaultMilliCPU:    100,
 			DefaultMemoryBytes: 200 << 20,
+			WarmupSeconds:      30,
+		},
+		UsageAggregation: config.LoadAwareUsageAggregation{
+			Filter: config.LoadAwareAggregation{Type: config.AggregationLatest, DurationSeconds: 300},
+			Score:  config.LoadAwareAggregation{Type: config.AggregationLatest, DurationSeconds: 300},
 		},
 	}
 	tests := map[string]struct {
@@ -40,6 +45,22 @@ func TestSetDefaultsLoadAwareArgs(t *testing.T) {
 		"strategy type set keeps the default target": {
 			in:   &LoadAwareArgs{ScoringStrategy: &LoadAwareScoringStrategy{Type: ptr.To("TargetUtilization")}},
 			want: func(a *config.LoadAwareArgs) { a.ScoringStrategy.Type = config.TargetUtilization },
+		},
+		"aggregation type set keeps the default duration": {
+			in:   &LoadAwareArgs{UsageAggregation: &LoadAwareUsageAggregation{Filter: &LoadAwareAggregation{Type: ptr.To("p95")}}},
+			want: func(a *config.LoadAwareArgs) { a.UsageAggregation.Filter.Type = config.AggregationP95 },
+		},
+		"new switches convert": {
+			in: &LoadAwareArgs{
+				FilterDaemonSetPods: ptr.To(true),
+				ScoringStrategy:     &LoadAwareScoringStrategy{DominantResource: ptr.To(true)},
+				Estimation:          &LoadAwareEstimation{WarmupSeconds: ptr.To[int64](0)},
+			},
+			want: func(a *config.LoadAwareArgs) {
+				a.FilterDaemonSetPods = true
+				a.ScoringStrategy.DominantResource = true
+				a.Estimation.WarmupSeconds = 0
+			},
 		},
 		"quantities convert to millicores and bytes": {
 			in: &LoadAwareArgs{Estimation: &LoadAwareEstimation{DefaultCPU: ptr.To(resource.MustParse("0.5")), DefaultMemory: ptr.To(resource.MustParse("1Gi"))}},

@@ -13,6 +13,10 @@ const (
 	maxLoadAwareScalingPercent = 1000
 	// maxLoadAwareRefreshSeconds bounds the refresh interval: an hour-old sample says little.
 	maxLoadAwareRefreshSeconds = 3600
+	// maxLoadAwareAggregationSeconds bounds an aggregation's duration (Crane's max over an hour).
+	maxLoadAwareAggregationSeconds = 3600
+	// maxLoadAwareWarmupSeconds bounds the estimation warm-up.
+	maxLoadAwareWarmupSeconds = 3600
 )
 
 // ValidateLoadAwareArgs validates LoadAwareArgs.
@@ -64,7 +68,32 @@ func ValidateLoadAwareArgs(path *field.Path, args *config.LoadAwareArgs) error {
 	if args.Estimation.DefaultMemoryBytes < 0 {
 		errs = append(errs, field.Invalid(estimation.Child("defaultMemory"), args.Estimation.DefaultMemoryBytes, "must not be negative"))
 	}
+	errs = append(errs, validateLoadAwareRange(estimation.Child("warmupSeconds"), args.Estimation.WarmupSeconds, 0, maxLoadAwareWarmupSeconds, "must be between 0 and 3600")...)
+
+	aggregation := path.Child("usageAggregation")
+	errs = append(errs, validateLoadAwareAggregation(aggregation.Child("filter"), args.UsageAggregation.Filter, args.MetricsRefreshIntervalSeconds)...)
+	errs = append(errs, validateLoadAwareAggregation(aggregation.Child("score"), args.UsageAggregation.Score, args.MetricsRefreshIntervalSeconds)...)
 	return errs.ToAggregate()
+}
+
+// LoadAwareAggregationTypes lists the supported aggregations.
+var LoadAwareAggregationTypes = []config.LoadAwareAggregationType{
+	config.AggregationLatest, config.AggregationAvg, config.AggregationP90, config.AggregationP95, config.AggregationMax,
+}
+
+func validateLoadAwareAggregation(path *field.Path, a config.LoadAwareAggregation, refreshSeconds int64) field.ErrorList {
+	switch a.Type {
+	case config.AggregationLatest:
+		return nil
+	case config.AggregationAvg, config.AggregationP90, config.AggregationP95, config.AggregationMax:
+		if a.DurationSeconds < refreshSeconds || a.DurationSeconds > maxLoadAwareAggregationSeconds {
+			return field.ErrorList{field.Invalid(path.Child("durationSeconds"), a.DurationSeconds,
+				"must be between metricsRefreshIntervalSeconds (one sample per refresh) and 3600")}
+		}
+		return nil
+	default:
+		return field.ErrorList{field.NotSupported(path.Child("type"), a.Type, LoadAwareAggregationTypes)}
+	}
 }
 
 func validateLoadAwareRange(path *field.Path, value, lo, hi int64, msg string) field.ErrorList {

@@ -19,6 +19,11 @@ func validLoadAwareArgs() *config.LoadAwareArgs {
 			ScalingFactors:     config.LoadAwareResources{CPU: 85, Memory: 70},
 			DefaultMilliCPU:    100,
 			DefaultMemoryBytes: 200 << 20,
+			WarmupSeconds:      30,
+		},
+		UsageAggregation: config.LoadAwareUsageAggregation{
+			Filter: config.LoadAwareAggregation{Type: config.AggregationLatest, DurationSeconds: 300},
+			Score:  config.LoadAwareAggregation{Type: config.AggregationLatest, DurationSeconds: 300},
 		},
 	}
 }
@@ -45,10 +50,24 @@ func TestValidateLoadAwareArgs(t *testing.T) {
 		"negative weight":                   {mod: func(a *config.LoadAwareArgs) { a.ResourceWeights.CPU = -1 }, want: []string{"resourceWeights.cpu"}},
 		"all weights 0": {mod: func(a *config.LoadAwareArgs) { a.ResourceWeights = config.LoadAwareResources{} },
 			want: []string{"resourceWeights"}},
-		"refresh interval 0":            {mod: func(a *config.LoadAwareArgs) { a.MetricsRefreshIntervalSeconds = 0 }, want: []string{"metricsRefreshIntervalSeconds"}},
-		"staleness not above refresh":   {mod: func(a *config.LoadAwareArgs) { a.MetricsStalenessSeconds = 15 }, want: []string{"metricsStalenessSeconds"}},
-		"scaling factor above 1000":     {mod: func(a *config.LoadAwareArgs) { a.Estimation.ScalingFactors.CPU = 1001 }, want: []string{"estimation.scalingFactors.cpu"}},
-		"negative default memory":       {mod: func(a *config.LoadAwareArgs) { a.Estimation.DefaultMemoryBytes = -1 }, want: []string{"estimation.defaultMemory"}},
+		"refresh interval 0":          {mod: func(a *config.LoadAwareArgs) { a.MetricsRefreshIntervalSeconds = 0 }, want: []string{"metricsRefreshIntervalSeconds"}},
+		"staleness not above refresh": {mod: func(a *config.LoadAwareArgs) { a.MetricsStalenessSeconds = 15 }, want: []string{"metricsStalenessSeconds"}},
+		"scaling factor above 1000":   {mod: func(a *config.LoadAwareArgs) { a.Estimation.ScalingFactors.CPU = 1001 }, want: []string{"estimation.scalingFactors.cpu"}},
+		"negative default memory":     {mod: func(a *config.LoadAwareArgs) { a.Estimation.DefaultMemoryBytes = -1 }, want: []string{"estimation.defaultMemory"}},
+		"negative warm-up":            {mod: func(a *config.LoadAwareArgs) { a.Estimation.WarmupSeconds = -1 }, want: []string{"estimation.warmupSeconds"}},
+		"warm-up above an hour":       {mod: func(a *config.LoadAwareArgs) { a.Estimation.WarmupSeconds = 3601 }, want: []string{"estimation.warmupSeconds"}},
+		"unknown aggregation": {mod: func(a *config.LoadAwareArgs) { a.UsageAggregation.Filter.Type = "p50" },
+			want: []string{"usageAggregation.filter.type", `"latest"`, `"p95"`}},
+		"latest ignores the duration": {mod: func(a *config.LoadAwareArgs) { a.UsageAggregation.Score.DurationSeconds = 0 }},
+		"p95 over a valid duration": {mod: func(a *config.LoadAwareArgs) {
+			a.UsageAggregation.Filter = config.LoadAwareAggregation{Type: config.AggregationP95, DurationSeconds: 3600}
+		}},
+		"aggregation shorter than the refresh interval": {mod: func(a *config.LoadAwareArgs) {
+			a.UsageAggregation.Score = config.LoadAwareAggregation{Type: config.AggregationAvg, DurationSeconds: 10}
+		}, want: []string{"usageAggregation.score.durationSeconds"}},
+		"aggregation longer than an hour": {mod: func(a *config.LoadAwareArgs) {
+			a.UsageAggregation.Filter = config.LoadAwareAggregation{Type: config.AggregationMax, DurationSeconds: 3601}
+		}, want: []string{"usageAggregation.filter.durationSeconds"}},
 		"several errors are all listed": {mod: func(a *config.LoadAwareArgs) { a.UsageThresholds.CPU = 101; a.MetricsRefreshIntervalSeconds = -5 }, want: []string{"usageThresholds.cpu", "metricsRefreshIntervalSeconds"}},
 	}
 	for name, tc := range tests {

@@ -1,0 +1,132 @@
+package loadaware
+
+import (
+	"slices"
+	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+)
+
+// maxRingCapacity bounds the samples kept per node: 512 × 24 bytes. A duration longer than
+// 512 refresh intervals aggregates over the latest 512 samples.
+const maxRingCapacity = 512
+
+// ringSample is one sample in a node's history (unix nanoseconds, millicores, bytes).
+type ringSample struct {
+	ts       int64
+	cpu, mem int64
+}
+
+// ring is a node's recent samples, oldest overwritten first. Only the refresher touches it.
+type ring struct {
+	buf     []ringSample
+	head, n int
+}
+
+func newRing(capacity int) ring { return ring{buf: make([]ringSample, capacity)} }
+
+func (r *ring) push(s ringSample) {
+	r.buf[r.head] = s
+	r.head = (r.head + 1) % len(r.buf)
+	if r.n < len(r.buf) {
+		r.n++
+	}
+}
+
+func (r *ring) reset() { r.head, r.n = 0, 0 }
+
+// at returns the k-th newest sample (0: the latest).
+func (r *ring) at(k int) ringSample {
+	return r.buf[(r.head-1-k+2*len(r.buf))%len(r.buf)]
+}
+
+func (r *ring) latest() ringSample { return r.at(0) }
+
+// aggregation summarizes a node's samples within a duration before now.
+type aggregation struct {
+	kind config.LoadAwareAggregationType
+	// duration in nanoseconds.
+	duration int64
+	// percentile for p90 and p95.
+	percentile int
+}
+
+func newAggregation(a config.LoadAwareAggregation) aggregation {
+	agg := aggregation{kind: a.Type, duration: (time.Duration(a.DurationSeconds) * time.Second).Nanoseconds()}
+	switch a.Type {
+	case config.AggregationP90:
+		agg.percentile = 90
+	case config.AggregationP95:
+		agg.percentile = 95
+	}
+	return agg
+}
+
+// apply returns the aggregated cpu and memory of the samples taken within the duration before now
+// (the latest sample always counts). Percentiles are nearest-rank: the ⌈p·n/100⌉-th smallest of the
+// n samples, so the single highest sample stops deciding p95 from 20 samples on (p90: from 10).
+// scratch is reused between calls.
+func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64) {
+	latest := r.latest()
+	if a.kind == config.AggregationLatest || a.kind == "" || r.n == 1 {
+		return latest.cpu, latest.mem
+	}
+	n := 1
+	for n < r.n && r.at(n).ts >= now-a.duration {
+		n++
+	}
+	switch a.kind {
+	case config.AggregationAvg:
+		var sc, sm int64
+		for k := 0; k < n; k++ {
+			s := r.at(k)
+			sc += s.cpu
+			sm += s.mem
+		}
+		return sc / int64(n), sm / int64(n)
+	case config.AggregationMax:
+		for k := 0; k < n; k++ {
+			s := r.at(k)
+			cpu, mem = max(cpu, s.cpu), max(mem, s.mem)
+		}
+		return cpu, mem
+	}
+	rank := (a.percentile*n+99)/100 - 1
+	vals := (*scratch)[:0]
+	for k := 0; k < n; k++ {
+		vals = append(vals, r.at(k).cpu)
+	}
+	slices.Sort(vals)
+	cpu = vals[rank]
+	vals = vals[:0]
+	for k := 0; k < n; k++ {
+		vals = append(vals, r.at(k).mem)
+	}
+	slices.Sort(vals)
+	mem = vals[rank]
+	*scratch = vals
+	return cpu, mem
+}
+
+// aggregator holds the Filter's and the Score's aggregations and their shared scratch space (used
+// by the refresher under store.mu).
+type aggregator struct {
+	filter, score aggregation
+	capacity      int
+	scratch       []int64
+}
+
+func newAggregator(a config.LoadAwareUsageAggregation, refreshSeconds int64) aggregator {
+	agg := aggregator{filter: newAggregation(a.Filter), score: newAggregation(a.Score), capacity: 1}
+	for _, x := range []config.LoadAwareAggregation{a.Filter, a.Score} {
+		if x.Type == config.AggregationLatest || x.Type == "" || refreshSeconds <= 0 {
+			continue
+		}
+		// One sample per refresh, plus one for the sample at the window's start.
+		agg.capacity = max(agg.capacity, int((x.DurationSeconds+refreshSeconds-1)/refreshSeconds)+1)
+	}
+	agg.capacity = min(agg.capacity, maxRingCapacity)
+	return agg
+}
+
+func (a aggregator) ringCapacity() int { return a.capacity }
