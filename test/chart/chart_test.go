@@ -233,7 +233,8 @@ func TestValues(t *testing.T) {
 					{field(t, d, "spec", "template", "spec", "tolerations"), []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}}},
 					{field(t, d, "spec", "template", "spec", "priorityClassName"), "system-node-critical"},
 					{ctr["args"], []any{"--config=/etc/custom-scheduler/scheduler-config.yaml", "--v=4", "--kube-api-qps=100"}},
-					{ctr["resources"], map[string]any{"requests": map[string]any{"cpu": "1"}}},
+					// Maps merge with the defaults (Helm's rule).
+					{ctr["resources"], map[string]any{"requests": map[string]any{"cpu": "1", "memory": "256Mi"}, "limits": map[string]any{"memory": "2Gi"}}},
 				} {
 					if !reflect.DeepEqual(c.got, c.want) {
 						t.Errorf("got %v, want %v", c.got, c.want)
@@ -243,7 +244,9 @@ func TestValues(t *testing.T) {
 		},
 		"plugins and pluginConfig pass through": {
 			values: map[string]any{
-				"plugins":      map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": "LoadAware"}}}},
+				// Maps merge with the defaults (Helm's rule): null removes a default key.
+				"plugins": map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": "LoadAware"}}},
+					"queueSort": nil, "preEnqueue": nil, "preFilter": nil, "postFilter": nil, "reserve": nil, "permit": nil},
 				"pluginConfig": []any{map[string]any{"name": "LoadAware", "args": map[string]any{"usageThresholds": map[string]any{"cpu": 70}}}},
 				"extraConfig":  map[string]any{"percentageOfNodesToScore": 50},
 			},

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -62,21 +64,21 @@ func expandGrafana(expr string) (string, error) {
 // labelValuesQuery is Grafana's label_values(selector, label) variable query.
 var labelValuesQuery = regexp.MustCompile(`^label_values\((.*),\s*(\w+)\)$`)
 
-// loadDashboard reads the dashboard JSON into the Grafana schema (the foundation SDK's generated
-// types, strictly: an unknown field or a wrong type anywhere, also in panel options and Prometheus
-// queries, is an error).
-func loadDashboard(t *testing.T) *dashboard.Dashboard {
-	t.Helper()
+// loadDashboard reads dashboard JSON into the Grafana schema (the foundation SDK's generated types,
+// strictly: an unknown field or a wrong type anywhere, also in panel options and Prometheus queries,
+// is an error).
+func loadDashboard(data []byte) (*dashboard.Dashboard, error) {
 	plugins.RegisterDefaultPlugins()
-	data, err := os.ReadFile(dashboardPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var d dashboard.Dashboard
-	if err := d.UnmarshalJSONStrict(data); err != nil {
-		t.Fatalf("the dashboard does not load into the Grafana schema: %v", err)
+	err := d.UnmarshalJSONStrict(data)
+	// The SDK returns its error list typed, so no errors is a non-nil error holding an empty list.
+	if be, ok := err.(cog.BuildErrors); ok && len(be) == 0 {
+		err = nil
 	}
-	return &d
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // dashboardQueries are every PromQL expression of the dashboard: panel targets and variable queries,
@@ -168,7 +170,18 @@ func strictInto(t *testing.T, obj *unstructured.Unstructured, into any) {
 
 // TestDashboardSchema: the dashboard loads into Grafana's schema, and every query parses as PromQL.
 func TestDashboardSchema(t *testing.T) {
-	d := loadDashboard(t)
+	data, err := os.ReadFile(dashboardPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := loadDashboard(data)
+	if err != nil {
+		t.Fatalf("the dashboard does not load into the Grafana schema: %v", err)
+	}
+	// The check bites: a misspelt field in a Prometheus query is refused.
+	if _, err := loadDashboard(bytes.Replace(data, []byte(`"legendFormat"`), []byte(`"legendFromat"`), 1)); err == nil {
+		t.Error("a dashboard with a misspelt query field loaded")
+	}
 	if d.Uid == nil || *d.Uid != "custom-scheduler" || len(d.Panels) == 0 {
 		t.Fatalf("dashboard uid %v with %d panels", d.Uid, len(d.Panels))
 	}

@@ -4,6 +4,7 @@
 package chart
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -119,21 +121,31 @@ func (r *rendered) find(kind, name string) *unstructured.Unstructured {
 	return nil
 }
 
-// decodeObjects reads a multi-document YAML stream into objects, skipping empty documents.
+// decodeObjects reads a multi-document YAML stream into objects, skipping empty documents. Each goes
+// through JSON into unstructured, as the apiserver's clients decode it (integers as int64).
 func decodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
 			return nil, err
 		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
 		}
+		if s := string(bytes.TrimSpace(js)); s == "null" || s == "{}" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
 	}
 }
 
