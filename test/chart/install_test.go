@@ -66,7 +66,7 @@ var installValues = map[string]any{
 // TestInstall installs the chart into a real apiserver (server-side apply of everything it renders),
 // runs the scheduler binary as the chart's ServiceAccount with only the chart's RBAC and the chart's
 // configuration, and drives a workload through it: plain pods, a gang, a gang that times out, a
-// preemption, a node too hot for LoadAware that cools down. Then:
+// preemption of a whole gang, a node too hot for LoadAware that cools down. Then:
 //   - nothing the scheduler did was forbidden;
 //   - Prometheus' ServiceAccount, bound by the chart to the metrics reader, reads /metrics; a
 //     ServiceAccount without the binding is refused;
@@ -95,7 +95,7 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("starting the metrics.k8s.io test server: %v", err)
 	}
 	t.Cleanup(metrics.Close)
-	for _, n := range []struct{ name, cpu string }{{"plain-a", "8"}, {"plain-b", "8"}, {"gang", "4"}, {"slow", "2"}, {"small", "2"}, {"hot", "8"}} {
+	for _, n := range []struct{ name, cpu string }{{"plain-a", "8"}, {"plain-b", "8"}, {"gang", "4"}, {"slow", "2"}, {"small", "4"}, {"hot", "8"}} {
 		createNode(t, c, n.name, n.cpu, map[string]string{"pool": n.name})
 		metrics.SetNode(n.name, fakemetrics.NodeUsage{CPU: "500m", Memory: "1Gi"})
 	}
@@ -139,7 +139,7 @@ func TestInstall(t *testing.T) {
 		}
 		createPod(t, c, p)
 	}
-	// Preemption: a high-priority pod takes the place of a low-priority one.
+	// Preemption: a high-priority pod takes the place of low-priority ones.
 	for _, pc := range []*schedulingv1.PriorityClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10},
 		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
@@ -148,11 +148,20 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	low := pod(ns, "low", "2", map[string]string{"pool": "small"})
-	low.Spec.PriorityClassName = "low"
-	createPod(t, c, low)
-	waitForBound(t, c, ns, "low")
-	high := pod(ns, "high", "2", map[string]string{"pool": "small"})
+	// The victims are a low-priority gang of two: preempted whole.
+	createPodGroup(t, ns, "batch", 2, 0)
+	for i := range 2 {
+		p := pod(ns, fmt.Sprintf("batch-%d", i), "1500m", map[string]string{"pool": "small"})
+		p.Labels = map[string]string{podGroupLabel: "batch"}
+		p.Spec.PriorityClassName = "low"
+		createPod(t, c, p)
+	}
+	waitForBound(t, c, ns, "batch-0")
+	waitForBound(t, c, ns, "batch-1")
+	// Let a sample newer than the bindings arrive, so LoadAware counts the node's measured usage (low)
+	// instead of estimates for the victims, which preemption would not take away.
+	time.Sleep(3 * time.Second)
+	high := pod(ns, "high", "3", map[string]string{"pool": "small"})
 	high.Spec.PriorityClassName = "high"
 	createPod(t, c, high)
 	// A pod only the hot node could take: LoadAware filters it out until the node cools down.
@@ -166,13 +175,16 @@ func TestInstall(t *testing.T) {
 	}
 	waitForMessage(t, c, ns, "on-hot", "LoadAware")
 	waitForEvent(t, c, ns, "slow-0", "GangTimedOut")
-	waitFor(t, "the low-priority pod to be preempted", func(ctx context.Context) (bool, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "low", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return err == nil && p.DeletionTimestamp != nil, err
-	})
+	for i := range 2 {
+		name := fmt.Sprintf("batch-%d", i)
+		waitFor(t, "the low-priority gang member "+name+" to be preempted", func(ctx context.Context) (bool, error) {
+			p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return err == nil && p.DeletionTimestamp != nil, err
+		})
+	}
 	metrics.SetNode("hot", fakemetrics.NodeUsage{CPU: "1", Memory: "1Gi"})
 	waitForBound(t, c, ns, "on-hot")
 

@@ -313,3 +313,36 @@ func metricNames(expr parser.Node) []string {
 	})
 	return names
 }
+
+// TestCheckQuery: the metric-name check of dashboard and alert queries finds what it should.
+func TestCheckQuery(t *testing.T) {
+	expo := exposition{
+		"scheduler_pending_pods": {"queue": true},
+		"custom_scheduler_coscheduling_time_to_quorum_seconds_bucket": {"profile": true, "le": true},
+	}
+	cases := map[string]struct {
+		expr string
+		want []string
+	}{
+		"known metric and labels": {expr: `sum by (queue) (scheduler_pending_pods{job="x", queue="active"})`},
+		"histogram bucket":        {expr: `histogram_quantile(0.9, sum by (le) (rate(custom_scheduler_coscheduling_time_to_quorum_seconds_bucket{profile="p"}[5m])))`},
+		"up is Prometheus' own":   {expr: `absent(up{job="x"} == 1)`},
+		"unknown metric":          {expr: `rate(scheduler_schedule_attempts_totl[5m])`, want: []string{"metric scheduler_schedule_attempts_totl is not on /metrics"}},
+		"unknown label matcher":   {expr: `scheduler_pending_pods{queu="active"}`, want: []string{`has no label "queu"`}},
+		"unknown grouping label":  {expr: `sum by (reason) (scheduler_pending_pods)`, want: []string{`grouping by "reason"`}},
+		"does not parse":          {expr: `sum(scheduler_pending_pods`, want: []string{"does not parse"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := checkQuery(expo, query{where: name, expr: tc.expr})
+			if len(got) != len(tc.want) {
+				t.Fatalf("problems %q, want %d like %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %q does not contain %q", got[i], w)
+				}
+			}
+		})
+	}
+}
