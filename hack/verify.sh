@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 
 hack/update-codegen.sh
 hack/update-replace.sh "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" >/dev/null
-if ! git diff --quiet -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod; then
-  git diff --stat -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod
+if ! git diff --quiet -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod; then
+  git diff --stat -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod
   echo "generated files are out of date: run 'make generate' (and hack/update-replace.sh) and commit the result" >&2
   exit 1
 fi
