@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,13 +89,11 @@ func TestInstall(t *testing.T) {
 	}
 
 	// Node usage through the aggregated metrics.k8s.io API, as metrics-server serves it: one node hot.
-	metricsCtx, cancel := context.WithTimeout(ctx, waitTimeout)
-	defer cancel()
-	metrics, err := fakemetrics.Start(metricsCtx, restConfig, metav1.NamespaceDefault, "test-metrics-server")
-	if err != nil {
-		t.Fatalf("starting the metrics.k8s.io test server: %v", err)
+	metrics := useMetricsServer(t)
+	// A lease left by an earlier run's scheduler would make this one wait out its duration.
+	if err := c.CoordinationV1().Leases(releaseNamespace).Delete(ctx, releaseName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
 	}
-	t.Cleanup(metrics.Close)
 	for _, n := range []struct{ name, cpu string }{{"plain-a", "8"}, {"plain-b", "8"}, {"gang", "4"}, {"slow", "2"}, {"small", "4"}, {"hot", "8"}} {
 		createNode(t, c, n.name, n.cpu, map[string]string{"pool": n.name})
 		metrics.SetNode(n.name, fakemetrics.NodeUsage{CPU: "500m", Memory: "1Gi"})
@@ -114,10 +113,7 @@ func TestInstall(t *testing.T) {
 	})
 	waitFor(t, "LoadAware to fetch node metrics", func(ctx context.Context) (bool, error) { return metrics.Requests() > 0, nil })
 
-	ns := "workload"
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ns := testNamespace(t, c)
 	// Plain pods: enough scheduling cycles that upstream's sampled plugin metrics are recorded.
 	for i := range 40 {
 		createPod(t, c, pod(ns, fmt.Sprintf("plain-%d", i), "10m", map[string]string{"pool": []string{"plain-a", "plain-b"}[i%2]}))
@@ -411,6 +407,11 @@ func createNode(t *testing.T, c kubernetes.Interface, name, cpu string, labels m
 	if err != nil {
 		t.Fatalf("creating node %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		if err := c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting node %s: %v", name, err)
+		}
+	})
 	node.Status = v1.NodeStatus{Capacity: capacity, Allocatable: capacity, Phase: v1.NodeRunning, Conditions: []v1.NodeCondition{{
 		Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 	}}}
@@ -602,4 +603,45 @@ func subjectAccessReview(user string) *authorizationv1.SubjectAccessReview {
 		Groups:                []string{"system:serviceaccounts", "system:authenticated"},
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
 	}}
+}
+
+var (
+	metricsServerOnce sync.Once
+	metricsServer     *fakemetrics.Server
+	metricsServerErr  error
+)
+
+// useMetricsServer returns the package's metrics.k8s.io server (registered through an APIService on
+// first use), reset (no nodes, healthy) for the calling test.
+func useMetricsServer(t *testing.T) *fakemetrics.Server {
+	t.Helper()
+	metricsServerOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		metricsServer, metricsServerErr = fakemetrics.Start(ctx, restConfig, metav1.NamespaceDefault, "test-metrics-server")
+	})
+	if metricsServerErr != nil {
+		t.Fatalf("starting the metrics.k8s.io test server: %v", metricsServerErr)
+	}
+	metricsServer.Reset()
+	t.Cleanup(metricsServer.Reset)
+	return metricsServer
+}
+
+// testNamespace creates a namespace for one test's workload; its pods are deleted at once when the
+// test ends (no kubelet runs here to stop them gracefully).
+func testNamespace(t *testing.T, c kubernetes.Interface) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting pods of %s: %v", ns.Name, err)
+		}
+		_ = c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
 }
