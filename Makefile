@@ -75,8 +75,18 @@ envtest: ## Build kube-apiserver, etcd and kube-controller-manager for the tests
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: build envtest ## Run unit and integration tests against a real apiserver.
+test: build envtest ## Run unit and integration tests against a real apiserver, then the chart tests.
 	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
+		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory chart-test
+
+# The Helm chart, dashboard and alert tests live in their own module (test/chart/go.mod), so Helm,
+# Prometheus and the Grafana SDK never enter the scheduler's module graph.
+CHART_TEST_DIR := test/chart
+
+.PHONY: chart-test
+chart-test: build envtest ## Helm chart tests: lint, drift from the kustomization, install into envtest and run; dashboard and alert queries against a live /metrics.
+	cd $(CHART_TEST_DIR) && KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
@@ -84,8 +94,9 @@ test-unit: ## Run unit tests only.
 	go test $$(go list ./... | grep -v /test/)
 
 .PHONY: lint
-lint: ## go vet and a gofmt check.
+lint: ## go vet (both modules) and a gofmt check.
 	go vet ./...
+	cd $(CHART_TEST_DIR) && go vet ./...
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify

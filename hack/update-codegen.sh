@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy functions (pkg/apis/...) and the CRD YAML (manifests/crds) with controller-gen,
+# Regenerates deepcopy functions (pkg/apis/...) and the CRD YAML (manifests/crds, copied into the Helm
+# chart's crds/) with controller-gen,
 # built from hack/tools/go.mod into bin/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,6 @@ fi
 if compgen -G "pkg/apis/scheduling/*/" >/dev/null; then
   "${bin}" crd paths=./pkg/apis/scheduling/... output:crd:artifacts:config=manifests/crds
 fi
+# The Helm chart ships the same CRDs, byte for byte.
+rm -f manifests/helm/custom-scheduler/crds/*.yaml
+cp manifests/crds/*_*.yaml manifests/helm/custom-scheduler/crds/

@@ -19,9 +19,11 @@ gomod="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^
 mapfile -t staging < <(awk '/^replace \(/{inblk=1; next} inblk && /^\)/{inblk=0} inblk && $2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "${gomod}")
 [[ ${#staging[@]} -gt 0 ]] || { echo "no staging modules found in ${gomod}" >&2; exit 1; }
 
-args=("-require=k8s.io/kubernetes@${KUBE_VERSION}")
+replaces=()
 for m in "${staging[@]}"; do
-  args+=("-replace=${m}=${m}@${STAGING_VERSION}")
+  replaces+=("-replace=${m}=${m}@${STAGING_VERSION}")
 done
-go mod edit "${args[@]}"
+go mod edit "-require=k8s.io/kubernetes@${KUBE_VERSION}" "${replaces[@]}"
+# The chart tests' module (test/chart) builds against the same k8s.io pins.
+(cd test/chart && go mod edit "${replaces[@]}")
 echo "pinned k8s.io/kubernetes ${KUBE_VERSION} and ${#staging[@]} staging modules to ${STAGING_VERSION}"
