@@ -60,6 +60,8 @@ var installValues = map[string]any{
 		map[string]any{"name": "LoadAware", "args": map[string]any{
 			"usageThresholds":               map[string]any{"cpu": 80, "memory": 90},
 			"metricsRefreshIntervalSeconds": 1,
+			// A pod's estimate is dropped once it has run this long and a sample came after.
+			"estimation": map[string]any{"warmupSeconds": 1},
 		}},
 	},
 }
@@ -154,8 +156,11 @@ func TestInstall(t *testing.T) {
 	}
 	waitForBound(t, c, ns, "batch-0")
 	waitForBound(t, c, ns, "batch-1")
-	// Let a sample newer than the bindings arrive, so LoadAware counts the node's measured usage (low)
-	// instead of estimates for the victims, which preemption would not take away.
+	// No kubelet runs here: report the victims running, as a kubelet would, and let a sample come
+	// after their warm-up, so LoadAware counts the node's measured usage (low) instead of estimates
+	// for the victims, which a measured sample cannot take away (usage rejections are unresolvable).
+	markRunning(t, c, ns, "batch-0")
+	markRunning(t, c, ns, "batch-1")
 	time.Sleep(3 * time.Second)
 	high := pod(ns, "high", "3", map[string]string{"pool": "small"})
 	high.Spec.PriorityClassName = "high"
@@ -644,4 +649,27 @@ func testNamespace(t *testing.T, c kubernetes.Interface) string {
 		_ = c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
 	})
 	return ns.Name
+}
+
+// markRunning reports a pod Running with its containers started now, as a kubelet would.
+func markRunning(t *testing.T, c kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	p.Status.Phase = v1.PodRunning
+	p.Status.StartTime = &now
+	p.Status.ContainerStatuses = nil
+	for _, ctr := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{
+			Name: ctr.Name, Image: ctr.Image, Ready: true, Started: ptr.To(true),
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("reporting pod %s/%s running: %v", ns, name, err)
+	}
 }
