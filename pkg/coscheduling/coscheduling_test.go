@@ -726,6 +726,40 @@ func BenchmarkCheckFeasible(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckFeasibleRealistic is the gang check with pods as a cluster has them: every member
+// carries the default not-ready/unreachable tolerations and asks for an extended resource, on 5000
+// nodes with that resource; 200 members.
+func BenchmarkCheckFeasibleRealistic(b *testing.B) {
+	logger := klog.Background()
+	const gpu = v1.ResourceName("example.com/gpu")
+	nodes := make([]fwk.NodeInfo, 5000)
+	for i := range nodes {
+		n := st.MakeNode().Name(fmt.Sprintf("n%d", i)).Capacity(map[v1.ResourceName]string{
+			v1.ResourceCPU: "8", v1.ResourceMemory: "32Gi", v1.ResourcePods: "110", gpu: "4"}).Obj()
+		ni := framework.NewNodeInfo()
+		ni.SetNode(n)
+		nodes[i] = ni
+	}
+	seconds := int64(300)
+	members := make([]*v1.Pod, 200)
+	for i := range members {
+		p := st.MakePod().Namespace("ns").Name(fmt.Sprintf("m%d", i)).UID(fmt.Sprintf("m%d", i)).Label(v1alpha1.PodGroupLabel, "g").
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "3", v1.ResourceMemory: "4Gi", gpu: "1"}).Obj()
+		p.Spec.Tolerations = []v1.Toleration{
+			{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+			{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &seconds},
+		}
+		members[i] = p
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if res, _ := checkFeasible(logger, "ns/g", members, len(members), nodes, nil, nil, nil); !res.feasible {
+			b.Fatal(res.message)
+		}
+	}
+}
+
 func withCreation(p *v1.Pod, t time.Time) *v1.Pod {
 	p.CreationTimestamp = metav1.NewTime(t)
 	return p

@@ -1,13 +1,13 @@
 package coscheduling
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	resourcehelper "k8s.io/component-helpers/resource"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -317,6 +317,27 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 	return f
 }
 
+// usable reports, per node, whether some member may use it. One pass per distinct eligibility (the
+// members of a gang usually share one), not per member.
+func (f *gangFit) usable() []bool {
+	if f.homogeneous {
+		return f.eligible.of(f.members[0].pod)
+	}
+	out := make([]bool, len(f.free))
+	seen := map[*bool]bool{}
+	for _, m := range f.members {
+		elig := f.eligible.of(m.pod)
+		if len(elig) == 0 || seen[&elig[0]] {
+			continue
+		}
+		seen[&elig[0]] = true
+		for i, ok := range elig {
+			out[i] = out[i] || ok
+		}
+	}
+	return out
+}
+
 // placeable returns how many of the gang's `need` members fit at once on the nodes at the given
 // indexes of f.free (all nodes when idx is nil), at most need: exact for identical members, first-fit
 // decreasing for mixed ones.
@@ -421,14 +442,7 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources, claimed)
 
 	var eligibleTotal resources
-	anyEligible := make([]bool, len(f.free))
-	for _, m := range f.members {
-		for i, ok := range f.eligible.of(m.pod) {
-			if ok {
-				anyEligible[i] = true
-			}
-		}
-	}
+	anyEligible := f.usable()
 	for i, fn := range f.free {
 		if anyEligible[i] {
 			eligibleTotal.addClamped(fn.free)
@@ -532,46 +546,125 @@ func homogeneous(members []gangMember, e *eligibility) bool {
 
 // eligibility caches, per distinct placement constraints (node selector, required node affinity,
 // tolerations), which nodes a member may use. Members of a gang usually share one template, so this is
-// one pass over the nodes.
+// one pass over the nodes. Constraints are told apart by a hash of their fields, then compared: no
+// encoding per member.
 type eligibility struct {
-	logger klog.Logger
-	nodes  []freeNode
-	byKey  map[string][]bool
-	// keys remembers each member's key, so it is encoded once per check, not once per use.
-	keys map[*v1.Pod]string
+	logger  klog.Logger
+	nodes   []freeNode
+	classes []eligibilityClass
+	// byHash lists the classes whose constraints have a hash.
+	byHash map[uint64][]int
+	// classOf remembers each member's class, so it is found once per check, not once per use.
+	classOf map[*v1.Pod]int
+}
+
+// eligibilityClass is one set of placement constraints, as a pod that has them, and its nodes (nil
+// until asked for).
+type eligibilityClass struct {
+	rep *v1.Pod
+	ok  []bool
 }
 
 func newEligibility(logger klog.Logger, nodes []freeNode) *eligibility {
-	return &eligibility{logger: logger, nodes: nodes, byKey: map[string][]bool{}, keys: map[*v1.Pod]string{}}
+	return &eligibility{logger: logger, nodes: nodes, byHash: map[uint64][]int{}, classOf: map[*v1.Pod]int{}}
 }
 
-func (e *eligibility) key(pod *v1.Pod) string {
-	if k, ok := e.keys[pod]; ok {
-		return k
+// key is the pod's constraint class: pods with equal keys may use the same nodes.
+func (e *eligibility) key(pod *v1.Pod) int {
+	if c, ok := e.classOf[pod]; ok {
+		return c
 	}
-	k := eligibilityKey(pod)
-	e.keys[pod] = k
-	return k
+	h := constraintsHash(pod)
+	for _, c := range e.byHash[h] {
+		if sameConstraints(e.classes[c].rep, pod) {
+			e.classOf[pod] = c
+			return c
+		}
+	}
+	c := len(e.classes)
+	e.classes = append(e.classes, eligibilityClass{rep: pod})
+	e.byHash[h] = append(e.byHash[h], c)
+	e.classOf[pod] = c
+	return c
 }
 
-func eligibilityKey(pod *v1.Pod) string {
-	var affinity *v1.NodeAffinity
-	if pod.Spec.Affinity != nil {
-		affinity = pod.Spec.Affinity.NodeAffinity
+func nodeAffinityOf(pod *v1.Pod) *v1.NodeAffinity {
+	if pod.Spec.Affinity == nil {
+		return nil
 	}
-	if len(pod.Spec.NodeSelector) == 0 && affinity == nil && len(pod.Spec.Tolerations) == 0 {
-		return ""
+	return pod.Spec.Affinity.NodeAffinity
+}
+
+// sameConstraints reports whether two pods' node selector, required node affinity and tolerations are
+// equal (written out: reflection would cost more than the rest of the check per member).
+func sameConstraints(a, b *v1.Pod) bool {
+	sa, sb := a.Spec.NodeSelector, b.Spec.NodeSelector
+	if len(sa) != len(sb) {
+		return false
 	}
-	b, err := json.Marshal([]any{pod.Spec.NodeSelector, affinity, pod.Spec.Tolerations})
-	if err != nil {
-		return string(pod.UID)
+	for k, v := range sa {
+		if w, ok := sb[k]; !ok || w != v {
+			return false
+		}
 	}
-	return string(b)
+	ta, tb := a.Spec.Tolerations, b.Spec.Tolerations
+	if len(ta) != len(tb) {
+		return false
+	}
+	for i := range ta {
+		x, y := &ta[i], &tb[i]
+		if x.Key != y.Key || x.Operator != y.Operator || x.Value != y.Value || x.Effect != y.Effect {
+			return false
+		}
+		if (x.TolerationSeconds == nil) != (y.TolerationSeconds == nil) || (x.TolerationSeconds != nil && *x.TolerationSeconds != *y.TolerationSeconds) {
+			return false
+		}
+	}
+	na, nb := nodeAffinityOf(a), nodeAffinityOf(b)
+	if na == nil || nb == nil {
+		return na == nb
+	}
+	return equality.Semantic.DeepEqual(na, nb)
+}
+
+// constraintsHash hashes what sameConstraints compares (the node selector independently of map order,
+// the tolerations in order, and whether there is a node affinity): equal constraints hash equal.
+func constraintsHash(pod *v1.Pod) uint64 {
+	var sel uint64
+	for k, v := range pod.Spec.NodeSelector {
+		sel ^= fnvAdd(fnvAdd(fnvOffset, k), v)
+	}
+	h := fnvAdd(fnvOffset, "")
+	h ^= sel
+	for i := range pod.Spec.Tolerations {
+		t := &pod.Spec.Tolerations[i]
+		h = fnvAdd(fnvAdd(fnvAdd(fnvAdd(h, t.Key), string(t.Operator)), t.Value), string(t.Effect))
+	}
+	if nodeAffinityOf(pod) != nil {
+		h = fnvAdd(h, "affinity")
+	}
+	return h
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvAdd folds s, then a separator, into an FNV-1a hash.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	h ^= 0xff
+	h *= fnvPrime
+	return h
 }
 
 func (e *eligibility) of(pod *v1.Pod) []bool {
-	k := e.key(pod)
-	if ok, found := e.byKey[k]; found {
+	c := e.key(pod)
+	if ok := e.classes[c].ok; ok != nil {
 		return ok
 	}
 	required := nodeaffinity.GetRequiredNodeAffinity(pod)
@@ -590,7 +683,7 @@ func (e *eligibility) of(pod *v1.Pod) []bool {
 		}
 		ok[i] = true
 	}
-	e.byKey[k] = ok
+	e.classes[c].ok = ok
 	return ok
 }
 

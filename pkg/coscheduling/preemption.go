@@ -567,12 +567,7 @@ type nomination struct {
 // may use, each gang member standing for its whole gang (wherever its members run), with what each
 // frees on the check's nodes. A gang is a unit only if every member has lower priority.
 func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string) []*gangUnit {
-	usable := make([]bool, len(f.free))
-	for _, m := range f.members {
-		for i, ok := range f.eligible.of(m.pod) {
-			usable[i] = usable[i] || ok
-		}
-	}
+	usable := f.usable()
 	gangs := buildGangIndex(nodes)
 	seen := map[string]bool{}
 	var out []*gangUnit

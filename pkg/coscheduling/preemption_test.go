@@ -405,3 +405,33 @@ func TestClaims(t *testing.T) {
 		t.Errorf("forgetting the claim left it counted")
 	}
 }
+
+// TestEligibilityClasses: members with equal placement constraints (as separate objects, node
+// selectors in any order) share one class and one pass over the nodes; any difference makes another.
+func TestEligibilityClasses(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	seconds := int64(300)
+	withConstraints := func(name string, sel map[string]string, tolerationKey string) *v1.Pod {
+		p := running(name, "g", "", "1", 0)
+		p.Spec.NodeSelector = sel
+		if tolerationKey != "" {
+			s := seconds
+			p.Spec.Tolerations = []v1.Toleration{{Key: tolerationKey, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s}}
+		}
+		return p
+	}
+	a := withConstraints("a", map[string]string{"x": "1", "y": "2"}, v1.TaintNodeNotReady)
+	b := withConstraints("b", map[string]string{"y": "2", "x": "1"}, v1.TaintNodeNotReady)
+	c := withConstraints("c", map[string]string{"x": "1", "y": "2"}, v1.TaintNodeUnreachable)
+	d := withConstraints("d", map[string]string{"x": "1"}, v1.TaintNodeNotReady)
+	e := newEligibility(logger, nil)
+	if e.key(a) != e.key(b) {
+		t.Errorf("equal constraints in two pods got two classes")
+	}
+	if e.key(a) == e.key(c) || e.key(a) == e.key(d) || e.key(c) == e.key(d) {
+		t.Errorf("different constraints share a class: a=%d c=%d d=%d", e.key(a), e.key(c), e.key(d))
+	}
+	if len(e.classes) != 3 {
+		t.Errorf("%d classes, want 3", len(e.classes))
+	}
+}
