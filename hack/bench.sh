@@ -6,6 +6,8 @@
 #   hack/bench.sh              full sizes (1000 nodes, 5000 pods), 3 repetitions, plus the plugins'
 #                              Go micro-benchmarks
 #   hack/bench.sh --reduced    half sizes (500 nodes), 3 repetitions
+#   hack/bench.sh --large      5000 nodes / 25000 pods (Basic, BasicCustom, BasicCoscheduling,
+#                              BasicLoadAware, Ceiling only: pass them with --cases), 3 repetitions
 #   hack/bench.sh --smoke      10 nodes / 20 pods, 1 repetition, every workload (CI: a few minutes
 #                              once the test binary is built)
 # Options: --reps N, --cases 'Basic BasicCustom ...' (test cases to run), --out DIR (default
@@ -30,6 +32,7 @@ while [[ $# -gt 0 ]]; do
     --smoke) size=smoke ;;
     --reduced) size=reduced ;;
     --full) size=full ;;
+    --large) size=large ;;
     --reps) reps="$2"; shift ;;
     --cases) cases="$2"; shift ;;
     --out) out="$2"; shift ;;
@@ -46,6 +49,7 @@ case "${size}" in
   smoke) label=smoke; reps="${reps:-1}"; timeout=10m; micro=0 ;;
   reduced) label=reduced; reps="${reps:-3}"; timeout=40m ;;
   full) label=performance; reps="${reps:-3}"; timeout=60m ;;
+  large) label=large; reps="${reps:-3}"; timeout=120m ;;
 esac
 out="${out:-${root}/bin/bench/results/${size}-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "${out}"
