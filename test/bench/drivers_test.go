@@ -62,17 +62,12 @@ func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 		lastBindAt time.Time
 		bound      = map[string]int{}
 		boundPods  = map[string]bool{}
-		seen       int
 	)
-	observe := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
+	observe := func(pod *v1.Pod, deleted bool) {
+		if deleted {
 			return
 		}
 		gang := pod.Labels[gangLabel]
-		if gang == "" {
-			return
-		}
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -89,15 +84,7 @@ func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 			reachedAt = now
 		}
 	}
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			mu.Lock()
-			seen++
-			mu.Unlock()
-			observe(obj)
-		},
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
+	if _, err := podInformer.AddEventHandler(onGangPods(observe)); err != nil {
 		cancel()
 		return err
 	}
@@ -165,6 +152,24 @@ func startSaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 	return nil
 }
 
+// onGangPods is an informer handler that passes the gang pods (those labelled gangLabel) of every add,
+// update and delete (tombstones unwrapped) to observe.
+func onGangPods(observe func(pod *v1.Pod, deleted bool)) cache.ResourceEventHandler {
+	call := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*v1.Pod); ok && pod.Labels[gangLabel] != "" {
+			observe(pod, deleted)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { call(obj, false) },
+		UpdateFunc: func(_, obj any) { call(obj, false) },
+		DeleteFunc: func(obj any) { call(obj, true) },
+	}
+}
+
 // highWaveNamespace is where a PreemptionWave workload creates its high-priority gangs (gang-ns-1);
 // the low-priority wave is in gangNamespace.
 const highWaveNamespace = "gang-ns-1"
@@ -199,20 +204,8 @@ func startPreemptionWaveWatcher(tCtx ktesting.TContext, w *perf.Workload) error 
 		lowLive   = map[string]map[string]bool{}
 		evicted   int
 	)
-	observe := func(obj any, deleted bool) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
-			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
-				pod, ok = tomb.Obj.(*v1.Pod)
-			}
-			if !ok {
-				return
-			}
-		}
+	observe := func(pod *v1.Pod, deleted bool) {
 		gang := pod.Labels[gangLabel]
-		if gang == "" {
-			return
-		}
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -242,11 +235,7 @@ func startPreemptionWaveWatcher(tCtx ktesting.TContext, w *perf.Workload) error 
 			}
 		}
 	}
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { observe(obj, false) },
-		UpdateFunc: func(_, obj any) { observe(obj, false) },
-		DeleteFunc: func(obj any) { observe(obj, true) },
-	}); err != nil {
+	if _, err := podInformer.AddEventHandler(onGangPods(observe)); err != nil {
 		cancel()
 		return err
 	}
@@ -502,9 +491,8 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 		racks = racksOf(w)
 		seen  = map[string]bool{}
 	)
-	observe := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Labels[gangLabel] == "" || pod.Spec.NodeName == "" {
+	observe := func(pod *v1.Pod, deleted bool) {
+		if deleted || pod.Spec.NodeName == "" {
 			return
 		}
 		mu.Lock()
@@ -513,10 +501,7 @@ func startTopologyWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
 			seen[pod.Name] = true
 		}
 	}
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
+	if _, err := podInformer.AddEventHandler(onGangPods(observe)); err != nil {
 		cancel()
 		return err
 	}
@@ -585,9 +570,8 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		boundPods = map[string]bool{}
 		racks     = racksOf(w)
 	)
-	observe := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if !ok || pod.Labels[gangLabel] == "" {
+	observe := func(pod *v1.Pod, deleted bool) {
+		if deleted {
 			return
 		}
 		mu.Lock()
@@ -604,10 +588,7 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		boundPods[key] = true
 		lastBind = now
 	}
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
+	if _, err := podInformer.AddEventHandler(onGangPods(observe)); err != nil {
 		cancel()
 		return err
 	}
