@@ -129,6 +129,9 @@ type Coscheduling struct {
 	status *statusUpdater
 	// claims are the pods nominated to nodes (room kept for preemptors).
 	claims claims
+	// evicted holds the UIDs of pods this plugin preempted (types.UID → time.Time of the eviction), for
+	// evictedMemory (see leaving).
+	evicted sync.Map
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).
 	preempt     *gangPreemption
 	startStatus sync.Once
@@ -371,15 +374,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.mu.Unlock()
 		return res, nil
 	}
-	var candidates, counted []*v1.Pod
-	for _, m := range members {
-		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
-			counted = append(counted, m)
-			continue
-		}
-		candidates = append(candidates, m)
-	}
-	countedN := max(len(counted), len(g.members))
+	candidates, counted, countedN := splitMembersLocked(g, members)
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
 		res, placed := *g.feasibility, g.placement.result()
@@ -519,6 +514,11 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.
 func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
+	// nominator drops it here too), or the whole-gang check would count it twice.
+	if pl.claims.forget(pod) {
+		pl.epoch.Add(1)
+	}
 	name, ok := podGroupName(pod)
 	if !ok {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -420,18 +421,13 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	nominated := slices.Clone(g.nominatedNodes)
-	var candidates, counted []*v1.Pod
 	for _, m := range members {
 		if m.Status.NominatedNodeName != "" {
 			nominated = append(nominated, m.Status.NominatedNodeName)
 		}
-		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
-			counted = append(counted, m)
-		} else {
-			candidates = append(candidates, m)
-		}
 	}
-	need := minMember(pg) - max(len(counted), len(g.members))
+	candidates, _, countedN := splitMembersLocked(g, members)
+	need := minMember(pg) - countedN
 	pl.mu.Unlock()
 
 	if n := terminatingVictims(pl.handle, nominated, prio); n > 0 {
@@ -442,7 +438,8 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if err != nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
 	}
-	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, nil)
+	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
+	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key))
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
@@ -454,22 +451,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		}
 		return f.placeable(nil) >= need
 	}
-	ownUIDs := make(map[types.UID]bool, len(members))
-	for _, m := range members {
-		ownUIDs[m.UID] = true
-	}
 	nodeIdx := make(map[string]int, len(f.free))
 	for i, fn := range f.free {
 		nodeIdx[fn.node.Name] = i
-		// Room nominated to pods of at least this priority (other preemptors) is not free.
-		for _, np := range pl.handle.NominatedPodsForNode(fn.node.Name) {
-			if p := np.GetPod(); corev1helpers.PodPriority(p) >= prio && !ownUIDs[p.UID] {
-				resourcesFromList(podRequestList(p), f.names).subFrom(&f.free[i].free)
-				f.free[i].slots--
-			}
-		}
 	}
-	units := gangUnits(f, nodes, nodeIdx, prio, groupKey(pod.Namespace, pg.Name))
+	units := gangUnits(f, nodes, nodeIdx, prio, groupKey(pod.Namespace, pg.Name), pl.leaving)
 	pdbs, err := pl.preempt.pdbs.List(labels.Everything())
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
@@ -565,17 +551,19 @@ type nomination struct {
 
 // gangUnits lists the units a gang preemptor may evict: lower-priority pods on the nodes its members
 // may use, each gang member standing for its whole gang (wherever its members run), with what each
-// frees on the check's nodes. A gang is a unit only if every member has lower priority.
-func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string) []*gangUnit {
+// frees on the check's nodes. A gang is a unit only if every member has lower priority. Pods already
+// leaving (see leaving) are no unit: their room is taken off f's nodes at once.
+func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string, leaving func(*v1.Pod) bool) []*gangUnit {
 	usable := f.usable()
 	gangs := buildGangIndex(nodes)
 	seen := map[string]bool{}
 	var out []*gangUnit
 	add := func(v preemption.Victim) {
 		u := &gangUnit{Victim: v}
-		helps := false
+		helps, gone := false, true
 		for _, pi := range v.Pods() {
 			p := pi.GetPod()
+			gone = gone && leaving != nil && leaving(p)
 			i, ok := nodeIdx[p.Spec.NodeName]
 			if !ok {
 				continue
@@ -583,7 +571,10 @@ func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio in
 			helps = helps || usable[i]
 			u.frees = append(u.frees, nodeDelta{node: i, req: resourcesFromList(podRequestList(p), f.names)})
 		}
-		if helps {
+		switch {
+		case gone:
+			u.apply(f, true)
+		case helps:
 			out = append(out, u)
 		}
 	}
@@ -607,6 +598,23 @@ func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio in
 		}
 	}
 	return out
+}
+
+// evictedMemory is how long an evicted pod is remembered: longer than any scheduling cycle's snapshot
+// can still show it after its delete (it is a UID that never comes back).
+const evictedMemory = time.Minute
+
+// leaving reports whether a pod is on its way out for an earlier preemption: terminating with the
+// scheduler's DisruptionTarget condition, or evicted by this plugin within evictedMemory (a victim with
+// no grace period is deleted at once, and a snapshot taken before the cache learned it still shows it).
+// Its room is claimed by that preemptor's nominations, so counting the pod as well would count the
+// room twice, and more pods would be evicted than needed.
+func (pl *Coscheduling) leaving(p *v1.Pod) bool {
+	if preemption.PodTerminatingByPreemption(p) {
+		return true
+	}
+	_, evicted := pl.evicted.Load(p.UID)
+	return evicted
 }
 
 // chooseVictims finds the cheapest units whose eviction makes fits() true: with every unit evicted
@@ -679,11 +687,19 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*
 		errs []error
 	)
 	all := &extenderv1.Victims{Pods: victims, NumPDBViolations: int64(violations)}
+	now := pl.clock.Now()
+	pl.evicted.Range(func(uid, at any) bool {
+		if now.Sub(at.(time.Time)) > evictedMemory {
+			pl.evicted.Delete(uid)
+		}
+		return true
+	})
 	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
 		v := victims[i]
 		if v.DeletionTimestamp != nil {
 			return
 		}
+		pl.evicted.Store(v.UID, now)
 		if _, err := pl.preempt.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, victims: all}, p, v, Name); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -709,6 +725,11 @@ func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignm
 			continue
 		}
 		pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+		// Claimed at once, not when the status patch comes back through the informer: a gang that
+		// preempts next must not count this room as free.
+		claimed := m.DeepCopy()
+		claimed.Status.NominatedNodeName = node
+		pl.claims.set(claimed)
 		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
 			patch, to = append(patch, m), append(to, node)
 		}
@@ -754,6 +775,7 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 		if pi, err := framework.NewPodInfo(m); err == nil {
 			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
 		}
+		pl.claims.forget(m)
 		if m.UID != except {
 			clear = append(clear, m)
 		}

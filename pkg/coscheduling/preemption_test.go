@@ -1,6 +1,7 @@
 package coscheduling
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -54,7 +55,7 @@ func gangVictims(t *testing.T, nodes []fwk.NodeInfo, members []*v1.Pod, prio int
 	for i, fn := range f.free {
 		nodeIdx[fn.node.Name] = i
 	}
-	units := gangUnits(f, nodes, nodeIdx, prio, "ns/hi")
+	units := gangUnits(f, nodes, nodeIdx, prio, "ns/hi", preemption.PodTerminatingByPreemption)
 	chosen, violations, ok := chooseVictims(f, units, pdbs, func() bool { return f.placeable(nil) >= len(members) })
 	return chosen, violations, ok, f
 }
@@ -108,6 +109,12 @@ func TestChooseVictims(t *testing.T) {
 		}
 	}
 	withApp := func(p *v1.Pod, app string) *v1.Pod { p.Labels = map[string]string{"app": app}; return p }
+	preempted := func(p *v1.Pod) *v1.Pod {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler}}
+		return p
+	}
 
 	cases := []struct {
 		name           string
@@ -151,6 +158,16 @@ func TestChooseVictims(t *testing.T) {
 				cpuNode("n2", "4", running("wide-2", "wide", "n2", "1", 0), running("x2", "", "n2", "3", 1000)),
 			},
 			gang: highGang(1, "4"), wantOK: true, want: []string{"gang:wide(3)", "s0"},
+		},
+		{
+			// Its room is the earlier preemptor's (its nomination claims it): evicting it again, or
+			// counting it, would count that room twice.
+			name: "a pod already terminating for an earlier preemption is no victim, and its room counts as going",
+			nodes: []fwk.NodeInfo{
+				cpuNode("n0", "4", preempted(running("going", "", "n0", "4", 0))),
+				cpuNode("n1", "4", running("stays", "", "n1", "4", 0)),
+			},
+			gang: highGang(2, "4"), wantOK: true, want: []string{"stays"},
 		},
 		{
 			name: "a gang that does not fit even on empty nodes evicts nothing",
@@ -292,7 +309,7 @@ func TestChooseVictimsRandomized(t *testing.T) {
 		for i, fn := range f.free {
 			nodeIdx[fn.node.Name] = i
 		}
-		for _, u := range gangUnits(f, nodes, nodeIdx, 100, "ns/hi") {
+		for _, u := range gangUnits(f, nodes, nodeIdx, 100, "ns/hi", nil) {
 			units[string(u.Pods()[0].GetPod().UID)] = u
 		}
 		for _, v := range chosen {
@@ -433,5 +450,23 @@ func TestEligibilityClasses(t *testing.T) {
 	}
 	if len(e.classes) != 3 {
 		t.Errorf("%d classes, want 3", len(e.classes))
+	}
+}
+
+// TestReserveDropsClaim: a nominated pod, once reserved, is assumed on its node: its claim goes, so
+// the room is not counted twice.
+func TestReserveDropsClaim(t *testing.T) {
+	env := newTestEnv(t, defaultArgs(), nil, nil)
+	p := running("preemptor", "", "", "4", 100)
+	p.Status.NominatedNodeName = "n0"
+	env.pl.claims.set(p)
+	if got := env.pl.claims.against(0, ""); len(got) != 1 {
+		t.Fatalf("claims before Reserve = %d, want 1", len(got))
+	}
+	if st := env.pl.Reserve(context.Background(), nil, p, "n0"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if got := env.pl.claims.against(0, ""); len(got) != 0 {
+		t.Errorf("claims after Reserve = %v, want none", got)
 	}
 }

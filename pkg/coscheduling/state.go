@@ -287,6 +287,20 @@ func (pl *Coscheduling) countMembers(namespace, name string) int {
 	return len(keys)
 }
 
+// splitMembersLocked splits a group's live pods into the members that count toward its quorum
+// (reserved here or bound) and the candidates still to be placed; countedN is the count, taking the
+// plugin's member set when it is ahead of the store.
+func splitMembersLocked(g *gang, members []*v1.Pod) (candidates, counted []*v1.Pod, countedN int) {
+	for _, m := range members {
+		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
+			counted = append(counted, m)
+		} else {
+			candidates = append(candidates, m)
+		}
+	}
+	return candidates, counted, max(len(counted), len(g.members))
+}
+
 // confirmedCountLocked counts the group's members on the pod store's word: live pods bound, plus
 // live pods reserved here. The member set is kept by the plugin's informer handler, which can lag the
 // store (and the scheduling queue's own handler) by a moment: a job restarted by deleting its pods and

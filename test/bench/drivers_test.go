@@ -221,6 +221,11 @@ func startPreemptionWaveWatcher(tCtx ktesting.TContext, w *perf.Workload) error 
 				}
 			}
 		case gangNamespace:
+			if deleted && !reachedAt.IsZero() {
+				// Every high-priority gang is bound: no preemption is left to make, and pods deleted
+				// now are the harness tearing the workload down.
+				return
+			}
 			live := !deleted && pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil
 			if lowLive[gang] == nil {
 				lowLive[gang] = map[string]bool{}

@@ -96,9 +96,11 @@ func prioPod(ns, name, group, cpu, class, caseName, node string) *v1.Pod {
 }
 
 // runGang creates a PodGroup of minMember n and its n members, pinned to nodes[i % len(nodes)] when
-// nodes is not empty, and returns the member names.
+// nodes is not empty, and returns the member names. A watch fails the test if a bind ever leaves the
+// gang partially bound (see watchNotPartial); which pods were evicted, each case checks itself.
 func runGang(t *testing.T, ns, group string, n int, cpu, class, caseName string, nodes []string) []string {
 	t.Helper()
+	watchNotPartial(t, ns, group, n)
 	createPodGroup(t, ns, group, int64(n), 0)
 	names := make([]string, n)
 	for i := range n {
