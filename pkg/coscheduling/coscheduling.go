@@ -129,6 +129,8 @@ type Coscheduling struct {
 	status *statusUpdater
 	// claims are the pods nominated to nodes (room kept for preemptors).
 	claims claims
+	// fit is what the whole-gang checks share: free capacity per node and members' requests.
+	fit fitShared
 	// evicted holds the UIDs of pods this plugin preempted (types.UID → time.Time of the eviction), for
 	// evictedMemory (see leaving).
 	evicted sync.Map
@@ -387,7 +389,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	pl.mu.Unlock()
 
 	claimed := pl.claims.against(corev1helpers.PodPriority(pod), key)
-	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed)
+	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
 	var chosen *placement
 	if res.feasible && !policy.empty() {
 		pinned := pinnedDomains(policy, boundNodes(members, nodes))
@@ -403,6 +405,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 			res = feasibility{message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.source, p.message)}
 		}
 	}
+	fit.done()
 	ck.at = now
 	pl.mu.Lock()
 	g.feasibility, g.cacheKey = &res, ck

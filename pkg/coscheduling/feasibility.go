@@ -262,52 +262,86 @@ type gangFit struct {
 	// names are the extended resources the check tracks.
 	names scalarNames
 	// members are the `need` smallest candidates, by dominant share of the cluster's free capacity.
-	members     []gangMember
+	members []gangMember
+	// free is read only when it is the shared table (release is set): see freeCapacity.
 	free        []freeNode
 	eligible    *eligibility
 	homogeneous bool
 	totals      resources
+	release     func()
+}
+
+// fitShared is what the checks of one plugin instance share (see capacity.go). A nil *fitShared
+// computes everything afresh.
+type fitShared struct {
+	capacity freeCapacity
+	requests requestCache
+}
+
+func (s *fitShared) requestCache() *requestCache {
+	if s == nil {
+		return nil
+	}
+	return &s.requests
 }
 
 // newGangFit prepares a check of placing `need` of the candidates on nodes; minResources' extended
 // resources are tracked too. It returns nil when need is not positive or there are too few
-// candidates (checkFeasible reports those).
-func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, claimed []*v1.Pod) *gangFit {
+// candidates (checkFeasible reports those). With shared, the free capacity may be the shared table,
+// which the check holds until done is called; private asks for a copy the caller may change.
+func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, claimed []*v1.Pod, shared *fitShared, private bool) *gangFit {
 	if need <= 0 || len(candidates) < need {
 		return nil
 	}
-	lists := make([]v1.ResourceList, len(candidates))
+	requests := shared.requestCache()
+	reqs := make([]podRequest, len(candidates))
 	names := scalarNames(nil).with(minResources)
 	for i, p := range candidates {
-		lists[i] = podRequestList(p)
-		names = names.with(lists[i])
+		reqs[i] = requests.of(p)
+		names = names.withRequest(reqs[i])
 	}
-	members := make([]gangMember, len(candidates))
-	for i, p := range candidates {
-		members[i] = gangMember{pod: p, req: resourcesFromList(lists[i], names)}
-	}
-	free := make([]freeNode, 0, len(nodes))
-	backing := make([]int64, len(nodes)*len(names))
-	for i, ni := range nodes {
-		if ni.Node() == nil {
-			continue
+	f := &gangFit{logger: logger, groupKey: groupKey, need: need}
+	if shared != nil {
+		if free, tracked, totals, ok := shared.capacity.acquire(nodes, names); ok {
+			f.names, f.free, f.totals, f.release = tracked, free, totals, shared.capacity.mu.Unlock
+			if private || len(claimed) > 0 {
+				f.names, f.free = slices.Clone(tracked), cloneFree(free, len(tracked))
+				f.totals = totals.clone()
+				f.done()
+			}
 		}
-		free = append(free, nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)]))
+	}
+	if f.free == nil {
+		f.names = names
+		f.free = make([]freeNode, 0, len(nodes))
+		backing := make([]int64, len(nodes)*len(names))
+		for i, ni := range nodes {
+			if ni.Node() == nil {
+				continue
+			}
+			f.free = append(f.free, nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)]))
+		}
+		f.totals = clusterTotals(f.free)
 	}
 	if len(claimed) > 0 {
 		// Room nominated to other pods (see claims) is not free.
-		byName := make(map[string]int, len(free))
-		for i, fn := range free {
+		byName := make(map[string]int, len(f.free))
+		for i, fn := range f.free {
 			byName[fn.node.Name] = i
 		}
 		for _, p := range claimed {
 			if i, ok := byName[p.Status.NominatedNodeName]; ok {
-				resourcesFromList(podRequestList(p), names).subFrom(&free[i].free)
-				free[i].slots--
+				requests.of(p).resources(f.names).subFrom(&f.free[i].free)
+				f.free[i].slots--
 			}
 		}
+		f.totals = clusterTotals(f.free)
 	}
-	f := &gangFit{logger: logger, groupKey: groupKey, need: need, names: names, free: free, eligible: newEligibility(logger, free), totals: clusterTotals(free)}
+	f.eligible = newEligibility(logger, f.free)
+	members := make([]gangMember, len(candidates))
+	for i, p := range candidates {
+		members[i] = gangMember{pod: p, req: reqs[i].resources(f.names)}
+	}
 	// Optimistically pick the `need` smallest members: if they cannot be placed, no choice can.
 	sort.SliceStable(members, func(i, j int) bool {
 		return dominantShare(members[i].req, f.totals) < dominantShare(members[j].req, f.totals)
@@ -315,6 +349,28 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 	f.members = members[:need]
 	f.homogeneous = homogeneous(f.members, f.eligible)
 	return f
+}
+
+// done releases the shared free capacity the check reads, if it does; f must not be used after.
+func (f *gangFit) done() {
+	if f != nil && f.release != nil {
+		f.release()
+		f.release = nil
+	}
+}
+
+// cloneFree copies free capacity, with its extended resources in a new array.
+func cloneFree(free []freeNode, stride int) []freeNode {
+	out := slices.Clone(free)
+	backing := make([]int64, len(free)*stride)
+	for i := range out {
+		if stride > 0 {
+			s := backing[i*stride : (i+1)*stride]
+			copy(s, free[i].free.scalar)
+			out[i].free.scalar = s
+		}
+	}
+	return out
 }
 
 // usable reports, per node, whether some member may use it. One pass per distinct eligibility (the
@@ -431,15 +487,16 @@ func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
 // checkFeasible simulates placing `need` of the candidate members on nodes. minResources, when set, is
 // compared with the free capacity summed over the nodes the members may use, less what the members
 // already reserved or bound (counted) hold. It also returns the prepared check, for a topology
-// placement to reuse (nil when the gang needs no more members or has too few).
-func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted, claimed []*v1.Pod) (feasibility, *gangFit) {
+// placement to reuse (nil when the gang needs no more members or has too few); the caller calls its
+// done when it no longer needs it.
+func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted, claimed []*v1.Pod, shared *fitShared) (feasibility, *gangFit) {
 	if need <= 0 {
 		return feasibility{feasible: true}, nil
 	}
 	if len(candidates) < need {
 		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
 	}
-	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources, claimed)
+	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources, claimed, shared, false)
 
 	var eligibleTotal resources
 	anyEligible := f.usable()
@@ -452,7 +509,7 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 		remaining := resourcesFromList(minResources, f.names)
 		var held resources
 		for _, p := range counted {
-			held = held.add(resourcesFromList(podRequestList(p), f.names))
+			held = held.add(shared.requestCache().of(p).resources(f.names))
 		}
 		remaining.milliCPU = max(remaining.milliCPU-held.milliCPU, 0)
 		remaining.memory = max(remaining.memory-held.memory, 0)

@@ -98,6 +98,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
 		pl.mu.Unlock()
+		pl.fit.requests.forget(pod.UID)
 		return
 	}
 	if pod.Spec.NodeName == "" {
@@ -133,6 +134,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
+	pl.fit.requests.forget(pod.UID)
 }
 
 // podGroupEventHandler reacts to PodGroups from this plugin's own informer (PreEnqueue reads this

@@ -439,7 +439,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
 	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key))
+	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key), &pl.fit, true)
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}

@@ -50,7 +50,7 @@ func cpuNode(name, cpu string, pods ...*v1.Pod) fwk.NodeInfo {
 func gangVictims(t *testing.T, nodes []fwk.NodeInfo, members []*v1.Pod, prio int32, pdbs []*policy.PodDisruptionBudget) ([]preemption.Victim, int, bool, *gangFit) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	f := newGangFit(logger, "ns/hi", members, len(members), nodes, nil, nil)
+	f := newGangFit(logger, "ns/hi", members, len(members), nodes, nil, nil, nil, false)
 	nodeIdx := map[string]int{}
 	for i, fn := range f.free {
 		nodeIdx[fn.node.Name] = i
@@ -277,7 +277,7 @@ func TestChooseVictimsRandomized(t *testing.T) {
 		need := len(gang)
 		if !ok {
 			// Nothing may be evicted: with every lower-priority pod gone the gang must not fit.
-			g2 := newGangFit(f.logger, "ns/hi", gang, need, nodes, nil, nil)
+			g2 := newGangFit(f.logger, "ns/hi", gang, need, nodes, nil, nil, nil, false)
 			for i, ni := range nodes {
 				for _, pi := range ni.GetPods() {
 					if p := pi.GetPod(); p.Spec.Priority != nil && *p.Spec.Priority < 100 && !gangHasHigh(byGang, p) {
@@ -411,10 +411,10 @@ func TestClaims(t *testing.T) {
 		t.Fatalf("claims against ns/hi at priority 100 = %v, want [other-gang]", against)
 	}
 	nodes := []fwk.NodeInfo{cpuNode("n0", "4"), cpuNode("n1", "4")}
-	if res, _ := checkFeasible(logger, "ns/hi", highGang(2, "4"), 2, nodes, nil, nil, against); res.feasible {
+	if res, _ := checkFeasible(logger, "ns/hi", highGang(2, "4"), 2, nodes, nil, nil, against, nil); res.feasible {
 		t.Errorf("gang feasible on room nominated to another gang")
 	}
-	if res, _ := checkFeasible(logger, "ns/hi", highGang(1, "4"), 1, nodes, nil, nil, against); !res.feasible {
+	if res, _ := checkFeasible(logger, "ns/hi", highGang(1, "4"), 1, nodes, nil, nil, against, nil); !res.feasible {
 		t.Errorf("gang of one infeasible though n1 is free: %s", res.message)
 	}
 	// The nomination dropped (the pod bound elsewhere or deleted): nothing is claimed any more.

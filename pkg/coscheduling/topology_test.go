@@ -117,7 +117,7 @@ func TestChoosePlacement(t *testing.T) {
 			if nodes == nil {
 				nodes = rackedCluster()
 			}
-			f := newGangFit(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil)
+			f := newGangFit(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil, nil, false)
 			got, ok := choosePlacement(f, tc.policy, tc.pinned, tc.busy)
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v (%q), want %v", ok, got.message, tc.wantOK)
