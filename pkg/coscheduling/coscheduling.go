@@ -293,7 +293,13 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	if pa != pb {
 		return pa > pb
 	}
-	sa, sb := pl.queueStamp(a), pl.queueStamp(b)
+	podA, podB := podOf(a), podOf(b)
+	if !hasGroupLabel(podA) && !hasGroupLabel(podB) {
+		// Neither has a stamp: what follows would compare their queue times (PrioritySort's order),
+		// so do it without looking the stamps up.
+		return a.GetTimestamp().Before(b.GetTimestamp())
+	}
+	sa, sb := pl.queueStamp(a, podA), pl.queueStamp(b, podB)
 	if !sa.at.Equal(sb.at) {
 		return sa.at.Before(sb.at)
 	}
@@ -302,7 +308,7 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	}
 	if sa.key != "" {
 		// Members of one group: in creation order (a Job's index order), then queue order.
-		ca, cb := podOf(a).CreationTimestamp.Time, podOf(b).CreationTimestamp.Time
+		ca, cb := podA.CreationTimestamp.Time, podB.CreationTimestamp.Time
 		if !ca.Equal(cb) {
 			return ca.Before(cb)
 		}
@@ -311,8 +317,8 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 }
 
 // queueStamp is an entity's order key for Less: a member's stamp from PreEnqueue, else its queue time.
-func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo) queueStamp {
-	if pod := podOf(e); pod != nil {
+func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo, pod *v1.Pod) queueStamp {
+	if pod != nil {
 		if v, ok := pl.stamps.Load(pod.UID); ok {
 			return v.(queueStamp)
 		}

@@ -356,10 +356,23 @@ func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
 
 // podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
 func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if q, ok := e.(*framework.QueuedPodInfo); ok {
+		// The scheduling queue's own type: no interface lookup.
+		return q.Pod
+	}
 	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
 		return withPod.GetPodInfo().GetPod()
 	}
 	return nil
+}
+
+// hasGroupLabel reports whether pod (nil: not a pod) names a PodGroup.
+func hasGroupLabel(pod *v1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	_, ok := pod.Labels[v1alpha1.PodGroupLabel]
+	return ok
 }
 
 // gate reports a member held back by PreEnqueue: the status message always, an event once per reason.
