@@ -98,6 +98,18 @@ export TEST_SRCDIR TEST_WORKSPACE=.
   echo "etcd data: ${TMPDIR}"
 } >"${out}/conditions.txt"
 
+# children_cpu sets cpu_now to the CPU seconds (user + system) of the processes this shell has waited
+# for: the benchmark processes, with the etcd each started and reaped. (`times` runs in this shell:
+# in a subshell it would see only the subshell's children.)
+children_cpu() {
+  times >"${tmp}/times"
+  cpu_now="$(awk 'NR == 2 {
+    total = 0
+    for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); total += t[1] * 60 + t[2] }
+    printf "%.2f\n", total
+  }' "${tmp}/times")"
+}
+
 status=0
 for rep in $(seq 1 "${reps}"); do
   for tc in ${cases}; do
@@ -105,15 +117,19 @@ for rep in $(seq 1 "${reps}"); do
     mkdir -p "${dir}"
     load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
     start=$(date +%s)
+    children_cpu
+    cpu_before="${cpu_now}"
     echo "rep ${rep}/${reps}: ${tc} (${label}), load ${load_before}" >&2
     rc=0
     (cd test/bench && "${bin}/bench.test" -test.run '^$' -test.bench "^BenchmarkPerfScheduling\$/^${tc}\$/" \
       -test.benchtime 1x -test.timeout "${timeout}" -perf-scheduling-label-filter="${label}" \
       -data-items-dir "${dir}") >"${dir}/log.txt" 2>&1 || rc=$?
     secs=$(( $(date +%s) - start ))
+    children_cpu
+    cpu="$(awk -v a="${cpu_before}" -v b="${cpu_now}" 'BEGIN { printf "%.2f", b - a }')"
     workload="$(grep -oE "BenchmarkPerfScheduling/${tc}/[A-Za-z0-9_]+" "${dir}/log.txt" | head -n 1 | cut -d/ -f3 || true)"
-    printf '%s/%s\t%s\t%s\n' "${tc}" "${workload:-unknown}" "${rc}" "${secs}" >>"${dir}/status.tsv"
-    echo "rep ${rep} ${tc}/${workload:-?}: exit ${rc}, ${secs}s, load before ${load_before}, after $(cut -d' ' -f1-3 /proc/loadavg)" >>"${out}/conditions.txt"
+    printf '%s/%s\t%s\t%s\t%s\n' "${tc}" "${workload:-unknown}" "${rc}" "${secs}" "${cpu}" >>"${dir}/status.tsv"
+    echo "rep ${rep} ${tc}/${workload:-?}: exit ${rc}, ${secs}s, ${cpu} CPU-s, load before ${load_before}, after $(cut -d' ' -f1-3 /proc/loadavg)" >>"${out}/conditions.txt"
     if [[ "${rc}" != 0 ]]; then
       status=1
       echo "FAILED: ${tc} (rep ${rep}); last lines of ${dir}/log.txt:" >&2

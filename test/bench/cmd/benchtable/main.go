@@ -6,8 +6,8 @@
 // Usage: benchtable [-plugins Coscheduling,LoadAware,...] DIR...
 //
 // Every *.json below the directories is read. hack/bench.sh also writes status.tsv files (one line per
-// workload process: "<testCase>/<workload>\t<exit code>\t<seconds>"), which are counted as runs and
-// failures.
+// workload process: "<testCase>/<workload>\t<exit code>\t<seconds>\t<CPU seconds>"), which are
+// counted as runs and failures and give the CPU per 1,000 pods.
 package main
 
 import (
@@ -60,6 +60,8 @@ type result struct {
 	runs           int
 	failed         int
 	seconds        []float64
+	// cpuByRep is the CPU seconds (user + system) of the workload's process tree per repetition.
+	cpuByRep map[string]float64
 }
 
 func main() {
@@ -220,6 +222,14 @@ func readStatus(path string, get func(key) *result) {
 				r.seconds = append(r.seconds, v)
 			}
 		}
+		if len(fields) > 3 && fields[1] == "0" {
+			if v, err := strconv.ParseFloat(fields[3], 64); err == nil && v > 0 {
+				if r.cpuByRep == nil {
+					r.cpuByRep = map[string]float64{}
+				}
+				r.cpuByRep[repOf(path)] = v
+			}
+		}
 	}
 }
 
@@ -375,6 +385,8 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 			vsBasic, vsInTree, f1(maxOf(r.peakRSS)), f1(maxOf(r.heapMax)), strings.Join(notes, "; "))
 	}
 
+	printCPU(results)
+
 	if len(latency) == 0 {
 		return
 	}
@@ -482,4 +494,97 @@ func saturationNote(runs []map[string]float64) string {
 	return fmt.Sprintf("all %d feasible of %d gangs bound in %d/%d runs, %ss to bind them (%s pods/s), bound gangs %s, partially bound gangs max %d",
 		int(first["FeasibleGangs"]), int(first["DemandGangs"]), reached, len(runs), f1(mean(secs)), f1(mean(rate)),
 		f1(mean(bucket(runs, "BoundGangs"))), int(partial))
+}
+
+var podsPattern = regexp.MustCompile(`_([0-9]+)Pods`)
+
+// podsOf is the number of pods a workload creates, from its name ("1000Nodes_5000Pods"); 0 if the
+// name does not say.
+func podsOf(workload string) int {
+	m := podsPattern.FindStringSubmatch(workload)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// spread formats values as "mean (min–max)", or "–".
+func spread(vs []float64, format func(float64) string) string {
+	switch len(vs) {
+	case 0:
+		return "–"
+	case 1:
+		return format(vs[0])
+	}
+	lo, hi := minMax(vs)
+	return fmt.Sprintf("%s (%s–%s)", format(mean(vs)), format(lo), format(hi))
+}
+
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// printCPU lists the CPU spent per 1,000 pods: the whole process tree (in-process apiserver and
+// scheduler, the driver, etcd), and that less the Ceiling run of the same size and repetition, which
+// creates and binds the same pods with no scheduling: what is left is the scheduler's work. Unlike
+// pods/s, a slower or busier machine changes it little.
+func printCPU(results map[key]*result) {
+	var rows []string
+	for _, k := range sortedKeys(results) {
+		r, pods := results[k], podsOf(k.workload)
+		if len(r.cpuByRep) == 0 || pods == 0 {
+			continue
+		}
+		per := func(cpu float64) float64 { return cpu * 1000 / float64(pods) }
+		var total, beyond []float64
+		ceiling := results[key{"Ceiling", k.workload}]
+		for rep, cpu := range r.cpuByRep {
+			total = append(total, per(cpu))
+			if c, ok := ceiling.cpuOf(rep); ok && k.testCase != "Ceiling" {
+				beyond = append(beyond, per(cpu-c))
+			}
+		}
+		// against is the scheduler CPU of r over other's, paired by repetition.
+		against := func(other *result) string {
+			if other == nil {
+				return "–"
+			}
+			var rs []float64
+			for rep, cpu := range r.cpuByRep {
+				o, okO := other.cpuOf(rep)
+				c, okC := ceiling.cpuOf(rep)
+				if okO && okC && o-c > 0 {
+					rs = append(rs, (cpu-c)/(o-c))
+				}
+			}
+			return spread(rs, func(v float64) string { return f2(v) + "×" })
+		}
+		vsBasic, vsInTree := "–", "–"
+		if k.testCase != "Basic" && k.testCase != "Ceiling" {
+			vsBasic = against(results[key{"Basic", k.workload}])
+		}
+		if it := inTreeOf(k.testCase); it != "" {
+			vsInTree = against(results[key{it, k.workload}])
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s |", k.workload, k.testCase, len(r.cpuByRep),
+			spread(total, f2), spread(beyond, f2), vsBasic, vsInTree))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Println("CPU-seconds per 1,000 pods (user + system, mean (min–max) over repetitions). Total: the benchmark's process tree (apiserver, scheduler, driver, etcd). Scheduler: total less the Ceiling run of the same size and repetition (same pods created and bound, no scheduling). vs Basic, vs in-tree: scheduler CPU over the default profile's, or over in-tree GangScheduling's for our gangs, paired by repetition (above 1: more CPU than the other).")
+	fmt.Println()
+	fmt.Println("| Workload | Test case | Runs | Total CPU-s/1k pods | Scheduler CPU-s/1k pods | vs Basic | vs in-tree |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, row := range rows {
+		fmt.Println(row)
+	}
+}
+
+func (r *result) cpuOf(rep string) (float64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	v, ok := r.cpuByRep[rep]
+	return v, ok
 }
