@@ -16,22 +16,39 @@ import (
 // does not start an attempt on room kept for another (which its members' Filters would then refuse,
 // failing the attempt over and over instead of letting the gang preempt). Usually empty: the check
 // pays one atomic load.
+//
+// A gang member reserved on a node is assumed there by the scheduler's cache, so the snapshot already
+// counts it; while it waits at Permit and binds, the scheduler also sets its nominatedNodeName (the
+// NominatedNodeNameForExpectation feature). Such a member claims nothing more (as the scheduler's own
+// nominator ignores assumed pods): it is held in assumed from Reserve until it is bound, unreserved or
+// gone, and its nomination is not recorded, nor does it make cached checks stale.
 type claims struct {
-	n  atomic.Int64
-	mu sync.Mutex
+	n        atomic.Int64
+	nAssumed atomic.Int64
+	mu       sync.Mutex
 	// pods are the nominated pods by UID.
 	pods map[types.UID]*v1.Pod
+	// assumed are the gang members reserved and not yet bound or unreserved.
+	assumed map[types.UID]struct{}
 }
 
-// set records pod's nomination, or forgets it when it has none (or is bound or not live). It
-// reports whether anything changed.
+// set records pod's nomination, or forgets it when it has none (or is bound or not live, or assumed).
+// It reports whether the claims changed.
 func (c *claims) set(pod *v1.Pod) bool {
 	want := pod.Status.NominatedNodeName != "" && pod.Spec.NodeName == "" && isLive(pod)
-	if !want && c.n.Load() == 0 {
+	if !want && c.n.Load() == 0 && c.nAssumed.Load() == 0 {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, assumed := c.assumed[pod.UID]; assumed {
+		if want {
+			// Nominated by the scheduler while it waits at Permit or binds: counted on its node.
+			want = false
+		} else if pod.Spec.NodeName != "" || !isLive(pod) {
+			c.unassumeLocked(pod.UID)
+		}
+	}
 	old, had := c.pods[pod.UID]
 	switch {
 	case want:
@@ -49,18 +66,55 @@ func (c *claims) set(pod *v1.Pod) bool {
 	return false
 }
 
+// forget drops pod's claim (and its assumed mark); it reports whether it had a claim.
 func (c *claims) forget(pod *v1.Pod) bool {
-	if c.n.Load() == 0 {
+	if c.n.Load() == 0 && c.nAssumed.Load() == 0 {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.unassumeLocked(pod.UID)
 	if _, had := c.pods[pod.UID]; !had {
 		return false
 	}
 	delete(c.pods, pod.UID)
 	c.n.Store(int64(len(c.pods)))
 	return true
+}
+
+// assume marks a reserved gang member as assumed on its node and drops its claim, if it had one (it
+// reports that).
+func (c *claims) assume(pod *v1.Pod) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.assumed == nil {
+		c.assumed = map[types.UID]struct{}{}
+	}
+	c.assumed[pod.UID] = struct{}{}
+	c.nAssumed.Store(int64(len(c.assumed)))
+	if _, had := c.pods[pod.UID]; !had {
+		return false
+	}
+	delete(c.pods, pod.UID)
+	c.n.Store(int64(len(c.pods)))
+	return true
+}
+
+// unassume undoes assume when the member is unreserved (the scheduler forgets it on its node).
+func (c *claims) unassume(uid types.UID) {
+	if c.nAssumed.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unassumeLocked(uid)
+}
+
+func (c *claims) unassumeLocked(uid types.UID) {
+	if _, ok := c.assumed[uid]; ok {
+		delete(c.assumed, uid)
+		c.nAssumed.Store(int64(len(c.assumed)))
+	}
 }
 
 // against lists the nominated pods that hold room against a gang of priority prio: those of at least

@@ -524,13 +524,17 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.
 func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
-	// nominator drops it here too), or the whole-gang check would count it twice.
-	if pl.claims.forget(pod) {
-		pl.epoch.Add(1)
-	}
+	// nominator drops it here too), or the whole-gang check would count it twice. A gang member
+	// stays so while it waits at Permit and binds (see claims).
 	name, ok := podGroupName(pod)
 	if !ok {
+		if pl.claims.forget(pod) {
+			pl.epoch.Add(1)
+		}
 		return nil
+	}
+	if pl.claims.assume(pod) {
+		pl.epoch.Add(1)
 	}
 	key := groupKey(pod.Namespace, name)
 	pg := pl.podGroups.get(pod.Namespace, name)
@@ -562,6 +566,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	if !ok {
 		return
 	}
+	pl.claims.unassume(pod.UID)
 	logger := klog.FromContext(ctx)
 	key := groupKey(pod.Namespace, name)
 	now := pl.clock.Now()

@@ -423,6 +423,46 @@ func TestClaims(t *testing.T) {
 	}
 }
 
+// TestClaimsOfAssumedMembers: a gang member reserved on a node is counted there by the snapshot; the
+// nomination the scheduler gives it while it waits at Permit and binds claims nothing more, and does
+// not make cached checks stale. Unreserved, a later nomination claims again; bound, it is forgotten.
+func TestClaimsOfAssumedMembers(t *testing.T) {
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Now()), makePG("ns", "g2", 2, time.Now())}, nil)
+	ctx := context.Background()
+	m := running("m0", "g", "", "4", 100)
+	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	waiting := m.DeepCopy()
+	waiting.Status.NominatedNodeName = "n0"
+	epoch := env.pl.epoch.Load()
+	if env.pl.claims.set(waiting) || len(env.pl.claims.against(0, "ns/other")) != 0 {
+		t.Fatal("the nomination of a member waiting at Permit was recorded as a claim")
+	}
+	if env.pl.epoch.Load() != epoch {
+		t.Error("the nomination of an assumed member made cached checks stale")
+	}
+
+	env.pl.Unreserve(ctx, framework.NewCycleState(), m, "n0")
+	if !env.pl.claims.set(waiting) || len(env.pl.claims.against(0, "ns/other")) != 1 {
+		t.Fatal("an unreserved member's nomination claims nothing")
+	}
+
+	// Another member reserved, then bound: forgotten.
+	m = running("m1", "g2", "", "4", 100)
+	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	waiting = m.DeepCopy()
+	waiting.Status.NominatedNodeName = "n0"
+	bound := waiting.DeepCopy()
+	bound.Spec.NodeName = "n0"
+	env.pl.claims.set(bound)
+	if n := env.pl.claims.nAssumed.Load(); n != 0 {
+		t.Errorf("a bound member is still marked assumed (%d)", n)
+	}
+}
+
 // TestEligibilityClasses: members with equal placement constraints (as separate objects, node
 // selectors in any order) share one class and one pass over the nodes; any difference makes another.
 func TestEligibilityClasses(t *testing.T) {
