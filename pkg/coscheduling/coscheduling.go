@@ -109,8 +109,9 @@ type Coscheduling struct {
 
 	mu    sync.RWMutex
 	gangs map[string]*gang
-	// gated is the last gating reason per pod, so each reason is reported once per pod.
-	gated map[types.UID]string
+	// gated is the last gating reason per pod, so each reason is reported once per pod (see gate).
+	gated        map[types.UID]gateState
+	gateEpisodes uint64
 	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
 	waitingGangs int
 
@@ -205,7 +206,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		podGroups:       podGroups,
 		pods:            pods,
 		gangs:           map[string]*gang{},
-		gated:           map[types.UID]string{},
+		gated:           map[types.UID]gateState{},
 		ctx:             ctx,
 	}
 	if h != nil {

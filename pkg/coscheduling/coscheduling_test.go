@@ -492,6 +492,63 @@ func TestPermitQuorum(t *testing.T) {
 	})
 }
 
+// TestGateEventsDelayed: a member held back while its group is incomplete gets its event only if it
+// is still held back gateEventDelay later (with the latest count); a member whose group completes
+// meanwhile gets none.
+func TestGateEventsDelayed(t *testing.T) {
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Now())}, nil)
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	ctx := context.Background()
+	add := func(p *v1.Pod) *v1.Pod {
+		if err := env.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	drain := func() []string {
+		var got []string
+		for {
+			select {
+			case e := <-rec.Events:
+				got = append(got, e)
+			default:
+				return got
+			}
+		}
+	}
+	a := add(member("a", "g", "1"))
+	if s := env.pl.PreEnqueue(ctx, a); s.IsSuccess() {
+		t.Fatal("a member of an incomplete group was let in")
+	}
+	env.clock.Step(gateEventDelay / 2)
+	b := add(member("b", "g", "1"))
+	for _, p := range []*v1.Pod{b, a} { // a is asked again: the count has changed
+		if s := env.pl.PreEnqueue(ctx, p); s.IsSuccess() {
+			t.Fatal("a member of an incomplete group was let in")
+		}
+	}
+	if got := drain(); len(got) != 0 {
+		t.Fatalf("events before the delay: %v", got)
+	}
+	env.clock.Step(gateEventDelay / 2)
+	got := drain()
+	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForMembers) || !strings.Contains(got[0], "2 of minMember 3") {
+		t.Fatalf("events after a's delay = %v, want one WaitingForMembers (for a, with the latest count)", got)
+	}
+	// b's group completes before its delay ends.
+	add(member("c", "g", "1"))
+	for _, p := range []*v1.Pod{a, b} {
+		if s := env.pl.PreEnqueue(ctx, p); !s.IsSuccess() {
+			t.Fatalf("member %s of a complete group held back: %v", p.Name, s)
+		}
+	}
+	env.clock.Step(gateEventDelay)
+	if got := drain(); len(got) != 0 {
+		t.Errorf("events for members whose group completed: %v", got)
+	}
+}
+
 func TestPreEnqueue(t *testing.T) {
 	ctx := context.Background()
 	pg := makePG("ns", "g", 3, time.Time{})

@@ -8,7 +8,8 @@ import (
 
 // Events. The PodGroup gets one event per attempt transition (attempt started, quorum reached,
 // infeasible, rejected, timed out, below quorum); a member gets only what its owner needs: why it is
-// held back (once per reason) and why its attempt failed (once per attempt). Per-member detail goes
+// held back (once per reason; for a missing PodGroup or members, only if it still waits gateEventDelay
+// later) and why its attempt failed (once per attempt). Per-member detail goes
 // to the log at V(4).
 
 func (pl *Coscheduling) event(pod *v1.Pod, eventType, reason, msg string) {

@@ -375,19 +375,55 @@ func hasGroupLabel(pod *v1.Pod) bool {
 	return ok
 }
 
-// gate reports a member held back by PreEnqueue: the status message always, an event once per reason.
+// gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers
+// before it gets the event: the pods of a Job created in a burst, or created just before their
+// PodGroup, wait for each other for milliseconds, and an event per pod would only be noise (and load
+// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile.
+const gateEventDelay = 5 * time.Second
+
+// gateState is why a pod is held back: the reason, the latest message, and the episode of that reason
+// (a delayed event is recorded only if its episode is still the pod's).
+type gateState struct {
+	reason, msg string
+	episode     uint64
+}
+
+// gate reports a member held back by PreEnqueue or PreFilter: the status message always, an event once
+// per reason (for the reasons that usually pass in a moment, only if the pod is still held back for it
+// gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
 		pl.mu.Lock()
-		changed := pl.gated[pod.UID] != reason
-		pl.gated[pod.UID] = reason
+		prev, had := pl.gated[pod.UID]
+		changed := !had || prev.reason != reason
+		st := gateState{reason: reason, msg: msg, episode: prev.episode}
+		if changed {
+			pl.gateEpisodes++
+			st.episode = pl.gateEpisodes
+		}
+		pl.gated[pod.UID] = st
 		pl.mu.Unlock()
 		if changed {
 			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
-			pl.event(pod, v1.EventTypeNormal, reason, msg)
+			if reason == EventPodGroupNotFound || reason == EventWaitingForMembers {
+				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, st.episode) })
+			} else {
+				pl.event(pod, v1.EventTypeNormal, reason, msg)
+			}
 		}
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// gateEvent records the delayed event of a pod still held back in the same episode, with the latest
+// message.
+func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
+	pl.mu.RLock()
+	st, ok := pl.gated[pod.UID]
+	pl.mu.RUnlock()
+	if ok && st.episode == episode {
+		pl.event(pod, v1.EventTypeNormal, st.reason, st.msg)
+	}
 }
 
 func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
