@@ -417,6 +417,13 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(err))
 	}
+	if !anyPodBelow(nodes, prio) {
+		// A cluster of one priority (or the gang at the lowest): nothing could be evicted, so the
+		// simulation is not built. Every member of an infeasible gang comes here on every attempt.
+		pl.clearNominations(ctx, members, pod.UID)
+		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable,
+			fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)))
+	}
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
@@ -547,6 +554,19 @@ func listed(names []string) string {
 type nomination struct {
 	pod  *v1.Pod
 	node string
+}
+
+// anyPodBelow reports whether some pod on the nodes has a priority below prio (one pass over the
+// pods, far cheaper than the victim search it spares).
+func anyPodBelow(nodes []fwk.NodeInfo, prio int32) bool {
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			if corev1helpers.PodPriority(pi.GetPod()) < prio {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gangUnits lists the units a gang preemptor may evict: lower-priority pods on the nodes its members

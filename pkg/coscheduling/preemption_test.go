@@ -510,3 +510,17 @@ func TestReserveDropsClaim(t *testing.T) {
 		t.Errorf("claims after Reserve = %v, want none", got)
 	}
 }
+
+// TestAnyPodBelow: the early exit of a gang's preemption when nothing of lower priority runs.
+func TestAnyPodBelow(t *testing.T) {
+	nodes := []fwk.NodeInfo{cpuNode("n0", "4", running("a", "", "n0", "1", 100)), cpuNode("n1", "4")}
+	if anyPodBelow(nodes, 100) {
+		t.Error("a pod of equal priority counted as lower")
+	}
+	if !anyPodBelow(nodes, 101) {
+		t.Error("a pod of lower priority not found")
+	}
+	if anyPodBelow(nil, 1000) {
+		t.Error("pods found on no nodes")
+	}
+}
