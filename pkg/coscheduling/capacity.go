@@ -105,9 +105,12 @@ type namedAmount struct {
 	value int64
 }
 
-func newPodRequest(pod *v1.Pod) podRequest {
+func newPodRequest(pod *v1.Pod) podRequest { return requestFromList(podRequestList(pod)) }
+
+// requestFromList converts a resource list (pod slots are counted separately, zero amounts dropped).
+func requestFromList(rl v1.ResourceList) podRequest {
 	var r podRequest
-	for name, q := range podRequestList(pod) {
+	for name, q := range rl {
 		switch name {
 		case v1.ResourceCPU:
 			r.milliCPU = q.MilliValue()

@@ -72,29 +72,7 @@ type resources struct {
 
 // resourcesFromList converts a resource list, keeping the extended resources among names.
 func resourcesFromList(rl v1.ResourceList, names scalarNames) resources {
-	var r resources
-	for name, q := range rl {
-		switch name {
-		case v1.ResourceCPU:
-			r.milliCPU = q.MilliValue()
-		case v1.ResourceMemory:
-			r.memory = q.Value()
-		case v1.ResourceEphemeralStorage:
-			r.ephemeral = q.Value()
-		case v1.ResourcePods:
-			// Pod slots are counted separately.
-		default:
-			i := names.index(name)
-			if i < 0 || q.Value() == 0 {
-				continue
-			}
-			if r.scalar == nil {
-				r.scalar = make([]int64, len(names))
-			}
-			r.scalar[i] = q.Value()
-		}
-	}
-	return r
+	return requestFromList(rl).resources(names)
 }
 
 // podRequestList is what a pod needs on a node, with init containers and overhead, as
