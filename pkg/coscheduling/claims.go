@@ -171,6 +171,8 @@ func (pl *Coscheduling) capacityEventHandler() cache.ResourceEventHandler {
 			if !ok {
 				return
 			}
+			// Any pod's request may have been cached (a nominated plain pod's, for the claims).
+			pl.fit.requests.forget(pod.UID)
 			if pl.claims.forget(pod) || pod.Spec.NodeName != "" {
 				pl.epoch.Add(1)
 			}
