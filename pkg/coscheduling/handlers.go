@@ -134,7 +134,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
-	pl.fit.requests.forget(pod.UID)
+	// (Its cached request is forgotten by capacityEventHandler, which sees every pod's delete.)
 }
 
 // podGroupEventHandler reacts to PodGroups from this plugin's own informer (PreEnqueue reads this
