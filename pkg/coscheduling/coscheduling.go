@@ -169,7 +169,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if pl.preempt, err = newGangPreemption(ctx, h, pl.profile); err != nil {
 		return nil, err
 	}
-	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, pl.clock, pl.attemptInfo, pl.scheduleTimeout, pl.podGroupEvent, pl.profile)
+	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, podInformer, pl.clock, pl.attemptInfo, pl.scheduleTimeout, pl.podGroupEvent, pl.profile)
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.queue.ShutDown)

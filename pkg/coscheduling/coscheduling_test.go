@@ -668,6 +668,35 @@ func TestComputeStatus(t *testing.T) {
 	}
 }
 
+// TestGroupPods: the status counts a group's finished pods (from the finished informer) and live pods
+// (from the scheduler's informer), a member caught in both once, as finished, and only this profile's.
+func TestGroupPods(t *testing.T) {
+	pod := func(name string, phase v1.PodPhase) *v1.Pod {
+		p := member(name, "g", "1")
+		p.Spec.SchedulerName = "custom"
+		p.Status.Phase = phase
+		return p
+	}
+	running := pod("a", v1.PodRunning)
+	done := running.DeepCopy()
+	done.Status.Phase = v1.PodSucceeded
+	other := pod("b", v1.PodRunning)
+	failed := pod("c", v1.PodFailed)
+	foreign := pod("d", v1.PodRunning)
+	foreign.Spec.SchedulerName = "default-scheduler"
+	got := groupPods("custom", []interface{}{done, failed}, []interface{}{running, other, foreign})
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name+"="+string(p.Status.Phase))
+	}
+	if diff := cmp.Diff([]string{"a=Succeeded", "c=Failed", "b=Running"}, names); diff != "" {
+		t.Errorf("groupPods (-want,+got): %s", diff)
+	}
+	if got := groupPods("custom", nil, nil); len(got) != 0 {
+		t.Errorf("groupPods of nothing = %v", got)
+	}
+}
+
 func TestNewRejectsInvalidArgs(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	_, err := New(ctx, &config.CoschedulingArgs{PermitWaitingTimeSeconds: 0, PodGroupBackoffSeconds: -1}, nil)

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -41,10 +42,14 @@ const reasonPending = "Pending"
 
 // statusUpdater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
 // occupiedBy) current, off the scheduling cycle, for the groups whose pods name this profile as their
-// scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status from a
-// label-selected pod informer (which, unlike the scheduler's, also holds finished pods) and the
-// scheduler's attempt state, and sends a merge patch of the status subresource only when something
-// changed. Keys are deduplicated and delayed, so a burst of events costs one patch; failures are
+// scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status from the
+// group's pods and the scheduler's attempt state, and sends a merge patch of the status subresource
+// only when something changed. Live members come from the scheduler's own pod informer (its
+// PodGroup index); finished members (Succeeded, Failed), which that informer drops, come from a
+// second informer that lists and watches only finished pods with the PodGroup label. A second
+// informer of every gang pod would double the apiserver's pod watch traffic; under load the apiserver
+// closes pod watchers that fall behind, and every close costs a full relist of all pods (measured:
+// hundreds of closes per benchmark run with such an informer, a handful without). Keys are deduplicated and delayed, so a burst of events costs one patch; failures are
 // retried with back-off. It runs only in the replica that leads, from the moment it leads (see
 // leader.go), and then recomputes every PodGroup once.
 //
@@ -53,10 +58,13 @@ const reasonPending = "Pending"
 // been so for longer than its schedule timeout, the PodGroup gets a BelowQuorum event and the
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
 type statusUpdater struct {
-	client          *podGroupClient
-	podGroups       podGroupLister
-	factory         informers.SharedInformerFactory
-	pods            cache.SharedIndexInformer
+	client    *podGroupClient
+	podGroups podGroupLister
+	factory   informers.SharedInformerFactory
+	// live is the scheduler's pod informer (non-terminal pods, indexed by podGroupIndex: live members
+	// only); finished holds this updater's finished pods with the PodGroup label, same index name.
+	live            cache.SharedIndexInformer
+	finished        cache.SharedIndexInformer
 	queue           workqueue.TypedRateLimitingInterface[string]
 	clock           clock.Clock
 	attempt         func(key string) attemptSnapshot
@@ -70,19 +78,26 @@ type statusUpdater struct {
 	belowQuorum map[string]struct{}
 }
 
-func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups podGroupLister, clk clock.Clock,
-	attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
+// finishedPodsSelector selects pods that have finished: Succeeded or Failed.
+const finishedPodsSelector = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
+
+// newStatusUpdater builds the updater; live is the scheduler's pod informer, already indexed by
+// podGroupIndex (see addPodGroupIndex).
+func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups podGroupLister, live cache.SharedIndexInformer,
+	clk clock.Clock, attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
 	event func(*v1alpha1.PodGroup, string, string, string), profile string) *statusUpdater {
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = v1alpha1.PodGroupLabel
+		o.FieldSelector = finishedPodsSelector
 	}))
-	pods := factory.Core().V1().Pods().Informer()
-	utilruntime.Must(pods.AddIndexers(cache.Indexers{podGroupIndex: podGroupIndexFunc}))
+	finished := factory.Core().V1().Pods().Informer()
+	utilruntime.Must(finished.AddIndexers(cache.Indexers{podGroupIndex: podGroupIndexFunc}))
 	return &statusUpdater{
 		client:    client,
 		podGroups: podGroups,
 		factory:   factory,
-		pods:      pods,
+		live:      live,
+		finished:  finished,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "coscheduling-podgroup-status"}),
 		clock:           clk,
@@ -108,16 +123,25 @@ func (u *statusUpdater) run(ctx context.Context) {
 			u.enqueue(keys[0])
 		}
 	}
-	if _, err := u.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    onPod,
 		UpdateFunc: func(_, obj interface{}) { onPod(obj) },
 		DeleteFunc: onPod,
-	}); err != nil {
+	}
+	// The scheduler's informer: a member that finishes leaves it with a delete (and joins the finished
+	// informer with an add); both queue the group.
+	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: isGangPod, Handler: handler})
+	if err != nil {
+		logger.Error(err, "PodGroup status updates are off")
+		return
+	}
+	defer func() { _ = u.live.RemoveEventHandler(liveReg) }()
+	if _, err := u.finished.AddEventHandler(handler); err != nil {
 		logger.Error(err, "PodGroup status updates are off")
 		return
 	}
 	u.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), u.pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), u.live.HasSynced, liveReg.HasSynced, u.finished.HasSynced) {
 		return
 	}
 	// Every existing PodGroup once: after a failover, the new leader's view replaces whatever the
@@ -163,16 +187,15 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 		u.setBelowQuorum(key, false)
 		return nil
 	}
-	objs, err := u.pods.GetIndexer().ByIndex(podGroupIndex, key)
+	finished, err := u.finished.GetIndexer().ByIndex(podGroupIndex, key)
 	if err != nil {
 		return err
 	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok && p.Spec.SchedulerName == u.profile {
-			pods = append(pods, p)
-		}
+	live, err := u.live.GetIndexer().ByIndex(podGroupIndex, key)
+	if err != nil {
+		return err
 	}
+	pods := groupPods(u.profile, finished, live)
 	if len(pods) == 0 {
 		// Not a group of this profile (yet): leave its status to whoever schedules it.
 		u.setBelowQuorum(key, false)
@@ -193,6 +216,31 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	}
 	statusUpdates.WithLabelValues(u.profile, "success").Inc()
 	return nil
+}
+
+// groupPods merges a group's finished and live pods of one profile. A member that has just finished
+// can be in both for a moment (the scheduler's informer has not seen it go yet): its finished copy
+// counts.
+func groupPods(profile string, finished, live []interface{}) []*v1.Pod {
+	pods := make([]*v1.Pod, 0, len(finished)+len(live))
+	var seen map[types.UID]struct{}
+	for _, o := range finished {
+		if p, ok := o.(*v1.Pod); ok && p.Spec.SchedulerName == profile {
+			pods = append(pods, p)
+			if seen == nil {
+				seen = map[types.UID]struct{}{}
+			}
+			seen[p.UID] = struct{}{}
+		}
+	}
+	for _, o := range live {
+		if p, ok := o.(*v1.Pod); ok && p.Spec.SchedulerName == profile {
+			if _, dup := seen[p.UID]; !dup {
+				pods = append(pods, p)
+			}
+		}
+	}
+	return pods
 }
 
 // followBelowQuorum reports a group bound below its quorum once it has been so for longer than its

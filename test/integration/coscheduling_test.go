@@ -256,6 +256,35 @@ func TestCoscheduling(t *testing.T) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 4, nil
 		})
+		// Members finish one by one. A finished pod leaves the scheduler's informer; the status still
+		// counts it, and a gang finishing member by member is neither below its quorum nor failed.
+		setPhase := func(name string, phase v1.PodPhase) {
+			t.Helper()
+			pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = phase
+			if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setPhase(names[0], v1.PodSucceeded)
+		setPhase(names[1], v1.PodSucceeded)
+		waitFor(t, ns, "the PodGroup status to count 2 succeeded and 2 running", func(context.Context) (bool, error) {
+			pg := getPodGroup(t, ns, "train")
+			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 2 && pg.Status.Succeeded == 2 &&
+				pg.Status.Scheduled == 2, nil
+		})
+		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
+			t.Errorf("Scheduled condition %+v while members finish, want QuorumReached True", c)
+		}
+		setPhase(names[2], v1.PodSucceeded)
+		setPhase(names[3], v1.PodSucceeded)
+		waitFor(t, ns, "the PodGroup status to say Finished with 4 succeeded", func(context.Context) (bool, error) {
+			pg := getPodGroup(t, ns, "train")
+			return pg.Status.Phase == v1alpha1.PodGroupFinished && pg.Status.Succeeded == 4 && pg.Status.Running == 0, nil
+		})
 	})
 
 	t.Run("members wait for their PodGroup and for each other, holding nothing", func(t *testing.T) {
