@@ -923,6 +923,26 @@ func BenchmarkPreFilter(b *testing.B) {
 	}
 }
 
+// BenchmarkPreEnqueueLargeGang is what the scheduling queue pays, under its lock, per member when it
+// activates a whole 1000-member gang (the last member's arrival activates all the others).
+func BenchmarkPreEnqueueLargeGang(b *testing.B) {
+	const size = 1000
+	members := make([]*v1.Pod, size)
+	for i := range members {
+		members[i] = member(fmt.Sprintf("m%d", i), "g", "1")
+	}
+	env := newTestEnv(b, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", size, time.Now())}, members)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if s := env.pl.PreEnqueue(ctx, members[i%size]); s != nil {
+			b.Fatal(s)
+		}
+		i++
+	}
+}
+
 // BenchmarkPlainPod is what a pod without a group pays in Coscheduling over one scheduling: PreEnqueue,
 // SignPod, PreFilter, Reserve and Permit once, and Less for the comparisons of a heap of 1000 pods
 // (about 2·log2(1000) = 20: a push and a pop). LessOnly/PrioritySort is the in-tree QueueSort's Less
