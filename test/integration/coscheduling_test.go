@@ -243,14 +243,7 @@ func TestCoscheduling(t *testing.T) {
 		})
 		// No kubelet runs here: play its part and report the members running.
 		for _, n := range names {
-			pod, err := client.CoreV1().Pods(ns).Get(context.Background(), n, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pod.Status.Phase = v1.PodRunning
-			if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			setPhase(t, ns, n, v1.PodRunning)
 		}
 		waitFor(t, ns, "the PodGroup status to say Running with 4 running", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
@@ -258,19 +251,8 @@ func TestCoscheduling(t *testing.T) {
 		})
 		// Members finish one by one. A finished pod leaves the scheduler's informer; the status still
 		// counts it, and a gang finishing member by member is neither below its quorum nor failed.
-		setPhase := func(name string, phase v1.PodPhase) {
-			t.Helper()
-			pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pod.Status.Phase = phase
-			if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		setPhase(names[0], v1.PodSucceeded)
-		setPhase(names[1], v1.PodSucceeded)
+		setPhase(t, ns, names[0], v1.PodSucceeded)
+		setPhase(t, ns, names[1], v1.PodSucceeded)
 		waitFor(t, ns, "the PodGroup status to count 2 succeeded and 2 running", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 2 && pg.Status.Succeeded == 2 &&
@@ -279,8 +261,8 @@ func TestCoscheduling(t *testing.T) {
 		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
 			t.Errorf("Scheduled condition %+v while members finish, want QuorumReached True", c)
 		}
-		setPhase(names[2], v1.PodSucceeded)
-		setPhase(names[3], v1.PodSucceeded)
+		setPhase(t, ns, names[2], v1.PodSucceeded)
+		setPhase(t, ns, names[3], v1.PodSucceeded)
 		waitFor(t, ns, "the PodGroup status to say Finished with 4 succeeded", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupFinished && pg.Status.Succeeded == 4 && pg.Status.Running == 0, nil
