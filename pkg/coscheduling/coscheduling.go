@@ -49,8 +49,8 @@ const (
 	EventWaitingForMembers = "WaitingForMembers"
 	// EventGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was reserved.
 	EventGangInfeasible = "GangInfeasible"
-	// EventWaitingForQuorum (PodGroup): an attempt began; its members are reserved one by one and
-	// wait at Permit for the rest of the quorum.
+	// EventWaitingForQuorum (PodGroup): an attempt has been under way for gateEventDelay; its members
+	// are reserved one by one and wait at Permit for the rest of the quorum.
 	EventWaitingForQuorum = "WaitingForQuorum"
 	// EventQuorumReached (PodGroup): minMember live members are reserved or bound; the waiting ones
 	// go on to bind.
@@ -668,6 +668,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	pl.addWaitingLocked(g, pod)
 	activate := !g.activated
 	g.activated = true
+	attemptStart := g.attemptStart
 	pl.mu.Unlock()
 
 	msg := fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the rest",
@@ -677,8 +678,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		// The attempt has begun: bring the group's other unscheduled members forward so they are
 		// tried next, together, instead of whenever their own back-off ends.
 		pl.activateSiblings(state, pod)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventWaitingForQuorum,
-			fmt.Sprintf("attempt started: %d of minMember %d members reserved or bound; waiting up to %s for the rest", count, want, remaining.Round(time.Second)))
+		pl.clock.AfterFunc(gateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, attemptStart) })
 	}
 	// The status shows the count; notifications of a burst are coalesced into one patch.
 	pl.notifyStatus(key)

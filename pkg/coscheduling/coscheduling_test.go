@@ -549,6 +549,48 @@ func TestGateEventsDelayed(t *testing.T) {
 	}
 }
 
+// TestWaitingForQuorumEventDelayed: the PodGroup gets WaitingForQuorum only if its attempt still waits
+// gateEventDelay after it started (with the count of that moment); a gang that reaches its quorum
+// meanwhile gets QuorumReached alone.
+func TestWaitingForQuorumEventDelayed(t *testing.T) {
+	slow, quick := members("s", "slow", 3), members("q", "quick", 2)
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "slow", 3, time.Now()), makePG("ns", "quick", 2, time.Now())},
+		append(append([]*v1.Pod{}, slow...), quick...))
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	drain := func() []string {
+		var got []string
+		for {
+			select {
+			case e := <-rec.Events:
+				got = append(got, e)
+			default:
+				return got
+			}
+		}
+	}
+	reserveAndPermit(t, env, slow[0])
+	reserveAndPermit(t, env, quick[0])
+	env.clock.Step(gateEventDelay / 2)
+	reserveAndPermit(t, env, slow[1])
+	if s := reserveAndPermit(t, env, quick[1]); !s.IsSuccess() {
+		t.Fatalf("the quick gang's last member: Permit = %v, want Success", s)
+	}
+	got := drain()
+	if len(got) != 1 || !strings.Contains(got[0], EventQuorumReached) {
+		t.Fatalf("events before the delay = %v, want the quick gang's QuorumReached alone", got)
+	}
+	env.clock.Step(gateEventDelay / 2)
+	got = drain()
+	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForQuorum) || !strings.Contains(got[0], "2 of minMember 3") {
+		t.Fatalf("events after the delay = %v, want one WaitingForQuorum for the slow gang, with the latest count", got)
+	}
+	env.clock.Step(gateEventDelay)
+	if got := drain(); len(got) != 0 {
+		t.Errorf("events later: %v, want none (one WaitingForQuorum per attempt)", got)
+	}
+}
+
 func TestPreEnqueue(t *testing.T) {
 	ctx := context.Background()
 	pg := makePG("ns", "g", 3, time.Time{})

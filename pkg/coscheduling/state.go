@@ -380,8 +380,32 @@ func hasGroupLabel(pod *v1.Pod) bool {
 // gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers
 // before it gets the event: the pods of a Job created in a burst, or created just before their
 // PodGroup, wait for each other for milliseconds, and an event per pod would only be noise (and load
-// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile.
+// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile. An attempt's
+// WaitingForQuorum event on the PodGroup waits as long, for the same reason.
 const gateEventDelay = 5 * time.Second
+
+// waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
+// still waits for its quorum gateEventDelay later, with the count of that moment. Most gangs reach
+// their quorum within milliseconds of their first reservation; the PodGroup's Scheduled condition says
+// WaitingForQuorum meanwhile. (It reads no clock: a fake clock runs it under its own lock.)
+func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
+	pl.mu.RLock()
+	g := pl.gangs[groupKey(namespace, name)]
+	waiting := g != nil && g.attemptInProgress() && !g.quorumMet && !g.failed && g.attemptStart.Equal(start)
+	var count int
+	var deadline time.Time
+	if waiting {
+		count, deadline = len(g.members), g.deadline
+	}
+	pl.mu.RUnlock()
+	pg := pl.podGroups.get(namespace, name)
+	if !waiting || pg == nil {
+		return
+	}
+	pl.podGroupEvent(pg, v1.EventTypeNormal, EventWaitingForQuorum,
+		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
+			gateEventDelay, count, minMember(pg), deadline.UTC().Format(time.RFC3339)))
+}
 
 // gateState is why a pod is held back: the reason, the latest message, and the episode of that reason
 // (a delayed event is recorded only if its episode is still the pod's).
