@@ -492,6 +492,19 @@ func TestPermitQuorum(t *testing.T) {
 	})
 }
 
+// drainEvents returns the events recorded so far.
+func drainEvents(rec *events.FakeRecorder) []string {
+	var got []string
+	for {
+		select {
+		case e := <-rec.Events:
+			got = append(got, e)
+		default:
+			return got
+		}
+	}
+}
+
 // TestGateEventsDelayed: a member held back while its group is incomplete gets its event only if it
 // is still held back gateEventDelay later (with the latest count); a member whose group completes
 // meanwhile gets none.
@@ -506,17 +519,7 @@ func TestGateEventsDelayed(t *testing.T) {
 		}
 		return p
 	}
-	drain := func() []string {
-		var got []string
-		for {
-			select {
-			case e := <-rec.Events:
-				got = append(got, e)
-			default:
-				return got
-			}
-		}
-	}
+	drain := func() []string { return drainEvents(rec) }
 	a := add(member("a", "g", "1"))
 	if s := env.pl.PreEnqueue(ctx, a); s.IsSuccess() {
 		t.Fatal("a member of an incomplete group was let in")
@@ -558,17 +561,7 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 		append(append([]*v1.Pod{}, slow...), quick...))
 	rec := events.NewFakeRecorder(10)
 	env.pl.recorder = rec
-	drain := func() []string {
-		var got []string
-		for {
-			select {
-			case e := <-rec.Events:
-				got = append(got, e)
-			default:
-				return got
-			}
-		}
-	}
+	drain := func() []string { return drainEvents(rec) }
 	reserveAndPermit(t, env, slow[0])
 	reserveAndPermit(t, env, quick[0])
 	env.clock.Step(gateEventDelay / 2)
