@@ -15,7 +15,9 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // The control plane shared by every test in this package.
@@ -40,6 +42,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// controller-runtime's client (used to apply the manifests) logs through klog like everything else.
+	ctrllog.SetLogger(klog.NewKlogr())
 	var err error
 	repoRoot, err = findRepoRoot()
 	if err != nil {
