@@ -50,8 +50,9 @@ const reasonPending = "Pending"
 // informer of every gang pod would double the apiserver's pod watch traffic; under load the apiserver
 // closes pod watchers that fall behind, and every close costs a full relist of all pods (measured:
 // hundreds of closes per benchmark run with such an informer, a handful without). Keys are
-// deduplicated and delayed, so a burst of events costs one patch; failures are retried with back-off. It runs only in the replica that leads, from the moment it leads (see
-// leader.go), and then recomputes every PodGroup once.
+// deduplicated and delayed, so a burst of events costs one patch; failures are retried with back-off.
+// It runs only in the replica that leads, from the moment it leads (see leader.go), and then
+// recomputes every PodGroup once.
 //
 // It also watches for gangs bound below their quorum: a group with some but fewer than minMember live
 // members bound (and not finishing: succeeded members count as placed) is BelowQuorum; once it has

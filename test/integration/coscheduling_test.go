@@ -234,6 +234,8 @@ func TestCoscheduling(t *testing.T) {
 		// only for an attempt still waiting 5 s after it started; see TestCoschedulingReleasesOnMemberFailure),
 		// and the waiting members get no event.
 		waitForEvent(t, ns, "train", coscheduling.EventQuorumReached, schedulerName)
+		// The delayed WaitingForQuorum would come 5 s after the attempt started; it must not come.
+		quietUntil := time.Now().Add(6 * time.Second)
 		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
 			t.Errorf("Scheduled condition %+v, want True", c)
 		}
@@ -250,6 +252,8 @@ func TestCoscheduling(t *testing.T) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 4, nil
 		})
+		time.Sleep(time.Until(quietUntil))
+		assertNoEvents(t, ns, "PodGroup", []string{"train"}, coscheduling.EventWaitingForQuorum)
 		// Members finish one by one. A finished pod leaves the scheduler's informer; the status still
 		// counts it, and a gang finishing member by member is neither below its quorum nor failed.
 		setPhase(t, ns, names[0], v1.PodSucceeded)
@@ -704,14 +708,20 @@ func waitForMembersWaiting(t *testing.T, ns, group string, n int) {
 // assertNoPodEvents checks that none of the pods got an event with the reason.
 func assertNoPodEvents(t *testing.T, ns string, pods []string, reason string) {
 	t.Helper()
+	assertNoEvents(t, ns, "Pod", pods, reason)
+}
+
+// assertNoEvents checks that none of the objects of the kind got an event with the reason.
+func assertNoEvents(t *testing.T, ns, kind string, names []string, reason string) {
+	t.Helper()
 	events, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		for _, p := range pods {
-			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == p && e.Reason == reason {
-				t.Errorf("pod %s got a %s event: %s", p, reason, e.Message)
+		for _, n := range names {
+			if e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == n && e.Reason == reason {
+				t.Errorf("%s %s got a %s event: %s", kind, n, reason, e.Message)
 			}
 		}
 	}
