@@ -15,7 +15,8 @@
 //   - for PreemptionWave*: a watcher that measures the time until every high-priority gang is bound,
 //     the pods evicted per admitted gang and low-priority gangs left partially bound;
 //   - for Ceiling: a binder that binds pods with no scheduling work, the apiserver's binding rate;
-//   - the process' peak RSS per workload.
+//   - the process' peak RSS per workload;
+//   - counters: the apiserver's writes by verb and resource, the scheduler's batching outcomes.
 //
 // Extra results go as JSON files next to scheduler_perf's data items (-data-items-dir).
 package bench
@@ -183,6 +184,9 @@ func prepare(tCtx ktesting.TContext) error {
 	current.Lock()
 	w := current.w
 	current.Unlock()
+	// Registered after scheduler_perf's own clean-up, so it runs before that resets the registry.
+	name := tCtx.Name()
+	tCtx.TB().Cleanup(func() { writeCounters(name) })
 	switch tc := testCaseName(tCtx.Name()); {
 	case strings.HasPrefix(tc, "Saturation"):
 		return startSaturationWatcher(tCtx, w)
