@@ -186,7 +186,14 @@ func prepare(tCtx ktesting.TContext) error {
 	current.Unlock()
 	// Registered after scheduler_perf's own clean-up, so it runs before that resets the registry.
 	name := tCtx.Name()
-	tCtx.TB().Cleanup(func() { writeCounters(name) })
+	tCtx.TB().Cleanup(func() {
+		batch, err := writeCounters(name)
+		if err != nil {
+			tCtx.Errorf("%s: %v", name, err)
+			return
+		}
+		checkBatching(tCtx, name, batch)
+	})
 	switch tc := testCaseName(tCtx.Name()); {
 	case strings.HasPrefix(tc, "Saturation"):
 		return startSaturationWatcher(tCtx, w)

@@ -9,12 +9,15 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 )
 
 // counters are the counters written per workload, next to the latency histograms scheduler_perf
 // collects: the apiserver's requests by verb and resource (what a workload costs the apiserver),
 // and the scheduler's batching outcomes (how often 1.37's opportunistic batching reused a previous
 // pod's Filter/Score results).
+const batchAttempts = "scheduler_batch_attempts_total"
+
 var counters = map[string][]string{
 	"apiserver_request_total":             {"verb", "resource", "subresource"},
 	"scheduler_batch_attempts_total":      {"result"},
@@ -26,11 +29,12 @@ var counters = map[string][]string{
 // writeCounters gathers the counters above from the process' registry (the in-process apiserver and
 // scheduler share it) and writes each as a data item "Counter_<name>" whose keys are the label
 // values joined by "/". apiserver reads (get, list, watch) are left out. It must run before
-// scheduler_perf resets the registry at the end of the workload.
-func writeCounters(testName string) {
+// scheduler_perf resets the registry at the end of the workload. It returns the scheduler's
+// batching outcomes (result → count).
+func writeCounters(testName string) (batch map[string]float64, err error) {
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
-		return
+		return nil, fmt.Errorf("gathering metrics: %w", err)
 	}
 	for _, mf := range families {
 		labels, ok := counters[mf.GetName()]
@@ -47,6 +51,9 @@ func writeCounters(testName string) {
 				data[key] += c.GetValue()
 			}
 		}
+		if mf.GetName() == batchAttempts {
+			batch = data
+		}
 		if len(data) == 0 {
 			continue
 		}
@@ -61,6 +68,20 @@ func writeCounters(testName string) {
 			parts = append(parts, fmt.Sprintf("%s=%.0f", k, data[k]))
 		}
 		fmt.Printf("bench counters: %s %s\n", mf.GetName(), strings.Join(parts, " "))
+	}
+	return batch, nil
+}
+
+// checkBatching fails a *CustomBatched case (our profile with PodTopologySpread's default constraints
+// off) in which opportunistic batching never gave a node hint that was used: then a plugin of ours
+// stopped batching (a Filter or Score plugin without fwk.SignPlugin, or a SignPod that refuses alike
+// pods), which no other check would notice.
+func checkBatching(tCtx ktesting.TContext, name string, batch map[string]float64) {
+	if !strings.HasSuffix(testCaseName(name), "CustomBatched") {
+		return
+	}
+	if batch["hint_used"] == 0 {
+		tCtx.Errorf("%s: opportunistic batching used no node hint (%s: %v); our profile keeps it off", name, batchAttempts, batch)
 	}
 }
 

@@ -57,9 +57,13 @@ type result struct {
 	topologySaturation []map[string]float64
 	// preemptionWave is the PreemptionWave item of each PreemptionWave* run.
 	preemptionWave []map[string]float64
-	runs           int
-	failed         int
-	seconds        []float64
+	// batch is each run's scheduler_batch_attempts_total by result; writes is each run's apiserver
+	// writes (every request but get/list/watch), setup included.
+	batch   []map[string]float64
+	writes  []float64
+	runs    int
+	failed  int
+	seconds []float64
 	// cpuByRep is the CPU seconds (user + system) of the workload's process tree per repetition.
 	cpuByRep map[string]float64
 }
@@ -129,6 +133,14 @@ func main() {
 						get(k).topology = append(get(k).topology, it.Data)
 					case m == "TopologySaturation":
 						get(k).topologySaturation = append(get(k).topologySaturation, it.Data)
+					case m == "Counter_scheduler_batch_attempts_total":
+						get(k).batch = append(get(k).batch, it.Data)
+					case m == "Counter_apiserver_request_total":
+						total := 0.0
+						for _, v := range it.Data {
+							total += v
+						}
+						get(k).writes = append(get(k).writes, total)
 					case m == "PreemptionWave":
 						get(k).preemptionWave = append(get(k).preemptionWave, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
@@ -287,16 +299,37 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// baseline names the in-tree counterpart of one of our gang test cases.
+// batchedSuffix marks the cases run with PodTopologySpread's default constraints off; each is compared
+// with the Basic and in-tree cases of the same kind.
+const batchedSuffix = "Batched"
+
+// basicOf names the default-profile case a test case is compared with ("" for that case itself).
+func basicOf(tc string) string {
+	base, suffix := splitBatched(tc)
+	if base == "Basic" {
+		return ""
+	}
+	return "Basic" + suffix
+}
+
+// inTreeOf names the in-tree counterpart of one of our gang test cases.
 func inTreeOf(tc string) string {
-	if strings.HasSuffix(tc, "Custom") && tc != "BasicCustom" {
-		return strings.TrimSuffix(tc, "Custom") + "InTree"
+	base, suffix := splitBatched(tc)
+	if strings.HasSuffix(base, "Custom") && base != "BasicCustom" {
+		return strings.TrimSuffix(base, "Custom") + "InTree" + suffix
 	}
 	return ""
 }
 
+func splitBatched(tc string) (base, suffix string) {
+	if b, ok := strings.CutSuffix(tc, batchedSuffix); ok {
+		return b, batchedSuffix
+	}
+	return tc, ""
+}
+
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -332,7 +365,7 @@ func sortedKeys(results map[key]*result) []key {
 
 func printReport(results map[key]*result, latency map[pluginKey][]map[string]float64) {
 	fmt.Println("Throughput in pods/s: mean over runs of scheduler_perf's SchedulingThroughput Average, Perc50 and Perc90 (min–max of the Average in brackets).")
-	fmt.Println("vs Basic: against the default profile with the same nodes and pods, paired by repetition (mean, min–max). vs in-tree: our gangs against in-tree GangScheduling, same shapes.")
+	fmt.Println("vs Basic: against the default profile with the same nodes and pods (BasicBatched for the *Batched cases), paired by repetition (mean, min–max). vs in-tree: our gangs against in-tree GangScheduling, same shapes.")
 	fmt.Println("Peak RSS: the benchmark process (in-process apiserver + scheduler + driver; etcd excluded); heap: Go heap in use, max.")
 	fmt.Println()
 	fmt.Println("| Workload | Test case | Runs | Avg pods/s | p50 | p90 | vs Basic | vs in-tree | Peak RSS MB | Heap max MB | Notes |")
@@ -347,8 +380,8 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 			avgText += fmt.Sprintf(" (%s–%s)", f1(lo), f1(hi))
 		}
 		vsBasic := "–"
-		if k.testCase != "Basic" {
-			vsBasic = pairedRatio(r, results[key{"Basic", k.workload}])
+		if b := basicOf(k.testCase); b != "" {
+			vsBasic = pairedRatio(r, results[key{b, k.workload}])
 		}
 		vsInTree := "–"
 		if it := inTreeOf(k.testCase); it != "" {
@@ -361,6 +394,9 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		var notes []string
 		if r.failed > 0 {
 			notes = append(notes, fmt.Sprintf("%d/%d runs failed", r.failed, r.runs))
+		}
+		if note := countersNote(r, podsOf(k.workload)); note != "" {
+			notes = append(notes, note)
 		}
 		if len(r.topology) > 0 {
 			notes = append(notes, topologyNote(r.topology))
@@ -509,6 +545,31 @@ func podsOf(workload string) int {
 	return n
 }
 
+// countersNote gives the apiserver writes per pod (setup included) and the share of scheduling attempts
+// that used an opportunistic-batching hint, as means over the runs that recorded them.
+func countersNote(r *result, pods int) string {
+	var parts []string
+	if len(r.writes) > 0 && pods > 0 {
+		parts = append(parts, fmt.Sprintf("%.2f apiserver writes per pod", mean(r.writes)/float64(pods)))
+	}
+	if len(r.batch) > 0 {
+		var shares []float64
+		for _, b := range r.batch {
+			total := 0.0
+			for _, v := range b {
+				total += v
+			}
+			if total > 0 {
+				shares = append(shares, b["hint_used"]/total)
+			}
+		}
+		if len(shares) > 0 {
+			parts = append(parts, fmt.Sprintf("batching hint used for %.0f%% of attempts", 100*mean(shares)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // spread formats values as "mean (min–max)", or "–".
 func spread(vs []float64, format func(float64) string) string {
 	switch len(vs) {
@@ -564,8 +625,8 @@ func printCPU(results map[key]*result) {
 			return spread(totals, ratio) + " / " + spread(rs, ratio)
 		}
 		vsBasic, vsInTree := "–", "–"
-		if k.testCase != "Basic" && k.testCase != "Ceiling" {
-			vsBasic = against(results[key{"Basic", k.workload}])
+		if b := basicOf(k.testCase); b != "" && k.testCase != "Ceiling" {
+			vsBasic = against(results[key{b, k.workload}])
 		}
 		if it := inTreeOf(k.testCase); it != "" {
 			vsInTree = against(results[key{it, k.workload}])
