@@ -114,9 +114,6 @@ type Coscheduling struct {
 	gateEpisodes uint64
 	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
 	waitingGangs int
-	// admissions counts groups let into the queue, for their order among groups with one time (see
-	// queueStamp).
-	admissions uint64
 
 	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
 	// member enters the queue, so that Less never reads state that changes while the pod is in the heap.
@@ -273,29 +270,21 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if g.lastFailure.After(stamp.at) {
 		stamp.at = g.lastFailure
 	}
-	if g.admitted == 0 || !g.admittedAt.Equal(stamp.at) {
-		pl.admissions++
-		g.admitted, g.admittedAt = pl.admissions, stamp.at
-	}
-	stamp.admitted = g.admitted
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)
 	return nil
 }
 
 // queueStamp is a member's queue order key: its group's time (the PodGroup's creation, or the group's
-// last failure when the member entered the queue after it), the order in which groups with that time
-// were first let into the queue, and the group's key.
+// last failure when the member entered the queue after it) and the group's key.
 type queueStamp struct {
-	at       time.Time
-	admitted uint64
-	key      string
+	at  time.Time
+	key string
 }
 
-// Less orders the queue by priority, then by the group's time, then by the order in which groups with
-// that time were let in, then by group, then by pod creation time and by the time each pod entered the
-// queue. Members of one group are therefore adjacent, and a group whose attempt just failed goes behind
-// the others. The group's time, admission order and key are fixed for each
+// Less orders the queue by priority, then by the group's time, then by group, then by pod creation
+// time and by the time each pod entered the queue. Members of one group are therefore adjacent, and a
+// group whose attempt just failed goes behind the others. The group's time and key are fixed for each
 // member by PreEnqueue as it enters the queue (every way into the active and backoff queues runs
 // PreEnqueue first), so the order of pods already in the queue never changes under the heap. Pods
 // without a group (or members that did not pass this PreEnqueue) are ordered as PrioritySort orders
@@ -314,13 +303,6 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	sa, sb := pl.queueStamp(a, podA), pl.queueStamp(b, podB)
 	if !sa.at.Equal(sb.at) {
 		return sa.at.Before(sb.at)
-	}
-	// Creation times have a resolution of one second, so many groups share one. Among them the group
-	// let in first goes first: a group whose members are being scheduled is not cut into by one that
-	// became complete after it (which would split both gangs' members and reset batching at each
-	// switch).
-	if sa.admitted != sb.admitted {
-		return sa.admitted < sb.admitted
 	}
 	if sa.key != sb.key {
 		return sa.key < sb.key

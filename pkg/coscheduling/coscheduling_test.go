@@ -174,10 +174,10 @@ func TestLess(t *testing.T) {
 			want: true,
 		},
 		{
-			name: "same creation time: the group let in first goes first, whatever the names",
+			name: "same creation time: group name keeps members adjacent",
 			a:    member("a", "twin-b", "1"), b: member("b", "twin-a", "1"),
 			ta: t0.Add(time.Second), tb: t0.Add(time.Hour),
-			want: true,
+			want: false,
 		},
 		{
 			name: "within a group by queue time",
@@ -217,44 +217,6 @@ func TestLess(t *testing.T) {
 				t.Errorf("Less = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestLessAdmissionOrder: groups whose PodGroups were created in the same second (creation times have
-// a resolution of one second) are ordered by when each was first let into the queue, and a group keeps
-// its place for members let in later: a group that becomes complete while another one's members are
-// being scheduled does not cut in between them, which would split both gangs.
-func TestLessAdmissionOrder(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pgs := []*v1alpha1.PodGroup{
-		makePG("ns", "gang-11", 2, t0),
-		makePG("ns", "gang-100", 2, t0),
-		makePG("ns", "gang-2", 2, t0.Add(-time.Second)),
-	}
-	env := newTestEnv(t, defaultArgs(), pgs, nil)
-	a1, a2 := member("a1", "gang-11", "1"), member("a2", "gang-11", "1")
-	b1, b2 := member("b1", "gang-100", "1"), member("b2", "gang-100", "1")
-	c1, c2 := member("c1", "gang-2", "1"), member("c2", "gang-2", "1")
-	// gang-11 is let in first; gang-100 (a smaller key) after it.
-	enqueue(t, env, a1, a2)
-	enqueue(t, env, b1, b2)
-	// a2 comes back (say, its first cycle found no node): it keeps gang-11's place.
-	enqueue(t, env, a2)
-	// gang-2 was created a second earlier: older groups still go first, whenever they were let in.
-	enqueue(t, env, c1, c2)
-	ts := t0.Add(time.Minute)
-	for _, tc := range []struct {
-		a, b *v1.Pod
-		want bool
-	}{
-		{a2, b1, true},
-		{b2, a1, false},
-		{c2, a1, true},
-		{c1, b2, true},
-	} {
-		if got := env.pl.Less(queued(t, tc.a, ts), queued(t, tc.b, ts)); got != tc.want {
-			t.Errorf("Less(%s, %s) = %v, want %v", tc.a.Name, tc.b.Name, got, tc.want)
-		}
 	}
 }
 

@@ -58,10 +58,6 @@ type gang struct {
 	// lastFailure is when the last attempt failed: members that enter the queue after it are ordered
 	// from that time, behind groups that have not just lost (see queueStamp).
 	lastFailure time.Time
-	// admitted orders the group among groups with the same queue time (see queueStamp): the plugin's
-	// admission count when a member of the group first passed PreEnqueue with that time (admittedAt).
-	admitted   uint64
-	admittedAt time.Time
 
 	// outcome is the last attempt's result as the PodGroup's status reports it (reason and message),
 	// kept until the next attempt starts.
