@@ -12,15 +12,16 @@ import (
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 )
 
+// batchAttempts counts the scheduler's batching outcomes by result (hint_used, hint_not_used, no_hint).
+const batchAttempts = "scheduler_batch_attempts_total"
+
 // counters are the counters written per workload, next to the latency histograms scheduler_perf
 // collects: the apiserver's requests by verb and resource (what a workload costs the apiserver),
 // and the scheduler's batching outcomes (how often 1.37's opportunistic batching reused a previous
-// pod's Filter/Score results).
-const batchAttempts = "scheduler_batch_attempts_total"
-
+// pod's Filter/Score results), with the label names that key each value.
 var counters = map[string][]string{
 	"apiserver_request_total":             {"verb", "resource", "subresource"},
-	"scheduler_batch_attempts_total":      {"result"},
+	batchAttempts:                         {"result"},
 	"scheduler_batch_cache_flushed_total": {"reason"},
 	"scheduler_schedule_attempts_total":   {"result"},
 	"scheduler_preemption_attempts_total": nil,
