@@ -519,7 +519,6 @@ func TestGateEventsDelayed(t *testing.T) {
 		}
 		return p
 	}
-	drain := func() []string { return drainEvents(rec) }
 	a := add(member("a", "g", "1"))
 	if s := env.pl.PreEnqueue(ctx, a); s.IsSuccess() {
 		t.Fatal("a member of an incomplete group was let in")
@@ -531,11 +530,11 @@ func TestGateEventsDelayed(t *testing.T) {
 			t.Fatal("a member of an incomplete group was let in")
 		}
 	}
-	if got := drain(); len(got) != 0 {
+	if got := drainEvents(rec); len(got) != 0 {
 		t.Fatalf("events before the delay: %v", got)
 	}
 	env.clock.Step(gateEventDelay / 2)
-	got := drain()
+	got := drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForMembers) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after a's delay = %v, want one WaitingForMembers (for a, with the latest count)", got)
 	}
@@ -547,7 +546,7 @@ func TestGateEventsDelayed(t *testing.T) {
 		}
 	}
 	env.clock.Step(gateEventDelay)
-	if got := drain(); len(got) != 0 {
+	if got := drainEvents(rec); len(got) != 0 {
 		t.Errorf("events for members whose group completed: %v", got)
 	}
 }
@@ -561,7 +560,6 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 		append(append([]*v1.Pod{}, slow...), quick...))
 	rec := events.NewFakeRecorder(10)
 	env.pl.recorder = rec
-	drain := func() []string { return drainEvents(rec) }
 	reserveAndPermit(t, env, slow[0])
 	reserveAndPermit(t, env, quick[0])
 	env.clock.Step(gateEventDelay / 2)
@@ -569,17 +567,17 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	if s := reserveAndPermit(t, env, quick[1]); !s.IsSuccess() {
 		t.Fatalf("the quick gang's last member: Permit = %v, want Success", s)
 	}
-	got := drain()
+	got := drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], EventQuorumReached) {
 		t.Fatalf("events before the delay = %v, want the quick gang's QuorumReached alone", got)
 	}
 	env.clock.Step(gateEventDelay / 2)
-	got = drain()
+	got = drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForQuorum) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after the delay = %v, want one WaitingForQuorum for the slow gang, with the latest count", got)
 	}
 	env.clock.Step(gateEventDelay)
-	if got := drain(); len(got) != 0 {
+	if got := drainEvents(rec); len(got) != 0 {
 		t.Errorf("events later: %v, want none (one WaitingForQuorum per attempt)", got)
 	}
 }

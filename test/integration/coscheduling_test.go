@@ -255,7 +255,8 @@ func TestCoscheduling(t *testing.T) {
 		time.Sleep(time.Until(quietUntil))
 		assertNoEvents(t, ns, "PodGroup", []string{"train"}, coscheduling.EventWaitingForQuorum)
 		// Members finish one by one. A finished pod leaves the scheduler's informer; the status still
-		// counts it, and a gang finishing member by member is neither below its quorum nor failed.
+		// counts it, and the Scheduled condition stays QuorumReached: succeeded members count as placed, so
+		// a gang finishing member by member is neither BelowQuorum nor Failed.
 		setPhase(t, ns, names[0], v1.PodSucceeded)
 		setPhase(t, ns, names[1], v1.PodSucceeded)
 		waitFor(t, ns, "the PodGroup status to count 2 succeeded and 2 running", func(context.Context) (bool, error) {

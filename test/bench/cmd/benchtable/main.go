@@ -136,11 +136,7 @@ func main() {
 					case m == "Counter_scheduler_batch_attempts_total":
 						get(k).batch = append(get(k).batch, it.Data)
 					case m == "Counter_apiserver_request_total":
-						total := 0.0
-						for _, v := range it.Data {
-							total += v
-						}
-						get(k).writes = append(get(k).writes, total)
+						get(k).writes = append(get(k).writes, sum(it.Data))
 					case m == "PreemptionWave":
 						get(k).preemptionWave = append(get(k).preemptionWave, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
@@ -555,11 +551,7 @@ func countersNote(r *result, pods int) string {
 	if len(r.batch) > 0 {
 		var shares []float64
 		for _, b := range r.batch {
-			total := 0.0
-			for _, v := range b {
-				total += v
-			}
-			if total > 0 {
+			if total := sum(b); total > 0 {
 				shares = append(shares, b["hint_used"]/total)
 			}
 		}
@@ -568,6 +560,15 @@ func countersNote(r *result, pods int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sum adds up a data item's values.
+func sum(data map[string]float64) float64 {
+	total := 0.0
+	for _, v := range data {
+		total += v
+	}
+	return total
 }
 
 // spread formats values as "mean (min–max)", or "–".
