@@ -169,6 +169,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if pl.preempt, err = newGangPreemption(ctx, h, pl.profile); err != nil {
 		return nil, err
 	}
+	pl.preempt.evicted, pl.preempt.failed = pl.victimEvicted, pl.victimEvictionFailed
 	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, podInformer, pl.clock, pl.attemptInfo, pl.scheduleTimeout, pl.podGroupEvent, pl.profile)
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
@@ -266,7 +267,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, "", backoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
-	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key}
+	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.rank(pod)}
 	if g.lastFailure.After(stamp.at) {
 		stamp.at = g.lastFailure
 	}
@@ -280,10 +281,12 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 type queueStamp struct {
 	at  time.Time
 	key string
+	// rank orders the members of one group (see gang.rank).
+	rank uint8
 }
 
-// Less orders the queue by priority, then by the group's time, then by group, then by pod creation
-// time and by the time each pod entered the queue. Members of one group are therefore adjacent, and a
+// Less orders the queue by priority, then by the group's time, then by group, then by the member's
+// rank (see gang.rank), then by pod creation time and by the time each pod entered the queue. Members of one group are therefore adjacent, and a
 // group whose attempt just failed goes behind the others. The group's time and key are fixed for each
 // member by PreEnqueue as it enters the queue (every way into the active and backoff queues runs
 // PreEnqueue first), so the order of pods already in the queue never changes under the heap. Pods
@@ -308,7 +311,11 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 		return sa.key < sb.key
 	}
 	if sa.key != "" {
-		// Members of one group: in creation order (a Job's index order), then queue order.
+		// Members of one group: the attempt's lead, then constrained members (see gang.rank), then in
+		// creation order (a Job's index order), then queue order.
+		if sa.rank != sb.rank {
+			return sa.rank < sb.rank
+		}
 		ca, cb := podA.CreationTimestamp.Time, podB.CreationTimestamp.Time
 		if !ca.Equal(cb) {
 			return ca.Before(cb)
@@ -361,9 +368,13 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.mu.Unlock()
 		return pl.rejectInPreFilter(state, backoffMessage(key, until))
 	}
-	if g.attemptInProgress() || (len(g.members) >= want && pl.confirmedCountLocked(g) >= want) {
-		// An attempt is under way and was checked, or the quorum is met (this is an extra member):
-		// the member goes where its gang is.
+	if g.waitsForLead(pod.UID) {
+		lead := g.leadName
+		pl.mu.Unlock()
+		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", key, lead))
+	}
+	if g.attemptInProgress() {
+		// An attempt is under way and was checked: the member goes where its attempt goes.
 		if g.placement == nil && !policy.empty() {
 			p := pinnedPlacement(policy, pinnedDomains(policy, boundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
 			g.placement = &p
@@ -371,6 +382,14 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		res := g.placement.result()
 		pl.mu.Unlock()
 		return res, nil
+	}
+	if len(g.members) >= want && pl.confirmedCountLocked(g) >= want {
+		// The quorum is met: this is an extra (late or replacement) member, placed on its own.
+		pl.mu.Unlock()
+		if policy.empty() {
+			return nil, nil
+		}
+		return pl.extraMemberPlacement(ctx, pod, key, policy, nodes).result(), nil
 	}
 	pl.mu.Unlock()
 
@@ -511,13 +530,25 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	msg := fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", key, klog.KObj(pod), want)
-	victims := pl.failAttemptLocked(g, now, EventGangRejected, msg)
+	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
+	// it may use): the attempt is retried at once with this member first.
+	retry := g.mayLead(pod.UID)
+	if retry {
+		g.setLead(pod)
+		msg += "; retrying at once with it placed first"
+	} else {
+		g.lead, g.leadName = "", ""
+	}
+	victims := pl.endAttemptLocked(g, now, EventGangRejected, msg, !retry)
 	pl.mu.Unlock()
 
-	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims))
+	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
 	gangRejections.WithLabelValues(pl.profile, reasonMemberUnschedulable).Inc()
 	pl.rejectWaiting(victims, msg)
 	pl.reportFailure(pg, EventGangRejected, msg, append(victims, pod))
+	if retry {
+		pl.activateGroup(pod.Namespace, name)
+	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
@@ -642,12 +673,29 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
 		count = pl.confirmedCountLocked(g)
 	}
+	if count < want && !g.quorumMet && !g.failed && !g.deadline.IsZero() && !now.Before(g.deadline) {
+		// Past the attempt's deadline no quorum is declared: the framework is rejecting the waiting
+		// members for their timeout, and they would count until their Unreserves run.
+		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",
+			key, count, now.Sub(g.attemptStart).Round(time.Second), want)
+		victims := pl.failAttemptLocked(g, now, EventGangTimedOut, msg)
+		pl.mu.Unlock()
+		gangTimeouts.WithLabelValues(pl.profile).Inc()
+		gangRejections.WithLabelValues(pl.profile, reasonTimeout).Inc()
+		pl.rejectWaiting(victims, msg)
+		pl.reportFailure(pg, EventGangTimedOut, msg, append(victims, pod))
+		return fwk.NewStatus(fwk.Unschedulable, msg), 0
+	}
 	if count >= want {
 		first := !g.quorumMet && g.needsQuorum
 		allowed, start := pl.quorumReachedLocked(g), g.attemptStart
 		pl.mu.Unlock()
 		pl.allow(allowed)
 		if first {
+			// Members beyond the quorum that found no node while the attempt gathered it (they were
+			// not needed then, so they did not preempt) are retried now: placed like any pod, they
+			// may preempt.
+			pl.activateSiblings(state, pod)
 			timeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(start).Seconds())
 			msg := fmt.Sprintf("%d of minMember %d live members reserved or bound; %d waiting members go on to bind", count, want, len(allowed))
 			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "allowed", len(allowed))

@@ -126,7 +126,7 @@ func makePG(ns, name string, minMember int32, created time.Time) *v1alpha1.PodGr
 }
 
 func member(name, group, cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(v1alpha1.PodGroupLabel, group).
+	return st.MakePod().Namespace("ns").Name(name).UID(name).SchedulerName("test").Label(v1alpha1.PodGroupLabel, group).
 		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
 }
 
@@ -866,7 +866,7 @@ func BenchmarkCheckFeasibleRealistic(b *testing.B) {
 	seconds := int64(300)
 	members := make([]*v1.Pod, 200)
 	for i := range members {
-		p := st.MakePod().Namespace("ns").Name(fmt.Sprintf("m%d", i)).UID(fmt.Sprintf("m%d", i)).Label(v1alpha1.PodGroupLabel, "g").
+		p := st.MakePod().SchedulerName("test").Namespace("ns").Name(fmt.Sprintf("m%d", i)).UID(fmt.Sprintf("m%d", i)).Label(v1alpha1.PodGroupLabel, "g").
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "3", v1.ResourceMemory: "4Gi", gpu: "1"}).Obj()
 		p.Spec.Tolerations = []v1.Toleration{
 			{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &seconds},

@@ -71,6 +71,15 @@ type gang struct {
 	// it preempted is still terminating there, the gang waits instead of preempting again.
 	nominatedNodes []string
 
+	// lead is a member that found no node in an attempt whose other members were already reserved
+	// (possibly in its way, e.g. through inter-pod anti-affinity): the next attempt follows at once,
+	// without the back-off, and places it first (see PreFilter). ledBy are the members that led since
+	// the quorum was last reached: each leads at most once, and at most maxLeads do, so a gang that
+	// fails for another reason soon backs off as usual.
+	lead     types.UID
+	leadName string
+	ledBy    map[types.UID]struct{}
+
 	// feasibility caches the last check; it is valid while cacheKey matches.
 	feasibility *feasibility
 	cacheKey    feasibilityKey
@@ -159,6 +168,7 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.placement = nil
 	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
+	g.lead, g.leadName, g.ledBy = "", "", nil
 	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
 	g.hint = hintCount{}
 }
@@ -183,3 +193,69 @@ func podGroupName(pod *v1.Pod) (string, bool) {
 }
 
 func groupKey(namespace, name string) string { return namespace + "/" + name }
+
+// maxLeads bounds the attempts retried at once with another member first (see gang.lead).
+const maxLeads = 3
+
+// mayLead reports whether a member that found no node may lead an immediate retry: other members of
+// the attempt are reserved (they may be what is in its way), it has not led since the last quorum,
+// and fewer than maxLeads members have.
+func (g *gang) mayLead(uid types.UID) bool {
+	if len(g.waiting) == 0 || len(g.ledBy) >= maxLeads {
+		return false
+	}
+	_, led := g.ledBy[uid]
+	return !led
+}
+
+// setLead makes a member the next attempt's first.
+func (g *gang) setLead(pod *v1.Pod) {
+	if g.ledBy == nil {
+		g.ledBy = map[types.UID]struct{}{}
+	}
+	g.ledBy[pod.UID] = struct{}{}
+	g.lead, g.leadName = pod.UID, pod.Name
+}
+
+// waitsForLead reports whether a member must wait for the attempt's lead to be reserved first.
+func (g *gang) waitsForLead(uid types.UID) bool {
+	return g.lead != "" && g.lead != uid && g.members[g.lead] == 0
+}
+
+// rank orders the members of one group in the queue: the lead first, then constrained members, then
+// the rest.
+func (g *gang) rank(pod *v1.Pod) uint8 {
+	switch {
+	case g.lead != "" && pod.UID == g.lead:
+		return 0
+	case constrained(pod):
+		return 1
+	default:
+		return 2
+	}
+}
+
+// constrained reports whether a member restricts where it may go beyond its resources: a node
+// selector, required node affinity, required inter-pod (anti-)affinity or a hard topology spread.
+// Such members go first in an attempt, while the most nodes are still open to them.
+func constrained(pod *v1.Pod) bool {
+	if len(pod.Spec.NodeSelector) > 0 {
+		return true
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == v1.DoNotSchedule {
+			return true
+		}
+	}
+	a := pod.Spec.Affinity
+	if a == nil {
+		return false
+	}
+	if a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		return true
+	}
+	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		return true
+	}
+	return a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}

@@ -22,14 +22,29 @@ func podGroupIndexFunc(obj interface{}) ([]string, error) {
 	return []string{groupKey(pod.Namespace, name)}, nil
 }
 
-// livePodGroupIndexFunc indexes a pod by "namespace/podgroup" while it is live: a pod that is being
-// deleted or has finished leaves the index with the update that says so, so counting and listing a
-// group's members never sees it.
+// livePodGroupIndexFunc indexes a pod by memberKey (its scheduler, "namespace/podgroup") while it is a
+// member: live (a pod that is being deleted or has finished leaves the index with the update that says
+// so) and without scheduling gates (a gated pod, e.g. one Kueue has not admitted yet, joins with the
+// update that removes its last gate). Counting and listing a profile's members never sees the others,
+// nor pods of other schedulers.
 func livePodGroupIndexFunc(obj interface{}) ([]string, error) {
-	if pod, ok := obj.(*v1.Pod); !ok || !isLive(pod) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || !isMember(pod) {
 		return nil, nil
 	}
-	return podGroupIndexFunc(obj)
+	name, ok := podGroupName(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{memberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
+}
+
+// isMember reports whether a pod counts as a member of its group: live and not gated.
+func isMember(pod *v1.Pod) bool { return isLive(pod) && len(pod.Spec.SchedulingGates) == 0 }
+
+// memberKey is the live-member index key of a group for one scheduler profile.
+func memberKey(profile, namespace, group string) string {
+	return profile + "|" + groupKey(namespace, group)
 }
 
 // addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
@@ -64,8 +79,15 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
 		FilterFunc: isGangPod,
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    pl.onPodAdd,
-			UpdateFunc: func(_, obj interface{}) { pl.onPod(obj) },
+			AddFunc: pl.onPodAdd,
+			UpdateFunc: func(oldObj, obj interface{}) {
+				if old, ok := oldObj.(*v1.Pod); ok && len(old.Spec.SchedulingGates) > 0 {
+					// The last gate removed makes the pod a member, as if it had just been created.
+					pl.onPodAdd(obj)
+					return
+				}
+				pl.onPod(obj)
+			},
 			DeleteFunc: pl.onPodDelete,
 		},
 	}
@@ -78,7 +100,7 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	pl.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !isLive(pod) {
+	if !ok || pod.Spec.NodeName != "" || !isMember(pod) || pod.Spec.SchedulerName != pl.profile {
 		return
 	}
 	name, _ := podGroupName(pod)

@@ -442,7 +442,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 				stamp := queueStamp{at: t0.Add(time.Duration(rng.IntN(3)) * time.Minute), key: "ns/" + name}
 				prio := int32(rng.IntN(2))
 				for i := range rng.IntN(5) + 1 {
-					p := st.MakePod().Namespace("ns").Name(fmt.Sprintf("%s-%d", name, i)).UID(fmt.Sprintf("%s-%d", name, i)).
+					p := st.MakePod().SchedulerName("test").Namespace("ns").Name(fmt.Sprintf("%s-%d", name, i)).UID(fmt.Sprintf("%s-%d", name, i)).
 						Label(v1alpha1.PodGroupLabel, name).Priority(prio).Obj()
 					p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(rng.IntN(3)) * time.Second))
 					env.pl.stamps.Store(p.UID, stamp)

@@ -75,6 +75,12 @@ var (
 		Help:           "Gangs preempted (each whole), by preemptor (gang, pod).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile", "preemptor"})
+	preemptionEvictionRetries = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "preemption_eviction_retries_total",
+		Help:           "Retried evictions of gang members whose first eviction failed while other members of their gang were leaving (a victim gang is evicted whole).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
 	statusUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "podgroup_status_updates_total",
@@ -90,6 +96,6 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups, gangsBelowQuorum, statusUpdates,
-			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs)
+			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs, preemptionEvictionRetries)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -52,6 +53,13 @@ type gangPreemption struct {
 	handle    fwk.Handle
 	evaluator *preemption.Evaluator
 	pdbs      policylisters.PodDisruptionBudgetLister
+	// evicted, when set, is told of every victim evicted (the eviction's API calls succeeded, or it
+	// was rejected in memory), and failed of every victim whose eviction failed, with the other
+	// victims of the same preemption.
+	evicted func(victim *v1.Pod)
+	failed func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod)
+	// evictOnce is upstream's eviction of one victim, without the hooks (for retries).
+	evictOnce func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error)
 }
 
 var _ preemption.Interface = &gangPreemption{}
@@ -74,14 +82,22 @@ func newGangPreemption(ctx context.Context, h fwk.Handle, profile string) (*gang
 	}
 	gp.evaluator = preemption.NewEvaluator(Name, h, gp, dp.Executor)
 	evict := dp.Executor.PreemptPod
+	gp.evictOnce = evict
 	dp.Executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error) {
 		inMemory, err := evict(ctx, c, p, victim, plugin)
-		if err == nil {
-			kind := preemptorKind(p.Type())
-			preemptionVictimPods.WithLabelValues(profile, kind).Inc()
-			if firstOfItsGang(victim, c.Victims().Pods) {
-				preemptionVictimGangs.WithLabelValues(profile, kind).Inc()
+		if err != nil {
+			if gp.failed != nil {
+				gp.failed(ctx, c, p, victim)
 			}
+			return inMemory, err
+		}
+		if gp.evicted != nil {
+			gp.evicted(victim)
+		}
+		kind := preemptorKind(p.Type())
+		preemptionVictimPods.WithLabelValues(profile, kind).Inc()
+		if firstOfItsGang(victim, c.Victims().Pods) {
+			preemptionVictimGangs.WithLabelValues(profile, kind).Inc()
 		}
 		return inMemory, err
 	}
@@ -719,7 +735,7 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*
 		if v.DeletionTimestamp != nil {
 			return
 		}
-		pl.evicted.Store(v.UID, now)
+		// (A victim counts as leaving once its eviction succeeded: see victimEvicted.)
 		if _, err := pl.preempt.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, victims: all}, p, v, Name); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -808,4 +824,102 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 			logger.V(2).Info("Could not clear a pod's nominated node", "pod", klog.KObj(p), "err", err)
 		}
 	}, Name)
+}
+
+// victimEvicted records a victim whose eviction succeeded: it counts as leaving (see leaving) from
+// now on, never before its delete succeeded. A victim that was reserved here (waiting at Permit, where
+// upstream's Executor rejects it in memory, or on its way to bind) stops counting toward its gang's
+// quorum at once, and an attempt still gathering its quorum fails at once: the victim's Unreserve runs
+// later, in its binding cycle, and a sibling's Permit in between must not complete a quorum with it.
+func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
+	pl.evicted.Store(victim.UID, pl.clock.Now())
+	name, ok := podGroupName(victim)
+	if !ok {
+		return
+	}
+	now := pl.clock.Now()
+	msg := fmt.Sprintf("PodGroup %s rejected: member %s was preempted; all waiting members were rejected", groupKey(victim.Namespace, name), klog.KObj(victim))
+	pl.mu.Lock()
+	g := pl.gangs[groupKey(victim.Namespace, name)]
+	if g == nil || g.members[victim.UID]&reserved == 0 {
+		pl.mu.Unlock()
+		return
+	}
+	pl.removeWaitingLocked(g, victim.UID)
+	g.clear(victim.UID, reserved)
+	var rest []*v1.Pod
+	failed := !g.quorumMet && !g.failed
+	if failed {
+		rest = pl.failAttemptLocked(g, now, EventGangRejected, msg)
+	}
+	pl.mu.Unlock()
+	if !failed {
+		return
+	}
+	gangRejections.WithLabelValues(pl.profile, reasonMemberRejected).Inc()
+	pl.rejectWaiting(rest, msg)
+	pl.reportFailure(pl.podGroups.get(victim.Namespace, name), EventGangRejected, msg, rest)
+}
+
+// evictionRetry bounds the retries of a failed eviction of a gang member whose siblings are leaving.
+var evictionRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 40}
+
+// victimEvictionFailed follows a gang member whose eviction failed (an API error): a victim gang is
+// evicted whole, so while any other member of its gang in the same preemption is leaving, the
+// eviction is retried in the background until it succeeds or the pod is gone. A gang none of whose
+// members was evicted is left alone (nothing of it is partial).
+func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod) {
+	name, ok := podGroupName(victim)
+	if !ok {
+		return
+	}
+	var siblings []*v1.Pod
+	for _, v := range c.Victims().Pods {
+		if n, ok := podGroupName(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
+			siblings = append(siblings, v)
+		}
+	}
+	if len(siblings) == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	go func() {
+		// The preemption's other evictions run in parallel with this one: give them a moment.
+		idle := 0
+		_ = wait.ExponentialBackoffWithContext(pl.ctx, evictionRetry, func(ctx context.Context) (bool, error) {
+			if pl.victimGone(victim) {
+				return true, nil
+			}
+			leaving := false
+			for _, s := range siblings {
+				if pl.leaving(s) || pl.victimGone(s) {
+					leaving = true
+					break
+				}
+			}
+			if !leaving {
+				idle++
+				return idle > 3, nil
+			}
+			preemptionEvictionRetries.WithLabelValues(pl.profile).Inc()
+			if _, err := pl.preempt.evictOnce(ctx, c, p, victim, Name); err != nil {
+				logger.V(2).Info("Retrying the eviction of a member of a gang being preempted", "pod", klog.KObj(victim), "err", err)
+				return false, nil
+			}
+			pl.victimEvicted(victim)
+			logger.V(2).Info("Evicted a member of a gang being preempted after a failed attempt", "pod", klog.KObj(victim))
+			return true, nil
+		})
+	}()
+}
+
+// victimGone reports whether the scheduler's pod informer no longer holds the victim live (deleted,
+// terminating, or another pod under its name).
+func (pl *Coscheduling) victimGone(victim *v1.Pod) bool {
+	obj, ok, err := pl.pods.GetByKey(victim.Namespace + "/" + victim.Name)
+	if err != nil || !ok {
+		return true
+	}
+	p, isPod := obj.(*v1.Pod)
+	return !isPod || p.UID != victim.UID || p.DeletionTimestamp != nil
 }

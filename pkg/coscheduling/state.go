@@ -73,6 +73,9 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	}
 	delete(g.members, pod.UID)
 	delete(g.unplaced, pod.UID)
+	if g.lead == pod.UID {
+		g.lead, g.leadName = "", ""
+	}
 	pl.dropIfUnusedLocked(g, now)
 }
 
@@ -124,24 +127,26 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 // quorumReachedLocked marks the attempt's quorum met and returns the waiting members to allow.
 func (pl *Coscheduling) quorumReachedLocked(g *gang) []*v1.Pod {
 	g.quorumMet = true
+	g.lead, g.leadName, g.ledBy = "", "", nil
 	clear(g.unplaced)
 	g.nominatedNodes = nil
 	g.setOutcome(EventQuorumReached, "")
 	return pl.takeWaitingLocked(g)
 }
 
-// allow lets waiting members through Permit.
+// allow lets waiting members through Permit (see onWaiting).
 func (pl *Coscheduling) allow(pods []*v1.Pod) {
-	for _, w := range pods {
-		if wp := pl.handle.GetWaitingPod(w.UID); wp != nil {
-			wp.Allow(Name)
-		}
-	}
+	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
 }
 
 // failAttemptLocked marks the attempt failed with its reason, starts the back-off and returns the
 // waiting members to reject. Callers reject the members after releasing pl.mu.
 func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, message string) []*v1.Pod {
+	return pl.endAttemptLocked(g, now, reason, message, true)
+}
+
+// endAttemptLocked is failAttemptLocked, with the back-off only if backoff is set.
+func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message string, backoff bool) []*v1.Pod {
 	g.failed = true
 	g.setOutcome(reason, message)
 	clear(g.unplaced)
@@ -154,7 +159,7 @@ func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, messag
 	g.feasibility = nil
 	g.placement = nil
 	g.lastFailure = now
-	if pl.backoff > 0 {
+	if backoff && pl.backoff > 0 {
 		g.backoffUntil = now.Add(pl.backoff)
 		if g.backoffTimer != nil {
 			g.backoffTimer.Stop()
@@ -180,20 +185,26 @@ func backoffMessage(key string, until time.Time) string {
 	return fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339))
 }
 
-// rejectWaiting rejects waiting members. A member whose Permit returned Wait but that the framework
-// has not registered as waiting yet is retried briefly, so no straggler holds resources until its
-// own timeout.
+// rejectWaiting rejects waiting members (see onWaiting).
 func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
+	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Reject(Name, msg) })
+}
+
+// onWaiting applies fn to each member waiting at Permit. A member whose Permit returned Wait but that
+// the framework has not registered as waiting yet is retried briefly, so that no straggler is left
+// waiting (allowed: holding its quorum's last member back until its timeout; rejected: holding
+// resources until then).
+func (pl *Coscheduling) onWaiting(pods []*v1.Pod, fn func(fwk.WaitingPod)) {
 	for _, p := range pods {
 		if wp := pl.handle.GetWaitingPod(p.UID); wp != nil {
-			wp.Reject(Name, msg)
+			fn(wp)
 			continue
 		}
 		uid := p.UID
 		go func() {
 			_ = wait.PollUntilContextTimeout(pl.ctx, 20*time.Millisecond, 2*time.Second, false, func(context.Context) (bool, error) {
 				if wp := pl.handle.GetWaitingPod(uid); wp != nil {
-					wp.Reject(Name, msg)
+					fn(wp)
 					return true, nil
 				}
 				return false, nil
@@ -263,9 +274,10 @@ func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.
 	return out
 }
 
-// membersOf lists the group's live pods from the scheduler's pod cache.
+// membersOf lists the group's members (live, ungated pods of this profile) from the scheduler's pod
+// cache.
 func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
-	objs, err := pl.pods.ByIndex(podGroupIndex, groupKey(namespace, name))
+	objs, err := pl.pods.ByIndex(podGroupIndex, memberKey(pl.profile, namespace, name))
 	if err != nil {
 		return nil
 	}
@@ -282,7 +294,7 @@ func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
 // lock when the queue activates a whole group: ByIndex copies the group's pointers, where IndexKeys
 // would also sort the group's keys (a 1000-member group's activation sorted 1000 keys per member).
 func (pl *Coscheduling) countMembers(namespace, name string) int {
-	objs, err := pl.pods.ByIndex(podGroupIndex, groupKey(namespace, name))
+	objs, err := pl.pods.ByIndex(podGroupIndex, memberKey(pl.profile, namespace, name))
 	if err != nil {
 		return 0
 	}

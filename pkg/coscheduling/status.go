@@ -192,7 +192,7 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	live, err := u.live.GetIndexer().ByIndex(podGroupIndex, key)
+	live, err := u.live.GetIndexer().ByIndex(podGroupIndex, memberKey(u.profile, namespace, name))
 	if err != nil {
 		return err
 	}

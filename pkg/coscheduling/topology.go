@@ -1,6 +1,7 @@
 package coscheduling
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
@@ -221,9 +224,6 @@ func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string, bus
 	return placement{level: levelAnywhere, message: "placed anywhere: " + strings.Join(notes, "; ")}, true
 }
 
-// pinnedPlacement is the placement of a gang that needs no more members checked (its quorum is bound:
-// an extra member, or a scheduler that restarted under a running gang): the narrowest domain of the
-// policy that its bound members share, or anywhere.
 // busyDomainsLocked returns the domains ("key=value") chosen by other gangs whose attempt has members
 // waiting for the quorum. O(tracked groups); called once per attempt of a gang with a topology policy.
 func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
@@ -240,6 +240,8 @@ func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
 	return busy
 }
 
+// pinnedPlacement is the placement of a gang that needs no more members checked: the narrowest domain
+// of the policy that its bound members share, or anywhere.
 func pinnedPlacement(p topologyPolicy, pinned map[string]string, nodes []fwk.NodeInfo) placement {
 	for _, lvl := range p.levels() {
 		v := pinned[lvl.key]
@@ -324,4 +326,23 @@ func topologyPolicyFor(pg *v1alpha1.PodGroup, pod *v1.Pod, def config.TopologyPo
 		return p, nil
 	}
 	return topologyPolicy{required: def.Required, preferred: def.Preferred, source: "default"}, nil
+}
+
+// extraMemberPlacement is where a member of a gang whose quorum is met goes: in the narrowest domain
+// of the policy that its bound members share and that has room for it, so a preferred domain that is
+// full gives way to the next level (as it would for the gang's own attempt); in the required domain
+// they share even when that one is full (the member waits there), or anywhere.
+func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy topologyPolicy, nodes []fwk.NodeInfo) *placement {
+	name, _ := podGroupName(pod)
+	pinned := pinnedDomains(policy, boundNodes(pl.membersOf(pod.Namespace, name), nodes))
+	f := newGangFit(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
+	if f != nil {
+		p, ok := choosePlacement(f, policy, pinned, nil)
+		f.done()
+		if ok {
+			return &p
+		}
+	}
+	p := pinnedPlacement(topologyPolicy{required: policy.required}, pinned, nodes)
+	return &p
 }

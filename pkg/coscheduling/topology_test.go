@@ -242,7 +242,7 @@ func BenchmarkPreFilterTopology(b *testing.B) {
 	pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: rackKey}
 	gang := make([]*v1.Pod, 64)
 	for i := range gang {
-		gang[i] = st.MakePod().Namespace("ns").Name(fmt.Sprintf("m%d", i)).UID(fmt.Sprintf("m%d", i)).Label(v1alpha1.PodGroupLabel, "g").
+		gang[i] = st.MakePod().SchedulerName("test").Namespace("ns").Name(fmt.Sprintf("m%d", i)).UID(fmt.Sprintf("m%d", i)).Label(v1alpha1.PodGroupLabel, "g").
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", "example.com/gpu": "4"}).
 			Toleration(v1.TaintNodeNotReady).Toleration(v1.TaintNodeUnreachable).Obj()
 	}
