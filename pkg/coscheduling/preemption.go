@@ -57,7 +57,7 @@ type gangPreemption struct {
 	// was rejected in memory), and failed of every victim whose eviction failed, with the other
 	// victims of the same preemption.
 	evicted func(victim *v1.Pod)
-	failed func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod)
+	failed  func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod)
 	// evictOnce is upstream's eviction of one victim, without the hooks (for retries).
 	evictOnce func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error)
 }
