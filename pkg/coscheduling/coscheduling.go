@@ -248,6 +248,10 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	pl.running.Store(true)
+	if len(pod.Spec.SchedulingGates) > 0 {
+		// Not a member yet: the SchedulingGates plugin holds it, and this plugin says nothing of it.
+		return nil
+	}
 	key := groupKey(pod.Namespace, name)
 	pg := pl.podGroups.get(pod.Namespace, name)
 	if pg == nil {
@@ -535,20 +539,21 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	retry := g.mayLead(pod.UID)
 	if retry {
 		g.setLead(pod)
-		msg += "; retrying at once with it placed first"
+		msg += "; retrying in a moment with it placed first"
 	} else {
 		g.lead, g.leadName = "", ""
 	}
-	victims := pl.endAttemptLocked(g, now, EventGangRejected, msg, !retry)
+	backoff := pl.backoff
+	if retry {
+		backoff = leadRetryDelay
+	}
+	victims := pl.endAttemptLocked(g, now, EventGangRejected, msg, backoff)
 	pl.mu.Unlock()
 
 	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
 	gangRejections.WithLabelValues(pl.profile, reasonMemberUnschedulable).Inc()
 	pl.rejectWaiting(victims, msg)
 	pl.reportFailure(pg, EventGangRejected, msg, append(victims, pod))
-	if retry {
-		pl.activateGroup(pod.Namespace, name)
-	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 

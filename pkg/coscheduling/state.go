@@ -142,11 +142,16 @@ func (pl *Coscheduling) allow(pods []*v1.Pod) {
 // failAttemptLocked marks the attempt failed with its reason, starts the back-off and returns the
 // waiting members to reject. Callers reject the members after releasing pl.mu.
 func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, message string) []*v1.Pod {
-	return pl.endAttemptLocked(g, now, reason, message, true)
+	return pl.endAttemptLocked(g, now, reason, message, pl.backoff)
 }
 
-// endAttemptLocked is failAttemptLocked, with the back-off only if backoff is set.
-func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message string, backoff bool) []*v1.Pod {
+// leadRetryDelay is the back-off of an attempt retried with another member first (see gang.lead):
+// long enough for the rejected members' reservations and nominations to be released, so that the
+// lead does not meet them again.
+const leadRetryDelay = time.Second
+
+// endAttemptLocked is failAttemptLocked with the given back-off.
+func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message string, backoff time.Duration) []*v1.Pod {
 	g.failed = true
 	g.setOutcome(reason, message)
 	clear(g.unplaced)
@@ -159,13 +164,13 @@ func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message
 	g.feasibility = nil
 	g.placement = nil
 	g.lastFailure = now
-	if backoff && pl.backoff > 0 {
-		g.backoffUntil = now.Add(pl.backoff)
+	if backoff > 0 {
+		g.backoffUntil = now.Add(backoff)
 		if g.backoffTimer != nil {
 			g.backoffTimer.Stop()
 		}
 		namespace, name := g.namespace, g.name
-		g.backoffTimer = pl.clock.AfterFunc(pl.backoff, func() { pl.backoffEnded(namespace, name) })
+		g.backoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 	}
 	return victims
 }
@@ -173,11 +178,19 @@ func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
+	led := false
 	if g := pl.gangs[groupKey(namespace, name)]; g != nil {
+		led = g.lead != "" && len(g.nominatedNodes) == 0
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.backoffUntil)
 	}
 	pl.mu.Unlock()
+	if led && pl.preempt != nil {
+		// Members rejected at Permit may keep the node the scheduler nominated them to while they
+		// waited; a sibling's inter-pod anti-affinity would still see them there. The gang did not
+		// preempt, so none of its nominations keeps room it made.
+		pl.clearNominations(pl.ctx, pl.membersOf(namespace, name), "")
+	}
 	pl.activateGroup(namespace, name)
 }
 

@@ -127,13 +127,14 @@ func TestInstall(t *testing.T) {
 		p.Labels = map[string]string{podGroupLabel: "training"}
 		createPod(t, c, p)
 	}
-	// A gang whose third member is held by a scheduling gate: two reserve, wait, and time out.
+	// A gang whose third member is held back (a malformed topology annotation, refused until fixed:
+	// it counts toward minMember, a gated pod would not): two reserve, wait, and time out.
 	createPodGroup(t, ns, "slow", 3, 2)
 	for i := range 3 {
 		p := pod(ns, fmt.Sprintf("slow-%d", i), "500m", map[string]string{"pool": "slow"})
 		p.Labels = map[string]string{podGroupLabel: "slow"}
 		if i == 2 {
-			p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+			p.Annotations = map[string]string{"custom-scheduler.io/topology-required": "not a label key!"}
 		}
 		createPod(t, c, p)
 	}

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -120,20 +121,42 @@ func createGang(t *testing.T, ns, group string, n int, cpu string) []string {
 	return names
 }
 
-// createGatedMembers creates n members of group named <group>-<i>; the last `held` of them carry a
-// scheduling gate, so they exist (and count toward minMember) but are not scheduled until ungate.
-func createGatedMembers(t *testing.T, ns, group string, n, held int, cpu string) []string {
+// heldAnnotation holds a member back: a malformed topology annotation, which Coscheduling refuses
+// (InvalidTopologyPolicy) until it is fixed. The member exists, is live and ungated, so it counts
+// toward minMember, and its siblings reserve and wait for it at Permit.
+const heldAnnotation = "custom-scheduler.io/topology-required"
+
+// createHeldMembers creates n members of group named <group>-<i>; the last `held` of them carry
+// heldAnnotation, so they count toward minMember but are not placed until release.
+func createHeldMembers(t *testing.T, ns, group string, n, held int, cpu string) []string {
 	t.Helper()
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("%s-%d", group, i)
 		p := gangPod(ns, names[i], group, cpu)
 		if i >= n-held {
-			p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+			hold(p)
 		}
 		createPod(t, p)
 	}
 	return names
+}
+
+// hold gives a member heldAnnotation.
+func hold(p *v1.Pod) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[heldAnnotation] = "not a label key!"
+}
+
+// release removes heldAnnotation from a member.
+func release(t *testing.T, ns, name string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, heldAnnotation)
+	if _, err := client.CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("releasing %s/%s: %v", ns, name, err)
+	}
 }
 
 // ungate removes a pod's scheduling gates.
@@ -327,8 +350,8 @@ func TestCoscheduling(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "slow", 3, "2")
 		createPodGroup(t, ns, "slow", 3, 2)
-		// The third member exists but is held by a scheduling gate: the others reserve and wait.
-		createGatedMembers(t, ns, "slow", 3, 1, "1")
+		// The third member exists but is held (see heldAnnotation): the others reserve and wait.
+		createHeldMembers(t, ns, "slow", 3, 1, "1")
 		waitForMembersWaiting(t, ns, "slow", 2)
 		ev := waitForEvent(t, ns, "slow-0", coscheduling.EventGangTimedOut, schedulerName)
 		if !strings.Contains(ev.Message, "timed out") {
@@ -555,13 +578,13 @@ func TestCoschedulingRestart(t *testing.T) {
 	s := startScheduler(t, config)
 
 	createPodGroup(t, ns, "resume", 3, 30)
-	createGatedMembers(t, ns, "resume", 3, 1, "1")
+	createHeldMembers(t, ns, "resume", 3, 1, "1")
 	waitForMembersWaiting(t, ns, "resume", 2)
 	consistentlyNoneBound(t, time.Second, ns, "resume")
 
 	s.stop()
 	// The last member becomes schedulable while no scheduler runs.
-	ungate(t, ns, "resume-2")
+	release(t, ns, "resume-2")
 	consistentlyNoneBound(t, time.Second, ns, "resume")
 
 	startScheduler(t, config)
@@ -628,7 +651,7 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	before := coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total")["reason=member_unschedulable"]
 
 	createPodGroup(t, ns, "first", 4, 60)
-	createGatedMembers(t, ns, "first", 4, 2, "3")
+	createHeldMembers(t, ns, "first", 4, 2, "3")
 	waitForMembersWaiting(t, ns, "first", 2)
 	// An attempt still waiting for its quorum 5 s after it started is reported on the PodGroup.
 	if ev := waitForEvent(t, ns, "first", coscheduling.EventWaitingForQuorum, schedulerName); !strings.Contains(ev.Message, "2 of minMember 4") {
@@ -640,8 +663,8 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	createGang(t, ns, "second", 4, "3")
 	waitForBoundMembers(t, ns, "second", 4)
 
-	ungate(t, ns, "first-2")
-	ungate(t, ns, "first-3")
+	release(t, ns, "first-2")
+	release(t, ns, "first-3")
 	ev := waitForEvent(t, ns, "first-0", coscheduling.EventGangRejected, schedulerName)
 	if !strings.Contains(ev.Message, "cannot be placed") {
 		t.Errorf("GangRejected event %q does not say a member could not be placed", ev.Message)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +121,7 @@ func startScheduler(t *testing.T, configFile string, extraFlags ...string) *runn
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Logf("scheduler log (tail):\n%s", tail(logBuf.String(), 60))
+			t.Logf("scheduler log (tail):\n%s", tail(logBuf.String(), logTail()))
 		}
 	})
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
@@ -421,4 +422,12 @@ func exitCode(err error) int {
 		return 0
 	}
 	return -1
+}
+
+// logTail is how many lines of a failed test's scheduler log are printed (SCHEDULER_LOG_LINES, else 60).
+func logTail() int {
+	if n, err := strconv.Atoi(os.Getenv("SCHEDULER_LOG_LINES")); err == nil && n > 0 {
+		return n
+	}
+	return 60
 }

@@ -354,7 +354,7 @@ func TestGangPreemption(t *testing.T) {
 			p := prioPod(ns, fmt.Sprintf("lo-%d", i), "lo", "3", lowPriority, "ph", "")
 			if i == 1 {
 				// It exists (the group is complete) but is held back: lo-0 is reserved and waits.
-				p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+				hold(p)
 			}
 			createPod(t, p)
 		}

@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// bindWindow is how long a gang may have between 1 and minMember-1 live members bound: the moment
+// its reached quorum takes to bind (one API call per member), or a victim gang takes to be evicted
+// (one delete per member), retries of failed calls included.
+const bindWindow = 5 * time.Second
+
+// watchWhole watches the group's pods until the test ends and fails it if the group has between 1 and
+// minMember-1 live members bound for longer than bindWindow, whatever made it so: a bind, an
+// eviction, a failed bind, a deletion. Unlike watchNotPartial it forgives no cause but one: a change
+// to a pod the test disrupted itself (excused(name) true; nil excuses nothing), which leaves the
+// episode open without a deadline until the group is whole or empty again.
+func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name string) bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	selector := v1alpha1.PodGroupLabel + "=" + group
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		cancel()
+		t.Fatalf("listing the pods of %s/%s: %v", ns, group, err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.LabelSelector = selector
+			return client.CoreV1().Pods(ns).Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("watching the pods of %s/%s: %v", ns, group, err)
+	}
+	live := map[string]bool{}
+	for i := range list.Items {
+		live[list.Items[i].Name] = liveAndBound(&list.Items[i])
+	}
+	count := func() int {
+		n := 0
+		for _, ok := range live {
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	var (
+		violations []string
+		since      time.Time // start of the partial episode; zero: none
+		cause      string
+		excusedEp  bool
+		reported   bool
+		longest    time.Duration
+		done       = make(chan struct{})
+	)
+	end := func(now time.Time) {
+		if !since.IsZero() && !excusedEp {
+			longest = max(longest, now.Sub(since))
+		}
+		since, reported, excusedEp = time.Time{}, false, false
+	}
+	check := func(now time.Time) {
+		if !since.IsZero() && !excusedEp && !reported && now.Sub(since) > bindWindow {
+			reported = true
+			violations = append(violations, fmt.Sprintf("%s left %d of minMember %d live members bound %v, still so after %v",
+				cause, count(), minMember, sortedTrue(live), bindWindow))
+		}
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case now := <-tick.C:
+				check(now)
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					check(time.Now())
+					return
+				}
+				pod, isPod := ev.Object.(*v1.Pod)
+				if !isPod {
+					continue
+				}
+				was := live[pod.Name]
+				live[pod.Name] = ev.Type != watch.Deleted && liveAndBound(pod)
+				if was == live[pod.Name] {
+					continue
+				}
+				now := time.Now()
+				switch n := count(); {
+				case n == 0 || n >= minMember:
+					end(now)
+				case since.IsZero():
+					since = now
+					verb := "binding"
+					if was {
+						verb = "losing"
+					}
+					cause = fmt.Sprintf("%s %s (node %s)", verb, pod.Name, pod.Spec.NodeName)
+					excusedEp = excused != nil && excused(pod.Name)
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+		if longest > 0 {
+			t.Logf("%s/%s: longest partial episode %v (window %v)", ns, group, longest.Round(time.Millisecond), bindWindow)
+		}
+		for _, v := range violations {
+			t.Errorf("%s/%s partially bound: %s", ns, group, v)
+		}
+	})
+}
