@@ -678,7 +678,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
 		count = pl.confirmedCountLocked(g)
 	}
-	if count < want && !g.quorumMet && !g.failed && !g.deadline.IsZero() && !now.Before(g.deadline) {
+	if g.attemptInProgress() && !g.quorumMet && !g.failed && !now.Before(g.deadline) {
 		// Past the attempt's deadline no quorum is declared: the framework is rejecting the waiting
 		// members for their timeout, and they would count until their Unreserves run.
 		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",

@@ -1,0 +1,269 @@
+package coscheduling
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// The races and shapes of the gang correctness round, one test per case, each written to fail on the
+// code before its fix.
+
+func TestMembersAreLiveUngatedPodsOfTheProfile(t *testing.T) {
+	gated := member("gated", "g", "1")
+	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+	foreign := member("foreign", "g", "1")
+	foreign.Spec.SchedulerName = "default-scheduler"
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want []string
+	}{
+		{name: "a live member", pod: member("m", "g", "1"), want: []string{"test|ns/g"}},
+		{name: "a gated pod is not a member yet", pod: gated},
+		{name: "another scheduler's pod is keyed under its scheduler", pod: foreign, want: []string{"default-scheduler|ns/g"}},
+		{name: "a terminating pod", pod: terminating(member("t", "g", "1"))},
+		{name: "a finished pod", pod: withPodPhase(member("f", "g", "1"), v1.PodSucceeded)},
+		{name: "a pod of no group", pod: st.MakePod().Namespace("ns").Name("plain").SchedulerName("test").Obj()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := livePodGroupIndexFunc(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("index keys (-want,+got): %s", diff)
+			}
+		})
+	}
+
+	t.Run("PreEnqueue counts neither, and says nothing of a gated pod", func(t *testing.T) {
+		pg := makePG("ns", "g", 3, time.Time{})
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{member("a", "g", "1"), member("b", "g", "1"), gated, foreign})
+		s := env.pl.PreEnqueue(context.Background(), member("a", "g", "1"))
+		if s.IsSuccess() || !strings.Contains(s.Message(), "2 of minMember 3") {
+			t.Errorf("PreEnqueue = %v, want held back with 2 of minMember 3", s)
+		}
+		if s := env.pl.PreEnqueue(context.Background(), gated); !s.IsSuccess() {
+			t.Errorf("PreEnqueue(gated) = %v, want it left to the SchedulingGates plugin", s)
+		}
+		if _, held := env.pl.gated[gated.UID]; held {
+			t.Errorf("the gated pod has a gate state of this plugin's")
+		}
+	})
+}
+
+func TestPermitPastTheDeadlineDeclaresNoQuorum(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")}
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+	if s := reserveAndPermit(t, env, pods[0]); !s.IsWait() {
+		t.Fatalf("Permit(m0) = %v, want Wait", s)
+	}
+	// The deadline passes; the framework is rejecting m0 for its timeout, but its Unreserve has not
+	// run yet when m1 reaches Permit.
+	env.clock.Step(61 * time.Second)
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
+	if s := env.pl.Reserve(ctx, state, pods[1], "n"); !s.IsSuccess() {
+		t.Fatalf("Reserve(m1) = %v", s)
+	}
+	s, _ := env.pl.Permit(ctx, state, pods[1], "n")
+	if s.IsSuccess() || !strings.Contains(s.Message(), "timed out") {
+		t.Fatalf("Permit(m1) past the deadline = %v, want a timeout rejection", s)
+	}
+	if w := env.handle.waiting[pods[0].UID]; w.allowed {
+		t.Errorf("m0 was allowed past the deadline")
+	}
+	if g := env.pl.gangs["ns/g"]; !g.failed || g.quorumMet {
+		t.Errorf("attempt failed=%v quorumMet=%v, want failed without a quorum", g.failed, g.quorumMet)
+	}
+}
+
+func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1")}
+	pg := makePG("ns", "g", 3, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+	reserveAndPermit(t, env, pods[0])
+	reserveAndPermit(t, env, pods[1])
+	// Upstream's Executor rejects m0 in memory; its Unreserve runs later, in its binding cycle.
+	env.pl.victimEvicted(pods[0])
+	g := env.pl.gangs["ns/g"]
+	if !g.failed || len(g.members) != 0 {
+		t.Fatalf("after the eviction: failed=%v members=%v, want the attempt failed and nothing counted", g.failed, g.members)
+	}
+	if w := env.handle.waiting[pods[1].UID]; w.rejected == "" {
+		t.Errorf("m1, waiting beside the victim, was not rejected")
+	}
+	if _, evicted := env.pl.evicted.Load(pods[0].UID); !evicted {
+		t.Errorf("the victim is not remembered as leaving")
+	}
+	// After the back-off, the third member cannot complete a quorum with the victim.
+	env.clock.Step(11 * time.Second)
+	if s := reserveAndPermit(t, env, pods[2]); !s.IsWait() {
+		t.Errorf("Permit(m2) = %v, want Wait: only m2 counts", s)
+	}
+}
+
+func TestExtraMembersRetriedAtQuorum(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1")}
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+	reserveAndPermit(t, env, pods[0])
+	state := framework.NewCycleState()
+	toActivate := framework.NewPodsToActivate()
+	state.Write(framework.PodsToActivateKey, toActivate)
+	ctx := context.Background()
+	env.pl.Reserve(ctx, state, pods[1], "n")
+	if s, _ := env.pl.Permit(ctx, state, pods[1], "n"); !s.IsSuccess() {
+		t.Fatalf("Permit(m1) = %v, want the quorum", s)
+	}
+	var got []string
+	for k := range toActivate.Map {
+		got = append(got, k)
+	}
+	if diff := cmp.Diff([]string{"ns/m2"}, got); diff != "" {
+		t.Errorf("members activated at the quorum (-want,+got): %s", diff)
+	}
+}
+
+func TestLeadRetry(t *testing.T) {
+	a, b := member("a", "g", "1"), member("b", "g", "1")
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{a, b})
+	ctx := context.Background()
+	reserveAndPermit(t, env, b)
+	// a finds no node behind b: the attempt fails without the 10 s back-off, with a to lead.
+	state := framework.NewCycleState()
+	if _, s := env.pl.PostFilter(ctx, state, a, nil); s.IsSuccess() {
+		t.Fatalf("PostFilter(a) = %v, want Unschedulable", s)
+	}
+	g := env.pl.gangs["ns/g"]
+	if g.lead != a.UID || !g.backoffUntil.Equal(env.clock.Now().Add(leadRetryDelay)) {
+		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.lead, g.backoffUntil, leadRetryDelay)
+	}
+	env.clock.Step(leadRetryDelay)
+	nodes := []*framework.NodeInfo{node("n", "4")}
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); s.IsSuccess() || !strings.Contains(s.Message(), "places member a first") {
+		t.Errorf("PreFilter(b) before a is reserved = %v, want b held for a", s)
+	}
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), a, asNodeInfos(nodes)); !s.IsSuccess() {
+		t.Fatalf("PreFilter(a) = %v", s)
+	}
+	reserveAndPermit(t, env, a)
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); !s.IsSuccess() {
+		t.Errorf("PreFilter(b) once a is reserved = %v, want it placed", s)
+	}
+	// a fails again behind b: it led once, so this time the group backs off as usual.
+	if _, s := env.pl.PostFilter(ctx, framework.NewCycleState(), b, nil); s.IsSuccess() {
+		t.Fatalf("PostFilter(b) = %v", s)
+	}
+	if g.lead != b.UID {
+		t.Fatalf("lead = %q, want b (a already led)", g.lead)
+	}
+	env.clock.Step(leadRetryDelay)
+	reserveAndPermit(t, env, b)
+	env.pl.PostFilter(ctx, framework.NewCycleState(), a, nil)
+	if g.lead != "" || !g.backoffUntil.Equal(env.clock.Now().Add(10*time.Second)) {
+		t.Errorf("lead=%q backoffUntil=%v: a member that led once gets the plain back-off", g.lead, g.backoffUntil)
+	}
+}
+
+func asNodeInfos(nodes []*framework.NodeInfo) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+	}
+	return out
+}
+
+func TestMemberRank(t *testing.T) {
+	selector := member("sel", "g", "1")
+	selector.Spec.NodeSelector = map[string]string{"k": "v"}
+	anti := member("anti", "g", "1")
+	anti.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{TopologyKey: v1.LabelHostname}}}}
+	preferredOnly := member("pref", "g", "1")
+	preferredOnly.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{Weight: 1}}}}
+	spread := member("spread", "g", "1")
+	spread.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule}}
+	g := newGang("ns", "g")
+	g.lead = "lead"
+	lead := member("lead", "g", "1")
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want uint8
+	}{
+		{lead, 0}, {selector, 1}, {anti, 1}, {spread, 1}, {preferredOnly, 2}, {member("plain", "g", "1"), 2},
+	} {
+		if got := g.rank(tc.pod); got != tc.want {
+			t.Errorf("rank(%s) = %d, want %d", tc.pod.Name, got, tc.want)
+		}
+	}
+
+	// In the queue, a constrained member created later goes before an unconstrained one.
+	pg := makePG("ns", "g", 2, time.Time{})
+	plain := withCreation(member("plain", "g", "1"), time.Unix(1, 0))
+	late := withCreation(selector.DeepCopy(), time.Unix(2, 0))
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{plain, late})
+	for _, p := range []*v1.Pod{plain, late} {
+		if s := env.pl.PreEnqueue(context.Background(), p); !s.IsSuccess() {
+			t.Fatalf("PreEnqueue(%s) = %v", p.Name, s)
+		}
+	}
+	now := time.Unix(10, 0)
+	if !env.pl.Less(queued(t, late, now), queued(t, plain, now)) {
+		t.Errorf("the constrained member is not ordered before the unconstrained one")
+	}
+}
+
+func TestExtraMemberLeavesAFullPreferredDomain(t *testing.T) {
+	pg := makePG("ns", "g", 2, time.Time{})
+	pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Preferred: []v1alpha1.TopologyKey{"rack"}}
+	bound := []*v1.Pod{boundTo(member("m0", "g", "1"), "a0"), boundTo(member("m1", "g", "1"), "a0")}
+	late := member("late", "g", "1")
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, append(bound, late))
+	for _, p := range bound {
+		update(t, env, p)
+	}
+	rackNode := func(name, rack, cpu string, pods ...*v1.Pod) *framework.NodeInfo {
+		ni := nodeWith(name, cpu, pods...)
+		n := ni.Node().DeepCopy()
+		n.Labels = map[string]string{"rack": rack}
+		ni.SetNode(n)
+		return ni
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*framework.NodeInfo
+		want  []string
+	}{
+		{name: "the bound members' rack has room", nodes: []*framework.NodeInfo{rackNode("a0", "a", "4", bound...), rackNode("b0", "b", "4")}, want: []string{"a0"}},
+		{name: "the bound members' rack is full", nodes: []*framework.NodeInfo{rackNode("a0", "a", "2", bound...), rackNode("b0", "b", "4")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, s := env.pl.PreFilter(context.Background(), framework.NewCycleState(), late, asNodeInfos(tc.nodes))
+			if !s.IsSuccess() {
+				t.Fatalf("PreFilter = %v", s)
+			}
+			var got []string
+			if res != nil {
+				got = sets.List(res.NodeNames)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nodes for the late member (-want,+got): %s", diff)
+			}
+		})
+	}
+}
