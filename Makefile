@@ -75,10 +75,17 @@ envtest: ## Build kube-apiserver, etcd and kube-controller-manager for the tests
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: build envtest ## Run unit and integration tests against a real apiserver, then the chart tests.
+test: build envtest ## Run unit and integration tests against a real apiserver, the unit tests again under the race detector, then the chart tests.
 	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory test-race
 	$(MAKE) --no-print-directory chart-test
+
+# The race detector needs cgo; the shipped binaries stay static (CGO_ENABLED=0 above), the race
+# build is for tests only.
+.PHONY: test-race
+test-race: ## Run the unit tests under the race detector (needs a C compiler).
+	CGO_ENABLED=1 go test -race $(TEST_FLAGS) $$(go list ./... | grep -v /test/)
 
 # The Helm chart, dashboard and alert tests live in their own module (test/chart/go.mod), so Helm,
 # Prometheus and the Grafana SDK never enter the scheduler's module graph.

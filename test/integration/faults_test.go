@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// faultRule fails a share of the requests of one kind before they reach the apiserver.
+type faultRule struct {
+	name   string
+	method string
+	// match tells the request's path of this kind.
+	match func(path string) bool
+	rate  float64
+}
+
+// faultProxy is a loopback proxy in front of the apiserver that fails requests at random, from a
+// seed, with a 500 the client sees as an API error. The scheduler under test talks to it over plain
+// HTTP; the proxy forwards as the admin user.
+type faultProxy struct {
+	kubeconfig string
+	mu         sync.Mutex
+	rng        *rand.Rand
+	rules      []faultRule
+	injected   map[string]int
+	passed     map[string]int
+}
+
+// faultSeed is FAULT_SEED, else the clock's; tests print it so that a failure can be replayed.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FAULT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FAULT_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("fault seed %d (replay with FAULT_SEED=%d)", seed, seed)
+	return seed
+}
+
+func startFaultProxy(t *testing.T, seed uint64, rules []faultRule) *faultProxy {
+	t.Helper()
+	target, err := url.Parse(restConfig.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rules: rules, injected: map[string]int{}, passed: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     rt,
+		FlushInterval: -1,
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rule := p.fail(r); rule != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected fault (%s)","reason":"InternalError","code":500}`, rule)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		t.Logf("faults injected %v, passed %v", p.counts(p.injected), p.counts(p.passed))
+	})
+	p.kubeconfig = filepath.Join(t.TempDir(), "proxy.kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: proxy
+  cluster:
+    server: http://%s
+users:
+- name: proxy
+  user: {}
+contexts:
+- name: proxy
+  context: {cluster: proxy, user: proxy}
+current-context: proxy
+`, ln.Addr().String())
+	if err := os.WriteFile(p.kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fail decides whether to fail the request, and names its rule.
+func (p *faultProxy) fail(r *http.Request) string {
+	for _, rule := range p.rules {
+		if r.Method != rule.method || !rule.match(r.URL.Path) {
+			continue
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.rng.Float64() < rule.rate {
+			p.injected[rule.name]++
+			return rule.name
+		}
+		p.passed[rule.name]++
+		return ""
+	}
+	return ""
+}
+
+func (p *faultProxy) counts(m map[string]int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+func (p *faultProxy) injectedOf(rule string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.injected[rule]
+}
+
+// podPath reports whether path is a pod's own path, or one of its subresources when sub is set.
+func podPath(sub string) func(string) bool {
+	return func(path string) bool {
+		parts := strings.Split(strings.Trim(path, "/"), "/")
+		// api/v1/namespaces/NS/pods/NAME[/SUB]
+		if len(parts) < 6 || parts[0] != "api" || parts[4] != "pods" {
+			return false
+		}
+		if sub == "" {
+			return len(parts) == 6
+		}
+		return len(parts) == 7 && parts[6] == sub
+	}
+}
+
+// The faults of the preemption test: a share of the scheduler's pod deletes, binds and status writes fail.
+var preemptionFaults = []faultRule{
+	{name: "pod-delete", method: http.MethodDelete, match: podPath(""), rate: 0.3},
+	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.2},
+	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
+	{name: "podgroup-status", method: http.MethodPatch, match: func(path string) bool {
+		return strings.Contains(path, "/podgroups/") && strings.HasSuffix(path, "/status")
+	}, rate: 0.2},
+}
+
+// TestGangPreemptionUnderFaults preempts gangs while the apiserver fails a share of the scheduler's
+// deletes, binds and status writes: no gang, victim or preemptor, is ever partially bound beyond the
+// bind window, and the preemptors end up whole.
+func TestGangPreemptionUnderFaults(t *testing.T) {
+	ensurePriorityClasses(t)
+	proxy := startFaultProxy(t, faultSeed(t), preemptionFaults)
+	startScheduler(t, schedulerConfig(t, proxy.kubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	caseNodes(t, "fx", 4)
+	kubeletDeletesPreempted(t, ns)
+
+	// Four low-priority gangs of 4 fill the four 4-CPU nodes.
+	for k := range 4 {
+		group := fmt.Sprintf("lo%d", k)
+		watchWhole(t, ns, group, 4, nil)
+		runGang(t, ns, group, 4, "1", lowPriority, "fx", nil)
+	}
+	for k := range 4 {
+		waitForBoundMembers(t, ns, fmt.Sprintf("lo%d", k), 4)
+	}
+	// Two high-priority gangs of 4 take the room of two of them.
+	for k := range 2 {
+		group := fmt.Sprintf("hi%d", k)
+		watchWhole(t, ns, group, 4, nil)
+		runGang(t, ns, group, 4, "1", highPriority, "fx", nil)
+	}
+	for k := range 2 {
+		waitForBoundMembers(t, ns, fmt.Sprintf("hi%d", k), 4)
+	}
+	gone := 0
+	for k := range 4 {
+		group := fmt.Sprintf("lo%d", k)
+		pods, err := groupPods(context.Background(), ns, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range pods {
+			if liveAndBound(&pods[i]) {
+				n++
+			}
+		}
+		switch n {
+		case 0:
+			gone++
+		case 4:
+		default:
+			t.Errorf("victim gang %s ends with %d of 4 live members bound", group, n)
+		}
+	}
+	if gone < 2 {
+		t.Errorf("%d low-priority gangs were evicted, want at least 2 for the high-priority gangs' room", gone)
+	}
+	if proxy.injectedOf("pod-delete") == 0 || proxy.injectedOf("bind") == 0 {
+		t.Errorf("no delete or bind fault was injected (%s): the test proves nothing", proxy.counts(proxy.injected))
+	}
+}
