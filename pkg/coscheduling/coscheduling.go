@@ -236,6 +236,8 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		// A PodGroup created, or its spec changed (e.g. minMember lowered), may let its members in.
 		// Status-only updates (the plugin's own status patches) requeue nobody.
 		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
+		// A member refused for malformed topology annotations is retried once they are fixed.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
 	}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
@@ -88,7 +87,6 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 					return
 				}
 				pl.onPod(obj)
-				pl.retryIfPolicyFixed(obj)
 			},
 			DeleteFunc: pl.onPodDelete,
 		},
@@ -239,34 +237,5 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.
 		go pl.clearNominations(pl.ctx, pl.membersOf(pg.Namespace, pg.Name), "")
-	}
-}
-
-// retryIfPolicyFixed requeues at once a member that was refused for malformed topology annotations
-// once an update makes them valid (the queue does not requeue a pod for an annotation change).
-func (pl *Coscheduling) retryIfPolicyFixed(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !isMember(pod) {
-		return
-	}
-	pl.mu.RLock()
-	st, gated := pl.gated[pod.UID]
-	pl.mu.RUnlock()
-	if !gated || st.reason != EventInvalidTopologyPolicy {
-		return
-	}
-	name, _ := podGroupName(pod)
-	pg := pl.podGroups.get(pod.Namespace, name)
-	if pg == nil {
-		return
-	}
-	if _, err := topologyPolicyFor(pg, pod, pl.defaultTopology); err != nil {
-		return
-	}
-	pl.mu.Lock()
-	delete(pl.gated, pod.UID)
-	pl.mu.Unlock()
-	if pl.running.Load() {
-		pl.handle.Activate(klog.FromContext(pl.ctx), map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
 	}
 }

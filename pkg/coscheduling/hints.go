@@ -116,3 +116,28 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.
 	}
 	return fwk.Queue, nil
 }
+
+// isSchedulableAfterOwnUpdate requeues a member refused for malformed topology annotations once an
+// update of its own makes them valid (the queue requeues a pod for an annotation change only on a
+// hint).
+func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	name, ok := podGroupName(newPod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	pg := pl.podGroups.get(pod.Namespace, name)
+	if pg == nil || oldPod == nil {
+		return fwk.QueueSkip, nil
+	}
+	if _, err := topologyPolicyFor(pg, oldPod, pl.defaultTopology); err == nil {
+		return fwk.QueueSkip, nil
+	}
+	if _, err := topologyPolicyFor(pg, newPod, pl.defaultTopology); err != nil {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
