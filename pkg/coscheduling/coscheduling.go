@@ -292,12 +292,12 @@ type queueStamp struct {
 }
 
 // Less orders the queue by priority, then by the group's time, then by group, then by the member's
-// rank (see gang.rank), then by pod creation time and by the time each pod entered the queue. Members of one group are therefore adjacent, and a
-// group whose attempt just failed goes behind the others. The group's time and key are fixed for each
-// member by PreEnqueue as it enters the queue (every way into the active and backoff queues runs
-// PreEnqueue first), so the order of pods already in the queue never changes under the heap. Pods
-// without a group (or members that did not pass this PreEnqueue) are ordered as PrioritySort orders
-// them.
+// rank (see gang.rank), then by pod creation time and by the time each pod entered the queue. Members
+// of one group are therefore adjacent, and a group whose attempt just failed goes behind the others.
+// The group's time, key and rank are fixed for each member by PreEnqueue as it enters the queue
+// (every way into the active and backoff queues runs PreEnqueue first), so the order of pods already
+// in the queue never changes under the heap. Pods without a group (or members that did not pass this
+// PreEnqueue) are ordered as PrioritySort orders them.
 func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	pa, pb := a.GetPriority(), b.GetPriority()
 	if pa != pb {
@@ -537,17 +537,14 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	}
 	msg := fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", key, klog.KObj(pod), want)
 	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
-	// it may use): the attempt is retried at once with this member first.
-	retry := g.mayLead(pod.UID)
+	// it may use): the attempt is retried after leadRetryDelay, not the back-off, with this member first.
+	backoff, retry := pl.backoff, g.mayLead(pod.UID)
 	if retry {
 		g.setLead(pod)
+		backoff = leadRetryDelay
 		msg += "; retrying in a moment with it placed first"
 	} else {
-		g.lead, g.leadName = "", ""
-	}
-	backoff := pl.backoff
-	if retry {
-		backoff = leadRetryDelay
+		g.clearLead()
 	}
 	victims := pl.endAttemptLocked(g, now, EventGangRejected, msg, backoff)
 	pl.mu.Unlock()

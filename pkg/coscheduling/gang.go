@@ -72,10 +72,10 @@ type gang struct {
 	nominatedNodes []string
 
 	// lead is a member that found no node in an attempt whose other members were already reserved
-	// (possibly in its way, e.g. through inter-pod anti-affinity): the next attempt follows at once,
-	// without the back-off, and places it first (see PreFilter). ledBy are the members that led since
-	// the quorum was last reached: each leads at most once, and at most maxLeads do, so a gang that
-	// fails for another reason soon backs off as usual.
+	// (possibly in its way, e.g. through inter-pod anti-affinity): the next attempt follows after
+	// leadRetryDelay instead of the back-off, and places it first (see PreFilter). ledBy are the
+	// members that led since the quorum was last reached: each leads at most once, and at most
+	// maxLeads do, so a gang that fails for another reason soon backs off as usual.
 	lead     types.UID
 	leadName string
 	ledBy    map[types.UID]struct{}
@@ -168,7 +168,8 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.placement = nil
 	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
-	g.lead, g.leadName, g.ledBy = "", "", nil
+	g.clearLead()
+	g.ledBy = nil
 	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
 	g.hint = hintCount{}
 }
@@ -194,10 +195,10 @@ func podGroupName(pod *v1.Pod) (string, bool) {
 
 func groupKey(namespace, name string) string { return namespace + "/" + name }
 
-// maxLeads bounds the attempts retried at once with another member first (see gang.lead).
+// maxLeads bounds the attempts retried with another member first (see gang.lead).
 const maxLeads = 3
 
-// mayLead reports whether a member that found no node may lead an immediate retry: other members of
+// mayLead reports whether a member that found no node may lead the next attempt: other members of
 // the attempt are reserved (they may be what is in its way), it has not led since the last quorum,
 // and fewer than maxLeads members have.
 func (g *gang) mayLead(uid types.UID) bool {
@@ -216,6 +217,9 @@ func (g *gang) setLead(pod *v1.Pod) {
 	g.ledBy[pod.UID] = struct{}{}
 	g.lead, g.leadName = pod.UID, pod.Name
 }
+
+// clearLead forgets the next attempt's first member (ledBy stays: see gang.lead).
+func (g *gang) clearLead() { g.lead, g.leadName = "", "" }
 
 // waitsForLead reports whether a member must wait for the attempt's lead to be reserved first.
 func (g *gang) waitsForLead(uid types.UID) bool {

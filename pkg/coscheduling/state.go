@@ -74,7 +74,7 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	delete(g.members, pod.UID)
 	delete(g.unplaced, pod.UID)
 	if g.lead == pod.UID {
-		g.lead, g.leadName = "", ""
+		g.clearLead()
 	}
 	pl.dropIfUnusedLocked(g, now)
 }
@@ -127,7 +127,8 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 // quorumReachedLocked marks the attempt's quorum met and returns the waiting members to allow.
 func (pl *Coscheduling) quorumReachedLocked(g *gang) []*v1.Pod {
 	g.quorumMet = true
-	g.lead, g.leadName, g.ledBy = "", "", nil
+	g.clearLead()
+	g.ledBy = nil
 	clear(g.unplaced)
 	g.nominatedNodes = nil
 	g.setOutcome(EventQuorumReached, "")
