@@ -15,17 +15,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
-// bindWindow is how long a gang may have between 1 and minMember-1 live members bound: the moment
-// its reached quorum takes to bind (one API call per member), or a victim gang takes to be evicted
-// (one delete per member), retries of failed calls included.
-const bindWindow = 5 * time.Second
-
-// watchWhole watches the group's pods until the test ends and fails it if the group has between 1 and
-// minMember-1 live members bound for longer than bindWindow, whatever made it so: a bind, an
-// eviction, a failed bind, a deletion. Unlike watchNotPartial it forgives no cause but one: a change
-// to a pod the test disrupted itself (excused(name) true; nil excuses nothing), which leaves the
-// episode open without a deadline until the group is whole or empty again.
-func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name string) bool) {
+// watchGroupPods lists the group's pods and watches them from that list on. It returns, per pod name,
+// whether the pod is live and bound, the watch's events, and a stop function for the test's cleanup.
+func watchGroupPods(t *testing.T, ns, group string) (map[string]bool, <-chan watch.Event, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	selector := v1alpha1.PodGroupLabel + "=" + group
@@ -48,15 +40,29 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 	for i := range list.Items {
 		live[list.Items[i].Name] = liveAndBound(&list.Items[i])
 	}
-	count := func() int {
-		n := 0
-		for _, ok := range live {
-			if ok {
-				n++
-			}
+	return live, w.ResultChan(), func() { cancel(); w.Stop() }
+}
+
+// countTrue counts the true values.
+func countTrue(m map[string]bool) int {
+	n := 0
+	for _, ok := range m {
+		if ok {
+			n++
 		}
-		return n
 	}
+	return n
+}
+
+// watchWhole watches the group's pods until the test ends and fails it if the group has between 1 and
+// minMember-1 live members bound for longer than bindGrace, whatever made it so: a bind, an eviction,
+// a failed bind, a deletion. Unlike watchNotPartial it forgives no cause but one: a change to a pod
+// the test disrupted itself (excused(name) true; nil excuses nothing), which leaves the episode open
+// without a deadline until the group is whole or empty again.
+func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name string) bool) {
+	t.Helper()
+	live, events, stop := watchGroupPods(t, ns, group)
+	count := func() int { return countTrue(live) }
 	var (
 		violations []string
 		since      time.Time // start of the partial episode; zero: none
@@ -73,10 +79,10 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 		since, reported, excusedEp = time.Time{}, false, false
 	}
 	check := func(now time.Time) {
-		if !since.IsZero() && !excusedEp && !reported && now.Sub(since) > bindWindow {
+		if !since.IsZero() && !excusedEp && !reported && now.Sub(since) > bindGrace {
 			reported = true
 			violations = append(violations, fmt.Sprintf("%s left %d of minMember %d live members bound %v, still so after %v",
-				cause, count(), minMember, sortedTrue(live), bindWindow))
+				cause, count(), minMember, sortedTrue(live), bindGrace))
 		}
 	}
 	go func() {
@@ -87,7 +93,7 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 			select {
 			case now := <-tick.C:
 				check(now)
-			case ev, ok := <-w.ResultChan():
+			case ev, ok := <-events:
 				if !ok {
 					check(time.Now())
 					return
@@ -118,11 +124,10 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 		}
 	}()
 	t.Cleanup(func() {
-		cancel()
-		w.Stop()
+		stop()
 		<-done
 		if longest > 0 {
-			t.Logf("%s/%s: longest partial episode %v (window %v)", ns, group, longest.Round(time.Millisecond), bindWindow)
+			t.Logf("%s/%s: longest partial episode %v (window %v)", ns, group, longest.Round(time.Millisecond), bindGrace)
 		}
 		for _, v := range violations {
 			t.Errorf("%s/%s partially bound: %s", ns, group, v)

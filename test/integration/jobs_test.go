@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -232,36 +230,8 @@ const bindGrace = 5 * time.Second
 // minMember (or 0) ends it.
 func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	selector := v1alpha1.PodGroupLabel + "=" + group
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		cancel()
-		t.Fatalf("listing the pods of %s/%s: %v", ns, group, err)
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			options.LabelSelector = selector
-			return client.CoreV1().Pods(ns).Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("watching the pods of %s/%s: %v", ns, group, err)
-	}
-	live := map[string]bool{}
-	for i := range list.Items {
-		live[list.Items[i].Name] = liveAndBound(&list.Items[i])
-	}
-	count := func() int {
-		n := 0
-		for _, ok := range live {
-			if ok {
-				n++
-			}
-		}
-		return n
-	}
+	live, events, stop := watchGroupPods(t, ns, group)
+	count := func() int { return countTrue(live) }
 	var (
 		violations   []string
 		partialSince time.Time // when a bind left the group partially bound; zero: it is not
@@ -284,7 +254,7 @@ func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 			select {
 			case now := <-tick.C:
 				check(now)
-			case ev, ok := <-w.ResultChan():
+			case ev, ok := <-events:
 				if !ok {
 					check(time.Now())
 					return
@@ -305,8 +275,7 @@ func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 		}
 	}()
 	t.Cleanup(func() {
-		cancel()
-		w.Stop()
+		stop()
 		<-done
 		for _, v := range violations {
 			t.Errorf("%s/%s partially bound: %s", ns, group, v)
