@@ -87,8 +87,8 @@ func TestPermitPastTheDeadlineDeclaresNoQuorum(t *testing.T) {
 	if w := env.handle.waiting[pods[0].UID]; w.allowed {
 		t.Errorf("m0 was allowed past the deadline")
 	}
-	if g := env.pl.gangs["ns/g"]; !g.failed || g.quorumMet {
-		t.Errorf("attempt failed=%v quorumMet=%v, want failed without a quorum", g.failed, g.quorumMet)
+	if g := env.pl.gangs["ns/g"]; g.phase != phaseFailed {
+		t.Errorf("attempt %v, want Failed without a quorum", g.phase)
 	}
 }
 
@@ -101,8 +101,8 @@ func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
 	// Upstream's Executor rejects m0 in memory; its Unreserve runs later, in its binding cycle.
 	env.pl.victimEvicted(pods[0])
 	g := env.pl.gangs["ns/g"]
-	if !g.failed || len(g.members) != 0 {
-		t.Fatalf("after the eviction: failed=%v members=%v, want the attempt failed and nothing counted", g.failed, g.members)
+	if g.phase != phaseFailed || len(g.members) != 0 {
+		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.phase, g.members)
 	}
 	if w := env.handle.waiting[pods[1].UID]; w.rejected == "" {
 		t.Errorf("m1, waiting beside the victim, was not rejected")

@@ -524,13 +524,18 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	if len(g.members) >= want {
+	in := attemptInput{kind: evNoNode, now: now, want: want, counted: len(g.members), mayLead: g.mayLead(pod.UID)}
+	if in.counted < want {
+		g.unplaced[pod.UID] = struct{}{}
+		in.reachable = existing-len(g.unplaced) >= want
+	}
+	d, victims := pl.stepLocked(g, in)
+	switch {
+	case d.verdict == verdictPreemptAlone:
 		pl.mu.Unlock()
 		// The gang has its quorum: this member is placed alone, like a plain pod.
 		return pl.preemptForPod(ctx, state, pod, m)
-	}
-	g.unplaced[pod.UID] = struct{}{}
-	if existing-len(g.unplaced) >= want {
+	case !d.rejectWaiting:
 		// Enough other members exist to reach the quorum without those that found no node.
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -538,15 +543,14 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	msg := fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", key, klog.KObj(pod), want)
 	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
 	// it may use): the attempt is retried after leadRetryDelay, not the back-off, with this member first.
-	backoff, retry := pl.backoff, g.mayLead(pod.UID)
+	retry := d.lead
 	if retry {
 		g.setLead(pod)
-		backoff = leadRetryDelay
 		msg += "; retrying in a moment with it placed first"
 	} else {
 		g.clearLead()
 	}
-	victims := pl.endAttemptLocked(g, now, EventGangRejected, msg, backoff)
+	g.setOutcome(d.reason, msg)
 	pl.mu.Unlock()
 
 	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
@@ -582,11 +586,13 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
-	if g.backingOff(now) {
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
+	in := attemptInput{kind: evReserve, now: now, want: want, counted: len(g.members), timeout: pl.scheduleTimeout(pg)}
+	in.confirmed = in.counted
+	if in.counted >= want && !g.attemptInProgress() {
+		in.confirmed = pl.confirmedCountLocked(g)
 	}
-	if !g.attemptInProgress() && (len(g.members) < want || pl.confirmedCountLocked(g) < want) {
-		g.startAttempt(now, pl.scheduleTimeout(pg))
+	if d, _ := pl.stepLocked(g, in); d.verdict == verdictRefuse {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
 	}
 	g.set(pod.UID, reserved)
 	delete(g.unplaced, pod.UID)
@@ -614,7 +620,9 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	}
 	wasWaiting := pl.removeWaitingLocked(g, pod.UID)
 	wasReserved := g.clear(pod.UID, reserved)
-	if g.quorumMet && wasReserved && !wasWaiting {
+	count, attemptStart := len(g.members), g.start
+	d, victims := pl.stepLocked(g, attemptInput{kind: evUnreserve, now: now, wasWaiting: wasWaiting, wasReserved: wasReserved})
+	if d.retryMember {
 		pl.mu.Unlock()
 		// A bind failure after the quorum: retry the member ahead of other work (Activate skips its
 		// back-off; it passes Permit at once while the rest of the quorum holds).
@@ -625,14 +633,13 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		pl.notifyStatus(key)
 		return
 	}
-	if (!wasWaiting && !wasReserved) || g.quorumMet || g.failed {
+	if !d.rejectWaiting {
 		// Never reserved here, or the echo of a rejection this plugin made.
 		pl.dropIfUnusedLocked(g, now)
 		pl.mu.Unlock()
 		return
 	}
-	timedOut := !g.deadline.IsZero() && !now.Before(g.deadline)
-	count, attemptStart := len(g.members), g.attemptStart
+	timedOut := d.reason == EventGangTimedOut
 	var msg, reason, metricReason string
 	if timedOut {
 		msg = fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember; all waiting members were rejected",
@@ -643,7 +650,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		msg = fmt.Sprintf("PodGroup %s rejected: member %s left the attempt before the quorum was reached; all waiting members were rejected", key, klog.KObj(pod))
 		reason, metricReason = EventGangRejected, reasonMemberRejected
 	}
-	victims := pl.failAttemptLocked(g, now, reason, msg)
+	g.setOutcome(reason, msg)
 	pl.mu.Unlock()
 
 	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(victims))
@@ -672,65 +679,61 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	count := len(g.members)
-	if count >= want && !g.quorumMet {
+	in := attemptInput{kind: evPermit, now: now, want: want, counted: len(g.members)}
+	in.confirmed = in.counted
+	if in.counted >= want && g.phase != phaseQuorum {
 		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
-		count = pl.confirmedCountLocked(g)
+		in.confirmed = pl.confirmedCountLocked(g)
 	}
-	if g.attemptInProgress() && !g.quorumMet && !g.failed && !now.Before(g.deadline) {
+	count, start := in.confirmed, g.start
+	d, pods := pl.stepLocked(g, in)
+	switch {
+	case d.rejectWaiting:
 		// Past the attempt's deadline no quorum is declared: the framework is rejecting the waiting
 		// members for their timeout, and they would count until their Unreserves run.
 		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",
-			key, count, now.Sub(g.attemptStart).Round(time.Second), want)
-		victims := pl.failAttemptLocked(g, now, EventGangTimedOut, msg)
+			key, count, now.Sub(start).Round(time.Second), want)
+		g.setOutcome(d.reason, msg)
 		pl.mu.Unlock()
 		gangTimeouts.WithLabelValues(pl.profile).Inc()
 		gangRejections.WithLabelValues(pl.profile, reasonTimeout).Inc()
-		pl.rejectWaiting(victims, msg)
-		pl.reportFailure(pg, EventGangTimedOut, msg, append(victims, pod))
+		pl.rejectWaiting(pods, msg)
+		pl.reportFailure(pg, EventGangTimedOut, msg, append(pods, pod))
 		return fwk.NewStatus(fwk.Unschedulable, msg), 0
-	}
-	if count >= want {
-		first := !g.quorumMet && g.needsQuorum
-		allowed, start := pl.quorumReachedLocked(g), g.attemptStart
+	case d.allowWaiting:
 		pl.mu.Unlock()
-		pl.allow(allowed)
-		if first {
+		pl.allow(pods)
+		if d.firstQuorum {
 			// Members beyond the quorum that found no node while the attempt gathered it (they were
 			// not needed then, so they did not preempt) are retried now: placed like any pod, they
 			// may preempt.
 			pl.activateSiblings(state, pod)
 			timeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(start).Seconds())
-			msg := fmt.Sprintf("%d of minMember %d live members reserved or bound; %d waiting members go on to bind", count, want, len(allowed))
-			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "allowed", len(allowed))
+			msg := fmt.Sprintf("%d of minMember %d live members reserved or bound; %d waiting members go on to bind", count, want, len(pods))
+			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "allowed", len(pods))
 			pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, msg)
 			pl.notifyStatus(key)
 		}
 		return nil, 0
-	}
-	if g.failed {
+	case d.verdict == verdictRefuse:
 		pl.mu.Unlock()
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was rejected in this attempt", key)), 0
-	}
-	remaining := g.deadline.Sub(now)
-	if remaining <= 0 {
-		pl.mu.Unlock()
+		if d.refusal == refusedFailed {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was rejected in this attempt", key)), 0
+		}
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s timed out waiting for its quorum", key)), 0
 	}
+	remaining := d.waitFor
 	pl.addWaitingLocked(g, pod)
-	activate := !g.activated
-	g.activated = true
-	attemptStart := g.attemptStart
 	pl.mu.Unlock()
 
 	msg := fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the rest",
 		count, want, key, remaining.Round(time.Second))
 	logger.V(4).Info("Gang member waits for the quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "minMember", want)
-	if activate {
+	if d.activateSiblings {
 		// The attempt has begun: bring the group's other unscheduled members forward so they are
 		// tried next, together, instead of whenever their own back-off ends.
 		pl.activateSiblings(state, pod)
-		pl.clock.AfterFunc(gateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, attemptStart) })
+		pl.clock.AfterFunc(gateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, start) })
 	}
 	// The status shows the count; notifications of a burst are coalesced into one patch.
 	pl.notifyStatus(key)

@@ -40,24 +40,9 @@ type gang struct {
 	// are left to reach the quorum without them, the attempt fails.
 	unplaced map[types.UID]struct{}
 
-	// The current attempt: it starts at the first Reserve while no member waits.
-	attemptStart time.Time
-	deadline     time.Time
-	// quorumMet: the attempt reached minMember; later Unreserves (bind failures) do not fail the gang.
-	quorumMet bool
-	// failed: the attempt was rejected; siblings' Unreserves are echoes of that.
-	failed bool
-	// needsQuorum: the attempt started below minMember, so its time to quorum is worth observing.
-	needsQuorum bool
-	// activated: the attempt already moved the unscheduled members to the active queue.
-	activated bool
-
-	// backoffUntil keeps the members out of scheduling after a failed attempt.
-	backoffUntil time.Time
+	// attempt is the current attempt (see step): it starts at the first Reserve while no member waits.
+	attempt
 	backoffTimer clock.Timer
-	// lastFailure is when the last attempt failed: members that enter the queue after it are ordered
-	// from that time, behind groups that have not just lost (see queueStamp).
-	lastFailure time.Time
 
 	// outcome is the last attempt's result as the PodGroup's status reports it (reason and message),
 	// kept until the next attempt starts.
@@ -136,16 +121,6 @@ func (g *gang) clear(uid types.UID, f memberFlags) bool {
 	return true
 }
 
-func (g *gang) backingOff(now time.Time) bool { return now.Before(g.backoffUntil) }
-
-// startAttempt begins an attempt: its deadline is shared by every member.
-func (g *gang) startAttempt(now time.Time, timeout time.Duration) {
-	g.attemptStart = now
-	g.deadline = now.Add(timeout)
-	g.quorumMet, g.failed, g.activated = false, false, false
-	g.needsQuorum = true
-}
-
 // attemptInProgress reports whether members of the current attempt wait at Permit.
 func (g *gang) attemptInProgress() bool { return len(g.waiting) > 0 }
 
@@ -163,14 +138,13 @@ func (g *gang) resetHistory(uid types.UID) {
 		g.backoffTimer.Stop()
 		g.backoffTimer = nil
 	}
-	g.backoffUntil, g.lastFailure = time.Time{}, time.Time{}
+	g.attempt = attempt{}
 	g.feasibility, g.cacheKey = nil, feasibilityKey{}
 	g.placement = nil
 	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
 	g.clearLead()
 	g.ledBy = nil
-	g.quorumMet, g.failed, g.needsQuorum, g.activated = false, false, false, false
 	g.hint = hintCount{}
 }
 

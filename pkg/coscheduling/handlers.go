@@ -200,9 +200,8 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	count := 0
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		if count = len(g.members); g.attemptInProgress() && count >= minMember(pg) {
-			allowed = pl.quorumReachedLocked(g)
-		}
+		count = len(g.members)
+		_, allowed = pl.stepLocked(g, attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: minMember(pg), counted: count})
 	}
 	pl.mu.Unlock()
 	if len(allowed) > 0 {
@@ -220,13 +219,9 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	var victims []*v1.Pod
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		victims = pl.takeWaitingLocked(g)
-		for _, v := range victims {
-			g.clear(v.UID, reserved)
-		}
 		g.resetHistory("")
-		// The victims' Unreserves are echoes of this rejection.
-		g.failed = len(victims) > 0
+		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
+		_, victims = pl.stepLocked(g, attemptInput{kind: evPodGroupDeleted, now: pl.clock.Now()})
 		pl.dropIfUnusedLocked(g, pl.clock.Now())
 	}
 	pl.mu.Unlock()

@@ -413,7 +413,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 		}
 		env.clock.Step(2 * time.Minute)
 		env.pl.mu.Lock()
-		env.pl.failAttemptLocked(env.pl.gangs["ns/old"], env.clock.Now(), EventGangRejected, "test")
+		env.pl.stepLocked(env.pl.gangs["ns/old"], attemptInput{kind: evNoNode, now: env.clock.Now(), want: 1})
 		env.pl.mu.Unlock()
 		if !env.pl.Less(qa, qb) {
 			t.Errorf("the order of queued pods changed when the group failed")

@@ -847,13 +847,12 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	}
 	pl.removeWaitingLocked(g, victim.UID)
 	g.clear(victim.UID, reserved)
-	var rest []*v1.Pod
-	failed := !g.quorumMet && !g.failed
-	if failed {
-		rest = pl.failAttemptLocked(g, now, EventGangRejected, msg)
+	d, rest := pl.stepLocked(g, attemptInput{kind: evPreempted, now: now, wasReserved: true})
+	if d.rejectWaiting {
+		g.setOutcome(d.reason, msg)
 	}
 	pl.mu.Unlock()
-	if !failed {
+	if !d.rejectWaiting {
 		return
 	}
 	gangRejections.WithLabelValues(pl.profile, reasonMemberRejected).Inc()

@@ -124,15 +124,50 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 	return out
 }
 
-// quorumReachedLocked marks the attempt's quorum met and returns the waiting members to allow.
-func (pl *Coscheduling) quorumReachedLocked(g *gang) []*v1.Pod {
-	g.quorumMet = true
-	g.clearLead()
-	g.ledBy = nil
-	clear(g.unplaced)
-	g.nominatedNodes = nil
-	g.setOutcome(EventQuorumReached, "")
-	return pl.takeWaitingLocked(g)
+// stepLocked moves the gang's attempt on an event (see step) and applies what belongs to the
+// attempt: at a quorum, the waiting members are taken to be allowed and what the attempts before it
+// left (lead, unplaced members, nominations) is dropped; at a failure, the waiting members are taken
+// to be rejected and stop counting at once, the cached check and placement are dropped and the
+// back-off timer starts. It returns the decision and the members to allow or reject, which callers
+// do after releasing pl.mu; the outcome's message is theirs to set.
+func (pl *Coscheduling) stepLocked(g *gang, in attemptInput) (decision, []*v1.Pod) {
+	in.waiting, in.backoff = len(g.waiting), pl.backoff
+	var d decision
+	g.attempt, d = step(g.attempt, in)
+	switch {
+	case d.allowWaiting:
+		g.clearLead()
+		g.ledBy = nil
+		clear(g.unplaced)
+		g.nominatedNodes = nil
+		g.setOutcome(EventQuorumReached, "")
+		return d, pl.takeWaitingLocked(g)
+	case d.rejectWaiting:
+		clear(g.unplaced)
+		victims := pl.takeWaitingLocked(g)
+		// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
+		// binding cycles): a member reserved meanwhile must not see them as part of a quorum.
+		for _, v := range victims {
+			g.clear(v.UID, reserved)
+		}
+		g.feasibility = nil
+		g.placement = nil
+		if in.kind != evPodGroupDeleted {
+			pl.startBackoffLocked(g, d.backoff)
+		}
+		return d, victims
+	}
+	return d, nil
+}
+
+// startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
+// rejected members would otherwise wait for an event that concerns them).
+func (pl *Coscheduling) startBackoffLocked(g *gang, backoff time.Duration) {
+	if g.backoffTimer != nil {
+		g.backoffTimer.Stop()
+	}
+	namespace, name := g.namespace, g.name
+	g.backoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 }
 
 // allow lets waiting members through Permit (see onWaiting).
@@ -140,41 +175,10 @@ func (pl *Coscheduling) allow(pods []*v1.Pod) {
 	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
 }
 
-// failAttemptLocked marks the attempt failed with its reason, starts the back-off and returns the
-// waiting members to reject. Callers reject the members after releasing pl.mu.
-func (pl *Coscheduling) failAttemptLocked(g *gang, now time.Time, reason, message string) []*v1.Pod {
-	return pl.endAttemptLocked(g, now, reason, message, pl.backoff)
-}
-
 // leadRetryDelay is the back-off of an attempt retried with another member first (see gang.lead):
 // long enough for the rejected members' reservations and nominations to be released, so that the
 // lead does not meet them again.
 const leadRetryDelay = time.Second
-
-// endAttemptLocked is failAttemptLocked with the given back-off.
-func (pl *Coscheduling) endAttemptLocked(g *gang, now time.Time, reason, message string, backoff time.Duration) []*v1.Pod {
-	g.failed = true
-	g.setOutcome(reason, message)
-	clear(g.unplaced)
-	victims := pl.takeWaitingLocked(g)
-	// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
-	// binding cycles): a member reserved meanwhile must not see them as part of a quorum.
-	for _, v := range victims {
-		g.clear(v.UID, reserved)
-	}
-	g.feasibility = nil
-	g.placement = nil
-	g.lastFailure = now
-	if backoff > 0 {
-		g.backoffUntil = now.Add(backoff)
-		if g.backoffTimer != nil {
-			g.backoffTimer.Stop()
-		}
-		namespace, name := g.namespace, g.name
-		g.backoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
-	}
-	return victims
-}
 
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
@@ -417,7 +421,7 @@ const gateEventDelay = 5 * time.Second
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
 	g := pl.gangs[groupKey(namespace, name)]
-	waiting := g != nil && g.attemptInProgress() && !g.quorumMet && !g.failed && g.attemptStart.Equal(start)
+	waiting := g != nil && g.attemptInProgress() && g.phase == phaseGathering && g.start.Equal(start)
 	var count int
 	var deadline time.Time
 	if waiting {

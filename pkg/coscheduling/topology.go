@@ -229,7 +229,7 @@ func choosePlacement(f *gangFit, p topologyPolicy, pinned map[string]string, bus
 func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
 	var busy map[string]bool
 	for _, g := range pl.gangs {
-		if g == self || g.quorumMet || !g.attemptInProgress() || g.placement == nil || g.placement.value == "" {
+		if g == self || g.phase == phaseQuorum || !g.attemptInProgress() || g.placement == nil || g.placement.value == "" {
 			continue
 		}
 		if busy == nil {
