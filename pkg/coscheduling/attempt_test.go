@@ -51,7 +51,7 @@ func TestAttemptTransitions(t *testing.T) {
 		{name: "an extra member of a bound quorum starts no attempt", from: quorum,
 			in: with(in(evReserve, 70), func(i *attemptInput) { i.counted, i.confirmed = 3, 3 }), want: quorum},
 		{name: "a quorum the store does not confirm starts an attempt (old pods still counted)", from: quorum,
-			in: with(in(evReserve, 70), func(i *attemptInput) { i.counted, i.confirmed = 3, 2 }),
+			in:   with(in(evReserve, 70), func(i *attemptInput) { i.counted, i.confirmed = 3, 2 }),
 			want: attempt{phase: phaseGathering, start: at(70), deadline: at(130), needsQuorum: true}},
 
 		// Permit
@@ -112,8 +112,8 @@ func TestAttemptTransitions(t *testing.T) {
 		{name: "a member that cannot be done without fails the attempt", from: activated,
 			in: in(evNoNode, 10), want: failedAt(10, EventGangRejected, backoff), wantD: withVerdict(failed(EventGangRejected, backoff), verdictRefuse)},
 		{name: "a member that may lead fails the attempt for a short retry", from: activated,
-			in:   with(in(evNoNode, 10), func(i *attemptInput) { i.mayLead = true }),
-			want: failedAt(10, EventGangRejected, leadRetryDelay),
+			in:    with(in(evNoNode, 10), func(i *attemptInput) { i.mayLead = true }),
+			want:  failedAt(10, EventGangRejected, leadRetryDelay),
 			wantD: decision{verdict: verdictRefuse, reason: EventGangRejected, rejectWaiting: true, backoff: leadRetryDelay, lead: true}},
 		{name: "a member the quorum can be reached without is refused alone", from: activated,
 			in:   with(in(evNoNode, 10), func(i *attemptInput) { i.reachable = true }),
@@ -170,4 +170,4 @@ func TestAttemptTransitions(t *testing.T) {
 }
 
 func withVerdict(d decision, v verdict) decision { d.verdict = v; return d }
-func withPhase(a attempt, p phase) attempt     { a.phase = p; return a }
+func withPhase(a attempt, p phase) attempt       { a.phase = p; return a }
