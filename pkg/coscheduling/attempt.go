@@ -247,8 +247,10 @@ func step(a attempt, in attemptInput) (attempt, decision) {
 			fail(EventGangRejected, in.backoff)
 		}
 	case evPodGroupEdited:
-		if in.waiting > 0 && in.counted >= in.want {
-			// minMember lowered to what is reserved.
+		// minMember lowered to what is reserved lets the waiting members through, on the store's
+		// word and before the deadline only: past it the framework is rejecting them, and they
+		// count until their Unreserves run.
+		if in.waiting > 0 && a.phase == phaseGathering && in.now.Before(a.deadline) && in.counted >= in.want && in.confirmed >= in.want {
 			a.phase = phaseQuorum
 			d.reason, d.allowWaiting = EventQuorumReached, true
 		}

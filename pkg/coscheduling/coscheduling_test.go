@@ -80,7 +80,7 @@ type fakeWaitingPod struct {
 
 func (w *fakeWaitingPod) GetPod() *v1.Pod                 { return w.pod }
 func (w *fakeWaitingPod) GetPendingPlugins() []string     { return []string{Name} }
-func (w *fakeWaitingPod) Allow(string)                    { w.allowed = true }
+func (w *fakeWaitingPod) Allow(string)                    { w.allowed = w.rejected == "" }
 func (w *fakeWaitingPod) Reject(_, msg string) bool       { w.rejected = msg; return true }
 func (w *fakeWaitingPod) Preempt(_ string, _ string) bool { return true }
 

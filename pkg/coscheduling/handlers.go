@@ -200,8 +200,12 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	count := 0
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		count = len(g.members)
-		_, allowed = pl.stepLocked(g, attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: minMember(pg), counted: count})
+		in := attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: minMember(pg), counted: len(g.members)}
+		if in.counted >= in.want {
+			in.confirmed = pl.confirmedCountLocked(g)
+		}
+		count = in.confirmed
+		_, allowed = pl.stepLocked(g, in)
 	}
 	pl.mu.Unlock()
 	if len(allowed) > 0 {
