@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -265,5 +266,35 @@ func TestExtraMemberLeavesAFullPreferredDomain(t *testing.T) {
 				t.Errorf("nodes for the late member (-want,+got): %s", diff)
 			}
 		})
+	}
+}
+
+func TestFailedAttemptWithoutBackoff(t *testing.T) {
+	args := defaultArgs()
+	args.PodGroupBackoffSeconds = 0
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")}
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, args, []*v1alpha1.PodGroup{pg}, pods)
+	reserveAndPermit(t, env, pods[0])
+	// m1 led once already, so the attempt backs off as configured: not at all.
+	env.pl.gangs["ns/g"].ledBy = map[types.UID]struct{}{pods[1].UID: {}}
+	env.pl.PostFilter(context.Background(), framework.NewCycleState(), pods[1], nil)
+	if w := env.handle.waiting[pods[0].UID]; w.rejected == "" {
+		t.Fatalf("m0 was not rejected when m1 found no node")
+	}
+	env.pl.Unreserve(context.Background(), framework.NewCycleState(), pods[0], "n")
+	env.handle.activated = nil
+	env.clock.Step(0)
+	if diff := cmp.Diff([]string{"ns/m0", "ns/m1"}, sets.List(sets.New(env.handle.activated...))); diff != "" {
+		t.Errorf("members activated after a failure with no back-off (-want,+got): %s", diff)
+	}
+	if s := env.pl.PreEnqueue(context.Background(), pods[0]); !s.IsSuccess() {
+		t.Errorf("PreEnqueue = %v, want no back-off", s)
+	}
+	for _, p := range pods {
+		remove(t, env, p)
+	}
+	if groups, _, _ := env.pl.stateSize(); groups != 0 {
+		t.Errorf("%d groups tracked after the pods are gone", groups)
 	}
 }

@@ -166,7 +166,8 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 //     reserved members now reach it, allows the waiting members at once; status-only updates (the
 //     plugin's own patches) change nothing;
 //   - a deleted PodGroup rejects its waiting members at once, so they release what they hold, and
-//     its history is forgotten (a PodGroup recreated under the name starts from nothing).
+//     its history is forgotten (a PodGroup recreated under the name starts from nothing); an update
+//     to another UID (a relist after a delete and a create) is both.
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
@@ -178,10 +179,17 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldPG, ok1 := oldObj.(*v1alpha1.PodGroup)
 			pg, ok2 := newObj.(*v1alpha1.PodGroup)
-			if !ok1 || !ok2 || oldPG.Generation == pg.Generation {
-				return
+			switch {
+			case !ok1 || !ok2:
+			case oldPG.UID != pg.UID:
+				// Deleted and recreated while the watch was down: a relist shows it as an update,
+				// often of the same generation. It is the old PodGroup's delete and a new one's add.
+				pl.onPodGroupDelete(oldPG)
+				pl.activateGroup(pg.Namespace, pg.Name)
+				pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+			case oldPG.Generation != pg.Generation:
+				pl.onPodGroupSpecChange(pg)
 			}
-			pl.onPodGroupSpecChange(pg)
 		},
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {

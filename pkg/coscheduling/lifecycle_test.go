@@ -324,6 +324,36 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		}
 	})
 
+	t.Run("recreated while the watch was down: the relist's update to a new UID rejects the old attempt", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		pg.UID = "old"
+		recreated := makePG("ns", "g", 3, time.Time{})
+		recreated.UID, recreated.Generation = "new", 1
+		if err := env.pgs.Update(recreated); err != nil {
+			t.Fatal(err)
+		}
+		env.handle.activated = nil
+		env.pl.podGroupEventHandler().OnUpdate(pg, recreated)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; !strings.Contains(w.rejected, "deleted") {
+				t.Errorf("%s: rejected with %q, want the old PodGroup's attempt rejected", p.Name, w.rejected)
+			}
+		}
+		if len(env.handle.activated) == 0 {
+			t.Errorf("the new PodGroup's members were not let in")
+		}
+		// The new PodGroup's attempt starts from nothing: the old members' Unreserves are echoes.
+		for _, p := range gang[:2] {
+			env.pl.Unreserve(ctx, framework.NewCycleState(), p, "n")
+		}
+		if g := env.pl.gangs["ns/g"]; g.backingOff(env.clock.Now()) || len(g.members) != 0 {
+			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.backingOff(env.clock.Now()), g.members)
+		}
+		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "1 of minMember 3") {
+			t.Errorf("Permit(m2) = %v, want Wait with 1 of minMember 3", s)
+		}
+	})
+
 	t.Run("feasibility results are keyed by generation, not by status updates", func(t *testing.T) {
 		pg := makePG("ns", "g", 3, time.Time{})
 		pg.Generation = 1
