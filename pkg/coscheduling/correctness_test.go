@@ -298,3 +298,39 @@ func TestFailedAttemptWithoutBackoff(t *testing.T) {
 		t.Errorf("%d groups tracked after the pods are gone", groups)
 	}
 }
+
+func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
+	ctx := context.Background()
+	pods := []*v1.Pod{member("m0", "g", "3"), member("m1", "g", "3")}
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+	nodes := []fwk.NodeInfo{node("a", "4")}
+	preempted := func(nominated ...string) {
+		g := env.pl.gangForLocked(pg)
+		g.setOutcome(EventPreempting, "preempting 1 pod")
+		g.nominatedNodes = nominated
+		g.feasibility = nil
+	}
+	preempted("a")
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); s.IsSuccess() {
+		t.Fatalf("PreFilter = %v, want infeasible", s)
+	}
+	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventPreempting {
+		t.Errorf("outcome %q while the victims' room is nominated to the gang, want %q", got, EventPreempting)
+	}
+	// The preemption's room went elsewhere and preemption can no longer place the gang.
+	env.pl.stoppedPreempting(pg)
+	g := env.pl.gangs["ns/g"]
+	if g.outcome.reason != EventGangInfeasible || len(g.nominatedNodes) != 0 {
+		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.outcome.reason, g.nominatedNodes, EventGangInfeasible)
+	}
+	// A gang whose nominations were dropped elsewhere says so at its next check.
+	preempted()
+	env.pl.epoch.Add(1)
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); s.IsSuccess() {
+		t.Fatalf("PreFilter = %v, want infeasible", s)
+	}
+	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventGangInfeasible {
+		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, EventGangInfeasible)
+	}
+}

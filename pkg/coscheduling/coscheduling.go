@@ -444,8 +444,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	newDomain := chosen != nil && (g.placement == nil || g.placement.key != chosen.key || g.placement.value != chosen.value || g.placement.level != chosen.level)
 	g.placement = chosen
 	var changed bool
-	if !res.feasible && g.outcome.reason != EventPreempting {
-		// (A gang that preempted stays "Preempting" while its victims terminate.)
+	if !res.feasible && (g.outcome.reason != EventPreempting || len(g.nominatedNodes) == 0) {
+		// (A gang that preempted stays "Preempting" while the room it made is nominated to it.)
 		changed = g.setOutcome(EventGangInfeasible, res.message)
 	}
 	pl.mu.Unlock()

@@ -403,6 +403,29 @@ type gangUnit struct {
 	frees []nodeDelta
 }
 
+// stoppedPreempting forgets a gang's last preemption once preemption cannot place it: the nodes it
+// nominated (kept only while its victims terminate), and a Preempting outcome, which becomes
+// GangInfeasible with the whole-gang check's reason.
+func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
+	key := groupKey(pg.Namespace, pg.Name)
+	pl.mu.Lock()
+	g := pl.gangs[key]
+	var changed bool
+	var msg string
+	if g != nil {
+		g.nominatedNodes = nil
+		if g.outcome.reason == EventPreempting && g.feasibility != nil && !g.feasibility.feasible {
+			msg = g.feasibility.message
+			changed = g.setOutcome(EventGangInfeasible, msg)
+		}
+	}
+	pl.mu.Unlock()
+	if changed {
+		pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, msg)
+		pl.notifyStatus(key)
+	}
+}
+
 // nodeDelta is what one pod frees on the node at index node of a gangFit.
 type nodeDelta struct {
 	node int
@@ -422,6 +445,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	members := pl.membersOf(pg.Namespace, pg.Name)
 	done := func(result string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status) {
 		preemptionAttempts.WithLabelValues(pl.profile, "gang", result).Inc()
+		if result == "not_eligible" || result == "not_helpful" {
+			pl.stoppedPreempting(pg)
+		}
 		return res, st
 	}
 	for _, m := range members {
