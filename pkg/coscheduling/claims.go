@@ -82,6 +82,18 @@ func (c *claims) forget(pod *v1.Pod) bool {
 	return true
 }
 
+// has reports whether pod has a claim here (its nomination, as the informer showed it or as this
+// plugin recorded it before its status patch).
+func (c *claims) has(uid types.UID) bool {
+	if c.n.Load() == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pods[uid]
+	return ok
+}
+
 // assume marks a reserved gang member as assumed on its node and drops its claim, if it had one (it
 // reports that).
 func (c *claims) assume(pod *v1.Pod) bool {

@@ -10,6 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -332,5 +336,47 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	}
 	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventGangInfeasible {
 		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, EventGangInfeasible)
+	}
+}
+
+// nominatingHandle records the nominations the plugin makes and runs its parallel work inline.
+type nominatingHandle struct {
+	*fakeHandle
+	nominated map[string]string
+}
+
+func (h *nominatingHandle) AddNominatedPod(_ klog.Logger, pi fwk.PodInfo, ni *fwk.NominatingInfo) {
+	h.nominated[pi.GetPod().Name] = ni.NominatedNodeName
+}
+func (h *nominatingHandle) Parallelizer() fwk.Parallelizer { return inline{} }
+func (h *nominatingHandle) ClientSet() clientset.Interface { return fake.NewClientset() }
+
+type inline struct{}
+
+func (inline) Until(_ context.Context, pieces int, f workqueue.DoWorkPieceFunc, _ string) {
+	for i := range pieces {
+		f(i)
+	}
+}
+
+func TestClaimWhoseStatusPatchFailedIsCleared(t *testing.T) {
+	m0, m1 := member("m0", "g", "1"), member("m1", "g", "1")
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, []*v1.Pod{m0, m1})
+	h := &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
+	env.pl.handle = h
+	// The gang's preemption nominated both members; m1's status patch failed, so the informer's copy
+	// of m1 shows no nomination, but the claim was recorded at once.
+	for _, m := range []*v1.Pod{m0, m1} {
+		c := m.DeepCopy()
+		c.Status.NominatedNodeName = "n0"
+		env.pl.claims.set(c)
+	}
+	m0.Status.NominatedNodeName = "n0"
+	env.pl.clearNominations(context.Background(), []*v1.Pod{m0, m1}, "")
+	if env.pl.claims.has(m0.UID) || env.pl.claims.has(m1.UID) {
+		t.Errorf("claims left after the nominations were cleared: m0 %v, m1 %v", env.pl.claims.has(m0.UID), env.pl.claims.has(m1.UID))
+	}
+	if diff := cmp.Diff(map[string]string{"m0": "", "m1": ""}, h.nominated); diff != "" {
+		t.Errorf("nominator entries cleared (-want,+got): %s", diff)
 	}
 }

@@ -831,14 +831,19 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 	logger := klog.FromContext(ctx)
 	var clear []*v1.Pod
 	for _, m := range members {
-		if m.Status.NominatedNodeName == "" || m.Spec.NodeName != "" {
+		// A nomination recorded here whose status patch failed is cleared too: the informer's copy
+		// does not show it, but the claim and the nominator's entry hold its room.
+		inStatus := m.Status.NominatedNodeName != ""
+		if m.Spec.NodeName != "" || (!inStatus && !pl.claims.has(m.UID)) {
 			continue
 		}
 		if pi, err := framework.NewPodInfo(m); err == nil {
 			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
 		}
-		pl.claims.forget(m)
-		if m.UID != except {
+		if pl.claims.forget(m) {
+			pl.epoch.Add(1)
+		}
+		if inStatus && m.UID != except {
 			clear = append(clear, m)
 		}
 	}
