@@ -24,9 +24,12 @@ import (
 type faultRule struct {
 	name   string
 	method string
-	// match tells the request's path of this kind.
-	match func(path string) bool
+	// match tells the request of this kind.
+	match func(r *http.Request) bool
 	rate  float64
+	// cutWithin, when set, lets the request through and cuts its response after a random time up to
+	// it (a watch that breaks), instead of failing it with a 500.
+	cutWithin time.Duration
 }
 
 // faultProxy is a loopback proxy in front of the apiserver that fails requests at random, from a
@@ -73,7 +76,14 @@ func startFaultProxy(t *testing.T, seed uint64, rules []faultRule) *faultProxy {
 		FlushInterval: -1,
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rule := p.fail(r); rule != "" {
+		rule, cut := p.fail(r)
+		if cut > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), cut)
+			defer cancel()
+			rp.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		if rule != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected fault (%s)","reason":"InternalError","code":500}`, rule)
@@ -112,22 +122,29 @@ current-context: proxy
 	return p
 }
 
-// fail decides whether to fail the request, and names its rule.
-func (p *faultProxy) fail(r *http.Request) string {
-	for _, rule := range p.rules {
-		if r.Method != rule.method || !rule.match(r.URL.Path) {
+// fail decides whether to fail the request, and names its rule; cut > 0 says to cut its response
+// after that long instead. Each rule that matches the request rolls in turn.
+func (p *faultProxy) fail(r *http.Request) (rule string, cut time.Duration) {
+	for _, fr := range p.rules {
+		if r.Method != fr.method || !fr.match(r) {
 			continue
 		}
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.rng.Float64() < rule.rate {
-			p.injected[rule.name]++
-			return rule.name
+		hit := p.rng.Float64() < fr.rate
+		if !hit {
+			// The next rule that matches may still inject its own fault.
+			p.passed[fr.name]++
+			p.mu.Unlock()
+			continue
 		}
-		p.passed[rule.name]++
-		return ""
+		p.injected[fr.name]++
+		if fr.cutWithin > 0 {
+			cut = time.Duration(1 + p.rng.Int64N(int64(fr.cutWithin)))
+		}
+		p.mu.Unlock()
+		return fr.name, cut
 	}
-	return ""
+	return "", 0
 }
 
 func (p *faultProxy) counts(m map[string]int) string {
@@ -147,10 +164,10 @@ func (p *faultProxy) injectedOf(rule string) int {
 	return p.injected[rule]
 }
 
-// podPath reports whether path is a pod's own path, or one of its subresources when sub is set.
-func podPath(sub string) func(string) bool {
-	return func(path string) bool {
-		parts := strings.Split(strings.Trim(path, "/"), "/")
+// podPath matches a pod's own path, or one of its subresources when sub is set.
+func podPath(sub string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 		// api/v1/namespaces/NS/pods/NAME[/SUB]
 		if len(parts) < 6 || parts[0] != "api" || parts[4] != "pods" {
 			return false
@@ -167,10 +184,15 @@ var preemptionFaults = []faultRule{
 	{name: "pod-delete", method: http.MethodDelete, match: podPath(""), rate: 0.3},
 	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.2},
 	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
-	{name: "podgroup-status", method: http.MethodPatch, match: func(path string) bool {
-		return strings.Contains(path, "/podgroups/") && strings.HasSuffix(path, "/status")
-	}, rate: 0.2},
+	{name: "podgroup-status", method: http.MethodPatch, match: podGroupStatus, rate: 0.2},
 }
+
+func podGroupStatus(r *http.Request) bool {
+	return strings.Contains(r.URL.Path, "/podgroups/") && strings.HasSuffix(r.URL.Path, "/status")
+}
+
+// isWatch matches a watch request (of any resource).
+func isWatch(r *http.Request) bool { return r.URL.Query().Get("watch") == "true" }
 
 // TestGangPreemptionUnderFaults preempts gangs while the apiserver fails a share of the scheduler's
 // deletes, binds and status writes: no gang, victim or preemptor, is ever partially bound beyond the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -28,21 +29,29 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
-// The soak's knobs. SOAK_SEED replays a run's random choices; SOAK_DURATION sets the churn time.
+// The soak's knobs. SOAK_SEED replays a run's random choices; SOAK_OPS sets the number of ops.
 const (
-	soakDefaultDuration = 90 * time.Second
-	soakShortDuration   = 20 * time.Second
-	// soakGrace is how long a group the test did not disrupt may stay partially bound: members of a
-	// gang that reached its quorum bind one by one, which takes a moment.
-	soakGrace = 5 * time.Second
+	soakDefaultOps = 130
+	soakShortOps   = 30
+	// soakTick is the soak's logical clock: every op and every 200 ms of a quiet phase is one tick,
+	// and delayed actions (a kubelet's graceful stop, a pod GC pass) are due a number of ticks later,
+	// so that the seed fixes the order of everything the test does.
+	soakTick = 250 * time.Millisecond
+	// soakGrace is how long a group may stay partially bound: members of a gang that reached its
+	// quorum bind one by one, which takes a moment, and a bind that failed after the quorum is
+	// retried at once. The window is measured and logged per run (about 150 ms, one poll, here); the
+	// rest is margin for a slow machine.
+	soakGrace = 2 * time.Second
 	// soakPoll is the watcher's period.
 	soakPoll = 150 * time.Millisecond
 	// soakSettleTimeout bounds the wait for every gang to bind once the churn stopped.
 	soakSettleTimeout = 60 * time.Second
-	// soakRestartEvery is the least time between two scheduler restarts.
-	soakRestartEvery = 20 * time.Second
-	// soakMidBind: a group partially bound for less than this when the scheduler stops may have been
-	// caught binding (a burst binds in well under a second; the margin is for a slow machine).
+	// soakRestartTicks is the least number of ticks between two scheduler restarts.
+	soakRestartTicks = 80
+	// soakMidBind: a group partially bound for less than this when the test disrupts it (or the
+	// scheduler stops) may have been caught binding, and binds seen this soon after a disruption may
+	// have been under way before it (a burst binds in well under a second; the margin is for a slow
+	// machine).
 	soakMidBind = 2 * time.Second
 
 	soakInitialNodes = 6
@@ -57,14 +66,19 @@ const (
 	soakTrackedGauge = "custom_scheduler_coscheduling_tracked_pod_groups"
 )
 
-// TestCoschedulingLifecycleSoak runs random gang lifecycles against the real scheduler for a while —
+// TestCoschedulingLifecycleSoak runs random gang lifecycles against the real scheduler —
 // jobs created, completed, restarted, resized and deleted, members replaced, PodGroups re-applied,
-// nodes coming and going, other pods competing, the scheduler restarting — and checks throughout that
-// no gang stays partially bound unless the test itself broke it. Afterwards every gang that can bind
-// must bind, and the plugin must forget the groups once they are gone.
+// nodes coming and going, other pods competing, the scheduler restarting, and the apiserver failing
+// a share of the scheduler's binds and status writes and breaking its watches — and checks throughout
+// that no gang is partially bound for longer than the bind window. The only excuse is the test's own
+// doing: a group the test broke (a bound member deleted, minMember raised, the scheduler stopped
+// mid-bind) is not judged until the scheduler binds a member after the disruption; from that bind on,
+// the group must be whole again within the window, as any other. Afterwards every gang must bind,
+// and the plugin must forget the groups once they are gone.
 //
 // Every random choice comes from one seed, logged at the start: SOAK_SEED=<seed> replays the same
-// sequence of operations (timing, and so the scheduler's decisions, still vary).
+// sequence of operations, delayed actions and injected faults (timing, and so the scheduler's
+// decisions, still vary).
 func TestCoschedulingLifecycleSoak(t *testing.T) {
 	seed := soakSeed(t)
 	// Registered first so it runs last, after the dumps: every failure ends with how to replay it.
@@ -73,26 +87,31 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 			t.Logf("replay with SOAK_SEED=%d", seed)
 		}
 	})
-	duration := soakDuration(t)
-	t.Logf("soak seed %d, churn %v (replay with SOAK_SEED=%d SOAK_DURATION=%v)", seed, duration, seed, duration)
+	ops := soakOps(t)
+	t.Logf("soak seed %d, %d ops (replay with SOAK_SEED=%d SOAK_OPS=%d)", seed, ops, seed, ops)
 
 	w := newSoakWorld(t, seed)
 	for range soakInitialNodes {
 		w.addNode()
 	}
-	w.config = schedulerConfig(t, adminKubeconfig, coschedulingProfiles)
+	proxy := startFaultProxy(t, seed, soakFaults)
+	w.config = schedulerConfig(t, proxy.kubeconfig, coschedulingProfiles)
 	w.sched = startScheduler(t, w.config)
-	w.lastRestart = time.Now()
+	w.lastRestartTick = w.tick
 	// Absent until a plugin sets it, which counts as 0; other tests' groups may count already.
 	baseline, _ := soakTrackedGroups(t)
 	t.Logf("%s before the churn: %v", soakTrackedGauge, baseline)
 
 	w.startWatcher()
-	w.churn(duration)
+	w.churn(ops)
 	w.settle()
 	w.stopWatcher()
+	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected))
 	if w.violations > 0 {
 		w.errorf("%d partially bound group(s) seen during the run (each reported above)", w.violations)
+	}
+	if proxy.injectedOf("bind") == 0 || proxy.injectedOf("watch-cut") == 0 {
+		w.errorf("no bind or watch fault was injected (%s): the run proves less than it says", proxy.counts(proxy.injected))
 	}
 	w.cleanUp()
 	w.checkStateReleased(baseline)
@@ -110,16 +129,30 @@ type soakGang struct {
 
 // soakPending is an action due later: a kubelet finishing a graceful stop, a pod GC pass.
 type soakPending struct {
-	due  time.Time
-	what string
-	run  func()
+	dueTick int
+	what    string
+	run     func()
+}
+
+// soakFaults are the faults injected in front of the soak's scheduler: binds and status writes
+// failing, watches broken mid-stream (the informers resume or relist) or refused.
+var soakFaults = []faultRule{
+	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.1},
+	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
+	{name: "podgroup-status", method: http.MethodPatch, match: podGroupStatus, rate: 0.2},
+	{name: "watch-cut", method: http.MethodGet, match: isWatch, rate: 0.3, cutWithin: 10 * time.Second},
+	{name: "watch-fail", method: http.MethodGet, match: isWatch, rate: 0.05},
 }
 
 // soakGroupState is the watcher's record of one group.
 type soakGroupState struct {
 	// disrupted names the op that may have left the group partially bound on purpose; it is cleared
-	// once the group has 0 or at least minMember live members bound again.
-	disrupted string
+	// once the group has 0 or at least minMember live members bound again, or once the scheduler binds
+	// a member more than soakMidBind after disruptedAt.
+	disrupted   string
+	disruptedAt time.Time
+	// bound are the live bound members of the last snapshot, to see binds.
+	bound map[string]bool
 	// partialSince is when the current undisrupted partial episode was first seen (zero: none).
 	partialSince time.Time
 	// firstSeen is the group as the episode's first snapshot showed it.
@@ -139,10 +172,12 @@ type soakWorld struct {
 	dyn   dynamic.Interface
 	start time.Time
 
-	config      string
-	sched       *runningScheduler
-	lastRestart time.Time
-	needStart   bool
+	config          string
+	sched           *runningScheduler
+	lastRestartTick int
+	needStart       bool
+	// tick is the logical clock (see soakTick).
+	tick int
 
 	gangs     []*soakGang
 	nextGang  int
@@ -162,6 +197,8 @@ type soakWorld struct {
 	mu         sync.Mutex
 	groups     map[string]*soakGroupState
 	violations int
+	// longest is the longest partial episode that ended with the group whole: the bind window seen.
+	longest time.Duration
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
@@ -196,18 +233,18 @@ func soakSeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-func soakDuration(t *testing.T) time.Duration {
-	if s := os.Getenv("SOAK_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("SOAK_DURATION=%q is not a duration: %v", s, err)
+func soakOps(t *testing.T) int {
+	if s := os.Getenv("SOAK_OPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("SOAK_OPS=%q is not a number of ops", s)
 		}
-		return d
+		return n
 	}
 	if testing.Short() {
-		return soakShortDuration
+		return soakShortOps
 	}
-	return soakDefaultDuration
+	return soakDefaultOps
 }
 
 // --- reporting ---
@@ -256,24 +293,24 @@ func (w *soakWorld) ops() []soakOp {
 	}
 }
 
-// churn runs random operations until d has passed: bursts of 15 to 30 ops, each followed by a quiet
-// phase of 6 to 9 seconds in which only the kubelets' pending stops happen. During a burst room comes
-// and goes quickly, which hides a gang left partially bound; a quiet phase lets such a gang show.
-func (w *soakWorld) churn(d time.Duration) {
+// churn runs n random operations: bursts of 15 to 30 ops, each followed by a quiet phase of 30 to
+// 45 ticks (6 to 9 seconds) in which only the kubelets' pending stops happen. During a burst room
+// comes and goes quickly, which hides a gang left partially bound; a quiet phase lets such a gang
+// show.
+func (w *soakWorld) churn(n int) {
 	ops := w.ops()
 	total := 0
 	for _, op := range ops {
 		total += op.weight
 	}
-	end := time.Now().Add(d)
 	burst := 15 + w.rng.IntN(16)
-	for time.Now().Before(end) {
+	for w.op < n {
 		w.runPending()
 		if burst == 0 {
-			quiet := time.Duration(6000+w.rng.IntN(3000)) * time.Millisecond
+			quiet := 30 + w.rng.IntN(16)
 			burst = 15 + w.rng.IntN(16)
-			w.logf("quiet for %v", quiet)
-			w.quiet(min(quiet, time.Until(end)))
+			w.logf("quiet for %d ticks", quiet)
+			w.quiet(quiet)
 			continue
 		}
 		burst--
@@ -291,7 +328,7 @@ func (w *soakWorld) churn(d time.Duration) {
 			// Outside the lock: the watcher keeps looking while the new scheduler syncs and binds.
 			w.needStart = false
 			w.sched = startScheduler(w.t, w.config)
-			w.lastRestart = time.Now()
+			w.lastRestartTick = w.tick
 			w.logf("   scheduler started again")
 		}
 		time.Sleep(pause)
@@ -299,10 +336,14 @@ func (w *soakWorld) churn(d time.Duration) {
 	w.logf("churn done after %d ops: %v", w.op, w.opCounts)
 }
 
-// quiet lets d pass without ops; the pending actions still run when due.
-func (w *soakWorld) quiet(d time.Duration) {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
-		time.Sleep(min(200*time.Millisecond, time.Until(deadline)))
+// quiet lets the given number of 200 ms ticks pass without ops; the pending actions still run when
+// due.
+func (w *soakWorld) quiet(ticks int) {
+	for range ticks {
+		time.Sleep(200 * time.Millisecond)
+		w.mu.Lock()
+		w.tick++
+		w.mu.Unlock()
 		w.runPending()
 	}
 }
@@ -312,6 +353,7 @@ func (w *soakWorld) step(op soakOp) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.op++
+	w.tick++
 	w.opCounts[op.name]++
 	n := w.op
 	w.logf("#%d %s: %s", n, op.name, op.run())
@@ -321,10 +363,9 @@ func (w *soakWorld) step(op soakOp) {
 func (w *soakWorld) runPending() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
 	var later []soakPending
 	for _, p := range w.pending {
-		if p.due.After(now) {
+		if p.dueTick > w.tick {
 			later = append(later, p)
 			continue
 		}
@@ -334,20 +375,23 @@ func (w *soakWorld) runPending() {
 	w.pending = later
 }
 
+// later runs an action d from now on the logical clock (see soakTick).
 func (w *soakWorld) later(d time.Duration, what string, run func()) {
-	w.pending = append(w.pending, soakPending{due: time.Now().Add(d), what: what, run: run})
+	w.pending = append(w.pending, soakPending{dueTick: w.tick + max(1, int(d/soakTick)), what: what, run: run})
 }
 
-// disrupt marks a group as made partial on purpose by the test (until it is whole or empty again).
-// Callers hold mu and call it before the change.
+// disrupt marks a group as made partial on purpose by the test: it is not judged until it is whole
+// or empty again, or until the scheduler binds a member after the disruption (see observe). A group
+// already partially bound for longer than soakMidBind without cause stays judged: the test does not
+// excuse what it did not do. Callers hold mu and call it before the change.
 func (w *soakWorld) disrupt(group, why string) {
 	s := w.groupState(group)
-	if d := time.Since(s.partialSince); s.disrupted == "" && !s.partialSince.IsZero() && !s.reported && d > time.Second {
-		// A near miss: the group was partially bound without cause, and this op now excuses it.
-		w.logf("   (%s had been partially bound for %v with no disruption; %s excuses it from here)", group, d.Round(100*time.Millisecond), why)
-	}
-	s.disrupted, s.partialSince, s.reported = why, time.Time{}, false
 	s.lastDisruption = fmt.Sprintf("#%d %s at %s", w.op, why, w.elapsed())
+	if d := time.Since(s.partialSince); s.disrupted == "" && !s.partialSince.IsZero() && (s.reported || d > soakMidBind) {
+		w.logf("   (%s has been partially bound for %v with no disruption; %s does not excuse it)", group, d.Round(100*time.Millisecond), why)
+		return
+	}
+	s.disrupted, s.disruptedAt, s.partialSince, s.reported = why, time.Now(), time.Time{}, false
 }
 
 func (w *soakWorld) groupState(group string) *soakGroupState {
@@ -686,8 +730,8 @@ func (w *soakWorld) evictGhosts() []string {
 // partially bound; such groups are marked disrupted (the new scheduler should complete them). A group
 // already partially bound for a while before the stop was stuck, not binding: it stays watched.
 func (w *soakWorld) restartScheduler() string {
-	if since := time.Since(w.lastRestart); since < soakRestartEvery {
-		return fmt.Sprintf("skipped, last restart %v ago", since.Round(time.Second))
+	if since := w.tick - w.lastRestartTick; since < soakRestartTicks {
+		return fmt.Sprintf("skipped, last restart %d ticks ago", since)
 	}
 	stopAt := time.Now()
 	w.sched.stop()
@@ -797,6 +841,17 @@ func (v *soakGroupView) liveBound() int {
 	return n
 }
 
+// boundNames are the live bound members.
+func (v *soakGroupView) boundNames() map[string]bool {
+	out := map[string]bool{}
+	for i := range v.pods {
+		if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
+			out[v.pods[i].Name] = true
+		}
+	}
+	return out
+}
+
 func (v *soakGroupView) live() int {
 	n := 0
 	for i := range v.pods {
@@ -889,8 +944,9 @@ func (w *soakWorld) stopWatcher() {
 	}
 }
 
-// observe checks the invariant on one snapshot: a group the test did not disrupt is never partially
-// bound for longer than soakGrace. It runs on the watcher's goroutine, so it reports with Errorf.
+// observe checks the invariant on one snapshot: no group is partially bound for longer than soakGrace,
+// except a group the test disrupted, until the scheduler binds a member of it (see disrupt). It runs
+// on the watcher's goroutine, so it reports with Errorf.
 func (w *soakWorld) observe(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -904,18 +960,37 @@ func (w *soakWorld) observe(ctx context.Context) {
 	now := time.Now()
 	for name, v := range views {
 		s := w.groupState(name)
+		cur := v.boundNames()
+		newBind := false
+		for n := range cur {
+			if !s.bound[n] {
+				newBind = true
+			}
+		}
+		s.bound = cur
 		switch {
 		case v.minMember == 0:
 			// No PodGroup, no quorum to judge against.
 			s.partialSince = time.Time{}
 		case !v.partial():
-			if d := now.Sub(s.partialSince); !s.partialSince.IsZero() && (s.reported || d > time.Second) {
-				// Reported episodes, and near misses worth knowing about when tuning the grace.
-				w.t.Logf("%s watcher: %s is whole or empty again after %v partially bound: %v", w.elapsed(), name, d.Round(100*time.Millisecond), v)
+			if d := now.Sub(s.partialSince); !s.partialSince.IsZero() {
+				if !s.reported && v.liveBound() >= v.minMember {
+					w.longest = max(w.longest, d)
+				}
+				if s.reported || d > time.Second {
+					// Reported episodes, and near misses worth knowing about when tuning the grace.
+					w.t.Logf("%s watcher: %s is whole or empty again after %v partially bound: %v", w.elapsed(), name, d.Round(100*time.Millisecond), v)
+				}
 			}
-			*s = soakGroupState{lastDisruption: s.lastDisruption}
+			*s = soakGroupState{lastDisruption: s.lastDisruption, bound: cur}
 		case s.disrupted != "":
-			// The test broke the group; it is excused until whole or empty again.
+			// The test broke the group. Once the scheduler binds a member of it (not one whose bind
+			// was under way at the disruption), the group is judged as any other: whatever it binds
+			// must make it whole within the window.
+			if newBind && now.Sub(s.disruptedAt) > soakMidBind {
+				s.partialSince, s.firstSeen = now, fmt.Sprintf("%v, a member bound %v after %q", v, now.Sub(s.disruptedAt).Round(100*time.Millisecond), s.disrupted)
+				s.disrupted = ""
+			}
 		case s.partialSince.IsZero():
 			s.partialSince, s.firstSeen = now, v.String()
 		case !s.reported && now.Sub(s.partialSince) > soakGrace:
