@@ -72,7 +72,7 @@ func TestLoadAwareEstimateKeptThroughWarmup(t *testing.T) {
 	ms.SetNode("la-warmup", fakemetrics.NodeUsage{CPU: "5", Memory: "4Gi"})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "",
 		"          metricsStalenessSeconds: 30\n          estimation: {warmupSeconds: 4}\n")))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	first := createPod(t, pinnedPod(ns, "pulling", schedulerName, "la-warmup", "2"))
 	waitForPodBound(t, ns, first.Name)
@@ -106,7 +106,7 @@ func TestLoadAwareDaemonSetPodNotFiltered(t *testing.T) {
 	loadAwareNode(t, "la-ds-hot")
 	ms.SetNode("la-ds-hot", fakemetrics.NodeUsage{CPU: "9500m", Memory: "4Gi"})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n")))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	plain := createPod(t, pinnedPod(ns, "plain", schedulerName, "la-ds-hot", "100m"))
 	waitForPodUnschedulable(t, ns, plain.Name)
@@ -131,7 +131,7 @@ func TestLoadAwareNodeAnnotationOverride(t *testing.T) {
 	ms.SetNode("la-annotated", fakemetrics.NodeUsage{CPU: "7", Memory: "4Gi"})
 	ms.SetNode("la-misannotated", fakemetrics.NodeUsage{CPU: "7", Memory: "4Gi"})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n")))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	pod := createPod(t, pinnedPod(ns, "on-annotated", schedulerName, "la-annotated", "1"))
 	message := waitForPodUnschedulable(t, ns, pod.Name)
@@ -153,7 +153,9 @@ func TestLoadAwareNodeAnnotationOverride(t *testing.T) {
 }
 
 // TestLoadAwareP95IgnoresOneSpike: with the Filter on p95 over 20s, a node with one spiking sample
-// among 20 still takes pods, a node high for three samples does not.
+// among 20 still takes pods, a node high for three samples does not. The pod for the spiky node is
+// created while the spike is that node's latest sample (between the spike's refresh and the next one),
+// so a Filter that read the latest sample instead of the window would reject it at least once.
 func TestLoadAwareP95IgnoresOneSpike(t *testing.T) {
 	ms := useMetricsServer(t)
 	ns := testNamespace(t)
@@ -161,11 +163,13 @@ func TestLoadAwareP95IgnoresOneSpike(t *testing.T) {
 	loadAwareNode(t, "la-sustained")
 	const spikeAt, highFrom = 22, 20
 	var requests atomic.Int64
+	spiked := make(chan struct{})
 	ms.SetNodesFunc(func() map[string]fakemetrics.NodeUsage {
 		n := requests.Add(1)
 		spiky, sustained := "2", "2"
 		if n == spikeAt {
 			spiky = "9900m"
+			close(spiked)
 		}
 		if n >= highFrom {
 			sustained = "9900m"
@@ -177,13 +181,26 @@ func TestLoadAwareP95IgnoresOneSpike(t *testing.T) {
 	})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "",
 		"          metricsStalenessSeconds: 30\n          usageAggregation: {filter: {type: p95, durationSeconds: 20}}\n")))
-	waitFor(t, "", "the spike to have been sampled", func(context.Context) (bool, error) {
-		return requests.Load() > spikeAt, nil
-	})
-
+	select {
+	case <-spiked:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the metrics API was not asked for the spike's sample within %v", waitTimeout)
+	}
+	// The spike's sample is stored in milliseconds; the next refresh comes a second after it.
+	time.Sleep(200 * time.Millisecond)
 	spiky := createPod(t, pinnedPod(ns, "on-spiky", schedulerName, "la-spiky", "100m"))
 	if node := waitForPodBound(t, ns, spiky.Name); node != "la-spiky" {
 		t.Fatalf("pod bound to %q, want la-spiky", node)
+	}
+	if n := requests.Load(); n > spikeAt+1 {
+		t.Logf("(the pod was placed after %d refreshes past the spike: the check below proves less)", n-spikeAt)
+	}
+	events, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + spiky.Name + ",reason=FailedScheduling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) > 0 {
+		t.Errorf("the pod on the spiky node was refused before it was bound (%q): the Filter read the spike, not the p95 of the window", events.Items[0].Message)
 	}
 	sustained := createPod(t, pinnedPod(ns, "on-sustained", schedulerName, "la-sustained", "100m"))
 	message := waitForPodUnschedulable(t, ns, sustained.Name)

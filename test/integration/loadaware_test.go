@@ -113,7 +113,7 @@ func TestLoadAwareFilterAndScore(t *testing.T) {
 	ms.SetNode("la-warm", fakemetrics.NodeUsage{CPU: "6", Memory: "4Gi"})
 	ms.SetNode("la-cool", fakemetrics.NodeUsage{CPU: "2", Memory: "4Gi"})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n")))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	t.Run("a hot node is filtered and the event says why", func(t *testing.T) {
 		pod := createPod(t, pinnedPod(ns, "on-hot", schedulerName, "la-hot", "100m"))
@@ -159,7 +159,7 @@ func TestLoadAwareBurstSpreads(t *testing.T) {
 	ms.SetNode("la-burst-b", fakemetrics.NodeUsage{CPU: "4", Memory: "4Gi", Timestamp: sampled})
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, loadAwareOnlyScores,
 		"          metricsStalenessSeconds: 300\n          resourceWeights: {cpu: 1, memory: 0}\n")))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	const pods = 20
 	for i := 0; i < pods; i++ {
@@ -189,7 +189,7 @@ func TestLoadAwareMetricsOutage(t *testing.T) {
 	ms.SetNode("la-outage", fakemetrics.NodeUsage{CPU: "9900m", Memory: "4Gi"})
 	sched := startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 3\n")))
 	const available = "custom_scheduler_loadaware_metrics_api_available"
-	waitForGauge(t, available, schedulerName, 1)
+	waitForFetches(t, schedulerName)
 
 	for _, tc := range []struct {
 		name string
@@ -231,7 +231,7 @@ func TestLoadAwareStaleMetrics(t *testing.T) {
 	profiles := loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n") +
 		loadAwareProfile(strict, "", "          metricsStalenessSeconds: 30\n          filterMissingMetrics: Reject\n")
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, profiles))
-	waitForGauge(t, "custom_scheduler_loadaware_metrics_api_available", strict, 1)
+	waitForFetches(t, strict)
 	waitForGaugeAtLeast(t, "custom_scheduler_loadaware_nodes_without_fresh_metrics", strict, 1)
 
 	t.Run("passes by default", func(t *testing.T) {
