@@ -151,6 +151,8 @@ type soakGroupState struct {
 	// a member more than soakMidBind after disruptedAt.
 	disrupted   string
 	disruptedAt time.Time
+	// before are the group's pods when it was disrupted: only their binds may have been under way.
+	before map[string]bool
 	// bound are the live bound members of the last snapshot, to see binds.
 	bound map[string]bool
 	// partialSince is when the current undisrupted partial episode was first seen (zero: none).
@@ -392,6 +394,12 @@ func (w *soakWorld) disrupt(group, why string) {
 		return
 	}
 	s.disrupted, s.disruptedAt, s.partialSince, s.reported = why, time.Now(), time.Time{}, false
+	s.before = map[string]bool{}
+	if g := w.gangByName(group); g != nil {
+		for _, name := range g.pods {
+			s.before[name] = true
+		}
+	}
 }
 
 func (w *soakWorld) groupState(group string) *soakGroupState {
@@ -961,10 +969,12 @@ func (w *soakWorld) observe(ctx context.Context) {
 	for name, v := range views {
 		s := w.groupState(name)
 		cur := v.boundNames()
-		newBind := false
+		// judgedBind: a bind seen now that cannot have been under way at the group's disruption (a
+		// pod created since, or any pod soakMidBind after it).
+		judgedBind := false
 		for n := range cur {
-			if !s.bound[n] {
-				newBind = true
+			if !s.bound[n] && (!s.before[n] || now.Sub(s.disruptedAt) > soakMidBind) {
+				judgedBind = true
 			}
 		}
 		s.bound = cur
@@ -987,8 +997,9 @@ func (w *soakWorld) observe(ctx context.Context) {
 			// The test broke the group. Once the scheduler binds a member of it (not one whose bind
 			// was under way at the disruption), the group is judged as any other: whatever it binds
 			// must make it whole within the window.
-			if newBind && now.Sub(s.disruptedAt) > soakMidBind {
+			if judgedBind {
 				s.partialSince, s.firstSeen = now, fmt.Sprintf("%v, a member bound %v after %q", v, now.Sub(s.disruptedAt).Round(100*time.Millisecond), s.disrupted)
+				w.t.Logf("%s watcher: %s binds again after %q; judged from here: %v", w.elapsed(), name, s.disrupted, v)
 				s.disrupted = ""
 			}
 		case s.partialSince.IsZero():
