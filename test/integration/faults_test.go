@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
 )
 
 // faultRule fails a share of the requests of one kind before they reach the apiserver.
@@ -42,6 +45,8 @@ type faultProxy struct {
 	rules      []faultRule
 	injected   map[string]int
 	passed     map[string]int
+	// watches cancels the watches under way, by request (see cutWatches).
+	watches map[*http.Request]context.CancelFunc
 }
 
 // faultSeed is FAULT_SEED, else the clock's; tests print it so that a failure can be replayed.
@@ -69,7 +74,8 @@ func startFaultProxy(t *testing.T, seed uint64, rules []faultRule) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rules: rules, injected: map[string]int{}, passed: map[string]int{}}
+	p := &faultProxy{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rules: rules, injected: map[string]int{}, passed: map[string]int{},
+		watches: map[*http.Request]context.CancelFunc{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     rt,
@@ -80,6 +86,20 @@ func startFaultProxy(t *testing.T, seed uint64, rules []faultRule) *faultProxy {
 		if cut > 0 {
 			ctx, cancel := context.WithTimeout(r.Context(), cut)
 			defer cancel()
+			rp.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		if rule == "" && isWatch(r) {
+			ctx, cancel := context.WithCancel(r.Context())
+			p.mu.Lock()
+			p.watches[r] = cancel
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				delete(p.watches, r)
+				p.mu.Unlock()
+				cancel()
+			}()
 			rp.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
@@ -145,6 +165,31 @@ func (p *faultProxy) fail(r *http.Request) (rule string, cut time.Duration) {
 		return fr.name, cut
 	}
 	return "", 0
+}
+
+// setRate changes a rule's rate.
+func (p *faultProxy) setRate(rule string, rate float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.rules {
+		if p.rules[i].name == rule {
+			p.rules[i].rate = rate
+		}
+	}
+}
+
+// cutWatches ends the watches under way that match.
+func (p *faultProxy) cutWatches(match func(*http.Request) bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for r, cancel := range p.watches {
+		if match(r) {
+			cancel()
+			n++
+		}
+	}
+	return n
 }
 
 func (p *faultProxy) counts(m map[string]int) string {
@@ -244,4 +289,45 @@ func TestGangPreemptionUnderFaults(t *testing.T) {
 	if proxy.injectedOf("pod-delete") == 0 || proxy.injectedOf("bind") == 0 {
 		t.Errorf("no delete or bind fault was injected (%s): the test proves nothing", proxy.counts(proxy.injected))
 	}
+}
+
+// isPodGroupWatch matches a watch of PodGroups.
+func isPodGroupWatch(r *http.Request) bool {
+	return isWatch(r) && strings.HasSuffix(r.URL.Path, "/podgroups")
+}
+
+// TestPodGroupRecreatedWhileWatchIsDown: a PodGroup deleted and created again while the scheduler's
+// PodGroup watch is down reaches the scheduler as one update to another UID (the relist). The old
+// PodGroup's attempt must end then: its waiting members are rejected at once (not at the deadline)
+// and the gang is placed afresh under the new PodGroup.
+func TestPodGroupRecreatedWhileWatchIsDown(t *testing.T) {
+	proxy := startFaultProxy(t, faultSeed(t), []faultRule{
+		{name: "podgroup-watch", method: http.MethodGet, match: isPodGroupWatch, rate: 0},
+	})
+	startScheduler(t, schedulerConfig(t, proxy.kubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	caseNodes(t, "rl", 2)
+	watchWhole(t, ns, "re", 3, nil)
+	createPodGroup(t, ns, "re", 3, 30)
+	createHeldMembers(t, ns, "re", 3, 1, "1")
+	waitForMembersWaiting(t, ns, "re", 2)
+
+	// The watch goes down and stays down while the PodGroup is replaced; the informer relists.
+	proxy.setRate("podgroup-watch", 1)
+	if n := proxy.cutWatches(isPodGroupWatch); n == 0 {
+		t.Fatal("no PodGroup watch was under way to cut")
+	}
+	pgs := dynamicClient(t).Resource(podGroupGVR).Namespace(ns)
+	if err := pgs.Delete(context.Background(), "re", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPodGroup(t, ns, "re", 3, 30)
+	proxy.setRate("podgroup-watch", 0)
+
+	ev := waitForEvent(t, ns, "re-0", coscheduling.EventGangRejected, schedulerName)
+	if !strings.Contains(ev.Message, "was deleted") {
+		t.Errorf("GangRejected event %q does not say the PodGroup was deleted", ev.Message)
+	}
+	release(t, ns, "re-2")
+	waitForBoundMembers(t, ns, "re", 3)
 }
