@@ -57,7 +57,7 @@ image: ## Build the container image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(TAG) .
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD YAML with controller-gen.
+generate: ## Regenerate deepcopy code and CRD YAML (controller-gen) and the PodGroup clientset, listers and informers (code-generator).
 	hack/update-codegen.sh
 
 ##@ Run

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Fails when generated files are stale: deepcopy code, CRD YAML (also the Helm chart's copy), the k8s.io
+# Fails when generated files are stale: deepcopy code, CRD YAML (also the Helm chart's copy), the PodGroup
+# clientset, listers and informers (pkg/generated), the k8s.io
 # replace block, or the chart tests' module (test/chart: tidy, and the same k8s.io pins as the main module).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hack/update-codegen.sh
 hack/update-replace.sh "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" >/dev/null
-if ! git diff --quiet -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod; then
-  git diff --stat -- pkg/apis manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod
+if ! git diff --quiet -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod; then
+  git diff --stat -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod
   echo "generated files are out of date: run 'make generate' (and hack/update-replace.sh) and commit the result" >&2
   exit 1
 fi
-if [[ -n "$(git status --porcelain -- manifests/helm/custom-scheduler/crds)" ]]; then
-  git status --short -- manifests/helm/custom-scheduler/crds
-  echo "the chart's crds/ is out of date: run 'make generate' and commit the result" >&2
+if [[ -n "$(git status --porcelain -- manifests/helm/custom-scheduler/crds pkg/generated)" ]]; then
+  git status --short -- manifests/helm/custom-scheduler/crds pkg/generated
+  echo "the chart's crds/ or pkg/generated is out of date: run 'make generate' and commit the result" >&2
   exit 1
 fi
 if ! diff <(grep '^replace k8s.io/' go.mod) <(grep '^replace k8s.io/' test/chart/go.mod); then

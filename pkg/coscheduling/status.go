@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
 // statusCoalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
@@ -59,7 +60,7 @@ const reasonPending = "Pending"
 // been so for longer than its schedule timeout, the PodGroup gets a BelowQuorum event and the
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
 type statusUpdater struct {
-	client    *podGroupClient
+	client    versioned.Interface
 	podGroups podGroupLister
 	factory   informers.SharedInformerFactory
 	// live is the scheduler's pod informer (non-terminal pods, indexed by podGroupIndex: live members
@@ -84,7 +85,7 @@ const finishedPodsSelector = "status.phase!=Pending,status.phase!=Running,status
 
 // newStatusUpdater builds the updater; live is the scheduler's pod informer, already indexed by
 // podGroupIndex (see addPodGroupIndex).
-func newStatusUpdater(cs kubernetes.Interface, client *podGroupClient, podGroups podGroupLister, live cache.SharedIndexInformer,
+func newStatusUpdater(cs kubernetes.Interface, client versioned.Interface, podGroups podGroupLister, live cache.SharedIndexInformer,
 	clk clock.Clock, attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
 	event func(*v1alpha1.PodGroup, string, string, string), profile string) *statusUpdater {
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -212,7 +213,7 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := u.client.patchStatus(ctx, namespace, name, patch); err != nil {
+	if _, err := u.client.SchedulingV1alpha1().PodGroups(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("patching the status of PodGroup %s: %w", key, err)
 	}
 	statusUpdates.WithLabelValues(u.profile, "success").Inc()

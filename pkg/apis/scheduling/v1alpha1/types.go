@@ -37,6 +37,7 @@ const (
 // PodGroup is a group of pods that must be scheduled together: no member is bound unless minMember
 // members can be placed at once.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName={pg,pgs}
 // +kubebuilder:subresource:status
