@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -33,6 +35,8 @@ type faultRule struct {
 	// cutWithin, when set, lets the request through and cuts its response after a random time up to
 	// it (a watch that breaks), instead of failing it with a 500.
 	cutWithin time.Duration
+	// failFirst: the first requests of this kind always fail, so a run cannot pass without the fault.
+	failFirst int
 }
 
 // faultProxy is a loopback proxy in front of the apiserver that fails requests at random, from a
@@ -80,6 +84,8 @@ func startFaultProxy(t *testing.T, seed uint64, rules []faultRule) *faultProxy {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     rt,
 		FlushInterval: -1,
+		// A cut watch is the point, not news.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rule, cut := p.fail(r)
@@ -150,7 +156,7 @@ func (p *faultProxy) fail(r *http.Request) (rule string, cut time.Duration) {
 			continue
 		}
 		p.mu.Lock()
-		hit := p.rng.Float64() < fr.rate
+		hit := p.rng.Float64() < fr.rate || p.injected[fr.name]+p.passed[fr.name] < fr.failFirst
 		if !hit {
 			// The next rule that matches may still inject its own fault.
 			p.passed[fr.name]++
@@ -226,8 +232,8 @@ func podPath(sub string) func(*http.Request) bool {
 
 // The faults of the preemption test: a share of the scheduler's pod deletes, binds and status writes fail.
 var preemptionFaults = []faultRule{
-	{name: "pod-delete", method: http.MethodDelete, match: podPath(""), rate: 0.3},
-	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.2},
+	{name: "pod-delete", method: http.MethodDelete, match: podPath(""), rate: 0.3, failFirst: 1},
+	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.2, failFirst: 1},
 	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
 	{name: "podgroup-status", method: http.MethodPatch, match: podGroupStatus, rate: 0.2},
 }

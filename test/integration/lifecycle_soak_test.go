@@ -137,10 +137,10 @@ type soakPending struct {
 // soakFaults are the faults injected in front of the soak's scheduler: binds and status writes
 // failing, watches broken mid-stream (the informers resume or relist) or refused.
 var soakFaults = []faultRule{
-	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.1},
+	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.1, failFirst: 1},
 	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
 	{name: "podgroup-status", method: http.MethodPatch, match: podGroupStatus, rate: 0.2},
-	{name: "watch-cut", method: http.MethodGet, match: isWatch, rate: 0.3, cutWithin: 10 * time.Second},
+	{name: "watch-cut", method: http.MethodGet, match: isWatch, rate: 0.3, cutWithin: 10 * time.Second, failFirst: 1},
 	{name: "watch-fail", method: http.MethodGet, match: isWatch, rate: 0.05},
 }
 
