@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -690,7 +691,7 @@ func TestComputeStatus(t *testing.T) {
 			if got.Scheduled != tc.scheduled {
 				t.Errorf("scheduled = %d, want %d", got.Scheduled, tc.scheduled)
 			}
-			if c := findCondition(got.Conditions, conditionScheduled); c == nil || c.Reason != tc.reason || c.Message == "" {
+			if c := meta.FindStatusCondition(got.Conditions, conditionScheduled); c == nil || c.Reason != tc.reason || c.Message == "" {
 				t.Errorf("Scheduled condition = %+v, want reason %s with a message", c, tc.reason)
 			}
 			started := tc.want != v1alpha1.PodGroupPending && tc.want != v1alpha1.PodGroupPreScheduling

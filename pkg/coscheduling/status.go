@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -249,7 +250,7 @@ func groupPods(profile string, finished, live []interface{}) []*v1.Pod {
 // schedule timeout (measured from the condition's lastTransitionTime, which survives a failover), and
 // checks again when that time comes.
 func (u *statusUpdater) followBelowQuorum(key string, pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, now time.Time) {
-	c := findCondition(st.Conditions, conditionScheduled)
+	c := meta.FindStatusCondition(st.Conditions, conditionScheduled)
 	if c == nil || c.Reason != EventBelowQuorum {
 		u.setBelowQuorum(key, false)
 		return
@@ -363,7 +364,9 @@ func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live 
 }
 
 // withCondition returns conds with c in place of the condition of its type. The lastTransitionTime
-// stays while the status and the reason stay, so it says since when the group has been in its state.
+// stays while the status and the reason stay, so it says since when the group has been in its state
+// (BelowQuorum's timer runs from it). meta.SetStatusCondition keeps the time while the status alone
+// stays, so WaitingForMembers turning into BelowQuorum (both False) would keep the older time.
 func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(conds)+1)
 	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
@@ -377,15 +380,6 @@ func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) 
 		}
 	}
 	return append(out, c)
-}
-
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
