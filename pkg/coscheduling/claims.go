@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // claims follows, from the scheduler's pod informer, the pods nominated to a node and not bound yet
@@ -193,5 +194,5 @@ func (pl *Coscheduling) capacityEventHandler() cache.ResourceEventHandler {
 }
 
 func finished(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	return podutil.IsPodTerminal(pod)
 }

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -150,7 +151,7 @@ func (g *gang) resetHistory(uid types.UID) {
 
 // isLive reports whether a pod can count toward a quorum: not being deleted and not finished.
 func isLive(pod *v1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+	return pod.DeletionTimestamp == nil && !podutil.IsPodTerminal(pod)
 }
 
 // minMember is the PodGroup's quorum (at least 1).
