@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // TestAttemptTransitions has a row for every transition of a gang attempt, the races of the
@@ -369,8 +370,8 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 	}
 	check := func() bool {
 		n := len(live(bound))
-		if n > 0 && n < minMember(pg) {
-			return fail("%d live members bound, minMember %d", n, minMember(pg))
+		if n > 0 && n < podgroup.MinMember(pg) {
+			return fail("%d live members bound, minMember %d", n, podgroup.MinMember(pg))
 		}
 		return true
 	}
@@ -454,7 +455,7 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 		if !settle() || !check() {
 			return false
 		}
-		for len(pods) < minMember(pg) {
+		for len(pods) < podgroup.MinMember(pg) {
 			// (A lowered and raised minMember leaves too few pods: the Job grows.)
 			p := newMember()
 			pods = append(pods, p)
@@ -488,7 +489,7 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 		}
 	}
 	if n := len(live(bound)); n != len(pods) {
-		return fail("left alone, %d of %d members bound (minMember %d)", n, len(pods), minMember(pg))
+		return fail("left alone, %d of %d members bound (minMember %d)", n, len(pods), podgroup.MinMember(pg))
 	}
 
 	// Once its pods are gone the plugin holds nothing of the gang.

@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // claims follows, from the scheduler's pod informer, the pods nominated to a node and not bound yet
@@ -36,7 +38,7 @@ type claims struct {
 // set records pod's nomination, or forgets it when it has none (or is bound or not live, or assumed).
 // It reports whether the claims changed.
 func (c *claims) set(pod *v1.Pod) bool {
-	want := pod.Status.NominatedNodeName != "" && pod.Spec.NodeName == "" && isLive(pod)
+	want := pod.Status.NominatedNodeName != "" && pod.Spec.NodeName == "" && podgroup.IsLive(pod)
 	if !want && c.n.Load() == 0 && c.nAssumed.Load() == 0 {
 		return false
 	}
@@ -46,7 +48,7 @@ func (c *claims) set(pod *v1.Pod) bool {
 		if want {
 			// Nominated by the scheduler while it waits at Permit or binds: counted on its node.
 			want = false
-		} else if pod.Spec.NodeName != "" || !isLive(pod) {
+		} else if pod.Spec.NodeName != "" || !podgroup.IsLive(pod) {
 			c.unassumeLocked(pod.UID)
 		}
 	}
@@ -143,7 +145,7 @@ func (c *claims) against(prio int32, own string) []*v1.Pod {
 		if corev1helpers.PodPriority(p) < prio {
 			continue
 		}
-		if name, ok := podGroupName(p); ok && groupKey(p.Namespace, name) == own {
+		if name, ok := podgroup.Of(p); ok && podgroup.Key(p.Namespace, name) == own {
 			continue
 		}
 		out = append(out, p)

@@ -19,6 +19,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // The races and shapes of the gang correctness round, one test per case, each written to fail on the
@@ -43,7 +44,7 @@ func TestMembersAreLiveUngatedPodsOfTheProfile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := livePodGroupIndexFunc(tc.pod)
+			got, err := podgroup.LiveIndexFunc(tc.pod)
 			if err != nil {
 				t.Fatal(err)
 			}

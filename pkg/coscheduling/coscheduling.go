@@ -25,6 +25,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Name is the plugin's name in the registry and in profiles.
@@ -77,8 +78,6 @@ const (
 )
 
 const (
-	// podGroupIndex indexes the scheduler's live pods by "namespace/podgroup" (see livePodGroupIndexFunc).
-	podGroupIndex = "custom-scheduler/live-pod-group"
 	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
 	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
 	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
@@ -101,8 +100,8 @@ type Coscheduling struct {
 	backoff         time.Duration
 	defaultTopology config.TopologyPolicy
 
-	podGroups podGroupLister
-	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podGroupIndex, which
+	podGroups podgroup.Lister
+	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
 	// holds live pods only. It is the store the scheduling queue's events come from, so PreEnqueue and
 	// the hints count members consistently with the event being handled.
 	pods cache.Indexer
@@ -165,7 +164,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 
-	pl := newPlugin(ctx, h, args, clock.RealClock{}, podGroupLister{store: pgInformer.GetStore()}, podInformer.GetIndexer())
+	pl := newPlugin(ctx, h, args, clock.RealClock{}, podgroup.Lister{Store: pgInformer.GetStore()}, podInformer.GetIndexer())
 	if pl.preempt, err = newGangPreemption(ctx, h, pl.profile); err != nil {
 		return nil, err
 	}
@@ -196,7 +195,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 }
 
 // newPlugin builds the plugin from its parts without starting anything; tests drive it directly.
-func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups podGroupLister, pods cache.Indexer) *Coscheduling {
+func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups podgroup.Lister, pods cache.Indexer) *Coscheduling {
 	RegisterMetrics()
 	pl := &Coscheduling{
 		handle:          h,
@@ -245,7 +244,7 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 // exist, fewer than minMember of its live pods exist, or the group backs off after a failed attempt.
 // A member let in gets its queue order key here (see Less).
 func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil
 	}
@@ -254,13 +253,13 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		// Not a member yet: the SchedulingGates plugin holds it, and this plugin says nothing of it.
 		return nil
 	}
-	key := groupKey(pod.Namespace, name)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return pl.gate(ctx, pod, EventPodGroupNotFound,
 			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
 	}
-	if existing, want := pl.countMembers(pod.Namespace, name), minMember(pg); existing < want {
+	if existing, want := pl.countMembers(pod.Namespace, name), podgroup.MinMember(pg); existing < want {
 		return pl.gate(ctx, pod, EventWaitingForMembers,
 			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist; the pod waits for the rest without holding resources", existing, want, key))
 	}
@@ -346,15 +345,15 @@ func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo, pod *v1.Pod) queueSta
 // holding nothing, until an event frees capacity. Every member of a gang with a domain gets the
 // domain's nodes as its PreFilterResult, so the framework evaluates only them.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.running.Store(true)
 	// A scheduling cycle runs only in the replica that leads.
 	pl.startBackground()
-	key := groupKey(pod.Namespace, name)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
@@ -364,7 +363,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.gate(ctx, pod, EventInvalidTopologyPolicy, msg)
 		return pl.rejectInPreFilter(state, msg)
 	}
-	want := minMember(pg)
+	want := podgroup.MinMember(pg)
 	now := pl.clock.Now()
 
 	pl.mu.Lock()
@@ -474,18 +473,18 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 // members of one gang may share a batched scheduling result. Other pods, gang members included, may be
 // batched with any pod alike for the other plugins (this plugin accepts or rejects them whole).
 func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, nil
 	}
-	pg := pl.podGroups.get(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return nil, nil
 	}
 	if policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.empty() {
 		return nil, nil
 	}
-	return []fwk.SignFragment{{Key: signFragmentGroup, Value: groupKey(pod.Namespace, name)}}, nil
+	return []fwk.SignFragment{{Key: signFragmentGroup, Value: podgroup.Key(pod.Namespace, name)}}, nil
 }
 
 // signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
@@ -500,25 +499,25 @@ const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].Topolog
 //     attempt fails, every waiting member is rejected (releasing what it holds) and the group backs
 //     off, so that it does not hold resources another gang could use.
 func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
 		if _, err := state.Read(infeasibleKey); err == nil {
-			if pg := pl.podGroups.get(pod.Namespace, name); pg != nil {
+			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				return pl.preemptForGang(ctx, pod, pg)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	key := groupKey(pod.Namespace, name)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	want := minMember(pg)
+	want := podgroup.MinMember(pg)
 	existing := pl.countMembers(pod.Namespace, name)
 	now := pl.clock.Now()
 
@@ -566,7 +565,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
 	// nominator drops it here too), or the whole-gang check would count it twice. A gang member
 	// stays so while it waits at Permit and binds (see claims).
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		if pl.claims.forget(pod) {
 			pl.epoch.Add(1)
@@ -576,12 +575,12 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	if pl.claims.assume(pod) {
 		pl.epoch.Add(1)
 	}
-	key := groupKey(pod.Namespace, name)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
-	want := minMember(pg)
+	want := podgroup.MinMember(pg)
 	now := pl.clock.Now()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -604,13 +603,13 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 // resources they hold are released at once, and the group backs off. After the quorum (a bind
 // failure), the member is sent back to the front of the queue to complete its gang again.
 func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return
 	}
 	pl.claims.unassume(pod.UID)
 	logger := klog.FromContext(ctx)
-	key := groupKey(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
 	now := pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangs[key]
@@ -656,7 +655,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(victims))
 	gangRejections.WithLabelValues(pl.profile, metricReason).Inc()
 	pl.rejectWaiting(victims, msg)
-	pl.reportFailure(pl.podGroups.get(pod.Namespace, name), reason, msg, append(victims, pod))
+	pl.reportFailure(pl.podGroups.Get(pod.Namespace, name), reason, msg, append(victims, pod))
 }
 
 // Permit lets a member through once minMember live members of its group are reserved or bound, and
@@ -664,17 +663,17 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 // The count is a map length, so Permit is O(1) apart from the members it releases; it records no
 // per-member event (the PodGroup gets one event per attempt transition).
 func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, 0
 	}
 	logger := klog.FromContext(ctx)
-	key := groupKey(pod.Namespace, name)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was deleted", key)), 0
 	}
-	want := minMember(pg)
+	want := podgroup.MinMember(pg)
 	now := pl.clock.Now()
 
 	pl.mu.Lock()

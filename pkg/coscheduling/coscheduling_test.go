@@ -30,6 +30,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // fakeHandle is the part of fwk.Handle the plugin uses: waiting pods, activation, profile name.
@@ -102,7 +103,7 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 			t.Fatal(err)
 		}
 	}
-	podIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: livePodGroupIndexFunc})
+	podIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
 	for _, p := range pods {
 		if err := podIndexer.Add(p); err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 	}
 	h := newFakeHandle()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pl := newPlugin(ctx, h, &args, clk, podGroupLister{store: pgStore}, podIndexer)
+	pl := newPlugin(ctx, h, &args, clk, podgroup.Lister{Store: pgStore}, podIndexer)
 	pl.running.Store(true)
 	return &testEnv{pl: pl, handle: h, clock: clk, pgs: pgStore, pods: podIndexer}
 }

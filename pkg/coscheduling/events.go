@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Events. The PodGroup gets one event per attempt transition (attempt started, quorum reached,
@@ -44,6 +45,6 @@ func (pl *Coscheduling) reportFailure(pg *v1alpha1.PodGroup, reason, msg string,
 		pl.event(p, v1.EventTypeWarning, reason, msg)
 	}
 	if pg != nil {
-		pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 	}
 }

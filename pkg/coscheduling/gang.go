@@ -5,10 +5,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/clock"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // memberFlags says why a pod counts toward its group's quorum.
@@ -105,7 +104,7 @@ func newGang(namespace, name string) *gang {
 	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, waiting: map[types.UID]*v1.Pod{}, unplaced: map[types.UID]struct{}{}}
 }
 
-func (g *gang) key() string { return groupKey(g.namespace, g.name) }
+func (g *gang) key() string { return podgroup.Key(g.namespace, g.name) }
 
 func (g *gang) set(uid types.UID, f memberFlags) { g.members[uid] |= f }
 
@@ -148,27 +147,6 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.ledBy = nil
 	g.hint = hintCount{}
 }
-
-// isLive reports whether a pod can count toward a quorum: not being deleted and not finished.
-func isLive(pod *v1.Pod) bool {
-	return pod.DeletionTimestamp == nil && !podutil.IsPodTerminal(pod)
-}
-
-// minMember is the PodGroup's quorum (at least 1).
-func minMember(pg *v1alpha1.PodGroup) int {
-	if pg.Spec.MinMember < 1 {
-		return 1
-	}
-	return int(pg.Spec.MinMember)
-}
-
-// podGroupName returns the PodGroup a pod belongs to, from its label.
-func podGroupName(pod *v1.Pod) (string, bool) {
-	name, ok := pod.Labels[v1alpha1.PodGroupLabel]
-	return name, ok && name != ""
-}
-
-func groupKey(namespace, name string) string { return namespace + "/" + name }
 
 // maxLeads bounds the attempts retried with another member first (see gang.lead).
 const maxLeads = 3

@@ -7,68 +7,19 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
-
-// podGroupIndexFunc indexes a pod by "namespace/podgroup" when it carries the PodGroup label.
-func podGroupIndexFunc(obj interface{}) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	name, ok := podGroupName(pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{groupKey(pod.Namespace, name)}, nil
-}
-
-// livePodGroupIndexFunc indexes a pod by memberKey (its scheduler, "namespace/podgroup") while it is a
-// member: live (a pod that is being deleted or has finished leaves the index with the update that says
-// so) and without scheduling gates (a gated pod, e.g. one Kueue has not admitted yet, joins with the
-// update that removes its last gate). Counting and listing a profile's members never sees the others,
-// nor pods of other schedulers.
-func livePodGroupIndexFunc(obj interface{}) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || !isMember(pod) {
-		return nil, nil
-	}
-	name, ok := podGroupName(pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{memberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
-}
-
-// isMember reports whether a pod counts as a member of its group: live and not gated.
-func isMember(pod *v1.Pod) bool { return isLive(pod) && len(pod.Spec.SchedulingGates) == 0 }
-
-// memberKey is the live-member index key of a group for one scheduler profile.
-func memberKey(profile, namespace, group string) string {
-	return profile + "|" + groupKey(namespace, group)
-}
 
 // addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
 // of this plugin already did.
 func addPodGroupIndex(informer cache.SharedIndexInformer) error {
-	if _, exists := informer.GetIndexer().GetIndexers()[podGroupIndex]; exists {
+	if _, exists := informer.GetIndexer().GetIndexers()[podgroup.IndexName]; exists {
 		return nil
 	}
-	if err := informer.AddIndexers(cache.Indexers{podGroupIndex: livePodGroupIndexFunc}); err != nil {
+	if err := informer.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc}); err != nil {
 		return fmt.Errorf("indexing pods by PodGroup: %w", err)
 	}
 	return nil
-}
-
-func isGangPod(obj interface{}) bool {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return false
-	}
-	_, ok = podGroupName(pod)
-	return ok
 }
 
 // podEventHandler keeps the quorum counts current from the scheduler's pod informer: a live member
@@ -77,7 +28,7 @@ func isGangPod(obj interface{}) bool {
 // before any work.
 func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
-		FilterFunc: isGangPod,
+		FilterFunc: podgroup.IsGangPod,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: pl.onPodAdd,
 			UpdateFunc: func(oldObj, obj interface{}) {
@@ -100,12 +51,12 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	pl.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !isMember(pod) || pod.Spec.SchedulerName != pl.profile {
+	if !ok || pod.Spec.NodeName != "" || !podgroup.IsMember(pod) || pod.Spec.SchedulerName != pl.profile {
 		return
 	}
-	name, _ := podGroupName(pod)
-	pg := pl.podGroups.get(pod.Namespace, name)
-	if pg == nil || pl.countMembers(pod.Namespace, name) < minMember(pg) {
+	name, _ := podgroup.Of(pod)
+	pg := pl.podGroups.Get(pod.Namespace, name)
+	if pg == nil || pl.countMembers(pod.Namespace, name) < podgroup.MinMember(pg) {
 		return
 	}
 	pl.activateGroup(pod.Namespace, name)
@@ -116,7 +67,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	if !ok {
 		return
 	}
-	if !isLive(pod) {
+	if !podgroup.IsLive(pod) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
 		pl.mu.Unlock()
@@ -126,14 +77,14 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	if pod.Spec.NodeName == "" {
 		return
 	}
-	name, _ := podGroupName(pod)
-	pg := pl.podGroups.get(pod.Namespace, name)
+	name, _ := podgroup.Of(pod)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	pl.mu.Lock()
 	delete(pl.gated, pod.UID)
 	var g *gang
 	if pg != nil {
 		g = pl.gangForLocked(pg)
-	} else if g = pl.gangs[groupKey(pod.Namespace, name)]; g == nil {
+	} else if g = pl.gangs[podgroup.Key(pod.Namespace, name)]; g == nil {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
 		g = newGang(pod.Namespace, name)
 		pl.gangs[g.key()] = g
@@ -173,7 +124,7 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 		AddFunc: func(obj interface{}) {
 			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
 				pl.activateGroup(pg.Namespace, pg.Name)
-				pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
@@ -186,7 +137,7 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 				// often of the same generation. It is the old PodGroup's delete and a new one's add.
 				pl.onPodGroupDelete(oldPG)
 				pl.activateGroup(pg.Namespace, pg.Name)
-				pl.notifyStatus(groupKey(pg.Namespace, pg.Name))
+				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 			case oldPG.Generation != pg.Generation:
 				pl.onPodGroupSpecChange(pg)
 			}
@@ -203,12 +154,12 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 }
 
 func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
-	key := groupKey(pg.Namespace, pg.Name)
+	key := podgroup.Key(pg.Namespace, pg.Name)
 	var allowed []*v1.Pod
 	count := 0
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		in := attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: minMember(pg), counted: len(g.members)}
+		in := attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: podgroup.MinMember(pg), counted: len(g.members)}
 		if in.counted >= in.want {
 			in.confirmed = pl.confirmedCountLocked(g)
 		}
@@ -219,14 +170,14 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	if len(allowed) > 0 {
 		pl.allow(allowed)
 		pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached,
-			fmt.Sprintf("minMember lowered to %d: %d live members reserved or bound; %d waiting members go on to bind", minMember(pg), count, len(allowed)))
+			fmt.Sprintf("minMember lowered to %d: %d live members reserved or bound; %d waiting members go on to bind", podgroup.MinMember(pg), count, len(allowed)))
 	}
 	pl.activateGroup(pg.Namespace, pg.Name)
 	pl.notifyStatus(key)
 }
 
 func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
-	key := groupKey(pg.Namespace, pg.Name)
+	key := podgroup.Key(pg.Namespace, pg.Name)
 	msg := fmt.Sprintf("PodGroup %s was deleted; its waiting members were rejected", key)
 	var victims []*v1.Pod
 	pl.mu.Lock()

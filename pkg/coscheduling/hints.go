@@ -9,6 +9,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Queueing hints. The scheduler calls them only for pods this plugin rejected or gated, so they are
@@ -21,18 +23,18 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 	if err != nil {
 		return fwk.Queue, err
 	}
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok || added.Namespace != pod.Namespace {
 		return fwk.QueueSkip, nil
 	}
-	if addedName, ok := podGroupName(added); !ok || addedName != name {
+	if addedName, ok := podgroup.Of(added); !ok || addedName != name {
 		return fwk.QueueSkip, nil
 	}
-	pg := pl.podGroups.get(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return fwk.QueueSkip, nil
 	}
-	key := groupKey(pod.Namespace, name)
+	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	memo := g.hint
@@ -43,7 +45,7 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 		g.hint = memo
 		pl.mu.Unlock()
 	}
-	if memo.count < minMember(pg) {
+	if memo.count < podgroup.MinMember(pg) {
 		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", key, "members", memo.count)
 		return fwk.QueueSkip, nil
 	}
@@ -53,7 +55,7 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 // isSchedulableAfterCapacityFreed requeues a member when an assigned pod is deleted or shrinks (which
 // includes the reservations of a rejected gang being released).
 func (pl *Coscheduling) isSchedulableAfterCapacityFreed(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	if _, ok := podGroupName(pod); !ok {
+	if _, ok := podgroup.Of(pod); !ok {
 		return fwk.QueueSkip, nil
 	}
 	pl.epoch.Add(1)
@@ -63,7 +65,7 @@ func (pl *Coscheduling) isSchedulableAfterCapacityFreed(_ klog.Logger, pod *v1.P
 // isSchedulableAfterNodeChange requeues a member when a node is added, or gains allocatable, labels,
 // or loses taints or unschedulable.
 func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	if _, ok := podGroupName(pod); !ok {
+	if _, ok := podgroup.Of(pod); !ok {
 		return fwk.QueueSkip, nil
 	}
 	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
@@ -98,7 +100,7 @@ func nodeGainedRoom(oldNode, newNode *v1.Node) bool {
 // changed (its generation). Status-only updates, such as the plugin's own status patches, requeue
 // nobody. The objects come from the scheduler's dynamic informer (unstructured) or a typed one.
 func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	name, ok := podGroupName(pod)
+	name, ok := podgroup.Of(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
@@ -125,11 +127,11 @@ func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, 
 	if err != nil {
 		return fwk.Queue, err
 	}
-	name, ok := podGroupName(newPod)
+	name, ok := podgroup.Of(newPod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	pg := pl.podGroups.get(pod.Namespace, name)
+	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil || oldPod == nil {
 		return fwk.QueueSkip, nil
 	}

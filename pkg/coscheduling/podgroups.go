@@ -37,19 +37,3 @@ func newPodGroupClient(cfg *rest.Config) (versioned.Interface, error) {
 func newPodGroupInformer(cs versioned.Interface) cache.SharedIndexInformer {
 	return pginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{})
 }
-
-// podGroupLister reads PodGroups from an informer's store. (The generated lister would do the same
-// with a NotFound error allocated per miss; the extension points ask for PodGroups on every cycle.)
-type podGroupLister struct {
-	store cache.Store
-}
-
-// get returns the PodGroup namespace/name, or nil when the cache does not hold it.
-func (l podGroupLister) get(namespace, name string) *v1alpha1.PodGroup {
-	obj, ok, err := l.store.GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil
-	}
-	pg, _ := obj.(*v1alpha1.PodGroup)
-	return pg
-}

@@ -30,6 +30,7 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
@@ -114,12 +115,12 @@ func preemptorKind(t string) string {
 
 // firstOfItsGang reports whether victim is a gang member and the first of its gang among victims.
 func firstOfItsGang(victim *v1.Pod, victims []*v1.Pod) bool {
-	name, ok := podGroupName(victim)
+	name, ok := podgroup.Of(victim)
 	if !ok {
 		return false
 	}
 	for _, v := range victims {
-		if n, ok := podGroupName(v); ok && n == name && v.Namespace == victim.Namespace {
+		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace {
 			return v.UID == victim.UID
 		}
 	}
@@ -160,11 +161,11 @@ func buildGangIndex(nodes []fwk.NodeInfo) gangIndex {
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			name, ok := podGroupName(p)
+			name, ok := podgroup.Of(p)
 			if !ok {
 				continue
 			}
-			key := groupKey(p.Namespace, name)
+			key := podgroup.Key(p.Namespace, name)
 			if pr, seen := prio[key]; !seen || corev1helpers.PodPriority(p) > pr {
 				prio[key] = corev1helpers.PodPriority(p)
 			}
@@ -185,16 +186,16 @@ func buildGangIndex(nodes []fwk.NodeInfo) gangIndex {
 func (idx gangIndex) units(possible []*preemption.DomainVictim, preemptor *v1.Pod) []preemption.Victim {
 	prio := corev1helpers.PodPriority(preemptor)
 	own := ""
-	if name, ok := podGroupName(preemptor); ok {
-		own = groupKey(preemptor.Namespace, name)
+	if name, ok := podgroup.Of(preemptor); ok {
+		own = podgroup.Key(preemptor.Namespace, name)
 	}
 	seen := map[string]bool{}
 	var out []preemption.Victim
 	for _, dv := range possible {
 		pods := dv.Pods()
 		if len(pods) == 1 {
-			if name, ok := podGroupName(pods[0].GetPod()); ok {
-				key := groupKey(pods[0].GetPod().Namespace, name)
+			if name, ok := podgroup.Of(pods[0].GetPod()); ok {
+				key := podgroup.Key(pods[0].GetPod().Namespace, name)
 				if key == own || seen[key] {
 					continue
 				}
@@ -407,7 +408,7 @@ type gangUnit struct {
 // nominated (kept only while its victims terminate), and a Preempting outcome, which becomes
 // GangInfeasible with the whole-gang check's reason.
 func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
-	key := groupKey(pg.Namespace, pg.Name)
+	key := podgroup.Key(pg.Namespace, pg.Name)
 	pl.mu.Lock()
 	g := pl.gangs[key]
 	var changed bool
@@ -440,7 +441,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
-	key := groupKey(pg.Namespace, pg.Name)
+	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
 	members := pl.membersOf(pg.Namespace, pg.Name)
 	done := func(result string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status) {
@@ -476,7 +477,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		}
 	}
 	candidates, _, countedN := splitMembersLocked(g, members)
-	need := minMember(pg) - countedN
+	need := podgroup.MinMember(pg) - countedN
 	pl.mu.Unlock()
 
 	if n := terminatingVictims(pl.handle, nominated, prio); n > 0 {
@@ -504,7 +505,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	for i, fn := range f.free {
 		nodeIdx[fn.node.Name] = i
 	}
-	units := gangUnits(f, nodes, nodeIdx, prio, groupKey(pod.Namespace, pg.Name), pl.leaving)
+	units := gangUnits(f, nodes, nodeIdx, prio, podgroup.Key(pod.Namespace, pg.Name), pl.leaving)
 	pdbs, err := pl.preempt.pdbs.List(labels.Everything())
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
@@ -546,8 +547,8 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	for _, v := range chosen {
 		if v.IsGroup() {
 			p := v.Pods()[0].GetPod()
-			name, _ := podGroupName(p)
-			gangs = append(gangs, groupKey(p.Namespace, name))
+			name, _ := podgroup.Of(p)
+			gangs = append(gangs, podgroup.Key(p.Namespace, name))
 		} else {
 			singles++
 		}
@@ -643,8 +644,8 @@ func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio in
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if name, ok := podGroupName(p); ok {
-				key := groupKey(p.Namespace, name)
+			if name, ok := podgroup.Of(p); ok {
+				key := podgroup.Key(p.Namespace, name)
 				if key == own || seen[key] {
 					continue
 				}
@@ -864,14 +865,14 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 // later, in its binding cycle, and a sibling's Permit in between must not complete a quorum with it.
 func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	pl.evicted.Store(victim.UID, pl.clock.Now())
-	name, ok := podGroupName(victim)
+	name, ok := podgroup.Of(victim)
 	if !ok {
 		return
 	}
 	now := pl.clock.Now()
-	msg := fmt.Sprintf("PodGroup %s rejected: member %s was preempted; all waiting members were rejected", groupKey(victim.Namespace, name), klog.KObj(victim))
+	msg := fmt.Sprintf("PodGroup %s rejected: member %s was preempted; all waiting members were rejected", podgroup.Key(victim.Namespace, name), klog.KObj(victim))
 	pl.mu.Lock()
-	g := pl.gangs[groupKey(victim.Namespace, name)]
+	g := pl.gangs[podgroup.Key(victim.Namespace, name)]
 	if g == nil || g.members[victim.UID]&reserved == 0 {
 		pl.mu.Unlock()
 		return
@@ -888,7 +889,7 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	}
 	gangRejections.WithLabelValues(pl.profile, reasonMemberRejected).Inc()
 	pl.rejectWaiting(rest, msg)
-	pl.reportFailure(pl.podGroups.get(victim.Namespace, name), EventGangRejected, msg, rest)
+	pl.reportFailure(pl.podGroups.Get(victim.Namespace, name), EventGangRejected, msg, rest)
 }
 
 // evictionRetry bounds the retries of a failed eviction of a gang member whose siblings are leaving.
@@ -899,13 +900,13 @@ var evictionRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Ji
 // eviction is retried in the background until it succeeds or the pod is gone. A gang none of whose
 // members was evicted is left alone (nothing of it is partial).
 func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod) {
-	name, ok := podGroupName(victim)
+	name, ok := podgroup.Of(victim)
 	if !ok {
 		return
 	}
 	var siblings []*v1.Pod
 	for _, v := range c.Victims().Pods {
-		if n, ok := podGroupName(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
+		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
 			siblings = append(siblings, v)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // running is a pod bound to node with a CPU request and a priority; group "" for a plain pod.
@@ -66,7 +67,7 @@ func victimNames(vs []preemption.Victim) []string {
 	for _, v := range vs {
 		p := v.Pods()[0].GetPod()
 		if v.IsGroup() {
-			name, _ := podGroupName(p)
+			name, _ := podgroup.Of(p)
 			out = append(out, fmt.Sprintf("gang:%s(%d)", name, len(v.Pods())))
 		} else {
 			out = append(out, p.Name)
@@ -299,7 +300,7 @@ func TestChooseVictimsRandomized(t *testing.T) {
 				t.Fatalf("round %d: victim %v has priority %d", round, victimNames([]preemption.Victim{v}), v.Priority())
 			}
 			p := v.Pods()[0].GetPod()
-			if name, isMember := podGroupName(p); isMember && len(v.Pods()) != len(byGang[name]) {
+			if name, isMember := podgroup.Of(p); isMember && len(v.Pods()) != len(byGang[name]) {
 				t.Fatalf("round %d: gang %s evicted partly: %d of %d members", round, name, len(v.Pods()), len(byGang[name]))
 			}
 		}
@@ -370,7 +371,7 @@ func randomCluster(rng *rand.Rand) ([]fwk.NodeInfo, map[string][]*v1.Pod) {
 
 // gangHasHigh reports whether p belongs to a gang with a member of priority 100 or more.
 func gangHasHigh(byGang map[string][]*v1.Pod, p *v1.Pod) bool {
-	name, ok := podGroupName(p)
+	name, ok := podgroup.Of(p)
 	if !ok {
 		return false
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // The plugin's bookkeeping of gangs: creating and dropping their state, the waiting members of an
@@ -31,7 +32,7 @@ func (pl *Coscheduling) scheduleTimeout(pg *v1alpha1.PodGroup) time.Duration {
 // gangForLocked returns the state of pg's group, creating it. State built for an earlier PodGroup
 // of the same name (another UID) forgets that group's attempt history first.
 func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang {
-	key := groupKey(pg.Namespace, pg.Name)
+	key := podgroup.Key(pg.Namespace, pg.Name)
 	g := pl.gangs[key]
 	if g == nil {
 		g = newGang(pg.Namespace, pg.Name)
@@ -66,8 +67,8 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang, now time.Time) {
 func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	delete(pl.gated, pod.UID)
 	pl.stamps.Delete(pod.UID)
-	name, _ := podGroupName(pod)
-	g := pl.gangs[groupKey(pod.Namespace, name)]
+	name, _ := podgroup.Of(pod)
+	g := pl.gangs[podgroup.Key(pod.Namespace, name)]
 	if g == nil {
 		return
 	}
@@ -184,7 +185,7 @@ const leadRetryDelay = time.Second
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
 	led := false
-	if g := pl.gangs[groupKey(namespace, name)]; g != nil {
+	if g := pl.gangs[podgroup.Key(namespace, name)]; g != nil {
 		led = g.lead != "" && len(g.nominatedNodes) == 0
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.backoffUntil)
@@ -234,7 +235,7 @@ func (pl *Coscheduling) onWaiting(pods []*v1.Pod, fn func(fwk.WaitingPod)) {
 // activateSiblings asks the framework to move the group's other unscheduled members to the active
 // queue at the end of this scheduling cycle.
 func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
-	name, _ := podGroupName(pod)
+	name, _ := podgroup.Of(pod)
 	data, err := state.Read(framework.PodsToActivateKey)
 	if err != nil {
 		return
@@ -275,7 +276,7 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
 	members := pl.membersOf(namespace, name)
 	pl.mu.RLock()
-	g := pl.gangs[groupKey(namespace, name)]
+	g := pl.gangs[podgroup.Key(namespace, name)]
 	var out []*v1.Pod
 	for _, p := range members {
 		if p.UID == except || p.Spec.NodeName != "" {
@@ -295,7 +296,7 @@ func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.
 // membersOf lists the group's members (live, ungated pods of this profile) from the scheduler's pod
 // cache.
 func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
-	objs, err := pl.pods.ByIndex(podGroupIndex, memberKey(pl.profile, namespace, name))
+	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
 	if err != nil {
 		return nil
 	}
@@ -312,7 +313,7 @@ func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
 // lock when the queue activates a whole group: ByIndex copies the group's pointers, where IndexKeys
 // would also sort the group's keys (a 1000-member group's activation sorted 1000 keys per member).
 func (pl *Coscheduling) countMembers(namespace, name string) int {
-	objs, err := pl.pods.ByIndex(podGroupIndex, memberKey(pl.profile, namespace, name))
+	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
 	if err != nil {
 		return 0
 	}
@@ -420,7 +421,7 @@ const gateEventDelay = 5 * time.Second
 // WaitingForQuorum meanwhile. (It reads no clock: a fake clock runs it under its own lock.)
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
-	g := pl.gangs[groupKey(namespace, name)]
+	g := pl.gangs[podgroup.Key(namespace, name)]
 	waiting := g != nil && g.attemptInProgress() && g.phase == phaseGathering && g.start.Equal(start)
 	var count int
 	var deadline time.Time
@@ -428,13 +429,13 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 		count, deadline = len(g.members), g.deadline
 	}
 	pl.mu.RUnlock()
-	pg := pl.podGroups.get(namespace, name)
+	pg := pl.podGroups.Get(namespace, name)
 	if !waiting || pg == nil {
 		return
 	}
 	pl.podGroupEvent(pg, v1.EventTypeNormal, EventWaitingForQuorum,
 		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
-			gateEventDelay, count, minMember(pg), deadline.UTC().Format(time.RFC3339)))
+			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
 }
 
 // gateState is why a pod is held back: the reason, the latest message, and the episode of that reason

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
@@ -62,9 +63,9 @@ const reasonPending = "Pending"
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
 type statusUpdater struct {
 	client    versioned.Interface
-	podGroups podGroupLister
+	podGroups podgroup.Lister
 	factory   informers.SharedInformerFactory
-	// live is the scheduler's pod informer (non-terminal pods, indexed by podGroupIndex: live members
+	// live is the scheduler's pod informer (non-terminal pods, indexed by podgroup.IndexName: live members
 	// only); finished holds this updater's finished pods with the PodGroup label, same index name.
 	live            cache.SharedIndexInformer
 	finished        cache.SharedIndexInformer
@@ -85,8 +86,8 @@ type statusUpdater struct {
 const finishedPodsSelector = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 // newStatusUpdater builds the updater; live is the scheduler's pod informer, already indexed by
-// podGroupIndex (see addPodGroupIndex).
-func newStatusUpdater(cs kubernetes.Interface, client versioned.Interface, podGroups podGroupLister, live cache.SharedIndexInformer,
+// podgroup.IndexName (see addPodGroupIndex).
+func newStatusUpdater(cs kubernetes.Interface, client versioned.Interface, podGroups podgroup.Lister, live cache.SharedIndexInformer,
 	clk clock.Clock, attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
 	event func(*v1alpha1.PodGroup, string, string, string), profile string) *statusUpdater {
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -94,7 +95,7 @@ func newStatusUpdater(cs kubernetes.Interface, client versioned.Interface, podGr
 		o.FieldSelector = finishedPodsSelector
 	}))
 	finished := factory.Core().V1().Pods().Informer()
-	utilruntime.Must(finished.AddIndexers(cache.Indexers{podGroupIndex: podGroupIndexFunc}))
+	utilruntime.Must(finished.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.IndexFunc}))
 	return &statusUpdater{
 		client:    client,
 		podGroups: podGroups,
@@ -122,7 +123,7 @@ func (u *statusUpdater) run(ctx context.Context) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if keys, _ := podGroupIndexFunc(obj); len(keys) == 1 {
+		if keys, _ := podgroup.IndexFunc(obj); len(keys) == 1 {
 			u.enqueue(keys[0])
 		}
 	}
@@ -133,7 +134,7 @@ func (u *statusUpdater) run(ctx context.Context) {
 	}
 	// The scheduler's informer: a member that finishes leaves it with a delete (and joins the finished
 	// informer with an add); both queue the group.
-	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: isGangPod, Handler: handler})
+	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: podgroup.IsGangPod, Handler: handler})
 	if err != nil {
 		logger.Error(err, "PodGroup status updates are off")
 		return
@@ -149,9 +150,9 @@ func (u *statusUpdater) run(ctx context.Context) {
 	}
 	// Every existing PodGroup once: after a failover, the new leader's view replaces whatever the
 	// previous leader last wrote.
-	for _, obj := range u.podGroups.store.List() {
+	for _, obj := range u.podGroups.Store.List() {
 		if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-			u.queue.Add(groupKey(pg.Namespace, pg.Name))
+			u.queue.Add(podgroup.Key(pg.Namespace, pg.Name))
 		}
 	}
 	logger.V(2).Info("PodGroup status updater started")
@@ -185,16 +186,16 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	pg := u.podGroups.get(namespace, name)
+	pg := u.podGroups.Get(namespace, name)
 	if pg == nil {
 		u.setBelowQuorum(key, false)
 		return nil
 	}
-	finished, err := u.finished.GetIndexer().ByIndex(podGroupIndex, key)
+	finished, err := u.finished.GetIndexer().ByIndex(podgroup.IndexName, key)
 	if err != nil {
 		return err
 	}
-	live, err := u.live.GetIndexer().ByIndex(podGroupIndex, memberKey(u.profile, namespace, name))
+	live, err := u.live.GetIndexer().ByIndex(podgroup.IndexName, podgroup.MemberKey(u.profile, namespace, name))
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 		case v1.PodFailed:
 			st.Failed++
 		}
-		if !isLive(p) {
+		if !podgroup.IsLive(p) {
 			continue
 		}
 		live++
@@ -307,7 +308,7 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 			}
 		}
 	}
-	want := int32(minMember(pg))
+	want := int32(podgroup.MinMember(pg))
 	switch {
 	case st.Succeeded >= want:
 		st.Phase = v1alpha1.PodGroupFinished
@@ -337,7 +338,7 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 
 // scheduledCondition says where the gang stands, most decisive fact first.
 func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live int32, attempt attemptSnapshot) metav1.Condition {
-	want := int32(minMember(pg))
+	want := int32(podgroup.MinMember(pg))
 	c := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
 	placed := max(st.Scheduled, int32(attempt.counted))
 	switch {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Topology-aware placement: a gang in one domain of a node label (a rack, block or zone). The domain is
@@ -333,7 +334,7 @@ func topologyPolicyFor(pg *v1alpha1.PodGroup, pod *v1.Pod, def config.TopologyPo
 // full gives way to the next level (as it would for the gang's own attempt); in the required domain
 // they share even when that one is full (the member waits there), or anywhere.
 func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy topologyPolicy, nodes []fwk.NodeInfo) *placement {
-	name, _ := podGroupName(pod)
+	name, _ := podgroup.Of(pod)
 	pinned := pinnedDomains(policy, boundNodes(pl.membersOf(pod.Namespace, name), nodes))
 	f := newGangFit(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
 	if f != nil {

@@ -1,0 +1,104 @@
+// Package podgroup is what the gang plugin and its status writer share about PodGroups: which pods
+// are members of which group, the keys and the pod index that find a group's members, and a reader of
+// PodGroups from an informer's store. It holds no state.
+package podgroup
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// IndexName names the index of the scheduler's pod informer by MemberKey (see LiveIndexFunc), and of
+// the status writer's informer of finished pods by Key (see IndexFunc).
+const IndexName = "custom-scheduler/live-pod-group"
+
+// Of returns the PodGroup a pod belongs to, from its label.
+func Of(pod *v1.Pod) (string, bool) {
+	name, ok := pod.Labels[v1alpha1.PodGroupLabel]
+	return name, ok && name != ""
+}
+
+// Key is a group's "namespace/name".
+func Key(namespace, name string) string { return namespace + "/" + name }
+
+// MemberKey is the live-member index key of a group for one scheduler profile.
+func MemberKey(profile, namespace, group string) string {
+	return profile + "|" + Key(namespace, group)
+}
+
+// IsLive reports whether a pod can count toward a quorum: not being deleted and not finished.
+func IsLive(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp == nil && !podutil.IsPodTerminal(pod)
+}
+
+// IsMember reports whether a pod counts as a member of its group: live and not gated.
+func IsMember(pod *v1.Pod) bool { return IsLive(pod) && len(pod.Spec.SchedulingGates) == 0 }
+
+// MinMember is the PodGroup's quorum (at least 1).
+func MinMember(pg *v1alpha1.PodGroup) int {
+	if pg.Spec.MinMember < 1 {
+		return 1
+	}
+	return int(pg.Spec.MinMember)
+}
+
+// IndexFunc indexes a pod with the PodGroup label by Key, whatever its state.
+func IndexFunc(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	name, ok := Of(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{Key(pod.Namespace, name)}, nil
+}
+
+// LiveIndexFunc indexes a pod by MemberKey (its scheduler, "namespace/podgroup") while it is a member:
+// live (a pod that is being deleted or has finished leaves the index with the update that says so) and
+// without scheduling gates (a gated pod, e.g. one Kueue has not admitted yet, joins with the update
+// that removes its last gate). The index therefore holds exactly the members that count.
+func LiveIndexFunc(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || !IsMember(pod) {
+		return nil, nil
+	}
+	name, ok := Of(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{MemberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
+}
+
+// IsGangPod reports whether an informer object (or its tombstone) is a pod with the PodGroup label.
+func IsGangPod(obj interface{}) bool {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return false
+	}
+	_, ok = Of(pod)
+	return ok
+}
+
+// Lister reads PodGroups from an informer's store. (The generated lister does the same with a
+// NotFound error allocated per miss; the extension points ask for PodGroups on every cycle.)
+type Lister struct {
+	Store cache.Store
+}
+
+// Get returns the PodGroup namespace/name, or nil when the store does not hold it.
+func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
+	obj, ok, err := l.Store.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	pg, _ := obj.(*v1alpha1.PodGroup)
+	return pg
+}
