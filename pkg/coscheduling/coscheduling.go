@@ -26,6 +26,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // Name is the plugin's name in the registry and in profiles.
@@ -47,15 +48,15 @@ const (
 	// EventPodGroupNotFound (pod): the pod's PodGroup does not exist; the pod waits without holding anything.
 	EventPodGroupNotFound = "PodGroupNotFound"
 	// EventWaitingForMembers (pod, PodGroup): fewer than minMember live pods of the group exist.
-	EventWaitingForMembers = "WaitingForMembers"
+	EventWaitingForMembers = podgroup.ReasonWaitingForMembers
 	// EventGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was reserved.
 	EventGangInfeasible = "GangInfeasible"
 	// EventWaitingForQuorum (PodGroup): an attempt has been under way for gateEventDelay; its members
 	// are reserved one by one and wait at Permit for the rest of the quorum.
-	EventWaitingForQuorum = "WaitingForQuorum"
+	EventWaitingForQuorum = podgroup.ReasonWaitingForQuorum
 	// EventQuorumReached (PodGroup): minMember live members are reserved or bound; the waiting ones
 	// go on to bind.
-	EventQuorumReached = "QuorumReached"
+	EventQuorumReached = podgroup.ReasonQuorumReached
 	// EventGangRejected (pod, PodGroup): the attempt failed (a member could not be placed, was
 	// rejected, or the PodGroup was deleted); every waiting member was rejected and released what it held.
 	EventGangRejected = "GangRejected"
@@ -70,7 +71,7 @@ const (
 	// EventBelowQuorum (PodGroup): some but fewer than minMember live members have been bound for
 	// longer than the group's schedule timeout (e.g. a member's bind failed after the quorum and it
 	// cannot be placed again, or members were evicted).
-	EventBelowQuorum = "BelowQuorum"
+	EventBelowQuorum = podgroup.ReasonBelowQuorum
 	// EventPreempting (PodGroup): the gang did not fit, so lower-priority pods (whole gangs among them)
 	// are being preempted to make room for it; its members are nominated to the freed nodes and the
 	// gang is placed once the victims are gone.
@@ -126,7 +127,7 @@ type Coscheduling struct {
 
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
 	ctx    context.Context
-	status *statusUpdater
+	status *status.Updater
 	// claims are the pods nominated to nodes (room kept for preemptors).
 	claims claims
 	// fit is what the whole-gang checks share: free capacity per node and members' requests.
@@ -169,10 +170,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	pl.preempt.evicted, pl.preempt.failed = pl.victimEvicted, pl.victimEvictionFailed
-	pl.status = newStatusUpdater(h.ClientSet(), client, pl.podGroups, podInformer, pl.clock, pl.attemptInfo, pl.scheduleTimeout, pl.podGroupEvent, pl.profile)
+	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.podGroupEvent, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
-	context.AfterFunc(ctx, pl.status.queue.ShutDown)
+	context.AfterFunc(ctx, pl.status.ShutDown)
 	if _, err := podInformer.AddEventHandler(pl.podEventHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -371,7 +370,7 @@ func TestPermitQuorum(t *testing.T) {
 				t.Errorf("Permit message %q does not count %q", s.Message(), want)
 			}
 		}
-		if got := env.pl.attemptInfo("ns/g"); !got.waiting || got.counted != 2 {
+		if got := env.pl.attemptInfo("ns/g"); !got.Waiting || got.Counted != 2 {
 			t.Errorf("attemptInfo = %+v while 2 members wait, want waiting with 2 counted", got)
 		}
 		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
@@ -650,85 +649,6 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	}
 	if env.pl.gangs["ns/g"].cacheKey.epoch == first.epoch {
 		t.Errorf("the cached result was not recomputed after the epoch changed")
-	}
-}
-
-func TestComputeStatus(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pg := makePG("ns", "g", 2, time.Time{})
-	withPhase := func(name, nodeName string, phase v1.PodPhase) *v1.Pod {
-		p := member(name, "g", "1")
-		p.Spec.NodeName = nodeName
-		p.Status.Phase = phase
-		return p
-	}
-	cases := []struct {
-		name       string
-		pods       []*v1.Pod
-		attempting bool
-		want       v1alpha1.PodGroupPhase
-		scheduled  int32
-		reason     string
-	}{
-		{name: "no pods", want: v1alpha1.PodGroupPending, reason: EventWaitingForMembers},
-		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending, reason: EventWaitingForMembers},
-		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: reasonPending},
-		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, want: v1alpha1.PodGroupScheduling, reason: EventWaitingForQuorum},
-		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2, reason: EventQuorumReached},
-		{name: "running and one finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 1, reason: EventQuorumReached},
-		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, reason: EventQuorumReached},
-		{name: "failed", pods: []*v1.Pod{withPhase("a", "n", v1.PodFailed), withPhase("b", "n", v1.PodRunning)}, want: v1alpha1.PodGroupFailed, scheduled: 1, reason: EventBelowQuorum},
-		{name: "terminating members are not scheduled", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), terminating(withPhase("b", "n", v1.PodRunning))},
-			want: v1alpha1.PodGroupScheduling, scheduled: 1, reason: EventBelowQuorum},
-		{name: "a restarted job's new pods beside the old run's terminating ones", pods: []*v1.Pod{terminating(withPhase("a", "n", v1.PodRunning)), terminating(withPhase("b", "n", v1.PodRunning)),
-			withPhase("c", "", v1.PodPending), withPhase("d", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: reasonPending},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := computeStatus(pg, tc.pods, attemptSnapshot{waiting: tc.attempting}, now)
-			if diff := cmp.Diff(tc.want, got.Phase); diff != "" {
-				t.Errorf("phase (-want,+got): %s", diff)
-			}
-			if got.Scheduled != tc.scheduled {
-				t.Errorf("scheduled = %d, want %d", got.Scheduled, tc.scheduled)
-			}
-			if c := meta.FindStatusCondition(got.Conditions, conditionScheduled); c == nil || c.Reason != tc.reason || c.Message == "" {
-				t.Errorf("Scheduled condition = %+v, want reason %s with a message", c, tc.reason)
-			}
-			started := tc.want != v1alpha1.PodGroupPending && tc.want != v1alpha1.PodGroupPreScheduling
-			if got.ScheduleStartTime.IsZero() == started {
-				t.Errorf("scheduleStartTime = %v, want set=%v", got.ScheduleStartTime, started)
-			}
-		})
-	}
-}
-
-// TestGroupPods: the status counts a group's finished pods (from the finished informer) and live pods
-// (from the scheduler's informer), a member caught in both once, as finished, and only this profile's.
-func TestGroupPods(t *testing.T) {
-	pod := func(name string, phase v1.PodPhase) *v1.Pod {
-		p := member(name, "g", "1")
-		p.Spec.SchedulerName = "custom"
-		p.Status.Phase = phase
-		return p
-	}
-	running := pod("a", v1.PodRunning)
-	done := running.DeepCopy()
-	done.Status.Phase = v1.PodSucceeded
-	other := pod("b", v1.PodRunning)
-	failed := pod("c", v1.PodFailed)
-	foreign := pod("d", v1.PodRunning)
-	foreign.Spec.SchedulerName = "default-scheduler"
-	got := groupPods("custom", []interface{}{done, failed}, []interface{}{running, other, foreign})
-	var names []string
-	for _, p := range got {
-		names = append(names, p.Name+"="+string(p.Status.Phase))
-	}
-	if diff := cmp.Diff([]string{"a=Succeeded", "c=Failed", "b=Running"}, names); diff != "" {
-		t.Errorf("groupPods (-want,+got): %s", diff)
-	}
-	if got := groupPods("custom", nil, nil); len(got) != 0 {
-		t.Errorf("groupPods of nothing = %v", got)
 	}
 }
 

@@ -42,13 +42,13 @@ func (pl *Coscheduling) startBackground() {
 		return
 	}
 	pl.startStatus.Do(func() {
-		pl.status.started.Store(true)
-		go pl.status.run(pl.ctx)
+		pl.status.Started.Store(true)
+		go pl.status.Run(pl.ctx)
 	})
 }
 
 func (pl *Coscheduling) backgroundStarted() bool {
-	return pl.status != nil && pl.status.started.Load()
+	return pl.status != nil && pl.status.Started.Load()
 }
 
 // schedulerLeads reports whether the scheduler in this process runs its scheduling loop: it does at

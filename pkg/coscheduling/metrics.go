@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 const metricsSubsystem = "custom_scheduler_coscheduling"
@@ -51,12 +53,6 @@ var (
 		Help:           "Pod groups whose state the plugin holds in memory: groups with live pods, members reserved or bound, or a back-off. It follows the groups that exist, not every group ever seen.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
-	gangsBelowQuorum = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "gangs_below_quorum",
-		Help:           "Pod groups with some but fewer than minMember live members bound for longer than their schedule timeout (counted by the leading replica).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"profile"})
 	preemptionAttempts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "preemption_attempts_total",
@@ -81,12 +77,6 @@ var (
 		Help:           "Retried evictions of gang members whose first eviction failed while other members of their gang were leaving (a victim gang is evicted whole).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
-	statusUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "podgroup_status_updates_total",
-		Help:           "PodGroup status patches sent by the background status updater, by result (success, error).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"profile", "result"})
 )
 
 var registerMetrics sync.Once
@@ -95,7 +85,8 @@ var registerMetrics sync.Once
 // on /metrics. It is safe to call more than once.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups, gangsBelowQuorum, statusUpdates,
+		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups,
 			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs, preemptionEvictionRetries)
 	})
+	status.RegisterMetrics()
 }

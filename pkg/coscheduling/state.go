@@ -14,6 +14,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // The plugin's bookkeeping of gangs: creating and dropping their state, the waiting members of an
@@ -350,29 +351,17 @@ func (pl *Coscheduling) confirmedCountLocked(g *gang) int {
 	return n
 }
 
-// attemptSnapshot is what the status updater needs from the scheduler's in-memory gang state.
-type attemptSnapshot struct {
-	// waiting: members wait at Permit right now.
-	waiting bool
-	// counted: live members reserved here or bound.
-	counted int
-	// outcome: the last attempt's result.
-	outcome attemptOutcome
-	// placementLevel and placementMessage: the gang's topology placement, if it has one.
-	placementLevel, placementMessage string
-}
-
 // attemptInfo returns the group's attempt state for the status updater.
-func (pl *Coscheduling) attemptInfo(key string) attemptSnapshot {
+func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	g := pl.gangs[key]
 	if g == nil {
-		return attemptSnapshot{}
+		return status.Attempt{}
 	}
-	snap := attemptSnapshot{waiting: g.attemptInProgress(), counted: len(g.members), outcome: g.outcome}
+	snap := status.Attempt{Waiting: g.attemptInProgress(), Counted: len(g.members), Reason: g.outcome.reason, Message: g.outcome.message}
 	if g.placement != nil {
-		snap.placementLevel, snap.placementMessage = g.placement.level, g.placement.message
+		snap.PlacementLevel, snap.PlacementMessage = g.placement.level, g.placement.message
 	}
 	return snap
 }
@@ -501,6 +490,6 @@ func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
 
 func (pl *Coscheduling) notifyStatus(key string) {
 	if pl.status != nil {
-		pl.status.enqueue(key)
+		pl.status.Enqueue(key)
 	}
 }

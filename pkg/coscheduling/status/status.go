@@ -1,4 +1,8 @@
-package coscheduling
+// Package status writes the status of the PodGroups a scheduler profile schedules: phase, member
+// counts, the Scheduled and Topology conditions, scheduleStartTime and occupiedBy, from the group's
+// pods and a snapshot of the scheduler's attempt (see Attempt), off the scheduling cycle. It also
+// reports gangs bound below their quorum for longer than their schedule timeout.
+package status
 
 import (
 	"context"
@@ -28,22 +32,56 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
-// statusCoalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
-const statusCoalesceDelay = 250 * time.Millisecond
+// coalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
+const coalesceDelay = 250 * time.Millisecond
 
 // The types of the PodGroup conditions the scheduler maintains: Scheduled for every gang, Topology for
 // gangs with a topology policy once a domain was chosen (reason PreferredDomain, RequiredDomain or
 // Anywhere; the message names the domain).
 const (
-	conditionScheduled = "Scheduled"
-	conditionTopology  = "Topology"
+	ConditionScheduled = "Scheduled"
+	ConditionTopology  = "Topology"
 )
 
-// reasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
+// ReasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
 // started or ended yet.
-const reasonPending = "Pending"
+const ReasonPending = "Pending"
 
-// statusUpdater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
+// Attempt is what the status needs from the scheduler's in-memory state of a gang.
+type Attempt struct {
+	// Waiting: members wait at Permit right now.
+	Waiting bool
+	// Counted: live members reserved in the scheduler or bound.
+	Counted int
+	// Reason and Message: the last attempt's result (a Scheduled condition reason: GangInfeasible,
+	// GangRejected, GangTimedOut, Preempting, QuorumReached), empty while nothing happened yet.
+	Reason, Message string
+	// PlacementLevel and PlacementMessage: the gang's topology placement, if it has one.
+	PlacementLevel, PlacementMessage string
+}
+
+// Config is what an Updater works from.
+type Config struct {
+	// Client is the cluster's clientset (for the informer of finished pods); PodGroups patches the
+	// PodGroups' status.
+	Client    kubernetes.Interface
+	PodGroups versioned.Interface
+	// Lister reads the PodGroups from the scheduler's PodGroup informer.
+	Lister podgroup.Lister
+	// Live is the scheduler's pod informer, indexed by podgroup.IndexName (live members only).
+	Live  cache.SharedIndexInformer
+	Clock clock.Clock
+	// Attempt returns the scheduler's state of the group "namespace/name".
+	Attempt func(key string) Attempt
+	// ScheduleTimeout is the group's schedule timeout (BelowQuorum is reported after it).
+	ScheduleTimeout func(*v1alpha1.PodGroup) time.Duration
+	// Event records an event on a PodGroup.
+	Event func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
+	// Profile is the scheduler profile whose pods' groups this updater writes.
+	Profile string
+}
+
+// Updater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
 // occupiedBy) current, off the scheduling cycle, for the groups whose pods name this profile as their
 // scheduler: pod and PodGroup events queue the group's key, a worker recomputes the status from the
 // group's pods and the scheduler's attempt state, and sends a merge patch of the status subresource
@@ -61,7 +99,7 @@ const reasonPending = "Pending"
 // members bound (and not finishing: succeeded members count as placed) is BelowQuorum; once it has
 // been so for longer than its schedule timeout, the PodGroup gets a BelowQuorum event and the
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
-type statusUpdater struct {
+type Updater struct {
 	client    versioned.Interface
 	podGroups podgroup.Lister
 	factory   informers.SharedInformerFactory
@@ -71,11 +109,12 @@ type statusUpdater struct {
 	finished        cache.SharedIndexInformer
 	queue           workqueue.TypedRateLimitingInterface[string]
 	clock           clock.Clock
-	attempt         func(key string) attemptSnapshot
+	attempt         func(key string) Attempt
 	scheduleTimeout func(*v1alpha1.PodGroup) time.Duration
 	event           func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
 	profile         string
-	started         atomic.Bool
+	// Started is set when the updater's Run starts (see the plugin's leader detection).
+	Started atomic.Bool
 
 	mu sync.Mutex
 	// belowQuorum holds the groups reported bound below their quorum for longer than their timeout.
@@ -85,38 +124,40 @@ type statusUpdater struct {
 // finishedPodsSelector selects pods that have finished: Succeeded or Failed.
 const finishedPodsSelector = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
-// newStatusUpdater builds the updater; live is the scheduler's pod informer, already indexed by
-// podgroup.IndexName (see addPodGroupIndex).
-func newStatusUpdater(cs kubernetes.Interface, client versioned.Interface, podGroups podgroup.Lister, live cache.SharedIndexInformer,
-	clk clock.Clock, attempt func(string) attemptSnapshot, scheduleTimeout func(*v1alpha1.PodGroup) time.Duration,
-	event func(*v1alpha1.PodGroup, string, string, string), profile string) *statusUpdater {
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+// New builds the updater; cfg.Live must be indexed by podgroup.IndexName.
+func New(cfg Config) *Updater {
+	RegisterMetrics()
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = v1alpha1.PodGroupLabel
 		o.FieldSelector = finishedPodsSelector
 	}))
 	finished := factory.Core().V1().Pods().Informer()
 	utilruntime.Must(finished.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.IndexFunc}))
-	return &statusUpdater{
-		client:    client,
-		podGroups: podGroups,
+	return &Updater{
+		client:    cfg.PodGroups,
+		podGroups: cfg.Lister,
 		factory:   factory,
-		live:      live,
+		live:      cfg.Live,
 		finished:  finished,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "coscheduling-podgroup-status"}),
-		clock:           clk,
-		attempt:         attempt,
-		scheduleTimeout: scheduleTimeout,
-		event:           event,
-		profile:         profile,
+		clock:           cfg.Clock,
+		attempt:         cfg.Attempt,
+		scheduleTimeout: cfg.ScheduleTimeout,
+		event:           cfg.Event,
+		profile:         cfg.Profile,
 		belowQuorum:     map[string]struct{}{},
 	}
 }
 
-func (u *statusUpdater) enqueue(key string) { u.queue.AddAfter(key, statusCoalesceDelay) }
+// Enqueue asks for the group "namespace/name" to be written (after coalesceDelay).
+func (u *Updater) Enqueue(key string) { u.queue.AddAfter(key, coalesceDelay) }
 
-// run starts the pod informer and one worker until ctx ends.
-func (u *statusUpdater) run(ctx context.Context) {
+// ShutDown releases the updater's queue (a scheduler that never leads never runs it).
+func (u *Updater) ShutDown() { u.queue.ShutDown() }
+
+// Run starts the pod informer and one worker until ctx ends.
+func (u *Updater) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("podgroup-status")
 	defer u.queue.ShutDown()
 	onPod := func(obj interface{}) {
@@ -124,7 +165,7 @@ func (u *statusUpdater) run(ctx context.Context) {
 			obj = tomb.Obj
 		}
 		if keys, _ := podgroup.IndexFunc(obj); len(keys) == 1 {
-			u.enqueue(keys[0])
+			u.Enqueue(keys[0])
 		}
 	}
 	handler := cache.ResourceEventHandlerFuncs{
@@ -164,7 +205,7 @@ func (u *statusUpdater) run(ctx context.Context) {
 	u.factory.Shutdown()
 }
 
-func (u *statusUpdater) processNext(ctx context.Context, logger klog.Logger) bool {
+func (u *Updater) processNext(ctx context.Context, logger klog.Logger) bool {
 	key, quit := u.queue.Get()
 	if quit {
 		return false
@@ -181,7 +222,7 @@ func (u *statusUpdater) processNext(ctx context.Context, logger klog.Logger) boo
 }
 
 // sync patches one PodGroup's status if it changed, and follows a gang bound below its quorum.
-func (u *statusUpdater) sync(ctx context.Context, key string) error {
+func (u *Updater) sync(ctx context.Context, key string) error {
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
 		return nil
@@ -199,14 +240,14 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	pods := groupPods(u.profile, finished, live)
+	pods := GroupPods(u.profile, finished, live)
 	if len(pods) == 0 {
 		// Not a group of this profile (yet): leave its status to whoever schedules it.
 		u.setBelowQuorum(key, false)
 		return nil
 	}
 	now := u.clock.Now()
-	want := computeStatus(pg, pods, u.attempt(key), now)
+	want := ComputeStatus(pg, pods, u.attempt(key), now)
 	u.followBelowQuorum(key, pg, want, now)
 	if statusEqual(want, pg.Status) {
 		return nil
@@ -222,10 +263,10 @@ func (u *statusUpdater) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// groupPods merges a group's finished and live pods of one profile. A member that has just finished
+// GroupPods merges a group's finished and live pods of one profile. A member that has just finished
 // can be in both for a moment (the scheduler's informer has not seen it go yet): its finished copy
 // counts.
-func groupPods(profile string, finished, live []interface{}) []*v1.Pod {
+func GroupPods(profile string, finished, live []interface{}) []*v1.Pod {
 	pods := make([]*v1.Pod, 0, len(finished)+len(live))
 	var seen map[types.UID]struct{}
 	for _, o := range finished {
@@ -250,24 +291,24 @@ func groupPods(profile string, finished, live []interface{}) []*v1.Pod {
 // followBelowQuorum reports a group bound below its quorum once it has been so for longer than its
 // schedule timeout (measured from the condition's lastTransitionTime, which survives a failover), and
 // checks again when that time comes.
-func (u *statusUpdater) followBelowQuorum(key string, pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, now time.Time) {
-	c := meta.FindStatusCondition(st.Conditions, conditionScheduled)
-	if c == nil || c.Reason != EventBelowQuorum {
+func (u *Updater) followBelowQuorum(key string, pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, now time.Time) {
+	c := meta.FindStatusCondition(st.Conditions, ConditionScheduled)
+	if c == nil || c.Reason != podgroup.ReasonBelowQuorum {
 		u.setBelowQuorum(key, false)
 		return
 	}
 	if due := c.LastTransitionTime.Add(u.scheduleTimeout(pg)); now.Before(due) {
-		u.queue.AddAfter(key, due.Sub(now)+statusCoalesceDelay)
+		u.queue.AddAfter(key, due.Sub(now)+coalesceDelay)
 		return
 	}
 	if u.setBelowQuorum(key, true) {
-		u.event(pg, v1.EventTypeWarning, EventBelowQuorum, c.Message+fmt.Sprintf(" for more than %s", u.scheduleTimeout(pg)))
+		u.event(pg, v1.EventTypeWarning, podgroup.ReasonBelowQuorum, c.Message+fmt.Sprintf(" for more than %s", u.scheduleTimeout(pg)))
 	}
 }
 
 // setBelowQuorum records whether a group is reported below its quorum; it returns true when the
 // group was not reported before.
-func (u *statusUpdater) setBelowQuorum(key string, below bool) bool {
+func (u *Updater) setBelowQuorum(key string, below bool) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	_, was := u.belowQuorum[key]
@@ -280,9 +321,9 @@ func (u *statusUpdater) setBelowQuorum(key string, below bool) bool {
 	return below && !was
 }
 
-// computeStatus derives a PodGroup's status from its pods and the scheduler's attempt state. Only
+// ComputeStatus derives a PodGroup's status from its pods and the scheduler's attempt state. Only
 // live members (no deletionTimestamp, not finished) count as scheduled or running.
-func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapshot, now time.Time) v1alpha1.PodGroupStatus {
+func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now time.Time) v1alpha1.PodGroupStatus {
 	st := v1alpha1.PodGroupStatus{OccupiedBy: pg.Status.OccupiedBy, ScheduleStartTime: pg.Status.ScheduleStartTime}
 	live := int32(0)
 	for _, p := range pods {
@@ -318,7 +359,7 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 		st.Phase = v1alpha1.PodGroupFailed
 	case st.Scheduled >= want:
 		st.Phase = v1alpha1.PodGroupScheduled
-	case st.Scheduled > 0 || attempt.waiting:
+	case st.Scheduled > 0 || attempt.Waiting:
 		st.Phase = v1alpha1.PodGroupScheduling
 	case live >= want:
 		st.Phase = v1alpha1.PodGroupPreScheduling
@@ -329,36 +370,36 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt attemptSnapsho
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
 	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
-	if attempt.placementLevel != "" {
-		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: conditionTopology, Status: metav1.ConditionTrue,
-			Reason: attempt.placementLevel, Message: attempt.placementMessage, ObservedGeneration: pg.Generation}, now)
+	if attempt.PlacementLevel != "" {
+		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,
+			Reason: attempt.PlacementLevel, Message: attempt.PlacementMessage, ObservedGeneration: pg.Generation}, now)
 	}
 	return st
 }
 
 // scheduledCondition says where the gang stands, most decisive fact first.
-func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live int32, attempt attemptSnapshot) metav1.Condition {
+func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live int32, attempt Attempt) metav1.Condition {
 	want := int32(podgroup.MinMember(pg))
-	c := metav1.Condition{Type: conditionScheduled, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
-	placed := max(st.Scheduled, int32(attempt.counted))
+	c := metav1.Condition{Type: ConditionScheduled, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
+	placed := max(st.Scheduled, int32(attempt.Counted))
 	switch {
 	case placed >= want || (st.Succeeded > 0 && st.Scheduled+st.Succeeded >= want):
 		// Members that succeeded were placed: a gang finishing member by member is not below quorum.
-		c.Status, c.Reason = metav1.ConditionTrue, EventQuorumReached
+		c.Status, c.Reason = metav1.ConditionTrue, podgroup.ReasonQuorumReached
 		c.Message = fmt.Sprintf("%d of minMember %d live members are bound or binding, %d succeeded", placed, want, st.Succeeded)
-	case attempt.waiting:
-		c.Reason = EventWaitingForQuorum
+	case attempt.Waiting:
+		c.Reason = podgroup.ReasonWaitingForQuorum
 		c.Message = fmt.Sprintf("%d of minMember %d live members are reserved or bound; the reserved ones wait for the rest of the quorum", placed, want)
 	case st.Scheduled > 0:
-		c.Reason = EventBelowQuorum
+		c.Reason = podgroup.ReasonBelowQuorum
 		c.Message = fmt.Sprintf("%d of minMember %d live members are bound", st.Scheduled, want)
 	case live < want:
-		c.Reason = EventWaitingForMembers
+		c.Reason = podgroup.ReasonWaitingForMembers
 		c.Message = fmt.Sprintf("%d of minMember %d live pods exist; the group waits for the rest without holding resources", live, want)
-	case attempt.outcome.reason != "" && attempt.outcome.reason != EventQuorumReached:
-		c.Reason, c.Message = attempt.outcome.reason, attempt.outcome.message
+	case attempt.Reason != "" && attempt.Reason != podgroup.ReasonQuorumReached:
+		c.Reason, c.Message = attempt.Reason, attempt.Message
 	default:
-		c.Reason = reasonPending
+		c.Reason = ReasonPending
 		c.Message = fmt.Sprintf("%d live pods exist (minMember %d); the group waits for its turn in the scheduling queue", live, want)
 	}
 	return c
