@@ -88,12 +88,12 @@ func TestNodeThresholdAnnotation(t *testing.T) {
 		want       fwk.Code
 		reason     string
 	}{
-		{name: "no annotation: the profile's 80%", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80%"},
+		{name: "no annotation: the profile's 80%", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80 percent"},
 		{name: "a lower threshold rejects sooner", annotation: "cpu=50", cpu: "5", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the node's LoadAware threshold (annotation " + ThresholdsAnnotation + ")"},
 		{name: "a higher threshold lets more in", annotation: "cpu=95,memory=95", cpu: "8500m", want: fwk.Success},
 		{name: "0 turns the node's check off", annotation: "cpu=0", cpu: "9900m", want: fwk.Success},
-		{name: "memory only keeps the profile's cpu", annotation: "memory=99", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80%"},
-		{name: "malformed: the profile's thresholds apply", annotation: "cpu=95%", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80%"},
+		{name: "memory only keeps the profile's cpu", annotation: "memory=99", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80 percent"},
+		{name: "malformed: the profile's thresholds apply", annotation: "cpu=95%", cpu: "7500m", want: fwk.UnschedulableAndUnresolvable, reason: "exceeds the LoadAware threshold of 80 percent"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -197,8 +197,8 @@ func newPlugin(h fwk.Handle, args *config.LoadAwareArgs, clk clock.WithTicker, s
 		badAnnotations:   map[string]string{},
 	}
 	pl.reasons = [...]string{
-		rejectCPU:        fmt.Sprintf("node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.CPU),
-		rejectMemory:     fmt.Sprintf("node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d%%", args.UsageThresholds.Memory),
+		rejectCPU:        fmt.Sprintf("node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d percent", args.UsageThresholds.CPU),
+		rejectMemory:     fmt.Sprintf("node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of %d percent", args.UsageThresholds.Memory),
 		rejectNodeCPU:    "node cpu usage (measured, plus estimates for new pods and this one) exceeds the node's LoadAware threshold (annotation " + ThresholdsAnnotation + ")",
 		rejectNodeMemory: "node memory usage (measured, plus estimates for new pods and this one) exceeds the node's LoadAware threshold (annotation " + ThresholdsAnnotation + ")",
 		rejectMissing:    "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",

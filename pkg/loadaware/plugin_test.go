@@ -43,7 +43,7 @@ func TestFilter(t *testing.T) {
 			node:   nodeInfo("n", "10", "10Gi"),
 			pod:    podWith("p", "1", "1Gi"), // 7.5 + 0.85 = 8.35 > 8
 			want:   fwk.UnschedulableAndUnresolvable,
-			reason: "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
+			reason: "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80 percent",
 		},
 		{
 			name:  "exactly at the threshold passes",
@@ -58,7 +58,7 @@ func TestFilter(t *testing.T) {
 			node:   nodeInfo("n", "10", "10Gi"),
 			pod:    podWith("p", "100m", "1Gi"), // 9 + 0.7 > 9
 			want:   fwk.UnschedulableAndUnresolvable,
-			reason: "node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 90%",
+			reason: "node memory usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 90 percent",
 		},
 		{
 			name:  "a threshold of 0 is off",
@@ -116,7 +116,7 @@ func TestFilter(t *testing.T) {
 			node:    nodeInfo("n", "10", "10Gi"),
 			pod:     podWith("p", "1", "1Gi"),
 			want:    fwk.UnschedulableAndUnresolvable,
-			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
+			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80 percent",
 		},
 		{
 			name:    "during an outage missing metrics pass even with Reject",
@@ -134,7 +134,7 @@ func TestFilter(t *testing.T) {
 			node:    nodeInfo("n", "10", "10Gi"),
 			pod:     podWith("p", "1", "1Gi"),
 			want:    fwk.UnschedulableAndUnresolvable,
-			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%",
+			reason:  "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80 percent",
 		},
 	}
 	for _, tc := range tests {
@@ -590,6 +590,17 @@ func TestDominantResource(t *testing.T) {
 		pl.NormalizeScore(ctx, cs, pod, scores)
 		if prefersBalanced := scores[1].Score > scores[0].Score; prefersBalanced != dominant {
 			t.Errorf("dominantResource=%v: scores %v; want the balanced node preferred only with dominantResource", dominant, scores)
+		}
+	}
+}
+
+// TestReasonsHoldNoPercentSign: the scheduler records FailedScheduling with the Filter's reason as the
+// event's format string, so a '%' in a reason shows as "%!,(MISSING)" in kubectl describe.
+func TestReasonsHoldNoPercentSign(t *testing.T) {
+	pl := newTestPlugin(t, defaultArgs(t))
+	for i, r := range pl.reasons {
+		if strings.ContainsRune(r, '%') {
+			t.Errorf("reason %d %q holds a '%%': the FailedScheduling event would garble it", i, r)
 		}
 	}
 }

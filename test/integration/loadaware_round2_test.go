@@ -78,7 +78,7 @@ func TestLoadAwareEstimateKeptThroughWarmup(t *testing.T) {
 	waitForPodBound(t, ns, first.Name)
 	second := createPod(t, pinnedPod(ns, "waiting", schedulerName, "la-warmup", "2"))
 	message := waitForPodUnschedulable(t, ns, second.Name)
-	if !strings.Contains(message, "exceeds the LoadAware threshold of 80%") {
+	if !strings.Contains(message, "exceeds the LoadAware threshold of 80 percent") {
 		t.Errorf("PodScheduled message %q, want the LoadAware cpu threshold", message)
 	}
 	// Samples keep coming every second, all taken after the binding: the first pod is not Running,
@@ -204,7 +204,7 @@ func TestLoadAwareP95IgnoresOneSpike(t *testing.T) {
 	}
 	sustained := createPod(t, pinnedPod(ns, "on-sustained", schedulerName, "la-sustained", "100m"))
 	message := waitForPodUnschedulable(t, ns, sustained.Name)
-	if !strings.Contains(message, "exceeds the LoadAware threshold of 80%") {
+	if !strings.Contains(message, "exceeds the LoadAware threshold of 80 percent") {
 		t.Errorf("PodScheduled message %q, want the LoadAware cpu threshold", message)
 	}
 }

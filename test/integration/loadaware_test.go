@@ -118,7 +118,7 @@ func TestLoadAwareFilterAndScore(t *testing.T) {
 	t.Run("a hot node is filtered and the event says why", func(t *testing.T) {
 		pod := createPod(t, pinnedPod(ns, "on-hot", schedulerName, "la-hot", "100m"))
 		message := waitForPodUnschedulable(t, ns, pod.Name)
-		const want = "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80%"
+		const want = "node cpu usage (measured, plus estimates for new pods and this one) exceeds the LoadAware threshold of 80 percent"
 		if !strings.Contains(message, want) {
 			t.Errorf("PodScheduled message %q does not say why (want %q)", message, want)
 		}
