@@ -68,8 +68,9 @@ const (
 
 // TestCoschedulingLifecycleSoak runs random gang lifecycles against the real scheduler —
 // jobs created, completed, restarted, resized and deleted, members replaced, PodGroups re-applied,
-// nodes coming and going, other pods competing, the scheduler restarting, and the apiserver failing
-// a share of the scheduler's binds and status writes and breaking its watches — and checks throughout
+// nodes coming and going, other pods competing, high-priority gangs preempting lower ones (whole, their
+// members replaced as a job controller would), the scheduler restarting, and the apiserver failing a
+// share of the scheduler's binds, evictions and status writes and breaking its watches — and checks throughout
 // that no gang is partially bound for longer than the bind window. The only excuse is the test's own
 // doing: a group the test broke (a bound member deleted, minMember raised, the scheduler stopped
 // mid-bind) is not judged until the scheduler binds a member after the disruption; from that bind on,
@@ -91,6 +92,9 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	t.Logf("soak seed %d, %d ops (replay with SOAK_SEED=%d SOAK_OPS=%d)", seed, ops, seed, ops)
 
 	w := newSoakWorld(t, seed)
+	ensurePriorityClasses(t)
+	// Plays the kubelet for the pods the scheduler preempts (they would stay Terminating otherwise).
+	kubeletDeletesPreempted(t, w.ns)
 	for range soakInitialNodes {
 		w.addNode()
 	}
@@ -122,6 +126,9 @@ type soakGang struct {
 	name      string
 	minMember int
 	cpu       string
+	// class is the members' PriorityClass ("" for none: priority 0). A high-priority gang that does not
+	// fit preempts lower-priority pods, whole gangs among them.
+	class string
 	// pods are the members the test created and has not deleted, in creation order.
 	pods    []string
 	nextPod int
@@ -140,6 +147,7 @@ var soakFaults = []faultRule{
 	{name: "bind", method: http.MethodPost, match: podPath("binding"), rate: 0.1, failFirst: 1},
 	{name: "pod-status", method: http.MethodPatch, match: podPath("status"), rate: 0.1},
 	{name: "podgroup-status", method: http.MethodPatch, match: podGroupStatus, rate: 0.2},
+	{name: "pod-delete", method: http.MethodDelete, match: podPath(""), rate: 0.2},
 	{name: "watch-cut", method: http.MethodGet, match: isWatch, rate: 0.3, cutWithin: 10 * time.Second, failFirst: 1},
 	{name: "watch-fail", method: http.MethodGet, match: isWatch, rate: 0.05},
 }
@@ -345,6 +353,9 @@ func (w *soakWorld) quiet(ticks int) {
 		time.Sleep(200 * time.Millisecond)
 		w.mu.Lock()
 		w.tick++
+		if w.tick%5 == 0 {
+			w.reconcile()
+		}
 		w.mu.Unlock()
 		w.runPending()
 	}
@@ -354,11 +365,40 @@ func (w *soakWorld) quiet(ticks int) {
 func (w *soakWorld) step(op soakOp) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.reconcile()
 	w.op++
 	w.tick++
 	w.opCounts[op.name]++
 	n := w.op
 	w.logf("#%d %s: %s", n, op.name, op.run())
+}
+
+// reconcile plays the gangs' job controllers: a member the test still owns that is gone or
+// terminating was preempted by the scheduler (the test removes the members it deletes itself from
+// its model), and is replaced by a new member. Callers hold mu.
+func (w *soakWorld) reconcile() {
+	for _, g := range w.gangs {
+		if len(g.pods) == 0 {
+			continue
+		}
+		live := map[string]bool{}
+		for _, p := range w.listGroup(g.name) {
+			if soakLive(&p) {
+				live[p.Name] = true
+			}
+		}
+		var lost []string
+		for _, name := range g.pods {
+			if !live[name] {
+				lost = append(lost, name)
+			}
+		}
+		if len(lost) == 0 {
+			continue
+		}
+		g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return !live[n] })
+		w.logf("   controller: %s lost %v to preemption, new pods %v", g.name, lost, w.addMembers(g, len(lost)))
+	}
 }
 
 // runPending runs the delayed actions that are due.
@@ -436,6 +476,12 @@ func (w *soakWorld) createGang() string {
 		return "at the gang limit, so instead: delete gang: " + w.deleteGang()
 	}
 	g := &soakGang{name: fmt.Sprintf("g%d", w.nextGang), minMember: 2 + w.rng.IntN(4), cpu: strconv.Itoa(1 + w.rng.IntN(3))}
+	switch w.rng.IntN(4) {
+	case 0:
+		g.class = lowPriority
+	case 1:
+		g.class = highPriority
+	}
 	w.nextGang++
 	n := g.minMember + w.rng.IntN(2)
 	podsFirst := w.rng.IntN(3) == 0
@@ -447,7 +493,7 @@ func (w *soakWorld) createGang() string {
 		createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
 	}
 	w.gangs = append(w.gangs, g)
-	return fmt.Sprintf("%s minMember=%d cpu=%s pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, names, podsFirst)
+	return fmt.Sprintf("%s minMember=%d cpu=%s class=%q pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, g.class, names, podsFirst)
 }
 
 // addMembers creates n new members of g, as a job controller would.
@@ -456,7 +502,9 @@ func (w *soakWorld) addMembers(g *soakGang, n int) []string {
 	for range n {
 		name := fmt.Sprintf("%s-%d", g.name, g.nextPod)
 		g.nextPod++
-		createPod(w.t, gangPod(w.ns, name, g.name, g.cpu))
+		pod := gangPod(w.ns, name, g.name, g.cpu)
+		pod.Spec.PriorityClassName = g.class
+		createPod(w.t, pod)
 		g.pods = append(g.pods, name)
 		names = append(names, name)
 	}
@@ -1028,6 +1076,9 @@ func (w *soakWorld) settle() {
 	start := time.Now()
 	var last map[string]*soakGroupView
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, soakSettleTimeout, true, func(ctx context.Context) (bool, error) {
+		w.mu.Lock()
+		w.reconcile()
+		w.mu.Unlock()
 		views, err := w.snapshot(ctx)
 		if err != nil {
 			return false, nil
@@ -1058,6 +1109,7 @@ func (w *soakWorld) makeRoom() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.runPendingLocked()
+	w.reconcile()
 	for _, name := range w.plain {
 		w.deletePod(name, true)
 	}
