@@ -61,6 +61,22 @@ func countTrue(m map[string]bool) int {
 // without a deadline until the group is whole or empty again.
 func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name string) bool) {
 	t.Helper()
+	watchPartial(t, ns, group, minMember, false, excused)
+}
+
+// watchNotPartial is watchWhole for tests that fail or delete members themselves (a Job's workers, a
+// preemption's victims): only a bind can start a partial episode, and only reaching minMember (or 0)
+// ends it. Fewer live members through a failure or a deletion is the test's (or a kubelet's) doing.
+func watchNotPartial(t *testing.T, ns, group string, minMember int) {
+	t.Helper()
+	watchPartial(t, ns, group, minMember, true, nil)
+}
+
+// watchPartial is the watchers' loop: an episode of 1..minMember-1 live members bound starts with the
+// change that makes it (with bindsOnly, only with a bind), and fails the test once it lasts longer than
+// bindGrace, unless excused said so of the pod that started it.
+func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool, excused func(name string) bool) {
+	t.Helper()
 	live, events, stop := watchGroupPods(t, ns, group)
 	count := func() int { return countTrue(live) }
 	var (
@@ -111,7 +127,7 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 				switch n := count(); {
 				case n == 0 || n >= minMember:
 					end(now)
-				case since.IsZero():
+				case since.IsZero() && (!bindsOnly || !was):
 					since = now
 					verb := "binding"
 					if was {

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -222,66 +221,6 @@ func consistentlyNoGroupLiveBound(t *testing.T, d time.Duration, ns, group strin
 // bindGrace is how long a bind may leave a gang partially bound: a gang that reached its quorum binds
 // its members one API call at a time, so the others follow within moments (seconds on a busy machine).
 const bindGrace = 5 * time.Second
-
-// watchNotPartial watches the group's pods until the test ends and fails it if a bind leaves the group
-// with between 1 and minMember-1 live members bound for longer than bindGrace (a gang's members bind
-// one by one, not atomically). Fewer live members through a failure or a deletion is the test's (or a
-// kubelet's) doing, not the scheduler's; only a bind can start a partial episode, and only reaching
-// minMember (or 0) ends it.
-func watchNotPartial(t *testing.T, ns, group string, minMember int) {
-	t.Helper()
-	live, events, stop := watchGroupPods(t, ns, group)
-	count := func() int { return countTrue(live) }
-	var (
-		violations   []string
-		partialSince time.Time // when a bind left the group partially bound; zero: it is not
-		partialBy    string
-		reported     bool
-		done         = make(chan struct{})
-	)
-	check := func(now time.Time) {
-		if !partialSince.IsZero() && !reported && now.Sub(partialSince) > bindGrace {
-			reported = true
-			violations = append(violations, fmt.Sprintf("binding %s left %d of minMember %d live members bound %v, still so after %v",
-				partialBy, count(), minMember, sortedTrue(live), bindGrace))
-		}
-	}
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case now := <-tick.C:
-				check(now)
-			case ev, ok := <-events:
-				if !ok {
-					check(time.Now())
-					return
-				}
-				pod, isPod := ev.Object.(*v1.Pod)
-				if !isPod {
-					continue
-				}
-				before := count()
-				live[pod.Name] = ev.Type != watch.Deleted && liveAndBound(pod)
-				switch after := count(); {
-				case after == 0 || after >= minMember:
-					partialSince, reported = time.Time{}, false
-				case after > before && partialSince.IsZero():
-					partialSince, partialBy = time.Now(), fmt.Sprintf("%s (node %s)", pod.Name, pod.Spec.NodeName)
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-done
-		for _, v := range violations {
-			t.Errorf("%s/%s partially bound: %s", ns, group, v)
-		}
-	})
-}
 
 // sortedTrue lists the keys whose value is true.
 func sortedTrue(m map[string]bool) []string {
