@@ -62,7 +62,8 @@ const (
 	// evPodGroupDeleted: the PodGroup was deleted, or replaced by one of another UID.
 	evPodGroupDeleted
 	// evBound: the informer shows a member bound; evGone: a member is deleted, terminating or
-	// finished. Both change the member count, which the next event reads; neither moves the attempt.
+	// finished. Both change the member count, which the next event reads; neither moves the attempt,
+	// so the pod handlers only update the count and do not call step (the table rows say why).
 	evBound
 	evGone
 )
@@ -119,7 +120,7 @@ type decision struct {
 	// waitFor is Permit's wait (verdict wait).
 	waitFor time.Duration
 	// reason: EventQuorumReached when the quorum is declared, or EventGangRejected or
-	// EventGangTimedOut when the attempt fails; the refusal's cause otherwise (see refusal).
+	// EventGangTimedOut when the attempt fails; empty otherwise (a refusal says why in refusal).
 	reason string
 	// refusal says why a member is refused when the attempt itself does not move.
 	refusal refusal
