@@ -187,7 +187,7 @@ func (pl *Coscheduling) capacityEventHandler() cache.ResourceEventHandler {
 				return
 			}
 			// Any pod's request may have been cached (a nominated plain pod's, for the claims).
-			pl.fit.requests.forget(pod.UID)
+			pl.fit.Forget(pod.UID)
 			if pl.claims.forget(pod) || pod.Spec.NodeName != "" {
 				pl.epoch.Add(1)
 			}

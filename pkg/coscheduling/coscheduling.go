@@ -25,6 +25,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
@@ -131,7 +132,7 @@ type Coscheduling struct {
 	// claims are the pods nominated to nodes (room kept for preemptors).
 	claims claims
 	// fit is what the whole-gang checks share: free capacity per node and members' requests.
-	fit fitShared
+	fit gangfit.Shared
 	// evicted holds the UIDs of pods this plugin preempted (types.UID → time.Time of the eviction), for
 	// evictedMemory (see leaving).
 	evicted sync.Map
@@ -359,7 +360,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if pg == nil {
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
-	policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology)
+	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
 		pl.gate(ctx, pod, EventInvalidTopologyPolicy, msg)
@@ -382,21 +383,21 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	if g.attemptInProgress() {
 		// An attempt is under way and was checked: the member goes where its attempt goes.
-		if g.placement == nil && !policy.empty() {
-			p := pinnedPlacement(policy, pinnedDomains(policy, boundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
+		if g.placement == nil && !policy.Empty() {
+			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
 			g.placement = &p
 		}
-		res := g.placement.result()
+		res := g.placement.PreFilterResult()
 		pl.mu.Unlock()
 		return res, nil
 	}
 	if len(g.members) >= want && pl.confirmedCountLocked(g) >= want {
 		// The quorum is met: this is an extra (late or replacement) member, placed on its own.
 		pl.mu.Unlock()
-		if policy.empty() {
+		if policy.Empty() {
 			return nil, nil
 		}
-		return pl.extraMemberPlacement(ctx, pod, key, policy, nodes).result(), nil
+		return pl.extraMemberPlacement(ctx, pod, key, policy, nodes).PreFilterResult(), nil
 	}
 	pl.mu.Unlock()
 
@@ -405,66 +406,66 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	members := pl.membersOf(pod.Namespace, name)
 	pl.mu.Lock()
 	if g.attemptInProgress() {
-		res := g.placement.result()
+		res := g.placement.PreFilterResult()
 		pl.mu.Unlock()
 		return res, nil
 	}
 	candidates, counted, countedN := splitMembersLocked(g, members)
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
-		res, placed := *g.feasibility, g.placement.result()
+		res, placed := *g.feasibility, g.placement.PreFilterResult()
 		pl.mu.Unlock()
-		if !res.feasible {
-			return pl.rejectInfeasible(state, res.message)
+		if !res.Feasible {
+			return pl.rejectInfeasible(state, res.Message)
 		}
 		return placed, nil
 	}
 	pl.mu.Unlock()
 
 	claimed := pl.claims.against(corev1helpers.PodPriority(pod), key)
-	res, fit := checkFeasible(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
-	var chosen *placement
-	if res.feasible && !policy.empty() {
-		pinned := pinnedDomains(policy, boundNodes(members, nodes))
+	res, fit := gangfit.Check(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
+	var chosen *gangfit.Placement
+	if res.Feasible && !policy.Empty() {
+		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes))
 		pl.mu.RLock()
 		busy := pl.busyDomainsLocked(g)
 		pl.mu.RUnlock()
 		if fit == nil {
-			p := pinnedPlacement(policy, pinned, nodes)
+			p := gangfit.PinnedPlacement(policy, pinned, nodes)
 			chosen = &p
-		} else if p, ok := choosePlacement(fit, policy, pinned, busy); ok {
+		} else if p, ok := gangfit.ChoosePlacement(fit, policy, pinned, busy); ok {
 			chosen = &p
 		} else {
-			res = feasibility{message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.source, p.message)}
+			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.Source, p.Message)}
 		}
 	}
-	fit.done()
+	fit.Done()
 	ck.at = now
 	pl.mu.Lock()
 	g.feasibility, g.cacheKey = &res, ck
-	newDomain := chosen != nil && (g.placement == nil || g.placement.key != chosen.key || g.placement.value != chosen.value || g.placement.level != chosen.level)
+	newDomain := chosen != nil && (g.placement == nil || g.placement.Key != chosen.Key || g.placement.Value != chosen.Value || g.placement.Level != chosen.Level)
 	g.placement = chosen
 	var changed bool
-	if !res.feasible && (g.outcome.reason != EventPreempting || len(g.nominatedNodes) == 0) {
+	if !res.Feasible && (g.outcome.reason != EventPreempting || len(g.nominatedNodes) == 0) {
 		// (A gang that preempted stays "Preempting" while the room it made is nominated to it.)
-		changed = g.setOutcome(EventGangInfeasible, res.message)
+		changed = g.setOutcome(EventGangInfeasible, res.Message)
 	}
 	pl.mu.Unlock()
-	if !res.feasible {
-		klog.FromContext(ctx).V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", key, "reason", res.message)
+	if !res.Feasible {
+		klog.FromContext(ctx).V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", key, "reason", res.Message)
 		gangRejections.WithLabelValues(pl.profile, reasonInfeasible).Inc()
 		if changed {
-			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, res.message)
+			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, res.Message)
 			pl.notifyStatus(key)
 		}
-		return pl.rejectInfeasible(state, res.message)
+		return pl.rejectInfeasible(state, res.Message)
 	}
 	if newDomain {
-		klog.FromContext(ctx).V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", key, "placement", chosen.message)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.message)
+		klog.FromContext(ctx).V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", key, "placement", chosen.Message)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.Message)
 		pl.notifyStatus(key)
 	}
-	return chosen.result(), nil
+	return chosen.PreFilterResult(), nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
@@ -483,7 +484,7 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragm
 	if pg == nil {
 		return nil, nil
 	}
-	if policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.empty() {
+	if policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.Empty() {
 		return nil, nil
 	}
 	return []fwk.SignFragment{{Key: signFragmentGroup, Value: podgroup.Key(pod.Namespace, name)}}, nil

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -50,7 +51,7 @@ type gang struct {
 
 	// placement is the domain chosen for the current attempt of a gang with a topology policy (nil:
 	// no policy, or not chosen yet).
-	placement *placement
+	placement *gangfit.Placement
 
 	// nominatedNodes are the nodes the gang's last preemption nominated its members to: while a pod
 	// it preempted is still terminating there, the gang waits instead of preempting again.
@@ -66,7 +67,7 @@ type gang struct {
 	ledBy    map[types.UID]struct{}
 
 	// feasibility caches the last check; it is valid while cacheKey matches.
-	feasibility *feasibility
+	feasibility *gangfit.Result
 	cacheKey    feasibilityKey
 	// hint remembers the member count computed for the last pod-add event, so the hint for n gated
 	// members costs one count, not n.

@@ -71,7 +71,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
 		pl.mu.Unlock()
-		pl.fit.requests.forget(pod.UID)
+		pl.fit.Forget(pod.UID)
 		return
 	}
 	if pod.Spec.NodeName == "" {

@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -135,10 +136,10 @@ func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, 
 	if pg == nil || oldPod == nil {
 		return fwk.QueueSkip, nil
 	}
-	if _, err := topologyPolicyFor(pg, oldPod, pl.defaultTopology); err == nil {
+	if _, err := gangfit.PolicyFor(pg, oldPod, pl.defaultTopology); err == nil {
 		return fwk.QueueSkip, nil
 	}
-	if _, err := topologyPolicyFor(pg, newPod, pl.defaultTopology); err != nil {
+	if _, err := gangfit.PolicyFor(pg, newPod, pl.defaultTopology); err != nil {
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

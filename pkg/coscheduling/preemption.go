@@ -30,6 +30,7 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -135,84 +136,19 @@ const gangIndexKey fwk.StateKey = Name + "/gang-victims"
 type lazyGangIndex struct {
 	once  sync.Once
 	nodes fwk.NodeInfoLister
-	idx   gangIndex
+	idx   gangfit.GangIndex
 }
 
 // Clone returns the same index: the dry run's copies of the cycle state share it.
 func (l *lazyGangIndex) Clone() fwk.StateData { return l }
 
-func (l *lazyGangIndex) get() gangIndex {
+func (l *lazyGangIndex) get() gangfit.GangIndex {
 	l.once.Do(func() {
 		if nodes, err := l.nodes.List(); err == nil {
-			l.idx = buildGangIndex(nodes)
+			l.idx = gangfit.BuildGangIndex(nodes)
 		}
 	})
 	return l.idx
-}
-
-// gangIndex is every gang with members in the snapshot, as one victim each, keyed "namespace/name".
-type gangIndex map[string]preemption.Victim
-
-// buildGangIndex groups the snapshot's gang members (bound or reserved) by PodGroup: one pass over
-// the pods. A gang's priority as a victim is the highest of its members'.
-func buildGangIndex(nodes []fwk.NodeInfo) gangIndex {
-	pods := map[string][]fwk.PodInfo{}
-	prio := map[string]int32{}
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPods() {
-			p := pi.GetPod()
-			name, ok := podgroup.Of(p)
-			if !ok {
-				continue
-			}
-			key := podgroup.Key(p.Namespace, name)
-			if pr, seen := prio[key]; !seen || corev1helpers.PodPriority(p) > pr {
-				prio[key] = corev1helpers.PodPriority(p)
-			}
-			pods[key] = append(pods[key], pi)
-		}
-	}
-	idx := make(gangIndex, len(pods))
-	for key, ps := range pods {
-		// NewVictim fails only for no pods.
-		idx[key], _ = preemption.NewVictim(ps, prio[key], fwk.PodGroupKeyType)
-	}
-	return idx
-}
-
-// units turns the pod victims upstream found on one node into units of eviction: a gang member
-// becomes its whole gang (once). Only units of lower priority than the preemptor are kept, and the
-// preemptor's own gang is never one.
-func (idx gangIndex) units(possible []*preemption.DomainVictim, preemptor *v1.Pod) []preemption.Victim {
-	prio := corev1helpers.PodPriority(preemptor)
-	own := ""
-	if name, ok := podgroup.Of(preemptor); ok {
-		own = podgroup.Key(preemptor.Namespace, name)
-	}
-	seen := map[string]bool{}
-	var out []preemption.Victim
-	for _, dv := range possible {
-		pods := dv.Pods()
-		if len(pods) == 1 {
-			if name, ok := podgroup.Of(pods[0].GetPod()); ok {
-				key := podgroup.Key(pods[0].GetPod().Namespace, name)
-				if key == own || seen[key] {
-					continue
-				}
-				seen[key] = true
-				if g := idx[key]; g != nil {
-					if g.Priority() < prio {
-						out = append(out, g)
-					}
-					continue
-				}
-			}
-		}
-		if dv.Priority() < prio {
-			out = append(out, dv.Victim)
-		}
-	}
-	return out
 }
 
 // SelectVictimsOnNode finds, like DefaultPreemption's, the fewest and least important victims whose
@@ -222,13 +158,13 @@ func (idx gangIndex) units(possible []*preemption.DomainVictim, preemptor *v1.Po
 // state sees them go (PreFilterExtensions) and their number counts in the candidate's cost.
 func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	var idx gangIndex
+	var idx gangfit.GangIndex
 	if d, err := state.Read(gangIndexKey); err == nil {
 		if l, ok := d.(*lazyGangIndex); ok {
 			idx = l.get()
 		}
 	}
-	units := idx.units(possible, preemptor)
+	units := idx.Units(possible, preemptor)
 	if len(units) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
 	}
@@ -276,7 +212,7 @@ func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.Cyc
 	if st := gp.handle.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo); !st.IsSuccess() {
 		return nil, 0, st
 	}
-	victims, violations, err := reprieve(units, pdbs, func(u preemption.Victim, back bool) (bool, error) {
+	victims, violations, err := gangfit.Reprieve(units, pdbs, func(u preemption.Victim, back bool) (bool, error) {
 		if err := move(u, !back); err != nil {
 			return false, err
 		}
@@ -292,46 +228,6 @@ func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.Cyc
 		}
 	}
 	return pods, violations, nil
-}
-
-// reprieve starts from every unit evicted and puts units back, most important first and those
-// whose eviction would violate a PodDisruptionBudget before the others, keeping each back only if
-// the preemptor still fits. put(u, true) puts u back and reports whether the preemptor fits;
-// put(u, false) takes it off again. It returns the units that stay evicted (most important first)
-// and how many of their pods violate a budget. Putting a unit back never makes room, so no unit
-// left evicted could be spared: the set is minimal.
-func reprieve(units []preemption.Victim, pdbs []*policy.PodDisruptionBudget, put func(u preemption.Victim, back bool) (bool, error)) ([]preemption.Victim, int, error) {
-	sort.SliceStable(units, func(i, j int) bool { return preemption.MoreImportantVictim(units[i], units[j]) })
-	violating, nonViolating := preemption.FilterVictimsWithPDBViolation(units, pdbs)
-	var victims []preemption.Victim
-	violations := 0
-	try := func(u preemption.Victim) (bool, error) {
-		fits, err := put(u, true)
-		if err != nil || fits {
-			return fits, err
-		}
-		if _, err := put(u, false); err != nil {
-			return false, err
-		}
-		victims = append(victims, u)
-		return false, nil
-	}
-	for _, v := range violating {
-		fits, err := try(v.Victim)
-		if err != nil {
-			return nil, 0, err
-		}
-		if !fits {
-			violations += v.ViolateCount
-		}
-	}
-	for _, u := range nonViolating {
-		if _, err := try(u); err != nil {
-			return nil, 0, err
-		}
-	}
-	sort.SliceStable(victims, func(i, j int) bool { return preemption.MoreImportantVictim(victims[i], victims[j]) })
-	return victims, violations, nil
 }
 
 // preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
@@ -398,12 +294,6 @@ func (c *victimCandidate) Victims() *extenderv1.Victims { return c.victims }
 func (c *victimCandidate) Name() string                 { return c.node }
 func (c *victimCandidate) NumPodGroupDisruptions() int  { return 0 }
 
-// gangUnit is a unit of eviction for a gang preemptor, with what it frees on the check's nodes.
-type gangUnit struct {
-	preemption.Victim
-	frees []nodeDelta
-}
-
 // stoppedPreempting forgets a gang's last preemption once preemption cannot place it: the nodes it
 // nominated (kept only while its victims terminate), and a Preempting outcome, which becomes
 // GangInfeasible with the whole-gang check's reason.
@@ -415,8 +305,8 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	var msg string
 	if g != nil {
 		g.nominatedNodes = nil
-		if g.outcome.reason == EventPreempting && g.feasibility != nil && !g.feasibility.feasible {
-			msg = g.feasibility.message
+		if g.outcome.reason == EventPreempting && g.feasibility != nil && !g.feasibility.Feasible {
+			msg = g.feasibility.Message
 			changed = g.setOutcome(EventGangInfeasible, msg)
 		}
 	}
@@ -425,12 +315,6 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 		pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, msg)
 		pl.notifyStatus(key)
 	}
-}
-
-// nodeDelta is what one pod frees on the node at index node of a gangFit.
-type nodeDelta struct {
-	node int
-	req  resources
 }
 
 // preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
@@ -460,7 +344,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(err))
 	}
-	if !anyPodBelow(nodes, prio) {
+	if !gangfit.AnyPodBelow(nodes, prio) {
 		// A cluster of one priority (or the gang at the lowest): nothing could be evicted, so the
 		// simulation is not built. Every member of an infeasible gang comes here on every attempt.
 		pl.clearNominations(ctx, members, pod.UID)
@@ -484,79 +368,34 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		msg := fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)
 		return done("waiting", nil, fwk.NewStatus(fwk.Unschedulable, msg))
 	}
-	policy, err := topologyPolicyFor(pg, pod, pl.defaultTopology)
+	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
 	if err != nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
 	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := newGangFit(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key), &pl.fit, true)
+	f := gangfit.New(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key), &pl.fit, true)
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
-	pinned := pinnedDomains(policy, boundNodes(members, nodes))
-	fits := func() bool {
-		if policy.required != "" {
-			_, ok := choosePlacement(f, policy, pinned, nil)
-			return ok
-		}
-		return f.placeable(nil) >= need
-	}
-	nodeIdx := make(map[string]int, len(f.free))
-	for i, fn := range f.free {
-		nodeIdx[fn.node.Name] = i
-	}
-	units := gangUnits(f, nodes, nodeIdx, prio, podgroup.Key(pod.Namespace, pg.Name), pl.leaving)
 	pdbs, err := pl.preempt.pdbs.List(labels.Everything())
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
 	}
-	chosen, violations, ok := chooseVictims(f, units, pdbs, fits)
-	if !ok {
-		msg := fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, len(units))
-		if len(units) == 0 {
+	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes))
+	plan := gangfit.PlanPreemption(f, nodes, policy, pinned, prio, key, pl.leaving, pdbs)
+	if !plan.Fits {
+		msg := fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)
+		if plan.Units == 0 {
 			msg = fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)
 		}
 		pl.clearNominations(ctx, members, pod.UID)
 		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable, msg))
 	}
-	if len(chosen) == 0 {
+	if len(plan.Victims) == 0 {
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
 		return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
-
-	// Where the members go: the gang's domain when it has a topology policy, first-fit otherwise.
-	var idx []int
-	if !policy.empty() {
-		if p, ok := choosePlacement(f, policy, pinned, nil); ok && p.nodes != nil {
-			for i, fn := range f.free {
-				if p.nodes.Has(fn.node.Name) {
-					idx = append(idx, i)
-				}
-			}
-		}
-	}
-	var assignment []nomination
-	for mi, ni := range f.assign(idx) {
-		if ni >= 0 {
-			assignment = append(assignment, nomination{pod: f.members[mi].pod, node: f.free[ni].node.Name})
-		}
-	}
-
-	var victimPods []*v1.Pod
-	gangs, singles := []string{}, 0
-	for _, v := range chosen {
-		if v.IsGroup() {
-			p := v.Pods()[0].GetPod()
-			name, _ := podgroup.Of(p)
-			gangs = append(gangs, podgroup.Key(p.Namespace, name))
-		} else {
-			singles++
-		}
-		for _, pi := range v.Pods() {
-			victimPods = append(victimPods, pi.GetPod())
-		}
-	}
-	sort.Strings(gangs)
+	victimPods, gangs, singles, violations, assignment := plan.Victims, plan.Gangs, plan.Singles, plan.Violations, plan.Assignment
 	preemptorObj := &gangPreemptor{pg: pg, members: members, priority: prio, scheduler: pod.Spec.SchedulerName}
 	if err := pl.evict(ctx, preemptorObj, victimPods, violations); err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err)))
@@ -578,8 +417,8 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	pl.notifyStatus(key)
 	var res *fwk.PostFilterResult
 	for _, a := range assignment {
-		if a.pod.UID == pod.UID {
-			res = framework.NewPostFilterResultWithNominatedNode(a.node)
+		if a.Pod.UID == pod.UID {
+			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
 		}
 	}
 	return done("preempted", res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg))
@@ -591,76 +430,6 @@ func listed(names []string) string {
 		return ""
 	}
 	return " (" + strings.Join(names, ", ") + ")"
-}
-
-// nomination is a member's node in a gang preemption's placement.
-type nomination struct {
-	pod  *v1.Pod
-	node string
-}
-
-// anyPodBelow reports whether some pod on the nodes has a priority below prio (one pass over the
-// pods, far cheaper than the victim search it spares).
-func anyPodBelow(nodes []fwk.NodeInfo, prio int32) bool {
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPods() {
-			if corev1helpers.PodPriority(pi.GetPod()) < prio {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// gangUnits lists the units a gang preemptor may evict: lower-priority pods on the nodes its members
-// may use, each gang member standing for its whole gang (wherever its members run), with what each
-// frees on the check's nodes. A gang is a unit only if every member has lower priority. Pods already
-// leaving (see leaving) are no unit: their room is taken off f's nodes at once.
-func gangUnits(f *gangFit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string, leaving func(*v1.Pod) bool) []*gangUnit {
-	usable := f.usable()
-	gangs := buildGangIndex(nodes)
-	seen := map[string]bool{}
-	var out []*gangUnit
-	add := func(v preemption.Victim) {
-		u := &gangUnit{Victim: v}
-		helps, gone := false, true
-		for _, pi := range v.Pods() {
-			p := pi.GetPod()
-			gone = gone && leaving != nil && leaving(p)
-			i, ok := nodeIdx[p.Spec.NodeName]
-			if !ok {
-				continue
-			}
-			helps = helps || usable[i]
-			u.frees = append(u.frees, nodeDelta{node: i, req: resourcesFromList(podRequestList(p), f.names)})
-		}
-		switch {
-		case gone:
-			u.apply(f, true)
-		case helps:
-			out = append(out, u)
-		}
-	}
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPods() {
-			p := pi.GetPod()
-			if name, ok := podgroup.Of(p); ok {
-				key := podgroup.Key(p.Namespace, name)
-				if key == own || seen[key] {
-					continue
-				}
-				seen[key] = true
-				if g := gangs[key]; g != nil && g.Priority() < prio {
-					add(g)
-				}
-				continue
-			}
-			if corev1helpers.PodPriority(p) < prio {
-				add(preemption.NewPodVictim(pi, nil, nil))
-			}
-		}
-	}
-	return out
 }
 
 // evictedMemory is how long an evicted pod is remembered: longer than any scheduling cycle's snapshot
@@ -678,45 +447,6 @@ func (pl *Coscheduling) leaving(p *v1.Pod) bool {
 	}
 	_, evicted := pl.evicted.Load(p.UID)
 	return evicted
-}
-
-// chooseVictims finds the cheapest units whose eviction makes fits() true: with every unit evicted
-// from f's nodes the gang must fit (else ok is false and f is left as it was), then units are put
-// back (see reprieve). f is left with the chosen units evicted.
-func chooseVictims(f *gangFit, units []*gangUnit, pdbs []*policy.PodDisruptionBudget, fits func() bool) (chosen []preemption.Victim, violations int, ok bool) {
-	for _, u := range units {
-		u.apply(f, true)
-	}
-	if !fits() {
-		for _, u := range units {
-			u.apply(f, false)
-		}
-		return nil, 0, false
-	}
-	byVictim := make(map[preemption.Victim]*gangUnit, len(units))
-	asVictims := make([]preemption.Victim, len(units))
-	for i, u := range units {
-		byVictim[u.Victim], asVictims[i] = u, u.Victim
-	}
-	chosen, violations, _ = reprieve(asVictims, pdbs, func(v preemption.Victim, back bool) (bool, error) {
-		byVictim[v].apply(f, !back)
-		return back && fits(), nil
-	})
-	return chosen, violations, true
-}
-
-// apply takes the unit's pods off the check's nodes (evict) or puts them back.
-func (u *gangUnit) apply(f *gangFit, evict bool) {
-	for _, d := range u.frees {
-		n := &f.free[d.node]
-		if evict {
-			d.req.addTo(&n.free)
-			n.slots++
-		} else {
-			d.req.subFrom(&n.free)
-			n.slots--
-		}
-	}
 }
 
 // terminatingVictims counts the pods of lower priority than prio that preemption is terminating on
@@ -775,13 +505,13 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*
 // nominate records each member's node in the scheduler's nominator (so that pods of lower priority
 // do not take the room) and in the member's status (the framework writes the preemptor's own), and
 // clears the nominations of lower-priority pods to those nodes. It returns the nodes, sorted.
-func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []nomination, prio int32) []string {
+func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []gangfit.Nomination, prio int32) []string {
 	logger := klog.FromContext(ctx)
 	nodes := map[string]bool{}
 	var patch []*v1.Pod
 	var to []string
 	for _, a := range assignment {
-		m, node := a.pod, a.node
+		m, node := a.Pod, a.Node
 		nodes[node] = true
 		pi, err := framework.NewPodInfo(m)
 		if err != nil {

@@ -361,7 +361,7 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	}
 	snap := status.Attempt{Waiting: g.attemptInProgress(), Counted: len(g.members), Reason: g.outcome.reason, Message: g.outcome.message}
 	if g.placement != nil {
-		snap.PlacementLevel, snap.PlacementMessage = g.placement.level, g.placement.message
+		snap.PlacementLevel, snap.PlacementMessage = g.placement.Level, g.placement.Message
 	}
 	return snap
 }

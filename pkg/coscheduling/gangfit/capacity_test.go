@@ -1,4 +1,4 @@
-package coscheduling
+package gangfit
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ func TestFreeCapacityRandomized(t *testing.T) {
 			ni.SetNode(makeNode(fmt.Sprintf("n%d", i)))
 			nodes = append(nodes, ni)
 		}
-		var shared fitShared
+		var shared Shared
 		pods := 0
 		for step := range 60 {
 			ni := nodes[rng.Intn(len(nodes))].(*framework.NodeInfo)
@@ -123,9 +123,9 @@ func TestFreeCapacityPrivate(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	nodes := []fwk.NodeInfo{node("n0", "4"), node("n1", "4")}
 	gang := []*v1.Pod{member("m0", "g", "2"), member("m1", "g", "2")}
-	var shared fitShared
+	var shared Shared
 
-	f := newGangFit(logger, "ns/g", gang, 2, nodes, nil, nil, &shared, true)
+	f := New(logger, "ns/g", gang, 2, nodes, nil, nil, &shared, true)
 	if f.release != nil {
 		t.Fatal("a private check holds the shared table")
 	}
@@ -134,16 +134,16 @@ func TestFreeCapacityPrivate(t *testing.T) {
 
 	claimed := st.MakePod().Namespace("ns").Name("c").UID("c").Req(map[v1.ResourceName]string{v1.ResourceCPU: "3"}).Obj()
 	claimed.Status.NominatedNodeName = "n1"
-	res, g := checkFeasible(logger, "ns/g", gang, 2, nodes, nil, nil, []*v1.Pod{claimed}, &shared)
-	g.done()
+	res, g := Check(logger, "ns/g", gang, 2, nodes, nil, nil, []*v1.Pod{claimed}, &shared)
+	g.Done()
 	// n0 has 4 CPUs (the private change above did not reach the table), n1 1 CPU after the claim:
 	// the two members fit on n0.
-	if !res.feasible {
-		t.Fatalf("gang infeasible: %s", res.message)
+	if !res.Feasible {
+		t.Fatalf("gang infeasible: %s", res.Message)
 	}
-	res, g = checkFeasible(logger, "ns/g", append(gang, member("m2", "g", "2")), 3, nodes, nil, nil, []*v1.Pod{claimed}, &shared)
-	g.done()
-	if res.feasible {
+	res, g = Check(logger, "ns/g", append(gang, member("m2", "g", "2")), 3, nodes, nil, nil, []*v1.Pod{claimed}, &shared)
+	g.Done()
+	if res.Feasible {
 		t.Fatal("3 members of 2 CPUs fit on 4+1 free CPUs")
 	}
 	free, _, _, _ := shared.capacity.acquire(nodes, nil)
@@ -152,11 +152,11 @@ func TestFreeCapacityPrivate(t *testing.T) {
 	}
 	shared.capacity.mu.Unlock()
 
-	for _, shared := range []*fitShared{nil, {}} {
-		res, g = checkFeasible(logger, "ns/g", append(gang, member("m2", "g", "2")), 3, nodes, nil, nil, nil, shared)
-		g.done()
-		if !res.feasible {
-			t.Errorf("shared=%v: 3 members of 2 CPUs do not fit on 4+4 free CPUs: %s", shared != nil, res.message)
+	for _, shared := range []*Shared{nil, {}} {
+		res, g = Check(logger, "ns/g", append(gang, member("m2", "g", "2")), 3, nodes, nil, nil, nil, shared)
+		g.Done()
+		if !res.Feasible {
+			t.Errorf("shared=%v: 3 members of 2 CPUs do not fit on 4+4 free CPUs: %s", shared != nil, res.Message)
 		}
 	}
 }

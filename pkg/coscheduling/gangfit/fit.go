@@ -1,4 +1,4 @@
-package coscheduling
+package gangfit
 
 import (
 	"fmt"
@@ -218,10 +218,10 @@ func nodeFree(ni fwk.NodeInfo, names scalarNames, scalar []int64) freeNode {
 }
 
 // feasibility is the outcome of one check.
-type feasibility struct {
-	feasible bool
-	// message says why a gang is infeasible, for the pod's status and events.
-	message string
+type Result struct {
+	Feasible bool
+	// Message says why a gang is infeasible, for the pod's status and events.
+	Message string
 }
 
 // gangMember is a member still to be placed, with its request.
@@ -230,10 +230,10 @@ type gangMember struct {
 	req resources
 }
 
-// gangFit is one whole-gang check's inputs, prepared once: the `need` smallest candidate members and
+// Fit is one whole-gang check's inputs, prepared once: the `need` smallest candidate members and
 // the snapshot's free capacity per node, so that placement can be tried on the whole cluster or on any
 // subset of its nodes (a topology domain) without preparing them again.
-type gangFit struct {
+type Fit struct {
 	logger   klog.Logger
 	groupKey string
 	need     int
@@ -249,25 +249,25 @@ type gangFit struct {
 	release     func()
 }
 
-// fitShared is what the checks of one plugin instance share (see capacity.go). A nil *fitShared
+// Shared is what the checks of one plugin instance share (see capacity.go). A nil *Shared
 // computes everything afresh.
-type fitShared struct {
+type Shared struct {
 	capacity freeCapacity
 	requests requestCache
 }
 
-func (s *fitShared) requestCache() *requestCache {
+func (s *Shared) requestCache() *requestCache {
 	if s == nil {
 		return nil
 	}
 	return &s.requests
 }
 
-// newGangFit prepares a check of placing `need` of the candidates on nodes; minResources' extended
+// New prepares a check of placing `need` of the candidates on nodes; minResources' extended
 // resources are tracked too. It returns nil when need is not positive or there are too few
-// candidates (checkFeasible reports those). With shared, the free capacity may be the shared table,
+// candidates (Check reports those). With shared, the free capacity may be the shared table,
 // which the check holds until done is called; private asks for a copy the caller may change.
-func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, claimed []*v1.Pod, shared *fitShared, private bool) *gangFit {
+func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, claimed []*v1.Pod, shared *Shared, private bool) *Fit {
 	if need <= 0 || len(candidates) < need {
 		return nil
 	}
@@ -278,14 +278,14 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 		reqs[i] = requests.of(p)
 		names = names.withRequest(reqs[i])
 	}
-	f := &gangFit{logger: logger, groupKey: groupKey, need: need}
+	f := &Fit{logger: logger, groupKey: groupKey, need: need}
 	if shared != nil {
 		if free, tracked, totals, ok := shared.capacity.acquire(nodes, names); ok {
 			f.names, f.free, f.totals, f.release = tracked, free, totals, shared.capacity.mu.Unlock
 			if private || len(claimed) > 0 {
 				f.names, f.free = slices.Clone(tracked), cloneFree(free, len(tracked))
 				f.totals = totals.clone()
-				f.done()
+				f.Done()
 			}
 		}
 	}
@@ -329,8 +329,8 @@ func newGangFit(logger klog.Logger, groupKey string, candidates []*v1.Pod, need 
 	return f
 }
 
-// done releases the shared free capacity the check reads, if it does; f must not be used after.
-func (f *gangFit) done() {
+// Done releases the shared free capacity the check reads, if it does; f must not be used after.
+func (f *Fit) Done() {
 	if f != nil && f.release != nil {
 		f.release()
 		f.release = nil
@@ -353,7 +353,7 @@ func cloneFree(free []freeNode, stride int) []freeNode {
 
 // usable reports, per node, whether some member may use it. One pass per distinct eligibility (the
 // members of a gang usually share one), not per member.
-func (f *gangFit) usable() []bool {
+func (f *Fit) usable() []bool {
 	if f.homogeneous {
 		return f.eligible.of(f.members[0].pod)
 	}
@@ -375,7 +375,7 @@ func (f *gangFit) usable() []bool {
 // placeable returns how many of the gang's `need` members fit at once on the nodes at the given
 // indexes of f.free (all nodes when idx is nil), at most need: exact for identical members, first-fit
 // decreasing for mixed ones.
-func (f *gangFit) placeable(idx []int) int {
+func (f *Fit) placeable(idx []int) int {
 	placed := 0
 	if f.homogeneous {
 		elig := f.eligible.of(f.members[0].pod)
@@ -398,7 +398,7 @@ func (f *gangFit) placeable(idx []int) int {
 // assign places the gang's members first-fit decreasing (largest first, each on the first node with
 // room) on the nodes at the given indexes of f.free (all nodes when idx is nil), and returns each
 // member's node index (-1: no room), in the order of f.members.
-func (f *gangFit) assign(idx []int) []int {
+func (f *Fit) assign(idx []int) []int {
 	order := make([]int, len(f.members))
 	for i := range order {
 		order[i] = i
@@ -450,7 +450,7 @@ func eachNode(idx []int, n int, fn func(i int) bool) {
 
 // leftover is the free CPU and memory the nodes at idx keep once the gang's members are placed on
 // them: the smaller, the tighter the fit.
-func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
+func (f *Fit) leftover(idx []int) (milliCPU, memory int64) {
 	for _, i := range idx {
 		milliCPU += max(f.free[i].free.milliCPU, 0)
 		memory += max(f.free[i].free.memory, 0)
@@ -462,19 +462,19 @@ func (f *gangFit) leftover(idx []int) (milliCPU, memory int64) {
 	return milliCPU, memory
 }
 
-// checkFeasible simulates placing `need` of the candidate members on nodes. minResources, when set, is
+// Check simulates placing `need` of the candidate members on nodes. minResources, when set, is
 // compared with the free capacity summed over the nodes the members may use, less what the members
 // already reserved or bound (counted) hold. It also returns the prepared check, for a topology
 // placement to reuse (nil when the gang needs no more members or has too few); the caller calls its
 // done when it no longer needs it.
-func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted, claimed []*v1.Pod, shared *fitShared) (feasibility, *gangFit) {
+func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, minResources v1.ResourceList, counted, claimed []*v1.Pod, shared *Shared) (Result, *Fit) {
 	if need <= 0 {
-		return feasibility{feasible: true}, nil
+		return Result{Feasible: true}, nil
 	}
 	if len(candidates) < need {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
 	}
-	f := newGangFit(logger, groupKey, candidates, need, nodes, minResources, claimed, shared, false)
+	f := New(logger, groupKey, candidates, need, nodes, minResources, claimed, shared, false)
 
 	var eligibleTotal resources
 	anyEligible := f.usable()
@@ -496,16 +496,16 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 			remaining.scalar[i] = max(remaining.scalar[i]-scalarAt(held.scalar, i), 0)
 		}
 		if !remaining.fits(eligibleTotal) {
-			return feasibility{message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal, f.names))}, f
+			return Result{Message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal, f.names))}, f
 		}
 	}
 
 	placed := f.placeable(nil)
 	if placed >= need {
-		return feasibility{feasible: true}, f
+		return Result{Feasible: true}, f
 	}
 	if f.homogeneous {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}, f
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}, f
 	}
 	// FFD is not exact for mixed sizes: admit the gang if the sound, weaker test passes.
 	var sum resources
@@ -520,14 +520,14 @@ func checkFeasible(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 			}
 		}
 		if !fitsSomewhere {
-			return feasibility{message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(m.pod))}, f
+			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(m.pod))}, f
 		}
 	}
 	if !sum.fits(eligibleTotal) {
-		return feasibility{message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal, f.names))}, f
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal, f.names))}, f
 	}
 	logger.V(5).Info("First-fit decreasing could not place a mixed gang, admitting it on the aggregate test", "podGroup", groupKey, "need", need, "placed", placed)
-	return feasibility{feasible: true}, f
+	return Result{Feasible: true}, f
 }
 
 func (r resources) clone() resources {

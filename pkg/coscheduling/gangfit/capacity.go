@@ -1,4 +1,4 @@
-package coscheduling
+package gangfit
 
 import (
 	"slices"
@@ -191,4 +191,9 @@ func (c *requestCache) of(pod *v1.Pod) podRequest {
 
 func (c *requestCache) forget(uid types.UID) {
 	c.m.Delete(uid)
+}
+
+// Forget drops what s remembers of the pod (its request), once it is deleted.
+func (s *Shared) Forget(uid types.UID) {
+	s.requests.forget(uid)
 }

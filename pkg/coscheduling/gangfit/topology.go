@@ -1,0 +1,324 @@
+package gangfit
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// Topology-aware placement: a gang in one domain of a node label (a rack, block or zone). The domain is
+// chosen once per attempt, from the snapshot, before any member holds anything, with the same per-node
+// whole-gang check as the rest of the plugin restricted to each candidate domain; among the domains
+// that fit, the tightest fit wins (least free CPU, then memory, left once the gang is placed) so that
+// larger domains stay free for larger gangs, ties broken by the domain's name. Members already bound
+// pin the domain. The chosen domain's nodes are returned from PreFilter, so the framework evaluates
+// only them. Everything here is pure: it reads the prepared check (Fit) and the policy.
+
+// Pod annotations that give a gang a topology policy when its PodGroup cannot (for PodGroups created
+// by operators that do not know the field). The PodGroup's spec.Policy wins.
+const (
+	// AnnotationTopologyRequired names a node label key: all members in one domain of it, or none placed.
+	AnnotationTopologyRequired = "custom-scheduler.io/topology-required"
+	// AnnotationTopologyPreferred lists node label keys, narrowest first, separated by commas.
+	AnnotationTopologyPreferred = "custom-scheduler.io/topology-preferred"
+)
+
+// Placement levels, as the Topology condition's reason reports them.
+const (
+	LevelPreferred = "PreferredDomain"
+	LevelRequired  = "RequiredDomain"
+	LevelAnywhere  = "Anywhere"
+)
+
+// Policy is the policy in force for a gang.
+type Policy struct {
+	Required  string
+	Preferred []string
+	// Source says where it came from, for messages: "spec", "annotation" or "default".
+	Source string
+}
+
+func (p Policy) Empty() bool { return p.Required == "" && len(p.Preferred) == 0 }
+
+// topologyLevel is one step of a policy: a label key, and whether it is the required one.
+type topologyLevel struct {
+	key      string
+	required bool
+}
+
+// levels are the steps to try in order: the preferred keys (narrowest first), then the required key.
+// A preferred key equal to the required one is tried once, as required.
+func (p Policy) levels() []topologyLevel {
+	out := make([]topologyLevel, 0, len(p.Preferred)+1)
+	for _, k := range p.Preferred {
+		if k != p.Required {
+			out = append(out, topologyLevel{key: k})
+		}
+	}
+	if p.Required != "" {
+		out = append(out, topologyLevel{key: p.Required, required: true})
+	}
+	return out
+}
+
+// placement is a gang's chosen domain for an attempt; key "" means anywhere.
+type Placement struct {
+	Key, Value string
+	// Level is LevelPreferred, LevelRequired or LevelAnywhere.
+	Level string
+	// Nodes are the domain's nodes (nil: anywhere), returned from PreFilter for every member.
+	Nodes sets.Set[string]
+	// Message says where the gang goes and why, for the PodGroup's event and condition.
+	Message string
+}
+
+// domainsOf groups the indexes of free by the value of the node label key; nodes without the label
+// are in no domain. Values are returned sorted, so choices are deterministic. One label lookup per
+// node; the index lists share one array.
+func domainsOf(free []freeNode, key string) ([]string, map[string][]int) {
+	ids := make([]int32, len(free))
+	byValue := map[string]int32{}
+	var values []string
+	var counts []int
+	for i, n := range free {
+		v, ok := n.node.Labels[key]
+		if !ok {
+			ids[i] = -1
+			continue
+		}
+		id, seen := byValue[v]
+		if !seen {
+			id = int32(len(values))
+			byValue[v] = id
+			values = append(values, v)
+			counts = append(counts, 0)
+		}
+		ids[i] = id
+		counts[id]++
+	}
+	flat := make([]int, 0, len(free))
+	starts := make([]int, len(values))
+	for id, c := range counts {
+		starts[id] = len(flat)
+		flat = flat[:len(flat)+c]
+	}
+	next := slices.Clone(starts)
+	for i, id := range ids {
+		if id >= 0 {
+			flat[next[id]] = i
+			next[id]++
+		}
+	}
+	doms := make(map[string][]int, len(values))
+	for id, v := range values {
+		doms[v] = flat[starts[id] : starts[id]+counts[id] : starts[id]+counts[id]]
+	}
+	sort.Strings(values)
+	return values, doms
+}
+
+// PinnedDomains returns, per label key of the policy, the domain that all the given bound members'
+// nodes share; a key whose members are in several domains (or on nodes without the label) maps to "".
+func PinnedDomains(p Policy, boundNodes []*v1.Node) map[string]string {
+	if len(boundNodes) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, lvl := range p.levels() {
+		value, shared := "", true
+		for i, n := range boundNodes {
+			v, ok := n.Labels[lvl.key]
+			if !ok || (i > 0 && v != value) {
+				shared = false
+				break
+			}
+			value = v
+		}
+		if !shared {
+			value = ""
+		}
+		out[lvl.key] = value
+	}
+	return out
+}
+
+// ChoosePlacement picks the gang's domain: level by level, the tightest domain that holds every
+// missing member; with bound members (pinned), only the domain they share. It returns ok=false with a
+// message when the required level has no domain that fits (nothing should be held then). Without a
+// required key, a gang no preferred domain fits goes anywhere (the whole-cluster check decides).
+// Domains in busy ("key=value", see busyDomainsLocked) are taken only when no other domain fits.
+func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string]bool) (Placement, bool) {
+	var notes []string
+	for li, lvl := range p.levels() {
+		values, doms := domainsOf(f.free, lvl.key)
+		if pinned != nil {
+			v := pinned[lvl.key]
+			if v == "" {
+				notes = append(notes, fmt.Sprintf("the bound members are not in one %s domain", lvl.key))
+				if lvl.required {
+					return Placement{Message: strings.Join(notes, "; ")}, false
+				}
+				continue
+			}
+			values = []string{v}
+		}
+		var (
+			best             string
+			bestCPU, bestMem int64
+			bestBusy         bool
+			mostPlaced       int
+		)
+		for _, v := range values {
+			idx := doms[v]
+			if n := f.placeable(idx); n < f.need {
+				mostPlaced = max(mostPlaced, n)
+				continue
+			}
+			// A domain where another gang's attempt is still gathering its quorum is chosen only if no
+			// other fits: the snapshot shows that gang's reserved members but not the ones still to
+			// come, so the tightest fit would otherwise draw concurrent gangs into the same domain.
+			isBusy := busy[lvl.key+"="+v]
+			cpu, mem := f.leftover(idx)
+			if best == "" || (bestBusy && !isBusy) || (bestBusy == isBusy && (cpu < bestCPU || (cpu == bestCPU && mem < bestMem))) {
+				best, bestCPU, bestMem, bestBusy = v, cpu, mem, isBusy
+			}
+		}
+		if best != "" {
+			how := fmt.Sprintf("required %s", lvl.key)
+			pl := Placement{Key: lvl.key, Value: best, Level: LevelRequired, Nodes: sets.New[string]()}
+			if !lvl.required {
+				pl.Level = LevelPreferred
+				how = fmt.Sprintf("preferred level %d of %d", li+1, len(p.Preferred))
+			}
+			for _, i := range doms[best] {
+				pl.Nodes.Insert(f.free[i].node.Name)
+			}
+			pl.Message = fmt.Sprintf("placed in %s=%s (%s)", lvl.key, best, how)
+			if len(notes) > 0 {
+				pl.Message += ": " + strings.Join(notes, "; ")
+			}
+			return pl, true
+		}
+		switch {
+		case len(values) == 0:
+			notes = append(notes, fmt.Sprintf("no node has the label %s", lvl.key))
+		default:
+			notes = append(notes, fmt.Sprintf("no %s domain has room for %d members; the best fits %d", lvl.key, f.need, mostPlaced))
+		}
+		if lvl.required {
+			return Placement{Message: strings.Join(notes, "; ")}, false
+		}
+	}
+	return Placement{Level: LevelAnywhere, Message: "placed anywhere: " + strings.Join(notes, "; ")}, true
+}
+
+// PinnedPlacement is the placement of a gang that needs no more members checked: the narrowest domain
+// of the policy that its bound members share, or anywhere.
+func PinnedPlacement(p Policy, pinned map[string]string, nodes []fwk.NodeInfo) Placement {
+	for _, lvl := range p.levels() {
+		v := pinned[lvl.key]
+		if v == "" {
+			continue
+		}
+		pl := Placement{Key: lvl.key, Value: v, Level: LevelPreferred, Nodes: sets.New[string]()}
+		if lvl.required {
+			pl.Level = LevelRequired
+		}
+		for _, ni := range nodes {
+			if n := ni.Node(); n != nil {
+				if got, ok := n.Labels[lvl.key]; ok && got == v {
+					pl.Nodes.Insert(n.Name)
+				}
+			}
+		}
+		pl.Message = fmt.Sprintf("placed in %s=%s, where its bound members are", lvl.key, v)
+		return pl
+	}
+	return Placement{Level: LevelAnywhere, Message: "placed anywhere: its bound members share no domain of the policy"}
+}
+
+// boundNodes returns the nodes of the snapshot that the bound pods are on.
+func BoundNodes(pods []*v1.Pod, nodes []fwk.NodeInfo) []*v1.Node {
+	names := sets.New[string]()
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			names.Insert(p.Spec.NodeName)
+		}
+	}
+	if names.Len() == 0 {
+		return nil
+	}
+	out := make([]*v1.Node, 0, names.Len())
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && names.Has(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// PreFilterResult is what PreFilter returns for a member of a gang with this placement: the domain's nodes,
+// or nil (all nodes) for no placement or anywhere.
+func (pl *Placement) PreFilterResult() *fwk.PreFilterResult {
+	if pl == nil || pl.Key == "" {
+		return nil
+	}
+	return &fwk.PreFilterResult{NodeNames: pl.Nodes}
+}
+
+// PolicyFor returns the policy in force for a member: the PodGroup's spec, else the member's
+// annotations, else the profile's default. A malformed annotation is an error (the member is refused
+// with it, never placed as if no policy had been asked for).
+func PolicyFor(pg *v1alpha1.PodGroup, pod *v1.Pod, def config.TopologyPolicy) (Policy, error) {
+	if tp := pg.Spec.TopologyPolicy; tp != nil && (tp.Required != "" || len(tp.Preferred) > 0) {
+		p := Policy{Required: string(tp.Required), Source: "spec"}
+		for _, k := range tp.Preferred {
+			p.Preferred = append(p.Preferred, string(k))
+		}
+		return p, nil
+	}
+	req, hasReq := pod.Annotations[AnnotationTopologyRequired]
+	pref, hasPref := pod.Annotations[AnnotationTopologyPreferred]
+	if hasReq || hasPref {
+		p := Policy{Required: strings.TrimSpace(req), Source: "annotation"}
+		if hasReq {
+			if errs := validation.IsQualifiedName(p.Required); len(errs) > 0 {
+				return Policy{}, fmt.Errorf("annotation %s=%q is not a label key: %s", AnnotationTopologyRequired, req, strings.Join(errs, "; "))
+			}
+		}
+		if hasPref {
+			for _, k := range strings.Split(pref, ",") {
+				k = strings.TrimSpace(k)
+				if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+					return Policy{}, fmt.Errorf("annotation %s=%q: %q is not a label key: %s", AnnotationTopologyPreferred, pref, k, strings.Join(errs, "; "))
+				}
+				p.Preferred = append(p.Preferred, k)
+			}
+		}
+		return p, nil
+	}
+	return Policy{Required: def.Required, Preferred: def.Preferred, Source: "default"}, nil
+}
+
+// ExtraMemberPlacement is where a member of a gang whose quorum is met goes (f is the check of that
+// one member): in the narrowest domain of the policy that its bound members share (pinned) and that
+// has room for it, so a preferred domain that is full gives way to the next level (as it would for
+// the gang's own attempt); in the required domain they share even when that one is full (the member
+// waits there), or anywhere. f may be nil (nothing to check): then the pinned domains decide.
+func ExtraMemberPlacement(f *Fit, p Policy, pinned map[string]string, nodes []fwk.NodeInfo) Placement {
+	if f != nil {
+		if pl, ok := ChoosePlacement(f, p, pinned, nil); ok {
+			return pl
+		}
+	}
+	return PinnedPlacement(Policy{Required: p.Required}, pinned, nodes)
+}
