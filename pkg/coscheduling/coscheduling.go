@@ -26,7 +26,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
@@ -102,7 +104,7 @@ type Coscheduling struct {
 	backoff         time.Duration
 	defaultTopology config.TopologyPolicy
 
-	podGroups podgroup.Lister
+	podGroups pgcache.Lister
 	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
 	// holds live pods only. It is the store the scheduling queue's events come from, so PreEnqueue and
 	// the hints count members consistently with the event being handled.
@@ -137,7 +139,7 @@ type Coscheduling struct {
 	// evictedMemory (see leaving).
 	evicted sync.Map
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).
-	preempt     *gangPreemption
+	preempt     *gangpreemption.Preemption
 	startStatus sync.Once
 }
 
@@ -166,11 +168,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 
-	pl := newPlugin(ctx, h, args, clock.RealClock{}, podgroup.Lister{Store: pgInformer.GetStore()}, podInformer.GetIndexer())
-	if pl.preempt, err = newGangPreemption(ctx, h, pl.profile); err != nil {
+	pl := newPlugin(ctx, h, args, clock.RealClock{}, pgcache.Lister{Store: pgInformer.GetStore()}, podInformer.GetIndexer())
+	if pl.preempt, err = gangpreemption.New(ctx, h, Name); err != nil {
 		return nil, err
 	}
-	pl.preempt.evicted, pl.preempt.failed = pl.victimEvicted, pl.victimEvictionFailed
+	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
 		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.podGroupEvent, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
@@ -198,7 +200,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 }
 
 // newPlugin builds the plugin from its parts without starting anything; tests drive it directly.
-func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups podgroup.Lister, pods cache.Indexer) *Coscheduling {
+func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups pgcache.Lister, pods cache.Indexer) *Coscheduling {
 	RegisterMetrics()
 	pl := &Coscheduling{
 		handle:          h,

@@ -29,6 +29,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 )
 
 // fakeHandle is the part of fwk.Handle the plugin uses: waiting pods, activation, profile name.
@@ -109,7 +110,7 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 	}
 	h := newFakeHandle()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pl := newPlugin(ctx, h, &args, clk, podgroup.Lister{Store: pgStore}, podIndexer)
+	pl := newPlugin(ctx, h, &args, clk, pgcache.Lister{Store: pgStore}, podIndexer)
 	pl.running.Store(true)
 	return &testEnv{pl: pl, handle: h, clock: clk, pgs: pgStore, pods: podIndexer}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 )
 
 // addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
@@ -28,7 +29,7 @@ func addPodGroupIndex(informer cache.SharedIndexInformer) error {
 // before any work.
 func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
-		FilterFunc: podgroup.IsGangPod,
+		FilterFunc: pgcache.IsGangPod,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: pl.onPodAdd,
 			UpdateFunc: func(oldObj, obj interface{}) {

@@ -2,35 +2,26 @@ package coscheduling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	kubeconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
-	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -46,188 +37,17 @@ import (
 //   - A gang preempts as a whole: when its missing members do not fit the free resources, the
 //     victims are chosen across the cluster so that all of them fit at once (per node, within the
 //     gang's required topology domain), or nothing is evicted.
-
-// gangPreemption holds the upstream preemption machinery, configured for gangs.
-type gangPreemption struct {
-	// DefaultPreemption supplies the parts of preemption.Interface that do not change (candidate
-	// counts, a plain pod's eligibility, node ordering); SelectVictimsOnNode is ours.
-	*defaultpreemption.DefaultPreemption
-	handle    fwk.Handle
-	evaluator *preemption.Evaluator
-	pdbs      policylisters.PodDisruptionBudgetLister
-	// evicted, when set, is told of every victim evicted (the eviction's API calls succeeded, or it
-	// was rejected in memory), and failed of every victim whose eviction failed, with the other
-	// victims of the same preemption.
-	evicted func(victim *v1.Pod)
-	failed  func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod)
-	// evictOnce is upstream's eviction of one victim, without the hooks (for retries).
-	evictOnce func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error)
-}
-
-var _ preemption.Interface = &gangPreemption{}
-
-// newGangPreemption builds the machinery with upstream's default arguments. Evictions are made in
-// the scheduling cycle (upstream's asynchronous mode would need its PreEnqueue, which DefaultPreemption
-// owns), so a pod that preempts is retried only after its victims have been asked to go.
-func newGangPreemption(ctx context.Context, h fwk.Handle, profile string) (*gangPreemption, error) {
-	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	fts.EnableAsyncPreemption = false
-	args := &kubeconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
-	dp, err := defaultpreemption.New(ctx, args, h, fts)
-	if err != nil {
-		return nil, fmt.Errorf("setting up preemption: %w", err)
-	}
-	gp := &gangPreemption{
-		DefaultPreemption: dp,
-		handle:            h,
-		pdbs:              h.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
-	}
-	gp.evaluator = preemption.NewEvaluator(Name, h, gp, dp.Executor)
-	evict := dp.Executor.PreemptPod
-	gp.evictOnce = evict
-	dp.Executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error) {
-		inMemory, err := evict(ctx, c, p, victim, plugin)
-		if err != nil {
-			if gp.failed != nil {
-				gp.failed(ctx, c, p, victim)
-			}
-			return inMemory, err
-		}
-		if gp.evicted != nil {
-			gp.evicted(victim)
-		}
-		kind := preemptorKind(p.Type())
-		preemptionVictimPods.WithLabelValues(profile, kind).Inc()
-		if firstOfItsGang(victim, c.Victims().Pods) {
-			preemptionVictimGangs.WithLabelValues(profile, kind).Inc()
-		}
-		return inMemory, err
-	}
-	return gp, nil
-}
+//
+// The choice of victims is pure (gangfit: PlanPreemption, GangIndex, Reprieve); upstream's machinery
+// is wired in gangpreemption. What stays here is the orchestration: gather, decide, then the API calls
+// (evictions, nominations) and the follow-up of each eviction.
 
 // preemptorKind is the metrics label of a preemptor type: "gang" or "pod".
 func preemptorKind(t string) string {
-	if t == gangPreemptorType {
+	if t == gangpreemption.PreemptorType {
 		return "gang"
 	}
 	return "pod"
-}
-
-// firstOfItsGang reports whether victim is a gang member and the first of its gang among victims.
-func firstOfItsGang(victim *v1.Pod, victims []*v1.Pod) bool {
-	name, ok := podgroup.Of(victim)
-	if !ok {
-		return false
-	}
-	for _, v := range victims {
-		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace {
-			return v.UID == victim.UID
-		}
-	}
-	return false
-}
-
-// gangIndexKey holds, for a plain pod's preemption, the gangs of the snapshot (see lazyGangIndex).
-const gangIndexKey fwk.StateKey = Name + "/gang-victims"
-
-// lazyGangIndex builds the snapshot's gang index on first use, once for all the nodes a preemption
-// dry-runs (in parallel): a pod that preemption cannot help never pays for it.
-type lazyGangIndex struct {
-	once  sync.Once
-	nodes fwk.NodeInfoLister
-	idx   gangfit.GangIndex
-}
-
-// Clone returns the same index: the dry run's copies of the cycle state share it.
-func (l *lazyGangIndex) Clone() fwk.StateData { return l }
-
-func (l *lazyGangIndex) get() gangfit.GangIndex {
-	l.once.Do(func() {
-		if nodes, err := l.nodes.List(); err == nil {
-			l.idx = gangfit.BuildGangIndex(nodes)
-		}
-	})
-	return l.idx
-}
-
-// SelectVictimsOnNode finds, like DefaultPreemption's, the fewest and least important victims whose
-// eviction lets the preemptor pass the Filter plugins on nodeInfo (remove every eligible victim, then
-// reprieve them one by one, most important first, PDB-violating ones first), with whole gangs as
-// victims. A gang's members on other nodes are evicted with it: the Filter plugins' pre-computed
-// state sees them go (PreFilterExtensions) and their number counts in the candidate's cost.
-func (gp *gangPreemption) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
-	logger := klog.FromContext(ctx)
-	var idx gangfit.GangIndex
-	if d, err := state.Read(gangIndexKey); err == nil {
-		if l, ok := d.(*lazyGangIndex); ok {
-			idx = l.get()
-		}
-	}
-	units := idx.Units(possible, preemptor)
-	if len(units) == 0 {
-		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
-	}
-	mainNode := nodeInfo.Node().Name
-	nodeOf := func(name string) (fwk.NodeInfo, error) {
-		if name == mainNode {
-			return nodeInfo, nil
-		}
-		return gp.handle.SnapshotSharedLister().NodeInfos().Get(name)
-	}
-	// move takes a unit off its nodes (remove) or puts it back. Only the main node's NodeInfo (a copy)
-	// changes; other nodes are seen by the plugins' PreFilterExtensions only.
-	move := func(u preemption.Victim, remove bool) error {
-		for _, pi := range u.Pods() {
-			p := pi.GetPod()
-			ni, err := nodeOf(p.Spec.NodeName)
-			if err != nil {
-				return err
-			}
-			var st *fwk.Status
-			if remove {
-				if p.Spec.NodeName == mainNode {
-					if err := nodeInfo.RemovePod(logger, p); err != nil {
-						return err
-					}
-				}
-				st = gp.handle.RunPreFilterExtensionRemovePod(ctx, state, preemptor, pi, ni)
-			} else {
-				if p.Spec.NodeName == mainNode {
-					nodeInfo.AddPodInfo(pi)
-				}
-				st = gp.handle.RunPreFilterExtensionAddPod(ctx, state, preemptor, pi, ni)
-			}
-			if !st.IsSuccess() {
-				return st.AsError()
-			}
-		}
-		return nil
-	}
-	for _, u := range units {
-		if err := move(u, true); err != nil {
-			return nil, 0, fwk.AsStatus(err)
-		}
-	}
-	if st := gp.handle.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo); !st.IsSuccess() {
-		return nil, 0, st
-	}
-	victims, violations, err := gangfit.Reprieve(units, pdbs, func(u preemption.Victim, back bool) (bool, error) {
-		if err := move(u, !back); err != nil {
-			return false, err
-		}
-		return back && gp.handle.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo).IsSuccess(), nil
-	})
-	if err != nil {
-		return nil, 0, fwk.AsStatus(err)
-	}
-	var pods []*v1.Pod
-	for _, u := range victims {
-		for _, pi := range u.Pods() {
-			pods = append(pods, pi.GetPod())
-		}
-	}
-	return pods, violations, nil
 }
 
 // preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
@@ -236,8 +56,8 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	state.Write(gangIndexKey, &lazyGangIndex{nodes: pl.handle.SnapshotSharedLister().NodeInfos()})
-	res, st := pl.preempt.evaluator.Preempt(ctx, state, pod, m)
+	gangpreemption.PrepareGangIndex(state, pl.handle.SnapshotSharedLister().NodeInfos())
+	res, st := pl.preempt.Evaluator.Preempt(ctx, state, pod, m)
 	result := "preempted"
 	switch {
 	case st.Code() == fwk.Error:
@@ -251,48 +71,6 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 	}
 	return res, st
 }
-
-// gangPreemptorType is the preemptor type upstream's Executor writes in victims' conditions and
-// events ("preempting to accommodate a higher priority PodGroup").
-const gangPreemptorType = "PodGroup"
-
-// gangPreemptor is a gang as upstream's Executor sees a preemptor.
-type gangPreemptor struct {
-	pg        *v1alpha1.PodGroup
-	members   []*v1.Pod
-	priority  int32
-	scheduler string
-}
-
-var _ preemption.ExecutorPreemptor = &gangPreemptor{}
-
-func (p *gangPreemptor) GetName() string       { return p.pg.Name }
-func (p *gangPreemptor) GetNamespace() string  { return p.pg.Namespace }
-func (p *gangPreemptor) UID() types.UID        { return p.pg.UID }
-func (p *gangPreemptor) SchedulerName() string { return p.scheduler }
-func (p *gangPreemptor) Priority() int32       { return p.priority }
-func (p *gangPreemptor) Type() string          { return gangPreemptorType }
-
-// Obj is the PodGroup as an object reference: the event recorder's scheme does not know its type.
-func (p *gangPreemptor) Obj() runtime.Object { return podGroupRef(p.pg) }
-
-func (p *gangPreemptor) Pods() map[string]*v1.Pod {
-	out := make(map[string]*v1.Pod, len(p.members))
-	for _, m := range p.members {
-		out[m.Namespace+"/"+m.Name] = m
-	}
-	return out
-}
-
-// victimCandidate is one victim's eviction as upstream's Executor sees it (its node names the event).
-type victimCandidate struct {
-	node    string
-	victims *extenderv1.Victims
-}
-
-func (c *victimCandidate) Victims() *extenderv1.Victims { return c.victims }
-func (c *victimCandidate) Name() string                 { return c.node }
-func (c *victimCandidate) NumPodGroupDisruptions() int  { return 0 }
 
 // stoppedPreempting forgets a gang's last preemption once preemption cannot place it: the nodes it
 // nominated (kept only while its victims terminate), and a Preempting outcome, which becomes
@@ -364,7 +142,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	need := podgroup.MinMember(pg) - countedN
 	pl.mu.Unlock()
 
-	if n := terminatingVictims(pl.handle, nominated, prio); n > 0 {
+	if n := gangpreemption.TerminatingVictims(pl.handle.SnapshotSharedLister().NodeInfos(), nominated, prio); n > 0 {
 		msg := fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)
 		return done("waiting", nil, fwk.NewStatus(fwk.Unschedulable, msg))
 	}
@@ -377,7 +155,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
-	pdbs, err := pl.preempt.pdbs.List(labels.Everything())
+	pdbs, err := pl.preempt.PDBs.List(labels.Everything())
 	if err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
 	}
@@ -396,7 +174,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
 	victimPods, gangs, singles, violations, assignment := plan.Victims, plan.Gangs, plan.Singles, plan.Violations, plan.Assignment
-	preemptorObj := &gangPreemptor{pg: pg, members: members, priority: prio, scheduler: pod.Spec.SchedulerName}
+	preemptorObj := gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName)
 	if err := pl.evict(ctx, preemptorObj, victimPods, violations); err != nil {
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err)))
 	}
@@ -449,37 +227,10 @@ func (pl *Coscheduling) leaving(p *v1.Pod) bool {
 	return evicted
 }
 
-// terminatingVictims counts the pods of lower priority than prio that preemption is terminating on
-// the given nodes: while there are some, a preemptor nominated there waits for them.
-func terminatingVictims(h fwk.Handle, nodes []string, prio int32) int {
-	n := 0
-	seen := map[string]bool{}
-	for _, name := range nodes {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		ni, err := h.SnapshotSharedLister().NodeInfos().Get(name)
-		if err != nil {
-			continue
-		}
-		for _, pi := range ni.GetPods() {
-			if p := pi.GetPod(); preemption.PodTerminatingByPreemption(p) && corev1helpers.PodPriority(p) < prio {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// evict asks upstream's Executor to preempt every victim (in parallel): the DisruptionTarget
-// condition, a graceful delete and an event on each; a victim waiting at Permit is rejected in memory.
-func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*v1.Pod, violations int) error {
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
-	all := &extenderv1.Victims{Pods: victims, NumPDBViolations: int64(violations)}
+// evict forgets the victims of earlier preemptions that are long gone (see leaving), then evicts
+// these (see gangpreemption.Evict); a victim counts as leaving once its eviction succeeded (see
+// victimEvicted).
+func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victims []*v1.Pod, violations int) error {
 	now := pl.clock.Now()
 	pl.evicted.Range(func(uid, at any) bool {
 		if now.Sub(at.(time.Time)) > evictedMemory {
@@ -487,19 +238,7 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangPreemptor, victims []*
 		}
 		return true
 	})
-	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
-		v := victims[i]
-		if v.DeletionTimestamp != nil {
-			return
-		}
-		// (A victim counts as leaving once its eviction succeeded: see victimEvicted.)
-		if _, err := pl.preempt.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, victims: all}, p, v, Name); err != nil {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		}
-	}, Name)
-	return errors.Join(errs...)
+	return pl.preempt.Evict(ctx, p, victims, violations)
 }
 
 // nominate records each member's node in the scheduler's nominator (so that pods of lower priority
@@ -588,6 +327,17 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 	}, Name)
 }
 
+// onEvicted counts an eviction upstream's Executor made for this plugin, and follows it (see
+// victimEvicted).
+func (pl *Coscheduling) onEvicted(victim *v1.Pod, preemptorType string, victims []*v1.Pod) {
+	pl.victimEvicted(victim)
+	kind := preemptorKind(preemptorType)
+	preemptionVictimPods.WithLabelValues(pl.profile, kind).Inc()
+	if gangpreemption.FirstOfItsGang(victim, victims) {
+		preemptionVictimGangs.WithLabelValues(pl.profile, kind).Inc()
+	}
+}
+
 // victimEvicted records a victim whose eviction succeeded: it counts as leaving (see leaving) from
 // now on, never before its delete succeeded. A victim that was reserved here (waiting at Permit, where
 // upstream's Executor rejects it in memory, or on its way to bind) stops counting toward its gang's
@@ -663,7 +413,7 @@ func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.C
 				return idle > 3, nil
 			}
 			preemptionEvictionRetries.WithLabelValues(pl.profile).Inc()
-			if _, err := pl.preempt.evictOnce(ctx, c, p, victim, Name); err != nil {
+			if _, err := pl.preempt.EvictOnce(ctx, c, p, victim, Name); err != nil {
 				logger.V(2).Info("Retrying the eviction of a member of a gang being preempted", "pod", klog.KObj(victim), "err", err)
 				return false, nil
 			}

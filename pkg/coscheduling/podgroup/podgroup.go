@@ -5,7 +5,6 @@ package podgroup
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -81,33 +80,4 @@ func LiveIndexFunc(obj interface{}) ([]string, error) {
 		return nil, nil
 	}
 	return []string{MemberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
-}
-
-// IsGangPod reports whether an informer object (or its tombstone) is a pod with the PodGroup label.
-func IsGangPod(obj interface{}) bool {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return false
-	}
-	_, ok = Of(pod)
-	return ok
-}
-
-// Lister reads PodGroups from an informer's store. (The generated lister does the same with a
-// NotFound error allocated per miss; the extension points ask for PodGroups on every cycle.)
-type Lister struct {
-	Store cache.Store
-}
-
-// Get returns the PodGroup namespace/name, or nil when the store does not hold it.
-func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
-	obj, ok, err := l.Store.GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil
-	}
-	pg, _ := obj.(*v1alpha1.PodGroup)
-	return pg
 }

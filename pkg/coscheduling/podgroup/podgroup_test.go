@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -49,12 +48,6 @@ func TestMembership(t *testing.T) {
 			if diff := cmp.Diff(tc.liveKeys, liveKeys); diff != "" {
 				t.Errorf("LiveIndexFunc (-want,+got): %s", diff)
 			}
-			if got, want := IsGangPod(tc.pod), tc.keys != nil; got != want {
-				t.Errorf("IsGangPod = %v, want %v", got, want)
-			}
-			if got := IsGangPod(cache.DeletedFinalStateUnknown{Obj: tc.pod}); got != (tc.keys != nil) {
-				t.Errorf("IsGangPod(tombstone) = %v", got)
-			}
 		})
 	}
 	if keys, _ := IndexFunc("not a pod"); keys != nil {
@@ -70,19 +63,7 @@ func TestMinMember(t *testing.T) {
 	}
 }
 
-func TestLister(t *testing.T) {
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
-	if err := store.Add(pg); err != nil {
-		t.Fatal(err)
-	}
-	l := Lister{Store: store}
-	if got := l.Get("ns", "g"); got != pg {
-		t.Errorf("Get(ns, g) = %v, want the stored PodGroup", got)
-	}
-	if got := l.Get("ns", "other"); got != nil {
-		t.Errorf("Get(ns, other) = %v, want nil", got)
-	}
+func TestMemberKey(t *testing.T) {
 	if got, want := MemberKey("prof", "ns", "g"), "prof|"+Key("ns", "g"); got != want {
 		t.Errorf("MemberKey = %q, want %q", got, want)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
@@ -67,7 +68,7 @@ type Config struct {
 	Client    kubernetes.Interface
 	PodGroups versioned.Interface
 	// Lister reads the PodGroups from the scheduler's PodGroup informer.
-	Lister podgroup.Lister
+	Lister pgcache.Lister
 	// Live is the scheduler's pod informer, indexed by podgroup.IndexName (live members only).
 	Live  cache.SharedIndexInformer
 	Clock clock.Clock
@@ -101,7 +102,7 @@ type Config struct {
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
 type Updater struct {
 	client    versioned.Interface
-	podGroups podgroup.Lister
+	podGroups pgcache.Lister
 	factory   informers.SharedInformerFactory
 	// live is the scheduler's pod informer (non-terminal pods, indexed by podgroup.IndexName: live members
 	// only); finished holds this updater's finished pods with the PodGroup label, same index name.
@@ -175,7 +176,7 @@ func (u *Updater) Run(ctx context.Context) {
 	}
 	// The scheduler's informer: a member that finishes leaves it with a delete (and joins the finished
 	// informer with an add); both queue the group.
-	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: podgroup.IsGangPod, Handler: handler})
+	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: pgcache.IsGangPod, Handler: handler})
 	if err != nil {
 		logger.Error(err, "PodGroup status updates are off")
 		return

@@ -1,0 +1,50 @@
+package pgcache
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+func TestIsGangPod(t *testing.T) {
+	cases := []struct {
+		name string
+		obj  interface{}
+		want bool
+	}{
+		{name: "a member", obj: st.MakePod().Name("p").Label(v1alpha1.PodGroupLabel, "g").Obj(), want: true},
+		{name: "a finished member", obj: st.MakePod().Name("p").Label(v1alpha1.PodGroupLabel, "g").Phase(v1.PodSucceeded).Obj(), want: true},
+		{name: "a member's tombstone", obj: cache.DeletedFinalStateUnknown{Obj: st.MakePod().Name("p").Label(v1alpha1.PodGroupLabel, "g").Obj()}, want: true},
+		{name: "a plain pod", obj: st.MakePod().Name("p").Obj()},
+		{name: "an empty label", obj: st.MakePod().Name("p").Label(v1alpha1.PodGroupLabel, "").Obj()},
+		{name: "a plain pod's tombstone", obj: cache.DeletedFinalStateUnknown{Obj: st.MakePod().Name("p").Obj()}},
+		{name: "not a pod", obj: &v1alpha1.PodGroup{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsGangPod(tc.obj); got != tc.want {
+				t.Errorf("IsGangPod = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLister(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
+	if err := store.Add(pg); err != nil {
+		t.Fatal(err)
+	}
+	l := Lister{Store: store}
+	if got := l.Get("ns", "g"); got != pg {
+		t.Errorf("Get(ns, g) = %v, want the stored PodGroup", got)
+	}
+	if got := l.Get("ns", "other"); got != nil {
+		t.Errorf("Get(ns, other) = %v, want nil", got)
+	}
+}
