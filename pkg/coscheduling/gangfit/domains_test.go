@@ -65,13 +65,13 @@ func TestPolicyLevels(t *testing.T) {
 		{name: "an empty preferred list is empty", policy: Policy{Preferred: []string{}}, want: []topologyLevel{}, wantEmpty: true},
 		{name: "required only", policy: Policy{Required: rackKey}, want: []topologyLevel{{key: rackKey, required: true}}},
 		{name: "preferred only, narrowest first", policy: Policy{Preferred: []string{rackKey, blockKey}},
-			want: []topologyLevel{{key: rackKey}, {key: blockKey}}},
+			want: []topologyLevel{{key: rackKey, rank: 1}, {key: blockKey, rank: 2}}},
 		{name: "preferred keys then the required one", policy: Policy{Required: zoneKey, Preferred: []string{rackKey, blockKey}},
-			want: []topologyLevel{{key: rackKey}, {key: blockKey}, {key: zoneKey, required: true}}},
+			want: []topologyLevel{{key: rackKey, rank: 1}, {key: blockKey, rank: 2}, {key: zoneKey, required: true}}},
 		{name: "a preferred key equal to the required one is tried once, as required", policy: Policy{Required: blockKey, Preferred: []string{rackKey, blockKey}},
-			want: []topologyLevel{{key: rackKey}, {key: blockKey, required: true}}},
+			want: []topologyLevel{{key: rackKey, rank: 1}, {key: blockKey, required: true}}},
 		{name: "the required key listed first among the preferred still comes last", policy: Policy{Required: zoneKey, Preferred: []string{zoneKey, rackKey}},
-			want: []topologyLevel{{key: rackKey}, {key: zoneKey, required: true}}},
+			want: []topologyLevel{{key: rackKey, rank: 2}, {key: zoneKey, required: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,32 +246,32 @@ func TestChoosePlacementCases(t *testing.T) {
 			wantOK: true, want: Placement{Level: LevelAnywhere, Message: "placed anywhere: no node has the label example.com/pod"}},
 		{name: "no node has the required label", gang: gangOf(1, "3"), policy: Policy{Required: "example.com/pod"},
 			want: Placement{Message: "no node has the label example.com/pod"}},
-		// Suspected bug (see the report): a preferred domain that fits ends the search without a check
-		// that it lies in one domain of the required key, so the gang is placed on nodes that are in no
-		// required domain at all.
-		{name: "a preferred rack is taken though no node has the required label (current behaviour)", gang: gangOf(1, "3"),
+		// A preferred domain must lie in one domain of the required key: with no node carrying the
+		// required label, no rack qualifies and the required level finds no domain.
+		{name: "a preferred rack outside every required domain is not taken", gang: gangOf(1, "3"),
 			policy: Policy{Required: "example.com/pod", Preferred: []string{rackKey}},
-			wantOK: true, want: Placement{Key: rackKey, Value: "r1", Level: LevelPreferred, Message: "placed in example.com/rack=r1 (preferred level 1 of 1)"},
-			wantNodes: domNames("r1-", 0, 2)},
+			want:   Placement{Message: "no example.com/rack domain lies in one example.com/pod domain; no node has the label example.com/pod"}},
 		{name: "an empty policy: anywhere", gang: gangOf(1, "3"), policy: Policy{},
-			wantOK: true, want: Placement{Level: LevelAnywhere, Message: "placed anywhere: "}},
+			wantOK: true, want: Placement{Level: LevelAnywhere, Message: "placed anywhere"}},
 		{name: "a preferred key equal to the required one is tried once", gang: gangOf(5, "3"), policy: Policy{Required: rackKey, Preferred: []string{rackKey}},
 			want: Placement{Message: "no example.com/rack domain has room for 5 members; the best fits 4"}},
 		{name: "members fitting nowhere: the best domain fits none", gang: gangOf(1, "5"), policy: Policy{Required: blockKey},
 			want: Placement{Message: "no example.com/block domain has room for 1 members; the best fits 0"}},
-		// Suspected bug (see the report): a pinned value that no node of the check carries has no index
-		// list, and a nil list is read as "all nodes", so the whole cluster is checked and the gang is
-		// "placed" in a domain of no node (PreFilter would then offer no node at all).
-		{name: "a pinned value no node carries: checked as the whole cluster (current behaviour)", gang: gangOf(1, "3"), policy: Policy{Required: rackKey},
+		// A pinned value that no node of the check carries is a domain of no node: nothing fits there.
+		{name: "a pinned value no node carries holds nothing", gang: gangOf(1, "3"), policy: Policy{Required: rackKey},
 			pinned: map[string]string{rackKey: "r9"},
-			wantOK: true, want: Placement{Key: rackKey, Value: "r9", Level: LevelRequired, Message: "placed in example.com/rack=r9 (required example.com/rack)"},
-			wantNodes: []string{}},
-		// Suspected bug (see the report): a domain is a label value alone, so racks of one name in two
-		// zones are one preferred domain, and a gang whose zone is required may span both zones.
-		{name: "a rack name reused in two zones is one domain (current behaviour)", gang: gangOf(2, "3"), policy: Policy{Required: zoneKey, Preferred: []string{rackKey}},
-			nodes:  []fwk.NodeInfo{rackedNode("za", "z1", "", "rack-1"), rackedNode("zb", "z2", "", "rack-1")},
-			wantOK: true, want: Placement{Key: rackKey, Value: "rack-1", Level: LevelPreferred, Message: "placed in example.com/rack=rack-1 (preferred level 1 of 1)"},
-			wantNodes: []string{"za", "zb"}},
+			want:   Placement{Message: "no example.com/rack domain has room for 1 members; the best fits 0"}},
+		// Racks of one name in two zones are one rack label value, which spans both zones: it is no
+		// preferred domain of a gang whose zone is required, which goes to one zone instead.
+		{name: "a rack name reused in two zones is not one domain", gang: gangOf(2, "3"), policy: Policy{Required: zoneKey, Preferred: []string{rackKey}},
+			nodes:  []fwk.NodeInfo{rackedNode("za", "z1", "", "rack-1"), rackedNode("zb", "z2", "", "rack-1"), rackedNode("zc", "z2", "", "rack-2")},
+			wantOK: true, want: Placement{Key: zoneKey, Value: "z2", Level: LevelRequired,
+				Message: "placed in topology.kubernetes.io/zone=z2 (required topology.kubernetes.io/zone): no example.com/rack domain has room for 2 members; the best fits 1"},
+			wantNodes: []string{"zb", "zc"}},
+		{name: "the preferred level's number counts the required key's place in the list", gang: gangOf(1, "3"),
+			policy: Policy{Required: zoneKey, Preferred: []string{zoneKey, rackKey}}, pinned: map[string]string{zoneKey: "z1", rackKey: "r1"},
+			wantOK: true, want: Placement{Key: rackKey, Value: "r1", Level: LevelPreferred, Message: "placed in example.com/rack=r1 (preferred level 2 of 2)"},
+			wantNodes: domNames("r1-", 0, 2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,7 +382,7 @@ func TestPlacementPreFilterResult(t *testing.T) {
 		want *fwk.PreFilterResult
 	}{
 		{name: "no placement", pl: nil, want: nil},
-		{name: "anywhere", pl: &Placement{Level: LevelAnywhere, Message: "placed anywhere: "}, want: nil},
+		{name: "anywhere", pl: &Placement{Level: LevelAnywhere, Message: "placed anywhere"}, want: nil},
 		{name: "a domain: its nodes", pl: &Placement{Key: rackKey, Value: "r1", Level: LevelRequired, Nodes: sets.New("r1-0", "r1-1")},
 			want: &fwk.PreFilterResult{NodeNames: sets.New("r1-0", "r1-1")}},
 		{name: "a domain of no node: no node", pl: &Placement{Key: rackKey, Value: "r9", Nodes: sets.New[string]()},

@@ -2,6 +2,7 @@ package gangfit
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -100,12 +101,14 @@ func (r resources) add(o resources) resources {
 }
 
 // fits reports whether r fits into free.
+// As NodeResourcesFit does, a dimension the request does not ask for is not compared: a node whose
+// free amount of it is negative (overcommitted, or a device gone unhealthy) still fits.
 func (r resources) fits(free resources) bool {
-	if r.milliCPU > free.milliCPU || r.memory > free.memory || r.ephemeral > free.ephemeral {
+	if (r.milliCPU > 0 && r.milliCPU > free.milliCPU) || (r.memory > 0 && r.memory > free.memory) || (r.ephemeral > 0 && r.ephemeral > free.ephemeral) {
 		return false
 	}
 	for i, v := range r.scalar {
-		if v > scalarAt(free.scalar, i) {
+		if v > 0 && v > scalarAt(free.scalar, i) {
 			return false
 		}
 	}
@@ -239,14 +242,18 @@ type Fit struct {
 	need     int
 	// names are the extended resources the check tracks.
 	names scalarNames
-	// members are the `need` smallest candidates, by dominant share of the cluster's free capacity.
-	members []gangMember
+	// members are the `need` smallest candidates, by dominant share of the cluster's free capacity;
+	// all are every candidate, in that order.
+	members, all []gangMember
 	// free is read only when it is the shared table (release is set): see freeCapacity.
 	free        []freeNode
 	eligible    *eligibility
 	homogeneous bool
-	totals      resources
-	release     func()
+	// alike is set when every candidate is identical (request and constraints), not only members:
+	// then no other choice of members could fit where these do not.
+	alike   bool
+	totals  resources
+	release func()
 }
 
 // Shared is what the checks of one plugin instance share (see capacity.go). A nil *Shared
@@ -324,9 +331,39 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 	sort.SliceStable(members, func(i, j int) bool {
 		return dominantShare(members[i].req, f.totals) < dominantShare(members[j].req, f.totals)
 	})
-	f.members = members[:need]
+	f.all, f.members = members, members[:need]
 	f.homogeneous = homogeneous(f.members, f.eligible)
+	f.alike = f.homogeneous && (len(members) == need || homogeneous(members, f.eligible))
 	return f
+}
+
+// smallestSum is, resource by resource, the sum of the n smallest requests among members: a lower
+// bound of what any n of them ask for together.
+func smallestSum(members []gangMember, n, scalars int) resources {
+	vals := make([]int64, len(members))
+	least := func(get func(r resources) int64) int64 {
+		for i, m := range members {
+			vals[i] = get(m.req)
+		}
+		slices.Sort(vals)
+		var sum int64
+		for _, v := range vals[:n] {
+			sum += v
+		}
+		return sum
+	}
+	out := resources{
+		milliCPU:  least(func(r resources) int64 { return r.milliCPU }),
+		memory:    least(func(r resources) int64 { return r.memory }),
+		ephemeral: least(func(r resources) int64 { return r.ephemeral }),
+	}
+	if scalars > 0 {
+		out.scalar = make([]int64, scalars)
+		for i := range out.scalar {
+			out.scalar[i] = least(func(r resources) int64 { return scalarAt(r.scalar, i) })
+		}
+	}
+	return out
 }
 
 // Done releases the shared free capacity the check reads, if it does; f must not be used after.
@@ -357,9 +394,14 @@ func (f *Fit) usable() []bool {
 	if f.homogeneous {
 		return f.eligible.of(f.members[0].pod)
 	}
+	return f.usableBy(f.members)
+}
+
+// usableBy reports, per node, whether one of members may use it.
+func (f *Fit) usableBy(members []gangMember) []bool {
 	out := make([]bool, len(f.free))
 	seen := map[*bool]bool{}
-	for _, m := range f.members {
+	for _, m := range members {
 		elig := f.eligible.of(m.pod)
 		if len(elig) == 0 || seen[&elig[0]] {
 			continue
@@ -504,27 +546,44 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 	if placed >= need {
 		return Result{Feasible: true}, f
 	}
-	if f.homogeneous {
+	if f.homogeneous && f.alike {
 		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}, f
 	}
-	// FFD is not exact for mixed sizes: admit the gang if the sound, weaker test passes.
-	var sum resources
-	for _, m := range f.members {
-		sum = sum.add(m.req)
-		fitsSomewhere := false
+	// Neither first-fit decreasing nor the choice of the smallest members is exact for mixed members:
+	// admit the gang if the sound, weaker tests pass over every candidate. Enough of them fit some
+	// node each, and, resource by resource, the `need` smallest requests of those fit the free
+	// capacity of the nodes they may use (any choice asks for at least that much).
+	var fitting []gangMember
+	var missing *v1.Pod
+	for _, m := range f.all {
 		elig := f.eligible.of(m.pod)
+		fitsSomewhere := false
 		for i, fn := range f.free {
 			if elig[i] && fn.slots > 0 && m.req.fits(fn.free) {
 				fitsSomewhere = true
 				break
 			}
 		}
-		if !fitsSomewhere {
-			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(m.pod))}, f
+		if fitsSomewhere {
+			fitting = append(fitting, m)
+		} else if missing == nil {
+			missing = m.pod
 		}
 	}
-	if !sum.fits(eligibleTotal) {
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(sum, eligibleTotal, f.names))}, f
+	if len(fitting) < need {
+		if len(f.all) == need {
+			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(missing))}, f
+		}
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d of its %d unscheduled members fit on any node's free resources", groupKey, need, len(fitting), len(f.all))}, f
+	}
+	var fittingTotal resources
+	for i, ok := range f.usableBy(fitting) {
+		if ok {
+			fittingTotal.addClamped(f.free[i].free)
+		}
+	}
+	if least := smallestSum(fitting, need, len(f.names)); !least.fits(fittingTotal) {
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(least, fittingTotal, f.names))}, f
 	}
 	logger.V(5).Info("First-fit decreasing could not place a mixed gang, admitting it on the aggregate test", "podGroup", groupKey, "need", need, "placed", placed)
 	return Result{Feasible: true}, f
@@ -557,7 +616,8 @@ func (r *resources) addClamped(o resources) {
 	}
 }
 
-// dominantShare is a member's largest share of the cluster's free CPU or memory, to order members by size.
+// dominantShare is a member's largest share of the cluster's free CPU, memory or extended resources,
+// to order members by size. A request of a resource the cluster has none of free is infinitely large.
 func dominantShare(r, totals resources) float64 {
 	share := 0.0
 	if totals.milliCPU > 0 {
@@ -565,6 +625,16 @@ func dominantShare(r, totals resources) float64 {
 	}
 	if totals.memory > 0 {
 		share = max(share, float64(r.memory)/float64(totals.memory))
+	}
+	for i, v := range r.scalar {
+		if v <= 0 {
+			continue
+		}
+		if t := scalarAt(totals.scalar, i); t > 0 {
+			share = max(share, float64(v)/float64(t))
+		} else {
+			return math.Inf(1)
+		}
 	}
 	return share
 }

@@ -2,6 +2,7 @@ package gangfit
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -82,9 +83,9 @@ func TestResourcesArithmetic(t *testing.T) {
 			wantAdd: rsOf(100100, 0, 0), wantFits: true, wantCopies: 10},
 		{name: "copies ignore zero request dimensions", r: rsOf(1000, 0, 0), o: rsOf(2500, -5, -5),
 			wantAdd: rsOf(3500, -5, -5), wantCopies: 2,
-			// SUSPECTED BUG: fits says no while copies (and NodeResourcesFit, which skips zero requests)
-			// say yes: a zero request does not fit a dimension whose free amount is negative.
-			wantFits: false},
+			// As NodeResourcesFit, which skips zero requests: a dimension the request does not ask
+			// for is not compared, even when its free amount is negative.
+			wantFits: true},
 		{name: "negative free cpu: no copies", r: rsOf(1000, 0, 0), o: rsOf(-3000, gi, 0),
 			wantAdd: rsOf(-2000, gi, 0), wantCopies: 0},
 		{name: "negative free above one request: no copies", r: rsOf(1000, 0, 0), o: rsOf(-500, gi, 0),
@@ -183,15 +184,16 @@ func TestShortfallAndShare(t *testing.T) {
 		{name: "memory dominates the share", want: rsOf(1000, 3*gi, 0), have: rsOf(4000, 2*gi, 0),
 			wantMsg: "memory 3221225472 > 2147483648", wantShare: 1.5},
 		{name: "every kind, sorted", want: rsOf(6000, 2*gi, 10, 3, 1), have: rsOf(4000, gi, 5, 1),
-			wantMsg:   "cpu 6000m > 4000m, ephemeral-storage 10 > 5, example.com/fpga 1 > 0, memory 2147483648 > 1073741824, nvidia.com/gpu 3 > 1",
-			wantShare: 2},
+			wantMsg: "cpu 6000m > 4000m, ephemeral-storage 10 > 5, example.com/fpga 1 > 0, memory 2147483648 > 1073741824, nvidia.com/gpu 3 > 1",
+			// An extended resource the cluster has none of free makes the member infinitely large.
+			wantShare: math.Inf(1)},
 		{name: "an extended resource by name", want: rsOf(0, 0, 0, 0, 2), have: rsOf(0, 0, 0, 5, 1),
-			wantMsg: "example.com/fpga 2 > 1"},
+			wantMsg: "example.com/fpga 2 > 1", wantShare: 2},
 		{name: "no free cpu: share by memory", want: rsOf(1000, gi, 0), have: rsOf(0, 4*gi, 0),
 			wantMsg: "cpu 1000m > 0m", wantShare: 0.25},
 		{name: "no free memory: share by cpu", want: rsOf(1000, gi, 0), have: rsOf(4000, 0, 0),
 			wantMsg: "memory 1073741824 > 0", wantShare: 0.25},
-		{name: "extended resources do not count in the share", want: rsOf(0, 0, 0, 4), have: rsOf(1000, gi, 0, 4)},
+		{name: "extended resources count in the share", want: rsOf(0, 0, 0, 4), have: rsOf(1000, gi, 0, 4), wantShare: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,15 +53,17 @@ func (p Policy) Empty() bool { return p.Required == "" && len(p.Preferred) == 0 
 type topologyLevel struct {
 	key      string
 	required bool
+	// rank is a preferred key's place in the policy's list, from 1.
+	rank int
 }
 
 // levels are the steps to try in order: the preferred keys (narrowest first), then the required key.
 // A preferred key equal to the required one is tried once, as required.
 func (p Policy) levels() []topologyLevel {
 	out := make([]topologyLevel, 0, len(p.Preferred)+1)
-	for _, k := range p.Preferred {
+	for i, k := range p.Preferred {
 		if k != p.Required {
-			out = append(out, topologyLevel{key: k})
+			out = append(out, topologyLevel{key: k, rank: i + 1})
 		}
 	}
 	if p.Required != "" {
@@ -158,7 +160,23 @@ func PinnedDomains(p Policy, boundNodes []*v1.Node) map[string]string {
 // Domains in busy ("key=value", see busyDomainsLocked) are taken only when no other domain fits.
 func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string]bool) (Placement, bool) {
 	var notes []string
-	for li, lvl := range p.levels() {
+	// within reports whether a preferred domain lies in one domain of the required key (the one the
+	// bound members pin, if they do): a preferred domain that spans two cannot hold the gang.
+	within := func(idx []int) bool {
+		if p.Required == "" {
+			return true
+		}
+		want := pinned[p.Required]
+		for _, i := range idx {
+			v, ok := f.free[i].node.Labels[p.Required]
+			if !ok || (want != "" && v != want) {
+				return false
+			}
+			want = v
+		}
+		return true
+	}
+	for _, lvl := range p.levels() {
 		values, doms := domainsOf(f.free, lvl.key)
 		if pinned != nil {
 			v := pinned[lvl.key]
@@ -176,9 +194,17 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			bestCPU, bestMem int64
 			bestBusy         bool
 			mostPlaced       int
+			spanning         int
 		)
 		for _, v := range values {
 			idx := doms[v]
+			if idx == nil {
+				idx = []int{} // a pinned value no node carries: no node, not every node
+			}
+			if !lvl.required && !within(idx) {
+				spanning++
+				continue
+			}
 			if n := f.placeable(idx); n < f.need {
 				mostPlaced = max(mostPlaced, n)
 				continue
@@ -197,7 +223,7 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			pl := Placement{Key: lvl.key, Value: best, Level: LevelRequired, Nodes: sets.New[string]()}
 			if !lvl.required {
 				pl.Level = LevelPreferred
-				how = fmt.Sprintf("preferred level %d of %d", li+1, len(p.Preferred))
+				how = fmt.Sprintf("preferred level %d of %d", lvl.rank, len(p.Preferred))
 			}
 			for _, i := range doms[best] {
 				pl.Nodes.Insert(f.free[i].node.Name)
@@ -211,6 +237,8 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 		switch {
 		case len(values) == 0:
 			notes = append(notes, fmt.Sprintf("no node has the label %s", lvl.key))
+		case spanning == len(values):
+			notes = append(notes, fmt.Sprintf("no %s domain lies in one %s domain", lvl.key, p.Required))
 		default:
 			notes = append(notes, fmt.Sprintf("no %s domain has room for %d members; the best fits %d", lvl.key, f.need, mostPlaced))
 		}
@@ -218,7 +246,11 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			return Placement{Message: strings.Join(notes, "; ")}, false
 		}
 	}
-	return Placement{Level: LevelAnywhere, Message: "placed anywhere: " + strings.Join(notes, "; ")}, true
+	msg := "placed anywhere"
+	if len(notes) > 0 {
+		msg += ": " + strings.Join(notes, "; ")
+	}
+	return Placement{Level: LevelAnywhere, Message: msg}, true
 }
 
 // PinnedPlacement is the placement of a gang that needs no more members checked: the narrowest domain
