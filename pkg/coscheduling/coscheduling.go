@@ -79,6 +79,13 @@ const (
 	// are being preempted to make room for it; its members are nominated to the freed nodes and the
 	// gang is placed once the victims are gone.
 	EventPreempting = "Preempting"
+	// EventReserved (PodGroup): the gang waited reservation.afterSeconds for room, and now holds the
+	// room that frees on the nodes its missing members will use (its members are nominated there);
+	// the message says how many nodes and how much.
+	EventReserved = "Reserved"
+	// EventReservationEnded (PodGroup): the gang holds its room no more (it timed out, or the room it
+	// counted on is gone); the message says why.
+	EventReservationEnded = "ReservationEnded"
 )
 
 const (
@@ -103,6 +110,7 @@ type Coscheduling struct {
 	permitTimeout   time.Duration
 	backoff         time.Duration
 	defaultTopology config.TopologyPolicy
+	reservation     gangfit.ReservationArgs
 
 	podGroups pgcache.Lister
 	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
@@ -127,6 +135,8 @@ type Coscheduling struct {
 	epoch atomic.Uint64
 	// running is set once the scheduling queue calls the plugin; only then may handle.Activate be used.
 	running atomic.Bool
+	// reserved counts the gangs that hold a reservation (see reservation.go).
+	reserved atomic.Int64
 
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
 	ctx    context.Context
@@ -208,11 +218,16 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		permitTimeout:   time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		backoff:         time.Duration(args.PodGroupBackoffSeconds) * time.Second,
 		defaultTopology: args.DefaultTopologyPolicy,
-		podGroups:       podGroups,
-		pods:            pods,
-		gangs:           map[string]*gang{},
-		gated:           map[types.UID]gateState{},
-		ctx:             ctx,
+		reservation: gangfit.ReservationArgs{
+			After:    time.Duration(args.Reservation.AfterSeconds) * time.Second,
+			Timeout:  time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
+			MaxGangs: int(args.Reservation.MaxGangs),
+		},
+		podGroups: podGroups,
+		pods:      pods,
+		gangs:     map[string]*gang{},
+		gated:     map[types.UID]gateState{},
+		ctx:       ctx,
 	}
 	if h != nil {
 		pl.recorder = h.EventRecorder()
@@ -512,7 +527,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
 		if _, err := state.Read(infeasibleKey); err == nil {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
-				return pl.preemptForGang(ctx, pod, pg)
+				return pl.preemptOrReserve(ctx, pod, pg)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)

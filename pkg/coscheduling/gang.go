@@ -53,6 +53,9 @@ type gang struct {
 	// no policy, or not chosen yet).
 	placement *gangfit.Placement
 
+	// reserve is the gang's reservation against starvation (see reservation.go).
+	reserve reservation
+
 	// nominatedNodes are the nodes the gang's last preemption nominated its members to: while a pod
 	// it preempted is still terminating there, the gang waits instead of preempting again.
 	nominatedNodes []string
@@ -144,6 +147,7 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.placement = nil
 	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
+	g.reserve = reservation{}
 	g.clearLead()
 	g.ledBy = nil
 	g.hint = hintCount{}

@@ -183,6 +183,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	var victims []*v1.Pod
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
+		pl.endReservationLocked(g, reasonReservationDeleted, "the PodGroup was deleted", pl.clock.Now())
 		g.resetHistory("")
 		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
 		_, victims = pl.stepLocked(g, attemptInput{kind: evPodGroupDeleted, now: pl.clock.Now()})

@@ -77,6 +77,30 @@ var (
 		Help:           "Retried evictions of gang members whose first eviction failed while other members of their gang were leaving (a victim gang is evicted whole).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
+	reservedGangs = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reserved_gangs",
+		Help:           "Gangs that hold a reservation: room freeing on the nodes their missing members will use is kept from pods of their priority or lower.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	reservedCapacity = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reserved_capacity",
+		Help:           "What the reservations hold in all, by resource (cpu in cores, memory in bytes).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "resource"})
+	oldestReservationStart = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "oldest_reservation_start_seconds",
+		Help:           "Start of the oldest reservation held, in seconds since the epoch (0: none).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile"})
+	reservationsEnded = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reservations_ended_total",
+		Help:           "Reservations ended, by reason (quorumreached, reservationtimedout, noroom, podgroupdeleted, preempting).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "reason"})
 )
 
 var registerMetrics sync.Once
@@ -86,7 +110,8 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups,
-			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs, preemptionEvictionRetries)
+			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs, preemptionEvictionRetries,
+			reservedGangs, reservedCapacity, oldestReservationStart, reservationsEnded)
 	})
 	status.RegisterMetrics()
 }

@@ -66,8 +66,17 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 		result = "unschedulable"
 	}
 	preemptionAttempts.WithLabelValues(pl.profile, "pod", result).Inc()
-	if msg := st.Message(); msg != "" {
-		return res, fwk.NewStatus(st.Code(), "preemption: "+msg)
+	msg := st.Message()
+	if msg != "" {
+		msg = "preemption: " + msg
+	}
+	if !st.IsSuccess() {
+		if note := pl.reservationNote(pod); note != "" {
+			msg = strings.TrimPrefix(msg+"; "+note, "; ")
+		}
+	}
+	if msg != "" {
+		return res, fwk.NewStatus(st.Code(), msg)
 	}
 	return res, st
 }
@@ -95,23 +104,67 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	}
 }
 
+// preemptOrReserve is PostFilter for a gang found not to fit: it preempts lower-priority pods when
+// that makes room (see preemptForGang), and otherwise reserves the room that frees once the gang has
+// waited long enough (see reservation.go). A preemption ends the gang's reservation: its nominations
+// are the preemption's now.
+func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
+	res, st, result := pl.preemptForGang(ctx, pod, pg)
+	switch result {
+	case "preempted":
+		pl.mu.Lock()
+		if g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]; g != nil {
+			pl.endReservationLocked(g, EventPreempting, "the gang preempts lower-priority pods instead", pl.clock.Now())
+		}
+		pl.mu.Unlock()
+		return res, st
+	case "waiting", "error":
+		return res, st
+	}
+	if rres, rst, held := pl.reserveRoom(ctx, pod, pg); held {
+		return rres, rst
+	}
+	return res, st
+}
+
+// holdsReservation reports whether the gang holds a reservation (its nominations are kept).
+func (pl *Coscheduling) holdsReservation(key string) bool {
+	if pl.reserved.Load() == 0 {
+		return false
+	}
+	pl.mu.RLock()
+	defer pl.mu.RUnlock()
+	g := pl.gangs[key]
+	return g != nil && g.reserve.active
+}
+
 // preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
 // gang's missing members all fit at once, evicts it, and nominates the members to the nodes the
 // placement gives them. It is called when PreFilter found the gang infeasible on free resources.
-func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
+// result is the preemption_attempts_total outcome.
+func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+		return nil, fwk.NewStatus(fwk.Unschedulable), "not_eligible"
 	}
 	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
 	members := pl.membersOf(pg.Namespace, pg.Name)
-	done := func(result string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status) {
-		preemptionAttempts.WithLabelValues(pl.profile, "gang", result).Inc()
-		if result == "not_eligible" || result == "not_helpful" {
+	done := func(r string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status, string) {
+		preemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
+		if r == "not_eligible" || r == "not_helpful" {
 			pl.stoppedPreempting(pg)
 		}
-		return res, st
+		return res, st, r
+	}
+	// notHelpful drops the nominations a gang's earlier preemption made, unless they are its
+	// reservation's.
+	notHelpful := func(msg string) (*fwk.PostFilterResult, *fwk.Status, string) {
+		if pl.holdsReservation(key) {
+			return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable, msg))
+		}
+		pl.clearNominations(ctx, members, pod.UID)
+		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable, msg))
 	}
 	for _, m := range members {
 		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
@@ -125,9 +178,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if !gangfit.AnyPodBelow(nodes, prio) {
 		// A cluster of one priority (or the gang at the lowest): nothing could be evicted, so the
 		// simulation is not built. Every member of an infeasible gang comes here on every attempt.
-		pl.clearNominations(ctx, members, pod.UID)
-		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable,
-			fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)))
+		return notHelpful(fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key))
 	}
 
 	pl.mu.Lock()
@@ -166,8 +217,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		if plan.Units == 0 {
 			msg = fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)
 		}
-		pl.clearNominations(ctx, members, pod.UID)
-		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable, msg))
+		return notHelpful(msg)
 	}
 	if len(plan.Victims) == 0 {
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).

@@ -43,6 +43,7 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang {
 		return g
 	}
 	if g.podGroupUID != pg.UID {
+		pl.endReservationLocked(g, reasonReservationDeleted, "the PodGroup was recreated", pl.clock.Now())
 		g.resetHistory(pg.UID)
 	}
 	return g
@@ -57,6 +58,7 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang, now time.Time) {
 	if g.backoffTimer != nil {
 		g.backoffTimer.Stop()
 	}
+	pl.endReservationLocked(g, reasonReservationDeleted, "no live member is left", now)
 	delete(pl.gangs, g.key())
 	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 }
@@ -143,6 +145,7 @@ func (pl *Coscheduling) stepLocked(g *gang, in attemptInput) (decision, []*v1.Po
 		clear(g.unplaced)
 		g.nominatedNodes = nil
 		g.setOutcome(EventQuorumReached, "")
+		pl.endReservationLocked(g, reasonReservationBound, "the gang reached its quorum", in.now)
 		return d, pl.takeWaitingLocked(g)
 	case d.rejectWaiting:
 		clear(g.unplaced)
@@ -362,6 +365,11 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	snap := status.Attempt{Waiting: g.attemptInProgress(), Counted: len(g.members), Reason: g.outcome.reason, Message: g.outcome.message}
 	if g.placement != nil {
 		snap.PlacementLevel, snap.PlacementMessage = g.placement.Level, g.placement.Message
+	}
+	if r := &g.reserve; r.active {
+		snap.Reserved, snap.ReservedMessage = true, r.plan.Message
+	} else if r.ended != "" {
+		snap.ReservationEnded, snap.ReservedMessage = r.ended, r.endMessage
 	}
 	return snap
 }

@@ -16,6 +16,16 @@ type CoschedulingArgs struct {
 	PodGroupBackoffSeconds int64
 	// DefaultTopologyPolicy applies to gangs whose PodGroup and members set no topology policy.
 	DefaultTopologyPolicy TopologyPolicy
+	// Reservation bounds the room a gang that waited too long holds against smaller pods.
+	Reservation ReservationArgs
+}
+
+// ReservationArgs bound reservations: a gang that found no room for AfterSeconds holds the room that
+// frees on the nodes it will use, for at most TimeoutSeconds; at most MaxGangs gangs at once (0: off).
+type ReservationArgs struct {
+	AfterSeconds   int64
+	TimeoutSeconds int64
+	MaxGangs       int32
 }
 
 // TopologyPolicy is a gang's topology policy: a required node label key and preferred ones,

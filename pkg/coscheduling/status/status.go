@@ -42,7 +42,13 @@ const coalesceDelay = 250 * time.Millisecond
 const (
 	ConditionScheduled = "Scheduled"
 	ConditionTopology  = "Topology"
+	// ConditionReserved is True while the gang holds a reservation (reason RoomHeld; the message says
+	// how many nodes and how much), and False once it ended (the reason says how).
+	ConditionReserved = "Reserved"
 )
+
+// ReasonRoomHeld is the Reserved condition's reason while the gang holds a reservation.
+const ReasonRoomHeld = "RoomHeld"
 
 // ReasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
 // started or ended yet.
@@ -59,6 +65,10 @@ type Attempt struct {
 	Reason, Message string
 	// PlacementLevel and PlacementMessage: the gang's topology placement, if it has one.
 	PlacementLevel, PlacementMessage string
+	// Reserved: the gang holds a reservation (ReservedMessage says where); ReservationEnded: how its
+	// last one ended (ReservedMessage says why), empty when it had none.
+	Reserved                          bool
+	ReservationEnded, ReservedMessage string
 }
 
 // Config is what an Updater works from.
@@ -375,7 +385,31 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,
 			Reason: attempt.PlacementLevel, Message: attempt.PlacementMessage, ObservedGeneration: pg.Generation}, now)
 	}
+	if c, ok := reservedCondition(pg, st, attempt); ok {
+		st.Conditions = withCondition(st.Conditions, c, now)
+	}
 	return st
+}
+
+// reservedCondition is the Reserved condition, if the gang has one to show: True while it holds a
+// reservation, False once one ended (or, for a condition a previous leader left True, once the gang
+// is placed).
+func reservedCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, attempt Attempt) (metav1.Condition, bool) {
+	c := metav1.Condition{Type: ConditionReserved, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
+	switch {
+	case attempt.Reserved:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonRoomHeld, attempt.ReservedMessage
+	case attempt.ReservationEnded != "":
+		c.Reason, c.Message = attempt.ReservationEnded, attempt.ReservedMessage
+	default:
+		old := meta.FindStatusCondition(pg.Status.Conditions, ConditionReserved)
+		placed := st.Phase == v1alpha1.PodGroupScheduled || st.Phase == v1alpha1.PodGroupRunning || st.Phase == v1alpha1.PodGroupFinished
+		if old == nil || old.Status != metav1.ConditionTrue || !placed {
+			return c, false
+		}
+		c.Reason, c.Message = podgroup.ReasonQuorumReached, "the gang was placed"
+	}
+	return c, true
 }
 
 // scheduledCondition says where the gang stands, most decisive fact first.

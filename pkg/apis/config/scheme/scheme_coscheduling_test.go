@@ -27,17 +27,23 @@ profiles:
       - name: Coscheduling
         args:
 `
+	onByDefault := config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300, MaxGangs: 1}
 	tests := map[string]struct {
 		args    string
 		wantErr string
 		want    config.CoschedulingArgs
 	}{
-		"defaults": {args: "          {}\n", want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10}},
+		"defaults": {args: "          {}\n", want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault}},
 		"a default topology policy": {
 			args: "          defaultTopologyPolicy: {required: topology.kubernetes.io/zone, preferred: [example.com/rack]}\n",
-			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10,
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault,
 				DefaultTopologyPolicy: config.TopologyPolicy{Required: "topology.kubernetes.io/zone", Preferred: []string{"example.com/rack"}}},
 		},
+		"reservation turned off, the rest defaulted": {args: "          reservation: {maxGangs: 0}\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300}}},
+		"reservation bounds": {args: "          reservation: {afterSeconds: 5, timeoutSeconds: 60, maxGangs: 2}\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 5, TimeoutSeconds: 60, MaxGangs: 2}}},
+		"unknown field in the reservation": {args: "          reservation: {after: 5}\n", wantErr: `unknown field "reservation.after"`},
 		"unknown field in the policy": {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
 	}
 	for name, tc := range tests {
@@ -63,7 +69,8 @@ profiles:
 				}
 				if got.PermitWaitingTimeSeconds != tc.want.PermitWaitingTimeSeconds || got.PodGroupBackoffSeconds != tc.want.PodGroupBackoffSeconds ||
 					got.DefaultTopologyPolicy.Required != tc.want.DefaultTopologyPolicy.Required ||
-					strings.Join(got.DefaultTopologyPolicy.Preferred, ",") != strings.Join(tc.want.DefaultTopologyPolicy.Preferred, ",") {
+					strings.Join(got.DefaultTopologyPolicy.Preferred, ",") != strings.Join(tc.want.DefaultTopologyPolicy.Preferred, ",") ||
+					got.Reservation != tc.want.Reservation {
 					t.Errorf("decoded %+v, want %+v", got, tc.want)
 				}
 				return

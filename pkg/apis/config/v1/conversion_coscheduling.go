@@ -29,6 +29,10 @@ func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs
 	if in.DefaultTopologyPolicy != nil {
 		out.DefaultTopologyPolicy = config.TopologyPolicy{Required: in.DefaultTopologyPolicy.Required, Preferred: slices.Clone(in.DefaultTopologyPolicy.Preferred)}
 	}
+	out.Reservation = config.ReservationArgs{}
+	if r := in.Reservation; r != nil {
+		out.Reservation = config.ReservationArgs{AfterSeconds: ptr.Deref(r.AfterSeconds, 0), TimeoutSeconds: ptr.Deref(r.TimeoutSeconds, 0), MaxGangs: ptr.Deref(r.MaxGangs, 0)}
+	}
 	return nil
 }
 
@@ -40,5 +44,7 @@ func Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.Coschedul
 	if p := in.DefaultTopologyPolicy; p.Required != "" || len(p.Preferred) > 0 {
 		out.DefaultTopologyPolicy = &TopologyPolicy{Required: p.Required, Preferred: slices.Clone(p.Preferred)}
 	}
+	r := in.Reservation
+	out.Reservation = &ReservationArgs{AfterSeconds: ptr.To(r.AfterSeconds), TimeoutSeconds: ptr.To(r.TimeoutSeconds), MaxGangs: ptr.To(r.MaxGangs)}
 	return nil
 }

@@ -7,6 +7,12 @@ const (
 	DefaultPermitWaitingTimeSeconds int64 = 60
 	// DefaultPodGroupBackoffSeconds is the default back-off of a failed gang.
 	DefaultPodGroupBackoffSeconds int64 = 10
+	// DefaultReservationAfterSeconds is how long a gang waits for room before it reserves.
+	DefaultReservationAfterSeconds int64 = 30
+	// DefaultReservationTimeoutSeconds is how long a reservation lasts at most.
+	DefaultReservationTimeoutSeconds int64 = 300
+	// DefaultReservationMaxGangs is how many gangs may hold a reservation at once.
+	DefaultReservationMaxGangs int32 = 1
 )
 
 // SetDefaults_CoschedulingArgs fills the unset fields of CoschedulingArgs.
@@ -16,5 +22,18 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) { //nolint:revive,style
 	}
 	if obj.PodGroupBackoffSeconds == nil {
 		obj.PodGroupBackoffSeconds = ptr.To(DefaultPodGroupBackoffSeconds)
+	}
+	if obj.Reservation == nil {
+		obj.Reservation = &ReservationArgs{}
+	}
+	r := obj.Reservation
+	if r.AfterSeconds == nil {
+		r.AfterSeconds = ptr.To(DefaultReservationAfterSeconds)
+	}
+	if r.TimeoutSeconds == nil {
+		r.TimeoutSeconds = ptr.To(DefaultReservationTimeoutSeconds)
+	}
+	if r.MaxGangs == nil {
+		r.MaxGangs = ptr.To(DefaultReservationMaxGangs)
 	}
 }

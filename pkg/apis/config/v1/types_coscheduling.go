@@ -17,6 +17,22 @@ type CoschedulingArgs struct {
 	// DefaultTopologyPolicy applies to gangs whose PodGroup (spec.topologyPolicy) and members
 	// (annotations) set no topology policy. Unset: none.
 	DefaultTopologyPolicy *TopologyPolicy `json:"defaultTopologyPolicy,omitempty"`
+	// Reservation: a gang that waited too long for room holds the room that frees on the nodes its
+	// missing members will use, against pods of its priority or lower (which still go where they fit
+	// beside it). On by default.
+	Reservation *ReservationArgs `json:"reservation,omitempty"`
+}
+
+// ReservationArgs bound reservations.
+type ReservationArgs struct {
+	// AfterSeconds is how long a gang finds no room before it reserves. Defaults to 30.
+	AfterSeconds *int64 `json:"afterSeconds,omitempty"`
+	// TimeoutSeconds is how long a reservation lasts at most; then it ends and the gang waits
+	// behind the others. Defaults to 300.
+	TimeoutSeconds *int64 `json:"timeoutSeconds,omitempty"`
+	// MaxGangs is how many gangs may hold a reservation at once; 0 turns reservation off.
+	// Defaults to 1.
+	MaxGangs *int32 `json:"maxGangs,omitempty"`
 }
 
 // TopologyPolicy is a gang's topology policy.

@@ -22,6 +22,16 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	if args.PodGroupBackoffSeconds < 0 {
 		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds, "must not be negative"))
 	}
+	rp := path.Child("reservation")
+	if r := args.Reservation; r.AfterSeconds < 0 {
+		errs = append(errs, field.Invalid(rp.Child("afterSeconds"), r.AfterSeconds, "must not be negative"))
+	}
+	if r := args.Reservation; r.MaxGangs > 0 && r.TimeoutSeconds <= 0 {
+		errs = append(errs, field.Invalid(rp.Child("timeoutSeconds"), r.TimeoutSeconds, "must be positive while reservation is on (maxGangs > 0)"))
+	}
+	if r := args.Reservation; r.MaxGangs < 0 {
+		errs = append(errs, field.Invalid(rp.Child("maxGangs"), r.MaxGangs, "must not be negative (0 turns reservation off)"))
+	}
 	tp := path.Child("defaultTopologyPolicy")
 	if r := args.DefaultTopologyPolicy.Required; r != "" {
 		errs = append(errs, validateLabelKey(tp.Child("required"), r)...)

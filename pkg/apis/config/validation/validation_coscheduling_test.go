@@ -26,6 +26,14 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 		"topology keys that are not label keys": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60,
 			DefaultTopologyPolicy: config.TopologyPolicy{Required: "not a key", Preferred: []string{"example.com/rack", "-bad"}}},
 			want: []string{"args.defaultTopologyPolicy.required", "args.defaultTopologyPolicy.preferred[1]"}},
+		"reservation on":  {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300, MaxGangs: 1}}},
+		"reservation off": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{MaxGangs: 0}}},
+		"reservation at the first failure": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60,
+			Reservation: config.ReservationArgs{AfterSeconds: 0, TimeoutSeconds: 1, MaxGangs: 3}}},
+		"bad reservation bounds": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{AfterSeconds: -1, TimeoutSeconds: 0, MaxGangs: 1}},
+			want: []string{"args.reservation.afterSeconds", "args.reservation.timeoutSeconds"}},
+		"negative maxGangs": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{TimeoutSeconds: 10, MaxGangs: -1}},
+			want: []string{"args.reservation.maxGangs"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,224 @@
+package gangfit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// Reservation against starvation: a large gang that waited too long for room holds the room that
+// frees on the nodes its missing members will use, so that pods of its priority or lower do not take
+// it first. The hold is upstream's own: the members are nominated to those nodes, and the Filter
+// plugins count nominated pods of at least a pod's priority as if they ran there, so a smaller pod
+// still goes where it fits beside the held room (backfill), and a pod of higher priority ignores it.
+// What is decided here: which capacity a reservation may count on, where the members go, and when a
+// reservation starts, stays and ends.
+
+// Stays reports whether a pod keeps its room however long a gang of priority prio waits: a pod of
+// higher priority (neither kept off by the reservation nor preempted by the gang), a DaemonSet's pod
+// or a static pod, which do not finish.
+func Stays(pod *v1.Pod, prio int32) bool {
+	if corev1helpers.PodPriority(pod) > prio {
+		return true
+	}
+	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// NewReservable prepares a check of placing `need` of the candidates on the room a reservation of
+// priority prio may count on: each node's allocatable less what the pods that stay there (Stays) ask
+// for, less the room nominated to others (claimed: other reservations and preemptors of at least
+// prio). Pods that will leave (finish, or be kept off) are not counted. It reads every pod of every
+// node, so it is for a reservation's start and its periodic check, not for every cycle.
+func NewReservable(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, claimed []*v1.Pod, prio int32) *Fit {
+	staying := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		staying = append(staying, stayingView{NodeInfo: ni, prio: prio})
+	}
+	return New(logger, groupKey, candidates, need, staying, nil, claimed, nil, false)
+}
+
+// stayingView is a NodeInfo whose requested resources and pods are only those that stay (see Stays).
+type stayingView struct {
+	fwk.NodeInfo
+	prio int32
+}
+
+func (s stayingView) pods() []fwk.PodInfo {
+	var out []fwk.PodInfo
+	for _, pi := range s.NodeInfo.GetPods() {
+		if Stays(pi.GetPod(), s.prio) {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+func (s stayingView) GetPods() []fwk.PodInfo { return s.pods() }
+
+func (s stayingView) GetRequested() fwk.Resource {
+	var total v1.ResourceList
+	for _, pi := range s.pods() {
+		total = addLists(total, podRequestList(pi.GetPod()))
+	}
+	return framework.NewResource(total)
+}
+
+// Plan is where a reservation holds room: the gang's domain when it has a topology policy, and each
+// missing member's node.
+type ReservationPlan struct {
+	// OK is false when the missing members do not fit the room that frees (Message says why).
+	OK      bool
+	Message string
+	// Placement is the gang's domain (Level Anywhere without a policy).
+	Placement Placement
+	// Assignment is each missing member's node; Nodes the distinct nodes, sorted.
+	Assignment []Nomination
+	Nodes      []string
+	// MilliCPU and Memory are what the members hold in all.
+	MilliCPU, Memory int64
+}
+
+// PlanReservation places the gang's `need` missing members on f (see NewReservable): in the
+// tightest domain of its policy that holds them all (see ChoosePlacement), first fit, largest first.
+func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan {
+	if f == nil {
+		return ReservationPlan{Message: "no member is missing"}
+	}
+	pl := Placement{Level: LevelAnywhere, Message: "placed anywhere"}
+	var idx []int
+	if !p.Empty() {
+		chosen, ok := ChoosePlacement(f, p, pinned, nil)
+		if !ok {
+			return ReservationPlan{Message: "the room that frees has no domain for it: " + chosen.Message}
+		}
+		pl = chosen
+		if chosen.Nodes != nil {
+			idx = []int{}
+			for i, fn := range f.free {
+				if chosen.Nodes.Has(fn.node.Name) {
+					idx = append(idx, i)
+				}
+			}
+		}
+	}
+	plan := ReservationPlan{Placement: pl}
+	nodes := map[string]bool{}
+	for mi, ni := range f.assign(idx) {
+		if ni < 0 {
+			continue
+		}
+		m := f.members[mi]
+		name := f.free[ni].node.Name
+		plan.Assignment = append(plan.Assignment, Nomination{Pod: m.pod, Node: name})
+		plan.MilliCPU += m.req.milliCPU
+		plan.Memory += m.req.memory
+		nodes[name] = true
+	}
+	if len(plan.Assignment) < f.need {
+		return ReservationPlan{Message: fmt.Sprintf("%d more members do not fit even once the pods of its priority or lower are gone: the room that frees fits %d", f.need, len(plan.Assignment))}
+	}
+	for n := range nodes {
+		plan.Nodes = append(plan.Nodes, n)
+	}
+	sort.Strings(plan.Nodes)
+	plan.OK = true
+	plan.Message = fmt.Sprintf("holds room for %d members on %d nodes (cpu %dm, memory %d)", len(plan.Assignment), len(plan.Nodes), plan.MilliCPU, plan.Memory)
+	if !p.Empty() {
+		plan.Message += " " + strings.TrimPrefix(pl.Message, "placed ")
+	}
+	return plan
+}
+
+// ReservationArgs bound reservations (see the plugin's args).
+type ReservationArgs struct {
+	// After is how long a gang waits for room before it reserves; Timeout how long a reservation lasts.
+	After, Timeout time.Duration
+	// MaxGangs is how many gangs may hold a reservation at once; 0 turns reservation off.
+	MaxGangs int
+}
+
+// ReservationView is what a decision looks at, for one gang.
+type ReservationView struct {
+	Now time.Time
+	// WaitingSince is when the gang first found no room in its current wait (zero: it has room).
+	WaitingSince time.Time
+	// Active and Since: the gang holds a reservation, since then.
+	Active bool
+	Since  time.Time
+	// Others is how many other gangs hold one.
+	Others int
+	// Ahead is set when a gang earlier in the order (higher priority, or the same priority waiting
+	// longer) may reserve and does not hold a reservation yet: it goes first.
+	Ahead bool
+}
+
+// ReservationAction is what to do with a gang's reservation.
+type ReservationAction int
+
+const (
+	// ReservationNone: no reservation, none to start (Reason says why).
+	ReservationNone ReservationAction = iota
+	// ReservationStart: plan one and hold it (if the plan fits).
+	ReservationStart
+	// ReservationKeep: the reservation goes on.
+	ReservationKeep
+	// ReservationEnd: the reservation ends (it timed out): the gang goes behind the others.
+	ReservationEnd
+)
+
+// DecideReservation says what happens to a gang's reservation. Pure; a table row per case.
+func DecideReservation(a ReservationArgs, v ReservationView) (ReservationAction, string) {
+	if v.Active {
+		if a.MaxGangs <= 0 {
+			return ReservationEnd, "reservation is turned off"
+		}
+		if v.Now.Sub(v.Since) >= a.Timeout {
+			return ReservationEnd, fmt.Sprintf("the reservation timed out after %v", a.Timeout)
+		}
+		return ReservationKeep, ""
+	}
+	switch {
+	case a.MaxGangs <= 0:
+		return ReservationNone, "reservation is turned off"
+	case v.WaitingSince.IsZero():
+		return ReservationNone, "the gang is not waiting for room"
+	case v.Now.Sub(v.WaitingSince) < a.After:
+		return ReservationNone, fmt.Sprintf("the gang reserves room after waiting %v (it has waited %v)", a.After, v.Now.Sub(v.WaitingSince).Truncate(time.Second))
+	case v.Others >= a.MaxGangs:
+		return ReservationNone, fmt.Sprintf("%d gangs hold reservations, the most allowed", v.Others)
+	case v.Ahead:
+		return ReservationNone, "a gang that waited longer reserves first"
+	}
+	return ReservationStart, ""
+}
+
+// addLists sums two resource lists.
+func addLists(a, b v1.ResourceList) v1.ResourceList {
+	if a == nil {
+		a = v1.ResourceList{}
+	}
+	for name, q := range b {
+		sum := a[name]
+		sum.Add(q)
+		a[name] = sum
+	}
+	return a
+}
