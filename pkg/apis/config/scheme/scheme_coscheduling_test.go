@@ -44,7 +44,7 @@ profiles:
 		"reservation bounds": {args: "          reservation: {afterSeconds: 5, timeoutSeconds: 60, maxGangs: 2}\n",
 			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 5, TimeoutSeconds: 60, MaxGangs: 2}}},
 		"unknown field in the reservation": {args: "          reservation: {after: 5}\n", wantErr: `unknown field "reservation.after"`},
-		"unknown field in the policy": {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
+		"unknown field in the policy":      {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
