@@ -8,6 +8,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +233,12 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 	if h != nil {
 		pl.recorder = h.EventRecorder()
 		pl.profile = h.ProfileName()
+	}
+	// The reservation series exist from the start (dashboards and alerts read them before any
+	// reservation was made).
+	pl.reservationMetricsLocked()
+	for _, reason := range []string{reasonReservationBound, reasonReservationTimedOut, reasonReservationNoRoom, reasonReservationDeleted, EventPreempting} {
+		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
 	}
 	return pl
 }

@@ -35,6 +35,14 @@ func TestAlertExpressions(t *testing.T) {
   up{job="custom-scheduler", instance="leader"} 0x60
   up{job="custom-scheduler", instance="follower"} 0x60`, "30m", `{} 1`},
 		{"CustomSchedulerDown", "healthy", replicas, "30m", ""},
+		{"CustomSchedulerReservationHeldTooLong", "a reservation held since the start", `
+  custom_scheduler_coscheduling_oldest_reservation_start_seconds{` + p + `, instance="leader"} 1x60
+  custom_scheduler_coscheduling_oldest_reservation_start_seconds{` + p + `, instance="follower"} 0x60`, "30m", `{profile="custom-scheduler"} 1799`},
+		{"CustomSchedulerReservationHeldTooLong", "a reservation held 10 minutes", `
+  custom_scheduler_coscheduling_oldest_reservation_start_seconds{` + p + `, instance="leader"} 1200x60`, "30m", ""},
+		{"CustomSchedulerReservationHeldTooLong", "none held", `
+  custom_scheduler_coscheduling_oldest_reservation_start_seconds{` + p + `, instance="leader"} 0x60
+  custom_scheduler_coscheduling_oldest_reservation_start_seconds{` + p + `, instance="follower"} 0x60`, "30m", ""},
 		{"CustomSchedulerNoLeader", "no replica holds the lease", `
   leader_election_master_status{job="custom-scheduler", instance="leader", name="kube-scheduler"} 0x60
   leader_election_master_status{job="custom-scheduler", instance="follower", name="kube-scheduler"} 0x60`, "30m", `{} 0`},

@@ -99,7 +99,9 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 		w.addNode()
 	}
 	proxy := startFaultProxy(t, seed, soakFaults)
-	w.config = schedulerConfig(t, proxy.kubeconfig, coschedulingProfiles)
+	// Reservations come early and end soon, so the churn meets them: gangs that wait 2 s hold room,
+	// two at a time, for at most 10 s.
+	w.config = schedulerConfig(t, proxy.kubeconfig, soakProfiles(t))
 	w.sched = startScheduler(t, w.config)
 	w.lastRestartTick = w.tick
 	// Absent until a plugin sets it, which counts as 0; other tests' groups may count already.
@@ -110,7 +112,7 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	w.churn(ops)
 	w.settle()
 	w.stopWatcher()
-	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected))
+	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s; %d reservations made", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
 	if w.violations > 0 {
 		w.errorf("%d partially bound group(s) seen during the run (each reported above)", w.violations)
 	}
@@ -119,6 +121,27 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	}
 	w.cleanUp()
 	w.checkStateReleased(baseline)
+}
+
+// soakProfiles is coschedulingProfiles with reservations after 2 s, two gangs at a time, for 10 s.
+func soakProfiles(t *testing.T) string {
+	t.Helper()
+	const at = "          podGroupBackoffSeconds: 1\n"
+	if !strings.Contains(coschedulingProfiles, at) {
+		t.Fatal("coschedulingProfiles sets no podGroupBackoffSeconds: 1")
+	}
+	return strings.Replace(coschedulingProfiles, at, at+"          reservation: {afterSeconds: 2, timeoutSeconds: 10, maxGangs: 2}\n", 1)
+}
+
+// soakReservations counts the Reserved events of the soak's PodGroups.
+func soakReservations(t *testing.T, ns string) int {
+	t.Helper()
+	evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Reserved"})
+	if err != nil {
+		t.Logf("listing Reserved events: %v", err)
+		return 0
+	}
+	return len(evs.Items)
 }
 
 // soakGang is the test's model of one job: its PodGroup and the member pods it currently owns.
