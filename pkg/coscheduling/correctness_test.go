@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,8 +95,8 @@ func TestPermitPastTheDeadlineDeclaresNoQuorum(t *testing.T) {
 	if w := env.handle.waiting[pods[0].UID]; w.allowed {
 		t.Errorf("m0 was allowed past the deadline")
 	}
-	if g := env.pl.gangs["ns/g"]; g.phase != phaseFailed {
-		t.Errorf("attempt %v, want Failed without a quorum", g.phase)
+	if g := env.pl.gangs["ns/g"]; g.Phase != attempt.PhaseFailed {
+		t.Errorf("attempt %v, want Failed without a quorum", g.Phase)
 	}
 }
 
@@ -107,8 +109,8 @@ func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
 	// Upstream's Executor rejects m0 in memory; its Unreserve runs later, in its binding cycle.
 	env.pl.victimEvicted(pods[0])
 	g := env.pl.gangs["ns/g"]
-	if g.phase != phaseFailed || len(g.members) != 0 {
-		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.phase, g.members)
+	if g.Phase != attempt.PhaseFailed || len(g.members) != 0 {
+		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.Phase, g.members)
 	}
 	if w := env.handle.waiting[pods[1].UID]; w.rejected == "" {
 		t.Errorf("m1, waiting beside the victim, was not rejected")
@@ -157,10 +159,10 @@ func TestLeadRetry(t *testing.T) {
 		t.Fatalf("PostFilter(a) = %v, want Unschedulable", s)
 	}
 	g := env.pl.gangs["ns/g"]
-	if g.lead != a.UID || !g.backoffUntil.Equal(env.clock.Now().Add(leadRetryDelay)) {
-		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.lead, g.backoffUntil, leadRetryDelay)
+	if g.lead != a.UID || !g.BackoffUntil.Equal(env.clock.Now().Add(attempt.LeadRetryDelay)) {
+		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.lead, g.BackoffUntil, attempt.LeadRetryDelay)
 	}
-	env.clock.Step(leadRetryDelay)
+	env.clock.Step(attempt.LeadRetryDelay)
 	nodes := []*framework.NodeInfo{node("n", "4")}
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); s.IsSuccess() || !strings.Contains(s.Message(), "places member a first") {
 		t.Errorf("PreFilter(b) before a is reserved = %v, want b held for a", s)
@@ -179,11 +181,11 @@ func TestLeadRetry(t *testing.T) {
 	if g.lead != b.UID {
 		t.Fatalf("lead = %q, want b (a already led)", g.lead)
 	}
-	env.clock.Step(leadRetryDelay)
+	env.clock.Step(attempt.LeadRetryDelay)
 	reserveAndPermit(t, env, b)
 	env.pl.PostFilter(ctx, framework.NewCycleState(), a, nil)
-	if g.lead != "" || !g.backoffUntil.Equal(env.clock.Now().Add(10*time.Second)) {
-		t.Errorf("lead=%q backoffUntil=%v: a member that led once gets the plain back-off", g.lead, g.backoffUntil)
+	if g.lead != "" || !g.BackoffUntil.Equal(env.clock.Now().Add(10*time.Second)) {
+		t.Errorf("lead=%q backoffUntil=%v: a member that led once gets the plain back-off", g.lead, g.BackoffUntil)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,9 +65,9 @@ const (
 	EventQuorumReached = podgroup.ReasonQuorumReached
 	// EventGangRejected (pod, PodGroup): the attempt failed (a member could not be placed, was
 	// rejected, or the PodGroup was deleted); every waiting member was rejected and released what it held.
-	EventGangRejected = "GangRejected"
+	EventGangRejected = podgroup.ReasonGangRejected
 	// EventGangTimedOut (pod, PodGroup): the quorum was not reached within the schedule timeout.
-	EventGangTimedOut = "GangTimedOut"
+	EventGangTimedOut = podgroup.ReasonGangTimedOut
 	// EventDomainChosen (PodGroup): a gang with a topology policy was given a domain for its attempt;
 	// the message says which and at which level of the policy.
 	EventDomainChosen = "DomainChosen"
@@ -293,15 +295,15 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	now := pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	if g.backingOff(now) {
-		until := g.backoffUntil
+	if g.BackingOff(now) {
+		until := g.BackoffUntil
 		pl.mu.Unlock()
 		return pl.gate(ctx, pod, "", backoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
 	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.rank(pod)}
-	if g.lastFailure.After(stamp.at) {
-		stamp.at = g.lastFailure
+	if g.LastFailure.After(stamp.at) {
+		stamp.at = g.LastFailure
 	}
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)
@@ -395,8 +397,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	if g.backingOff(now) {
-		until := g.backoffUntil
+	if g.BackingOff(now) {
+		until := g.BackoffUntil
 		pl.mu.Unlock()
 		return pl.rejectInPreFilter(state, backoffMessage(key, until))
 	}
@@ -550,18 +552,18 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attemptInput{kind: evNoNode, now: now, want: want, counted: len(g.members), mayLead: g.mayLead(pod.UID)}
-	if in.counted < want {
+	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.members), MayLead: g.mayLead(pod.UID)}
+	if in.Counted < want {
 		g.unplaced[pod.UID] = struct{}{}
-		in.reachable = existing-len(g.unplaced) >= want
+		in.Reachable = existing-len(g.unplaced) >= want
 	}
 	d, victims := pl.stepLocked(g, in)
 	switch {
-	case d.verdict == verdictPreemptAlone:
+	case d.Verdict == attempt.VerdictPreemptAlone:
 		pl.mu.Unlock()
 		// The gang has its quorum: this member is placed alone, like a plain pod.
 		return pl.preemptForPod(ctx, state, pod, m)
-	case !d.rejectWaiting:
+	case !d.RejectWaiting:
 		// Enough other members exist to reach the quorum without those that found no node.
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -569,14 +571,14 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	msg := fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", key, klog.KObj(pod), want)
 	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
 	// it may use): the attempt is retried after leadRetryDelay, not the back-off, with this member first.
-	retry := d.lead
+	retry := d.Lead
 	if retry {
 		g.setLead(pod)
 		msg += "; retrying in a moment with it placed first"
 	} else {
 		g.clearLead()
 	}
-	g.setOutcome(d.reason, msg)
+	g.setOutcome(d.Reason, msg)
 	pl.mu.Unlock()
 
 	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
@@ -612,12 +614,12 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
-	in := attemptInput{kind: evReserve, now: now, want: want, counted: len(g.members), timeout: pl.scheduleTimeout(pg)}
-	in.confirmed = in.counted
-	if in.counted >= want && !g.attemptInProgress() {
-		in.confirmed = pl.confirmedCountLocked(g)
+	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: len(g.members), Timeout: pl.scheduleTimeout(pg)}
+	in.Confirmed = in.Counted
+	if in.Counted >= want && !g.attemptInProgress() {
+		in.Confirmed = pl.confirmedCountLocked(g)
 	}
-	if d, _ := pl.stepLocked(g, in); d.verdict == verdictRefuse {
+	if d, _ := pl.stepLocked(g, in); d.Verdict == attempt.VerdictRefuse {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
 	}
 	g.set(pod.UID, reserved)
@@ -646,9 +648,9 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	}
 	wasWaiting := pl.removeWaitingLocked(g, pod.UID)
 	wasReserved := g.clear(pod.UID, reserved)
-	count, attemptStart := len(g.members), g.start
-	d, victims := pl.stepLocked(g, attemptInput{kind: evUnreserve, now: now, wasWaiting: wasWaiting, wasReserved: wasReserved})
-	if d.retryMember {
+	count, attemptStart := len(g.members), g.Start
+	d, victims := pl.stepLocked(g, attempt.Input{Kind: attempt.Unreserve, Now: now, WasWaiting: wasWaiting, WasReserved: wasReserved})
+	if d.RetryMember {
 		pl.mu.Unlock()
 		// A bind failure after the quorum: retry the member ahead of other work (Activate skips its
 		// back-off; it passes Permit at once while the rest of the quorum holds).
@@ -659,13 +661,13 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		pl.notifyStatus(key)
 		return
 	}
-	if !d.rejectWaiting {
+	if !d.RejectWaiting {
 		// Never reserved here, or the echo of a rejection this plugin made.
 		pl.dropIfUnusedLocked(g, now)
 		pl.mu.Unlock()
 		return
 	}
-	timedOut := d.reason == EventGangTimedOut
+	timedOut := d.Reason == EventGangTimedOut
 	var msg, reason, metricReason string
 	if timedOut {
 		msg = fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember; all waiting members were rejected",
@@ -705,31 +707,31 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attemptInput{kind: evPermit, now: now, want: want, counted: len(g.members)}
-	in.confirmed = in.counted
-	if in.counted >= want && g.phase != phaseQuorum {
+	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: len(g.members)}
+	in.Confirmed = in.Counted
+	if in.Counted >= want && g.Phase != attempt.PhaseQuorum {
 		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
-		in.confirmed = pl.confirmedCountLocked(g)
+		in.Confirmed = pl.confirmedCountLocked(g)
 	}
-	count, start := in.confirmed, g.start
+	count, start := in.Confirmed, g.Start
 	d, pods := pl.stepLocked(g, in)
 	switch {
-	case d.rejectWaiting:
+	case d.RejectWaiting:
 		// Past the attempt's deadline no quorum is declared: the framework is rejecting the waiting
 		// members for their timeout, and they would count until their Unreserves run.
 		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",
 			key, count, now.Sub(start).Round(time.Second), want)
-		g.setOutcome(d.reason, msg)
+		g.setOutcome(d.Reason, msg)
 		pl.mu.Unlock()
 		gangTimeouts.WithLabelValues(pl.profile).Inc()
 		gangRejections.WithLabelValues(pl.profile, reasonTimeout).Inc()
 		pl.rejectWaiting(pods, msg)
 		pl.reportFailure(pg, EventGangTimedOut, msg, append(pods, pod))
 		return fwk.NewStatus(fwk.Unschedulable, msg), 0
-	case d.allowWaiting:
+	case d.AllowWaiting:
 		pl.mu.Unlock()
 		pl.allow(pods)
-		if d.firstQuorum {
+		if d.FirstQuorum {
 			// Members beyond the quorum that found no node while the attempt gathered it (they were
 			// not needed then, so they did not preempt) are retried now: placed like any pod, they
 			// may preempt.
@@ -741,21 +743,21 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 			pl.notifyStatus(key)
 		}
 		return nil, 0
-	case d.verdict == verdictRefuse:
+	case d.Verdict == attempt.VerdictRefuse:
 		pl.mu.Unlock()
-		if d.refusal == refusedFailed {
+		if d.Refusal == attempt.RefusedFailed {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was rejected in this attempt", key)), 0
 		}
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s timed out waiting for its quorum", key)), 0
 	}
-	remaining := d.waitFor
+	remaining := d.WaitFor
 	pl.addWaitingLocked(g, pod)
 	pl.mu.Unlock()
 
 	msg := fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the rest",
 		count, want, key, remaining.Round(time.Second))
 	logger.V(4).Info("Gang member waits for the quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "minMember", want)
-	if d.activateSiblings {
+	if d.ActivateSiblings {
 		// The attempt has begun: bring the group's other unscheduled members forward so they are
 		// tried next, together, instead of whenever their own back-off ends.
 		pl.activateSiblings(state, pod)

@@ -198,7 +198,7 @@ func TestLess(t *testing.T) {
 			env := newTestEnv(t, defaultArgs(), pgs, nil)
 			if tc.failed != "" {
 				env.pl.mu.Lock()
-				env.pl.gangForLocked(pgs[0]).lastFailure = t0.Add(5 * time.Minute)
+				env.pl.gangForLocked(pgs[0]).LastFailure = t0.Add(5 * time.Minute)
 				env.pl.mu.Unlock()
 			}
 			enqueue(t, env, tc.a, tc.b)
@@ -261,7 +261,7 @@ func TestPermitQuorum(t *testing.T) {
 		// A bind failure after the quorum does not fail the gang: the member is retried at once.
 		env.handle.activated = nil
 		env.pl.Unreserve(ctx, nil, pods[0], "n")
-		if env.pl.gangs["ns/g"].backingOff(env.clock.Now()) {
+		if env.pl.gangs["ns/g"].BackingOff(env.clock.Now()) {
 			t.Errorf("the group backs off after a bind failure past the quorum")
 		}
 		if diff := cmp.Diff([]string{"ns/m0"}, env.handle.activated); diff != "" {
@@ -291,7 +291,7 @@ func TestPermitQuorum(t *testing.T) {
 			t.Errorf("waiting sibling rejected with %q, want a rejection", w.rejected)
 		}
 		g := env.pl.gangs["ns/g"]
-		if !g.backingOff(env.clock.Now()) {
+		if !g.BackingOff(env.clock.Now()) {
 			t.Fatalf("the group does not back off")
 		}
 		// The sibling's own Unreserve is an echo and changes nothing.

@@ -3,6 +3,8 @@ package coscheduling
 import (
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -42,7 +44,7 @@ type gang struct {
 	unplaced map[types.UID]struct{}
 
 	// attempt is the current attempt (see step): it starts at the first Reserve while no member waits.
-	attempt
+	attempt.Attempt
 	backoffTimer clock.Timer
 
 	// outcome is the last attempt's result as the PodGroup's status reports it (reason and message),
@@ -131,7 +133,7 @@ func (g *gang) attemptInProgress() bool { return len(g.waiting) > 0 }
 // holdsNothing reports whether the state tracks no member, no attempt and no back-off: with no live
 // pod left in the group either, it may be dropped.
 func (g *gang) holdsNothing(now time.Time) bool {
-	return len(g.members) == 0 && len(g.waiting) == 0 && !g.backingOff(now)
+	return len(g.members) == 0 && len(g.waiting) == 0 && !g.BackingOff(now)
 }
 
 // resetHistory forgets what earlier attempts left behind (back-off, last failure, cached check,
@@ -142,7 +144,7 @@ func (g *gang) resetHistory(uid types.UID) {
 		g.backoffTimer.Stop()
 		g.backoffTimer = nil
 	}
-	g.attempt = attempt{}
+	g.Attempt = attempt.Attempt{}
 	g.feasibility, g.cacheKey = nil, feasibilityKey{}
 	g.placement = nil
 	g.nominatedNodes = nil

@@ -3,6 +3,8 @@ package coscheduling
 import (
 	"fmt"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -160,11 +162,11 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	count := 0
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		in := attemptInput{kind: evPodGroupEdited, now: pl.clock.Now(), want: podgroup.MinMember(pg), counted: len(g.members)}
-		if in.counted >= in.want {
-			in.confirmed = pl.confirmedCountLocked(g)
+		in := attempt.Input{Kind: attempt.PodGroupEdited, Now: pl.clock.Now(), Want: podgroup.MinMember(pg), Counted: len(g.members)}
+		if in.Counted >= in.Want {
+			in.Confirmed = pl.confirmedCountLocked(g)
 		}
-		count = in.confirmed
+		count = in.Confirmed
 		_, allowed = pl.stepLocked(g, in)
 	}
 	pl.mu.Unlock()
@@ -186,7 +188,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 		pl.endReservationLocked(g, reasonReservationDeleted, "the PodGroup was deleted", pl.clock.Now())
 		g.resetHistory("")
 		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
-		_, victims = pl.stepLocked(g, attemptInput{kind: evPodGroupDeleted, now: pl.clock.Now()})
+		_, victims = pl.stepLocked(g, attempt.Input{Kind: attempt.PodGroupDeleted, Now: pl.clock.Now()})
 		pl.dropIfUnusedLocked(g, pl.clock.Now())
 	}
 	pl.mu.Unlock()

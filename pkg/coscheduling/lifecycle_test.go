@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -346,8 +348,8 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		for _, p := range gang[:2] {
 			env.pl.Unreserve(ctx, framework.NewCycleState(), p, "n")
 		}
-		if g := env.pl.gangs["ns/g"]; g.backingOff(env.clock.Now()) || len(g.members) != 0 {
-			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.backingOff(env.clock.Now()), g.members)
+		if g := env.pl.gangs["ns/g"]; g.BackingOff(env.clock.Now()) || len(g.members) != 0 {
+			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.BackingOff(env.clock.Now()), g.members)
 		}
 		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "1 of minMember 3") {
 			t.Errorf("Permit(m2) = %v, want Wait with 1 of minMember 3", s)
@@ -443,7 +445,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 		}
 		env.clock.Step(2 * time.Minute)
 		env.pl.mu.Lock()
-		env.pl.stepLocked(env.pl.gangs["ns/old"], attemptInput{kind: evNoNode, now: env.clock.Now(), want: 1})
+		env.pl.stepLocked(env.pl.gangs["ns/old"], attempt.Input{Kind: attempt.NoNode, Now: env.clock.Now(), Want: 1})
 		env.pl.mu.Unlock()
 		if !env.pl.Less(qa, qb) {
 			t.Errorf("the order of queued pods changed when the group failed")

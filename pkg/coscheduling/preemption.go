@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -409,12 +411,12 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	}
 	pl.removeWaitingLocked(g, victim.UID)
 	g.clear(victim.UID, reserved)
-	d, rest := pl.stepLocked(g, attemptInput{kind: evPreempted, now: now, wasReserved: true})
-	if d.rejectWaiting {
-		g.setOutcome(d.reason, msg)
+	d, rest := pl.stepLocked(g, attempt.Input{Kind: attempt.Preempted, Now: now, WasReserved: true})
+	if d.RejectWaiting {
+		g.setOutcome(d.Reason, msg)
 	}
 	pl.mu.Unlock()
-	if !d.rejectWaiting {
+	if !d.RejectWaiting {
 		return
 	}
 	gangRejections.WithLabelValues(pl.profile, reasonMemberRejected).Inc()

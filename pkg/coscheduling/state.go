@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -134,20 +136,20 @@ func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
 // to be rejected and stop counting at once, the cached check and placement are dropped and the
 // back-off timer starts. It returns the decision and the members to allow or reject, which callers
 // do after releasing pl.mu; the outcome's message is theirs to set.
-func (pl *Coscheduling) stepLocked(g *gang, in attemptInput) (decision, []*v1.Pod) {
-	in.waiting, in.backoff = len(g.waiting), pl.backoff
-	var d decision
-	g.attempt, d = step(g.attempt, in)
+func (pl *Coscheduling) stepLocked(g *gang, in attempt.Input) (attempt.Decision, []*v1.Pod) {
+	in.Waiting, in.Backoff = len(g.waiting), pl.backoff
+	var d attempt.Decision
+	g.Attempt, d = attempt.Step(g.Attempt, in)
 	switch {
-	case d.allowWaiting:
+	case d.AllowWaiting:
 		g.clearLead()
 		g.ledBy = nil
 		clear(g.unplaced)
 		g.nominatedNodes = nil
 		g.setOutcome(EventQuorumReached, "")
-		pl.endReservationLocked(g, reasonReservationBound, "the gang reached its quorum", in.now)
+		pl.endReservationLocked(g, reasonReservationBound, "the gang reached its quorum", in.Now)
 		return d, pl.takeWaitingLocked(g)
-	case d.rejectWaiting:
+	case d.RejectWaiting:
 		clear(g.unplaced)
 		victims := pl.takeWaitingLocked(g)
 		// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
@@ -157,8 +159,8 @@ func (pl *Coscheduling) stepLocked(g *gang, in attemptInput) (decision, []*v1.Po
 		}
 		g.feasibility = nil
 		g.placement = nil
-		if in.kind != evPodGroupDeleted {
-			pl.startBackoffLocked(g, d.backoff)
+		if in.Kind != attempt.PodGroupDeleted {
+			pl.startBackoffLocked(g, d.Backoff)
 		}
 		return d, victims
 	}
@@ -180,11 +182,6 @@ func (pl *Coscheduling) allow(pods []*v1.Pod) {
 	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
 }
 
-// leadRetryDelay is the back-off of an attempt retried with another member first (see gang.lead):
-// long enough for the rejected members' reservations and nominations to be released, so that the
-// lead does not meet them again.
-const leadRetryDelay = time.Second
-
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
@@ -192,7 +189,7 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	if g := pl.gangs[podgroup.Key(namespace, name)]; g != nil {
 		led = g.lead != "" && len(g.nominatedNodes) == 0
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
-		pl.dropIfUnusedLocked(g, g.backoffUntil)
+		pl.dropIfUnusedLocked(g, g.BackoffUntil)
 	}
 	pl.mu.Unlock()
 	if led && pl.preempt != nil {
@@ -419,11 +416,11 @@ const gateEventDelay = 5 * time.Second
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
 	g := pl.gangs[podgroup.Key(namespace, name)]
-	waiting := g != nil && g.attemptInProgress() && g.phase == phaseGathering && g.start.Equal(start)
+	waiting := g != nil && g.attemptInProgress() && g.Phase == attempt.PhaseGathering && g.Start.Equal(start)
 	var count int
 	var deadline time.Time
 	if waiting {
-		count, deadline = len(g.members), g.deadline
+		count, deadline = len(g.members), g.Deadline
 	}
 	pl.mu.RUnlock()
 	pg := pl.podGroups.Get(namespace, name)

@@ -3,6 +3,8 @@ package coscheduling
 import (
 	"context"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -30,7 +32,7 @@ const (
 func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
 	var busy map[string]bool
 	for _, g := range pl.gangs {
-		if g == self || g.phase == phaseQuorum || !g.attemptInProgress() || g.placement == nil || g.placement.Value == "" {
+		if g == self || g.Phase == attempt.PhaseQuorum || !g.attemptInProgress() || g.placement == nil || g.placement.Value == "" {
 			continue
 		}
 		if busy == nil {

@@ -17,6 +17,8 @@ const (
 	ReasonWaitingForQuorum  = "WaitingForQuorum"
 	ReasonQuorumReached     = "QuorumReached"
 	ReasonBelowQuorum       = "BelowQuorum"
+	ReasonGangRejected      = "GangRejected"
+	ReasonGangTimedOut      = "GangTimedOut"
 )
 
 // IndexName names the index of the scheduler's pod informer by MemberKey (see LiveIndexFunc), and of

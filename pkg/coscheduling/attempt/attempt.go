@@ -1,6 +1,17 @@
-package coscheduling
+// Package attempt is a gang attempt as a state machine: Step is the one place that decides how an
+// attempt moves. The plugin gathers its input under its mutex, calls Step, and applies the decision.
+package attempt
 
-import "time"
+import (
+	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// LeadRetryDelay is the back-off of an attempt retried with another member first (see the plugin's
+// gang.lead): long enough for the rejected members' reservations and nominations to be released, so
+// that the lead does not meet them again.
+const LeadRetryDelay = time.Second
 
 // A gang attempt as a state machine. step is the one place that decides how an attempt moves: the
 // extension points and handlers gather its input under the plugin's mutex (counts, the member's flags,
@@ -9,262 +20,262 @@ import "time"
 // transition is a row of TestAttemptTransitions.
 
 // phase is where a gang's current attempt stands.
-type phase uint8
+type Phase uint8
 
 const (
 	// phaseIdle: no attempt since the state was built or its PodGroup was recreated.
-	phaseIdle phase = iota
+	PhaseIdle Phase = iota
 	// phaseGathering: the attempt started at a Reserve; its members wait at Permit for the quorum.
-	phaseGathering
+	PhaseGathering
 	// phaseQuorum: the attempt reached minMember; its members bind, and later members pass Permit.
-	phaseQuorum
+	PhaseQuorum
 	// phaseFailed: the attempt was rejected (a member found no node or left, the deadline passed, a
 	// member was preempted, the PodGroup was deleted); the members' Unreserves are echoes of that.
-	phaseFailed
+	PhaseFailed
 )
 
-func (p phase) String() string {
+func (p Phase) String() string {
 	return [...]string{"Idle", "Gathering", "Quorum", "Failed"}[p]
 }
 
 // attempt is the part of a gang's state that step owns.
-type attempt struct {
-	phase phase
+type Attempt struct {
+	Phase Phase
 	// start and deadline: when the attempt started and when its members stop waiting at Permit.
-	start, deadline time.Time
+	Start, Deadline time.Time
 	// needsQuorum: the attempt started below minMember, so its time to quorum is worth observing.
-	needsQuorum bool
+	NeedsQuorum bool
 	// activated: the attempt already moved the group's unscheduled members to the active queue.
-	activated bool
+	Activated bool
 	// backoffUntil keeps the members out of scheduling after a failed attempt.
-	backoffUntil time.Time
+	BackoffUntil time.Time
 	// lastFailure: when the last attempt failed (see queueStamp).
-	lastFailure time.Time
+	LastFailure time.Time
 }
 
 // eventKind is what happened to the attempt.
-type eventKind uint8
+type Event uint8
 
 const (
 	// evReserve: a member passed the other plugins' Reserve (this one's Reserve runs).
-	evReserve eventKind = iota
+	Reserve Event = iota
 	// evPermit: a reserved member reached Permit.
-	evPermit
+	Permit
 	// evUnreserve: a reserved member was unreserved: rejected at Permit (by this plugin, the
 	// framework's timeout, or a preemption), failed by a later plugin, or its bind failed.
-	evUnreserve
+	Unreserve
 	// evNoNode: a member found no node (PostFilter).
-	evNoNode
+	NoNode
 	// evPreempted: a member reserved here was evicted by a preemption (its Unreserve comes later).
-	evPreempted
+	Preempted
 	// evPodGroupEdited: the PodGroup's spec changed (minMember may have been lowered).
-	evPodGroupEdited
+	PodGroupEdited
 	// evPodGroupDeleted: the PodGroup was deleted, or replaced by one of another UID.
-	evPodGroupDeleted
+	PodGroupDeleted
 	// evBound: the informer shows a member bound; evGone: a member is deleted, terminating or
 	// finished. Both change the member count, which the next event reads; neither moves the attempt,
 	// so the pod handlers only update the count and do not call step (the table rows say why).
-	evBound
-	evGone
+	Bound
+	Gone
 )
 
-func (k eventKind) String() string {
+func (k Event) String() string {
 	return [...]string{"Reserve", "Permit", "Unreserve", "NoNode", "Preempted", "PodGroupEdited", "PodGroupDeleted", "Bound", "Gone"}[k]
 }
 
 // attemptInput is an event with what step needs to know about the gang at that moment.
-type attemptInput struct {
-	kind eventKind
-	now  time.Time
+type Input struct {
+	Kind Event
+	Now  time.Time
 	// want is the PodGroup's minMember.
-	want int
+	Want int
 	// counted: live members reserved here or bound (the plugin's member set), the event's member
 	// included when it counts.
-	counted int
+	Counted int
 	// confirmed: the same count on the pod store's word (see confirmedCountLocked), which decides
 	// a quorum; the caller computes it only when counted >= want.
-	confirmed int
+	Confirmed int
 	// waiting: members waiting at Permit, before the event.
-	waiting int
+	Waiting int
 	// wasWaiting, wasReserved: the event's member waited at Permit / was reserved here
 	// (evUnreserve, evPreempted).
-	wasWaiting, wasReserved bool
+	WasWaiting, WasReserved bool
 	// timeout: the PodGroup's schedule timeout (evReserve).
-	timeout time.Duration
+	Timeout time.Duration
 	// backoff: the plugin's back-off after a failed attempt.
-	backoff time.Duration
+	Backoff time.Duration
 	// reachable (evNoNode): enough other members exist to reach the quorum without those that
 	// found no node in this attempt; mayLead: the member may lead the next attempt (gang.mayLead).
-	reachable, mayLead bool
+	Reachable, MayLead bool
 }
 
 // verdict is what the event's member gets.
-type verdict uint8
+type Verdict uint8
 
 const (
 	// verdictPass: the extension point lets the member on (or the event has no member to answer).
-	verdictPass verdict = iota
+	VerdictPass Verdict = iota
 	// verdictWait: Permit makes the member wait, up to decision.waitFor.
-	verdictWait
+	VerdictWait
 	// verdictRefuse: the member is refused (Unschedulable).
-	verdictRefuse
+	VerdictRefuse
 	// verdictPreemptAlone: PostFilter places the member like a plain pod (its gang has its quorum).
-	verdictPreemptAlone
+	VerdictPreemptAlone
 )
 
-func (v verdict) String() string { return [...]string{"pass", "wait", "refuse", "preemptAlone"}[v] }
+func (v Verdict) String() string { return [...]string{"pass", "wait", "refuse", "preemptAlone"}[v] }
 
 // decision is what the caller does after step.
-type decision struct {
-	verdict verdict
+type Decision struct {
+	Verdict Verdict
 	// waitFor is Permit's wait (verdict wait).
-	waitFor time.Duration
+	WaitFor time.Duration
 	// reason: EventQuorumReached when the quorum is declared, or EventGangRejected or
 	// EventGangTimedOut when the attempt fails; empty otherwise (a refusal says why in refusal).
-	reason string
+	Reason string
 	// refusal says why a member is refused when the attempt itself does not move.
-	refusal refusal
+	Refusal Refusal
 	// allowWaiting: allow every waiting member (the quorum is reached).
-	allowWaiting bool
+	AllowWaiting bool
 	// firstQuorum: this is the attempt's first quorum, reached from below minMember: observe the
 	// time to quorum and record QuorumReached.
-	firstQuorum bool
+	FirstQuorum bool
 	// rejectWaiting: reject every waiting member, which stops counting at once (the attempt failed).
-	rejectWaiting bool
+	RejectWaiting bool
 	// backoff (with rejectWaiting): the members stay out for this long; the group is activated
 	// when it ends (at once when it is zero).
-	backoff time.Duration
+	Backoff time.Duration
 	// lead (evNoNode, with rejectWaiting): the member leads the next attempt.
-	lead bool
+	Lead bool
 	// activateSiblings: move the group's other unscheduled members to the active queue.
-	activateSiblings bool
+	ActivateSiblings bool
 	// retryMember (evUnreserve): a bind failure after the quorum: activate the member at once.
-	retryMember bool
+	RetryMember bool
 }
 
 // refusal is why a member is refused without the attempt moving.
-type refusal uint8
+type Refusal uint8
 
 const (
-	refusedNone refusal = iota
+	RefusedNone Refusal = iota
 	// refusedBackingOff: the group backs off after a failed attempt.
-	refusedBackingOff
+	RefusedBackingOff
 	// refusedFailed: the attempt was rejected while the member was on its way to Permit.
-	refusedFailed
+	RefusedFailed
 	// refusedExpired: the attempt's deadline has passed.
-	refusedExpired
+	RefusedExpired
 )
 
-func (a attempt) backingOff(now time.Time) bool { return now.Before(a.backoffUntil) }
+func (a Attempt) BackingOff(now time.Time) bool { return now.Before(a.BackoffUntil) }
 
 // step moves an attempt on one event and says what to do about it.
-func step(a attempt, in attemptInput) (attempt, decision) {
-	var d decision
+func Step(a Attempt, in Input) (Attempt, Decision) {
+	var d Decision
 	fail := func(reason string, backoff time.Duration) {
-		a.phase = phaseFailed
-		a.lastFailure = in.now
-		a.backoffUntil = in.now.Add(backoff)
-		d.reason, d.rejectWaiting, d.backoff = reason, true, backoff
+		a.Phase = PhaseFailed
+		a.LastFailure = in.Now
+		a.BackoffUntil = in.Now.Add(backoff)
+		d.Reason, d.RejectWaiting, d.Backoff = reason, true, backoff
 	}
-	switch in.kind {
-	case evReserve:
-		if a.backingOff(in.now) {
-			d.verdict, d.refusal = verdictRefuse, refusedBackingOff
+	switch in.Kind {
+	case Reserve:
+		if a.BackingOff(in.Now) {
+			d.Verdict, d.Refusal = VerdictRefuse, RefusedBackingOff
 			return a, d
 		}
 		// An attempt starts at the first Reserve while no member waits, unless the quorum is
 		// already there (an extra member of a gang whose quorum is bound).
-		if in.waiting == 0 && (in.counted < in.want || in.confirmed < in.want) {
-			a = attempt{phase: phaseGathering, start: in.now, deadline: in.now.Add(in.timeout), needsQuorum: true,
-				backoffUntil: a.backoffUntil, lastFailure: a.lastFailure}
+		if in.Waiting == 0 && (in.Counted < in.Want || in.Confirmed < in.Want) {
+			a = Attempt{Phase: PhaseGathering, Start: in.Now, Deadline: in.Now.Add(in.Timeout), NeedsQuorum: true,
+				BackoffUntil: a.BackoffUntil, LastFailure: a.LastFailure}
 		}
-	case evPermit:
-		count := in.counted
-		if count >= in.want && a.phase != phaseQuorum {
+	case Permit:
+		count := in.Counted
+		if count >= in.Want && a.Phase != PhaseQuorum {
 			// The attempt's quorum is decided once, on the pod store's word.
-			count = in.confirmed
+			count = in.Confirmed
 		}
-		if in.waiting > 0 && a.phase == phaseGathering && !in.now.Before(a.deadline) {
+		if in.Waiting > 0 && a.Phase == PhaseGathering && !in.Now.Before(a.Deadline) {
 			// Past the deadline no quorum is declared: the framework is rejecting the waiting
 			// members for their timeout, and they would count until their Unreserves run.
-			fail(EventGangTimedOut, in.backoff)
-			d.verdict = verdictRefuse
+			fail(podgroup.ReasonGangTimedOut, in.Backoff)
+			d.Verdict = VerdictRefuse
 			return a, d
 		}
-		if count >= in.want {
-			d.firstQuorum = a.phase != phaseQuorum && a.needsQuorum
+		if count >= in.Want {
+			d.FirstQuorum = a.Phase != PhaseQuorum && a.NeedsQuorum
 			// Members beyond the quorum that found no node while the attempt gathered it are
 			// retried now: placed like any pod, they may preempt.
-			d.activateSiblings = d.firstQuorum
-			a.phase = phaseQuorum
-			d.reason, d.allowWaiting = EventQuorumReached, true
+			d.ActivateSiblings = d.FirstQuorum
+			a.Phase = PhaseQuorum
+			d.Reason, d.AllowWaiting = podgroup.ReasonQuorumReached, true
 			return a, d
 		}
-		if a.phase == phaseFailed {
-			d.verdict, d.refusal = verdictRefuse, refusedFailed
+		if a.Phase == PhaseFailed {
+			d.Verdict, d.Refusal = VerdictRefuse, RefusedFailed
 			return a, d
 		}
-		if remaining := a.deadline.Sub(in.now); remaining > 0 {
-			d.verdict, d.waitFor = verdictWait, remaining
+		if remaining := a.Deadline.Sub(in.Now); remaining > 0 {
+			d.Verdict, d.WaitFor = VerdictWait, remaining
 			// The attempt has begun: its other unscheduled members are tried next, together.
-			d.activateSiblings = !a.activated
-			a.activated = true
+			d.ActivateSiblings = !a.Activated
+			a.Activated = true
 			return a, d
 		}
-		d.verdict, d.refusal = verdictRefuse, refusedExpired
-	case evUnreserve:
+		d.Verdict, d.Refusal = VerdictRefuse, RefusedExpired
+	case Unreserve:
 		switch {
-		case a.phase == phaseQuorum && in.wasReserved && !in.wasWaiting:
+		case a.Phase == PhaseQuorum && in.WasReserved && !in.WasWaiting:
 			// A bind failure after the quorum: the member is retried ahead of other work and passes
 			// Permit at once while the rest of the quorum holds.
-			d.retryMember = true
-		case !in.wasWaiting && !in.wasReserved, a.phase == phaseQuorum, a.phase == phaseFailed:
+			d.RetryMember = true
+		case !in.WasWaiting && !in.WasReserved, a.Phase == PhaseQuorum, a.Phase == PhaseFailed:
 			// Never reserved here, or the echo of a rejection already made.
-		case !a.deadline.IsZero() && !in.now.Before(a.deadline):
-			fail(EventGangTimedOut, in.backoff)
+		case !a.Deadline.IsZero() && !in.Now.Before(a.Deadline):
+			fail(podgroup.ReasonGangTimedOut, in.Backoff)
 		default:
-			fail(EventGangRejected, in.backoff)
+			fail(podgroup.ReasonGangRejected, in.Backoff)
 		}
-	case evNoNode:
+	case NoNode:
 		switch {
-		case in.counted >= in.want:
-			d.verdict = verdictPreemptAlone
-		case in.reachable:
+		case in.Counted >= in.Want:
+			d.Verdict = VerdictPreemptAlone
+		case in.Reachable:
 			// Other members can still make the quorum: the attempt goes on without this one.
-			d.verdict = verdictRefuse
+			d.Verdict = VerdictRefuse
 		default:
-			backoff := in.backoff
-			if in.mayLead {
+			backoff := in.Backoff
+			if in.MayLead {
 				// Members already reserved may be what is in its way: retry soon, with it first.
-				backoff, d.lead = leadRetryDelay, true
+				backoff, d.Lead = LeadRetryDelay, true
 			}
-			fail(EventGangRejected, backoff)
-			d.verdict = verdictRefuse
+			fail(podgroup.ReasonGangRejected, backoff)
+			d.Verdict = VerdictRefuse
 		}
-	case evPreempted:
-		if in.wasReserved && a.phase != phaseQuorum && a.phase != phaseFailed {
+	case Preempted:
+		if in.WasReserved && a.Phase != PhaseQuorum && a.Phase != PhaseFailed {
 			// The victim's Unreserve runs later, in its binding cycle: a sibling's Permit in
 			// between must not complete a quorum with it.
-			fail(EventGangRejected, in.backoff)
+			fail(podgroup.ReasonGangRejected, in.Backoff)
 		}
-	case evPodGroupEdited:
+	case PodGroupEdited:
 		// minMember lowered to what is reserved lets the waiting members through, on the store's
 		// word and before the deadline only: past it the framework is rejecting them, and they
 		// count until their Unreserves run.
-		if in.waiting > 0 && a.phase == phaseGathering && in.now.Before(a.deadline) && in.counted >= in.want && in.confirmed >= in.want {
-			a.phase = phaseQuorum
-			d.reason, d.allowWaiting = EventQuorumReached, true
+		if in.Waiting > 0 && a.Phase == PhaseGathering && in.Now.Before(a.Deadline) && in.Counted >= in.Want && in.Confirmed >= in.Want {
+			a.Phase = PhaseQuorum
+			d.Reason, d.AllowWaiting = podgroup.ReasonQuorumReached, true
 		}
-	case evPodGroupDeleted:
+	case PodGroupDeleted:
 		// The history is the old PodGroup's; the waiting members are rejected, and their Unreserves
 		// are echoes of that.
-		next := attempt{}
-		if in.waiting > 0 {
-			next.phase = phaseFailed
-			d.reason, d.rejectWaiting = EventGangRejected, true
+		next := Attempt{}
+		if in.Waiting > 0 {
+			next.Phase = PhaseFailed
+			d.Reason, d.RejectWaiting = podgroup.ReasonGangRejected, true
 		}
 		return next, d
-	case evBound, evGone:
+	case Bound, Gone:
 		// Counted or uncounted by the caller; a waiting member that is gone is rejected by the
 		// framework, and its Unreserve fails the attempt.
 	}
