@@ -372,12 +372,12 @@ func TestClaimWhoseStatusPatchFailedIsCleared(t *testing.T) {
 	for _, m := range []*v1.Pod{m0, m1} {
 		c := m.DeepCopy()
 		c.Status.NominatedNodeName = "n0"
-		env.pl.claims.set(c)
+		env.pl.claims.Set(c)
 	}
 	m0.Status.NominatedNodeName = "n0"
 	env.pl.clearNominations(context.Background(), []*v1.Pod{m0, m1}, "")
-	if env.pl.claims.has(m0.UID) || env.pl.claims.has(m1.UID) {
-		t.Errorf("claims left after the nominations were cleared: m0 %v, m1 %v", env.pl.claims.has(m0.UID), env.pl.claims.has(m1.UID))
+	if env.pl.claims.Has(m0.UID) || env.pl.claims.Has(m1.UID) {
+		t.Errorf("claims left after the nominations were cleared: m0 %v, m1 %v", env.pl.claims.Has(m0.UID), env.pl.claims.Has(m1.UID))
 	}
 	if diff := cmp.Diff(map[string]string{"m0": "", "m1": ""}, h.nominated); diff != "" {
 		t.Errorf("nominator entries cleared (-want,+got): %s", diff)

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
+
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 
 	v1 "k8s.io/api/core/v1"
@@ -145,7 +147,7 @@ type Coscheduling struct {
 	ctx    context.Context
 	status *status.Updater
 	// claims are the pods nominated to nodes (room kept for preemptors).
-	claims claims
+	claims claims.Claims
 	// fit is what the whole-gang checks share: free capacity per node and members' requests.
 	fit gangfit.Shared
 	// evicted holds the UIDs of pods this plugin preempted (types.UID → time.Time of the eviction), for
@@ -171,11 +173,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if cfg == nil {
 		return nil, fmt.Errorf("%s needs a connection to the apiserver to read PodGroups", Name)
 	}
-	client, err := newPodGroupClient(cfg)
+	client, err := pgcache.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	pgInformer := newPodGroupInformer(client)
+	pgInformer := pgcache.NewInformer(client)
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := addPodGroupIndex(podInformer); err != nil {
 		return nil, err
@@ -448,7 +450,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	pl.mu.Unlock()
 
-	claimed := pl.claims.against(corev1helpers.PodPriority(pod), key)
+	claimed := pl.claims.Against(corev1helpers.PodPriority(pod), key)
 	res, fit := gangfit.Check(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
 	var chosen *gangfit.Placement
 	if res.Feasible && !policy.Empty() {
@@ -596,12 +598,12 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	// stays so while it waits at Permit and binds (see claims).
 	name, ok := podgroup.Of(pod)
 	if !ok {
-		if pl.claims.forget(pod) {
+		if pl.claims.Forget(pod) {
 			pl.epoch.Add(1)
 		}
 		return nil
 	}
-	if pl.claims.assume(pod) {
+	if pl.claims.Assume(pod) {
 		pl.epoch.Add(1)
 	}
 	key := podgroup.Key(pod.Namespace, name)
@@ -636,7 +638,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	if !ok {
 		return
 	}
-	pl.claims.unassume(pod.UID)
+	pl.claims.Unassume(pod.UID)
 	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pod.Namespace, name)
 	now := pl.clock.Now()

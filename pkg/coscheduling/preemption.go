@@ -44,14 +44,6 @@ import (
 // is wired in gangpreemption. What stays here is the orchestration: gather, decide, then the API calls
 // (evictions, nominations) and the follow-up of each eviction.
 
-// preemptorKind is the metrics label of a preemptor type: "gang" or "pod".
-func preemptorKind(t string) string {
-	if t == gangpreemption.PreemptorType {
-		return "gang"
-	}
-	return "pod"
-}
-
 // preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
 // (a plain pod, or an extra member of a gang that has its quorum), with whole gangs as victims.
 func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
@@ -204,7 +196,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
 	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.against(prio, key), &pl.fit, true)
+	f := gangfit.New(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.Against(prio, key), &pl.fit, true)
 	if f == nil {
 		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
 	}
@@ -313,7 +305,7 @@ func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignm
 		// preempts next must not count this room as free.
 		claimed := m.DeepCopy()
 		claimed.Status.NominatedNodeName = node
-		pl.claims.set(claimed)
+		pl.claims.Set(claimed)
 		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
 			patch, to = append(patch, m), append(to, node)
 		}
@@ -356,13 +348,13 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 		// A nomination recorded here whose status patch failed is cleared too: the informer's copy
 		// does not show it, but the claim and the nominator's entry hold its room.
 		inStatus := m.Status.NominatedNodeName != ""
-		if m.Spec.NodeName != "" || (!inStatus && !pl.claims.has(m.UID)) {
+		if m.Spec.NodeName != "" || (!inStatus && !pl.claims.Has(m.UID)) {
 			continue
 		}
 		if pi, err := framework.NewPodInfo(m); err == nil {
 			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
 		}
-		if pl.claims.forget(m) {
+		if pl.claims.Forget(m) {
 			pl.epoch.Add(1)
 		}
 		if inStatus && m.UID != except {
@@ -383,7 +375,7 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 // victimEvicted).
 func (pl *Coscheduling) onEvicted(victim *v1.Pod, preemptorType string, victims []*v1.Pod) {
 	pl.victimEvicted(victim)
-	kind := preemptorKind(preemptorType)
+	kind := gangpreemption.MetricsKind(preemptorType)
 	preemptionVictimPods.WithLabelValues(pl.profile, kind).Inc()
 	if gangpreemption.FirstOfItsGang(victim, victims) {
 		preemptionVictimGangs.WithLabelValues(pl.profile, kind).Inc()

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -23,22 +25,22 @@ func TestClaims(t *testing.T) {
 		p.Status.NominatedNodeName = node
 		return p
 	}
-	var c claims
+	var c claims.Claims
 	for _, p := range []*v1.Pod{
 		nominatedTo("other-gang", "other", "n0", 100),
 		nominatedTo("low", "", "n1", 10),
 		nominatedTo("own", "hi", "n1", 100),
 	} {
-		if !c.set(p) {
+		if !c.Set(p) {
 			t.Fatalf("claim of %s not recorded", p.Name)
 		}
 	}
 	bound := nominatedTo("bound", "", "n1", 1000)
 	bound.Spec.NodeName = "n1"
-	if c.set(bound) {
+	if c.Set(bound) {
 		t.Errorf("a bound pod's nomination was recorded")
 	}
-	against := c.against(100, "ns/hi")
+	against := c.Against(100, "ns/hi")
 	if len(against) != 1 || against[0].Name != "other-gang" {
 		t.Fatalf("claims against ns/hi at priority 100 = %v, want [other-gang]", against)
 	}
@@ -50,7 +52,7 @@ func TestClaims(t *testing.T) {
 		t.Errorf("gang of one infeasible though n1 is free: %s", res.Message)
 	}
 	// The nomination dropped (the pod bound elsewhere or deleted): nothing is claimed any more.
-	if !c.forget(against[0]) || len(c.against(100, "ns/hi")) != 0 {
+	if !c.Forget(against[0]) || len(c.Against(100, "ns/hi")) != 0 {
 		t.Errorf("forgetting the claim left it counted")
 	}
 }
@@ -68,7 +70,7 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 	waiting := m.DeepCopy()
 	waiting.Status.NominatedNodeName = "n0"
 	epoch := env.pl.epoch.Load()
-	if env.pl.claims.set(waiting) || len(env.pl.claims.against(0, "ns/other")) != 0 {
+	if env.pl.claims.Set(waiting) || len(env.pl.claims.Against(0, "ns/other")) != 0 {
 		t.Fatal("the nomination of a member waiting at Permit was recorded as a claim")
 	}
 	if env.pl.epoch.Load() != epoch {
@@ -76,7 +78,7 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 	}
 
 	env.pl.Unreserve(ctx, framework.NewCycleState(), m, "n0")
-	if !env.pl.claims.set(waiting) || len(env.pl.claims.against(0, "ns/other")) != 1 {
+	if !env.pl.claims.Set(waiting) || len(env.pl.claims.Against(0, "ns/other")) != 1 {
 		t.Fatal("an unreserved member's nomination claims nothing")
 	}
 
@@ -89,8 +91,8 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 	waiting.Status.NominatedNodeName = "n0"
 	bound := waiting.DeepCopy()
 	bound.Spec.NodeName = "n0"
-	env.pl.claims.set(bound)
-	if n := env.pl.claims.nAssumed.Load(); n != 0 {
+	env.pl.claims.Set(bound)
+	if n := env.pl.claims.Assumed(); n != 0 {
 		t.Errorf("a bound member is still marked assumed (%d)", n)
 	}
 }
@@ -101,14 +103,14 @@ func TestReserveDropsClaim(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), nil, nil)
 	p := running("preemptor", "", "", "4", 100)
 	p.Status.NominatedNodeName = "n0"
-	env.pl.claims.set(p)
-	if got := env.pl.claims.against(0, ""); len(got) != 1 {
+	env.pl.claims.Set(p)
+	if got := env.pl.claims.Against(0, ""); len(got) != 1 {
 		t.Fatalf("claims before Reserve = %d, want 1", len(got))
 	}
 	if st := env.pl.Reserve(context.Background(), nil, p, "n0"); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	if got := env.pl.claims.against(0, ""); len(got) != 0 {
+	if got := env.pl.claims.Against(0, ""); len(got) != 0 {
 		t.Errorf("claims after Reserve = %v, want none", got)
 	}
 }

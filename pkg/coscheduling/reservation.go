@@ -137,7 +137,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		case r.active && !p.OK:
 			noRoom = true
 		case r.active:
-			started = !samePlan(r.plan, p)
+			started = !r.plan.Same(p)
 		}
 		if p.OK && (started || r.active) {
 			r.plan = p
@@ -190,7 +190,7 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 	pl.mu.RLock()
 	candidates, _, countedN := splitMembersLocked(pl.gangs[key], members)
 	pl.mu.RUnlock()
-	f := gangfit.NewReservable(klog.FromContext(ctx), key, candidates, podgroup.MinMember(pg)-countedN, nodes, pl.claims.against(prio, key), prio)
+	f := gangfit.NewReservable(klog.FromContext(ctx), key, candidates, podgroup.MinMember(pg)-countedN, nodes, pl.claims.Against(prio, key), prio)
 	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
 }
 
@@ -326,17 +326,4 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.plan.Nodes, ", "), key, r.since.UTC().Format(time.RFC3339)))
 	}
 	return strings.Join(notes, "; ")
-}
-
-// samePlan reports whether two plans hold the same members on the same nodes.
-func samePlan(a, b gangfit.ReservationPlan) bool {
-	if len(a.Assignment) != len(b.Assignment) {
-		return false
-	}
-	for i := range a.Assignment {
-		if a.Assignment[i].Pod.UID != b.Assignment[i].Pod.UID || a.Assignment[i].Node != b.Assignment[i].Node {
-			return false
-		}
-	}
-	return true
 }

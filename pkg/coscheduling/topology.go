@@ -48,7 +48,7 @@ func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
 func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy gangfit.Policy, nodes []fwk.NodeInfo) *gangfit.Placement {
 	name, _ := podgroup.Of(pod)
 	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes))
-	f := gangfit.New(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
+	f := gangfit.New(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.Against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
 	p := gangfit.ExtraMemberPlacement(f, policy, pinned, nodes)
 	f.Done()
 	return &p

@@ -147,6 +147,19 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 	return plan
 }
 
+// Same reports whether two plans hold the same members on the same nodes.
+func (p ReservationPlan) Same(o ReservationPlan) bool {
+	if len(p.Assignment) != len(o.Assignment) {
+		return false
+	}
+	for i := range p.Assignment {
+		if p.Assignment[i].Pod.UID != o.Assignment[i].Pod.UID || p.Assignment[i].Node != o.Assignment[i].Node {
+			return false
+		}
+	}
+	return true
+}
+
 // ReservationArgs bound reservations (see the plugin's args).
 type ReservationArgs struct {
 	// After is how long a gang waits for room before it reserves; Timeout how long a reservation lasts.

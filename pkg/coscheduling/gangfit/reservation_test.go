@@ -198,3 +198,26 @@ func TestDecideReservation(t *testing.T) {
 		})
 	}
 }
+
+func TestReservationPlanSame(t *testing.T) {
+	a, b := member("a", "g", "1"), member("b", "g", "1")
+	plan := func(n ...Nomination) ReservationPlan { return ReservationPlan{OK: true, Assignment: n} }
+	cases := []struct {
+		name string
+		x, y ReservationPlan
+		want bool
+	}{
+		{name: "the same members on the same nodes", x: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), y: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), want: true},
+		{name: "a member on another node", x: plan(Nomination{a, "n1"}), y: plan(Nomination{a, "n2"})},
+		{name: "another member", x: plan(Nomination{a, "n1"}), y: plan(Nomination{b, "n1"})},
+		{name: "one member more", x: plan(Nomination{a, "n1"}), y: plan(Nomination{a, "n1"}, Nomination{b, "n2"})},
+		{name: "both empty", want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.x.Same(tc.y); got != tc.want {
+				t.Errorf("Same = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

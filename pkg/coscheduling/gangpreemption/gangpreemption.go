@@ -215,6 +215,14 @@ func (gp *Preemption) SelectVictimsOnNode(ctx context.Context, state fwk.CycleSt
 	return pods, violations, nil
 }
 
+// MetricsKind is the metrics label of a preemptor type: "gang" or "pod".
+func MetricsKind(preemptorType string) string {
+	if preemptorType == PreemptorType {
+		return "gang"
+	}
+	return "pod"
+}
+
 // PreemptorType is the preemptor type upstream's Executor writes in victims' conditions and events
 // ("preempting to accommodate a higher priority PodGroup").
 const PreemptorType = "PodGroup"

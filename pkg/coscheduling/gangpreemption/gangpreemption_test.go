@@ -149,3 +149,11 @@ func (c *countingLister) List() ([]fwk.NodeInfo, error) {
 	c.lists++
 	return c.NodeInfoLister.List()
 }
+
+func TestMetricsKind(t *testing.T) {
+	for in, want := range map[string]string{PreemptorType: "gang", "Pod": "pod", "": "pod", "CompositePodGroup": "pod"} {
+		if got := MetricsKind(in); got != want {
+			t.Errorf("MetricsKind(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
