@@ -99,6 +99,22 @@ func (s *stream) boundBetween(from, to time.Time) int {
 	return n
 }
 
+// smallNodes creates n nodes <prefix>-<i> of 2 CPUs for a case (label caseLabel=prefix), with the
+// labels of more(i) if it is set.
+func smallNodes(t *testing.T, prefix string, n int, more func(i int) map[string]string) {
+	t.Helper()
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		labels := map[string]string{caseLabel: prefix, v1.LabelHostname: name}
+		if more != nil {
+			for k, v := range more(i) {
+				labels[k] = v
+			}
+		}
+		createNode(t, name, "2", "8Gi", labels)
+	}
+}
+
 // reservedCondition returns the PodGroup's Reserved condition (nil if none).
 func reservedCondition(t *testing.T, ns, name string) *metav1.Condition {
 	t.Helper()
@@ -150,10 +166,7 @@ func fastReservation(t *testing.T, timeout string) string {
 func TestReservationAgainstAStreamOfSmallPods(t *testing.T) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
-	for i := range 4 {
-		name := fmt.Sprintf("rs-%d", i)
-		createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rs", v1.LabelHostname: name})
-	}
+	smallNodes(t, "rs", 4, nil)
 	s := startStream(t, ns, "rs", "1", "", 500*time.Millisecond, 4*time.Second)
 	time.Sleep(6 * time.Second)
 	arrival := time.Now()
@@ -209,10 +222,7 @@ func TestReservation(t *testing.T) {
 
 	t.Run("a gang that can never fit holds nothing back", func(t *testing.T) {
 		ns := testNamespace(t)
-		for i := range 2 {
-			name := fmt.Sprintf("rn-%d", i)
-			createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rn", v1.LabelHostname: name})
-		}
+		smallNodes(t, "rn", 2, nil)
 		s := startStream(t, ns, "rn", "1", "", 500*time.Millisecond, 2*time.Second)
 		createPodGroup(t, ns, "huge", 5, 0)
 		for i := range 5 {
@@ -238,10 +248,7 @@ func TestReservation(t *testing.T) {
 
 	t.Run("the reservation holds room within the gang's required rack", func(t *testing.T) {
 		ns := testNamespace(t)
-		for i := range 4 {
-			name := fmt.Sprintf("rr-%d", i)
-			createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rr", v1.LabelHostname: name, rackLabel: fmt.Sprintf("rack-%d", i/2)})
-		}
+		smallNodes(t, "rr", 4, func(i int) map[string]string { return map[string]string{rackLabel: fmt.Sprintf("rack-%d", i/2)} })
 		startStream(t, ns, "rr", "1", "", 400*time.Millisecond, 3*time.Second)
 		time.Sleep(3 * time.Second)
 		watchNotPartial(t, ns, "racked", 4)
@@ -279,10 +286,7 @@ func TestReservation(t *testing.T) {
 
 	t.Run("a higher-priority gang preempts past a reservation", func(t *testing.T) {
 		ns := testNamespace(t)
-		for i := range 2 {
-			name := fmt.Sprintf("rp-%d", i)
-			createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rp", v1.LabelHostname: name})
-		}
+		smallNodes(t, "rp", 2, nil)
 		// Low-priority small pods that never finish keep the nodes full.
 		for i := range 4 {
 			createPod(t, prioPod(ns, fmt.Sprintf("busy-%d", i), "", "1", lowPriority, "rp", ""))
@@ -316,10 +320,7 @@ func TestReservation(t *testing.T) {
 
 	t.Run("two big gangs reserve and bind in the order they came", func(t *testing.T) {
 		ns := testNamespace(t)
-		for i := range 4 {
-			name := fmt.Sprintf("rf-%d", i)
-			createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rf", v1.LabelHostname: name})
-		}
+		smallNodes(t, "rf", 4, nil)
 		startStream(t, ns, "rf", "1", "", 500*time.Millisecond, 3*time.Second)
 		time.Sleep(4 * time.Second)
 		first := runGang(t, ns, "first", 6, "1", "", "rf", nil)
@@ -351,10 +352,7 @@ func TestReservationSurvivesARestart(t *testing.T) {
 	cfg := schedulerConfig(t, adminKubeconfig, fastReservation(t, "60"))
 	first := startScheduler(t, cfg)
 	ns := testNamespace(t)
-	for i := range 2 {
-		name := fmt.Sprintf("rt-%d", i)
-		createNode(t, name, "2", "8Gi", map[string]string{caseLabel: "rt", v1.LabelHostname: name})
-	}
+	smallNodes(t, "rt", 2, nil)
 	startStream(t, ns, "rt", "1", "", 400*time.Millisecond, 6*time.Second)
 	time.Sleep(3 * time.Second)
 	gang := runGang(t, ns, "kept", 4, "1", "", "rt", nil)

@@ -275,12 +275,7 @@ func TestChoosePlacementCases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := tc.nodes
-			if nodes == nil {
-				nodes = rackedCluster()
-			}
-			f := New(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil, nil, false)
-			got, ok := ChoosePlacement(f, tc.policy, tc.pinned, tc.busy)
+			got, ok := choosePlacementOn(logger, tc.nodes, tc.gang, tc.policy, tc.pinned, tc.busy)
 			if ok != tc.wantOK {
 				t.Errorf("ok = %v, want %v", ok, tc.wantOK)
 			}

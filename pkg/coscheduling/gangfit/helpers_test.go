@@ -1,6 +1,12 @@
 package gangfit
 
-import "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+)
 
 // Builders shared with the other package's tests (see internal/gangtest).
 var (
@@ -21,3 +27,13 @@ const (
 	blockKey = gangtest.BlockKey
 	rackKey  = gangtest.RackKey
 )
+
+// choosePlacementOn runs ChoosePlacement for the whole gang on nodes (rackedCluster when nil).
+func choosePlacementOn(logger klog.Logger, nodes []fwk.NodeInfo, gang []*v1.Pod, p Policy, pinned map[string]string, busy map[string]bool) (Placement, bool) {
+	if nodes == nil {
+		nodes = rackedCluster()
+	}
+	f := New(logger, "ns/g", gang, len(gang), nodes, nil, nil, nil, false)
+	defer f.Done()
+	return ChoosePlacement(f, p, pinned, busy)
+}

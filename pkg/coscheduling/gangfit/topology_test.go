@@ -62,12 +62,7 @@ func TestChoosePlacement(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := tc.nodes
-			if nodes == nil {
-				nodes = rackedCluster()
-			}
-			f := New(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil, nil, false)
-			got, ok := ChoosePlacement(f, tc.policy, tc.pinned, tc.busy)
+			got, ok := choosePlacementOn(logger, tc.nodes, tc.gang, tc.policy, tc.pinned, tc.busy)
 			if ok != tc.wantOK {
 				t.Fatalf("ok = %v (%q), want %v", ok, got.Message, tc.wantOK)
 			}
@@ -78,6 +73,10 @@ func TestChoosePlacement(t *testing.T) {
 				t.Errorf("message %q does not contain %q", got.Message, tc.wantMsg)
 			}
 			if ok && got.Key != "" {
+				nodes := tc.nodes
+				if nodes == nil {
+					nodes = rackedCluster()
+				}
 				for _, ni := range nodes {
 					if v, has := ni.Node().Labels[got.Key]; has && v == got.Value != got.Nodes.Has(ni.Node().Name) {
 						t.Errorf("node %s in the domain: %v, want %v", ni.Node().Name, got.Nodes.Has(ni.Node().Name), v == got.Value)
