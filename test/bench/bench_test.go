@@ -195,6 +195,8 @@ func prepare(tCtx ktesting.TContext) error {
 		checkBatching(tCtx, name, batch)
 	})
 	switch tc := testCaseName(tCtx.Name()); {
+	case strings.HasPrefix(tc, "Starvation"):
+		return startStarvationDriver(tCtx, w)
 	case strings.HasPrefix(tc, "Saturation"):
 		return startSaturationWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "PreemptionWave"):

@@ -57,6 +57,8 @@ type result struct {
 	topologySaturation []map[string]float64
 	// preemptionWave is the PreemptionWave item of each PreemptionWave* run.
 	preemptionWave []map[string]float64
+	// starvation is the Starvation item of each Starvation* run.
+	starvation []map[string]float64
 	// batch is each run's scheduler_batch_attempts_total by result; writes is each run's apiserver
 	// writes (every request but get/list/watch), setup included.
 	batch   []map[string]float64
@@ -137,6 +139,8 @@ func main() {
 						get(k).batch = append(get(k).batch, it.Data)
 					case m == "Counter_apiserver_request_total":
 						get(k).writes = append(get(k).writes, sum(it.Data))
+					case m == "Starvation":
+						get(k).starvation = append(get(k).starvation, it.Data)
 					case m == "PreemptionWave":
 						get(k).preemptionWave = append(get(k).preemptionWave, it.Data)
 					case m == "scheduler_plugin_execution_duration_seconds" && wanted[it.Labels["plugin"]]:
@@ -325,7 +329,7 @@ func splitBatched(tc string) (base, suffix string) {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -403,6 +407,10 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 		}
 		if len(r.preemptionWave) > 0 {
 			notes = append(notes, preemptionWaveNote(r.preemptionWave))
+			vsBasic = "–"
+		}
+		if len(r.starvation) > 0 {
+			notes = append(notes, starvationNote(r.starvation))
 			vsBasic = "–"
 		}
 		if len(r.saturation) > 0 {
@@ -510,6 +518,19 @@ func preemptionWaveNote(runs []map[string]float64) string {
 	lo, hi := minMax(secs)
 	return fmt.Sprintf("all %d high-priority gangs bound in %d/%d runs, %ss (%s–%s) to bind them; %s pods evicted per admitted gang; low-priority gangs left partial max %d",
 		int(runs[0]["HighGangs"]), reached, len(runs), f1(mean(secs)), f1(lo), f1(hi), f1(mean(bucket(runs, "EvictedPerAdmitted"))), int(partial))
+}
+
+// starvationNote summarizes how the large gangs fared against the stream of small pods.
+func starvationNote(runs []map[string]float64) string {
+	placed, arrived, starved := 0.0, 0.0, 0.0
+	for _, r := range runs {
+		placed += r["Placed"]
+		arrived += r["Arrived"]
+		starved += r["Starved"]
+	}
+	return fmt.Sprintf("%d of %d large gangs placed (%d starved) over %d runs; time to placement p50 %ss, p99 %ss, max %ss; small pods bound %s/s",
+		int(placed), int(arrived), int(starved), len(runs), f1(mean(bucket(runs, "PlacementSecondsP50"))), f1(mean(bucket(runs, "PlacementSecondsP99"))),
+		f1(maxOf(bucket(runs, "PlacementSecondsMax"))), f1(mean(bucket(runs, "SmallPodsPerSecond"))))
 }
 
 func saturationNote(runs []map[string]float64) string {
