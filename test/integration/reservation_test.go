@@ -202,6 +202,9 @@ func TestReservationAgainstAStreamOfSmallPods(t *testing.T) {
 	t.Logf("gang arrived, reserved after %v, placed after %v", reservedAt.Sub(arrival).Round(time.Second), placed.Sub(arrival).Round(time.Second))
 	consistentlyNotPartial(t, ns, "big", 8)
 	waitForPodGroupConditionOf(t, ns, "big", "Reserved", "QuorumReached")
+	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
+		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
+	}
 
 	// Small pods keep being placed once the gang is (its members run on: 4 CPU-seconds free nowhere
 	// until they finish, so free the gang as its job would end).
