@@ -321,23 +321,47 @@ func TestReservation(t *testing.T) {
 		_ = lo
 	})
 
-	t.Run("two big gangs reserve and bind in the order they came", func(t *testing.T) {
+	t.Run("big gangs waiting for the one reservation take it in the order they came", func(t *testing.T) {
+		// A blocker holds the one reservation while two gangs wait behind it, both long enough to
+		// reserve; when the blocker is placed, the one that came first reserves next, and the other
+		// only once that one is placed.
 		ns := testNamespace(t)
 		smallNodes(t, "rf", 4, nil)
+		// A pod that runs until the test ends it keeps the blocker, which needs every CPU, waiting.
+		createPod(t, prioPod(ns, "slow", "", "1", "", "rf", "rf-0"))
+		waitForPodBound(t, ns, "slow")
 		startStream(t, ns, "rf", "1", "", 500*time.Millisecond, 3*time.Second)
 		time.Sleep(4 * time.Second)
+		blocker := runGang(t, ns, "blocker", 8, "1", "", "rf", nil)
+		waitForEvent(t, ns, "blocker", coscheduling.EventReserved, schedulerName)
 		first := runGang(t, ns, "first", 6, "1", "", "rf", nil)
 		time.Sleep(time.Second)
 		second := runGang(t, ns, "second", 6, "1", "", "rf", nil)
-		waitForEvent(t, ns, "first", coscheduling.EventReserved, schedulerName)
-		consistently(t, 2*time.Second, "the second gang reserves nothing while the first holds its reservation", func(context.Context) (bool, error) {
-			for _, node := range nominated(t, ns, second) {
-				if node != "" {
-					return false, nil
+		none := func(names []string) func(context.Context) (bool, error) {
+			return func(context.Context) (bool, error) {
+				for _, node := range nominated(t, ns, names) {
+					if node != "" {
+						return false, nil
+					}
 				}
+				return true, nil
 			}
-			return true, nil
+		}
+		consistently(t, 3*time.Second, "the waiting gangs reserve nothing while the blocker holds the reservation", func(ctx context.Context) (bool, error) {
+			a, err := none(first)(ctx)
+			b, _ := none(second)(ctx)
+			return a && b, err
 		})
+		forceDelete(t, ns, "slow")
+		waitForBoundMembers(t, ns, "blocker", 8)
+		// The blocker's members run on until its job ends: the first gang holds the reservation until
+		// then, and the second, which came later, waits behind it.
+		waitForEvent(t, ns, "first", coscheduling.EventReserved, schedulerName)
+		consistently(t, 2*time.Second, "the second gang reserves nothing while the first holds the reservation", none(second))
+		if evs, _ := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=second,reason=" + coscheduling.EventReserved}); len(evs.Items) > 0 {
+			t.Errorf("the second gang reserved before the first: %s", evs.Items[0].Message)
+		}
+		forceDelete(t, ns, blocker...) // the blocker's job ends
 		waitForBoundMembers(t, ns, "first", 6)
 		if n, _ := boundMembers(context.Background(), ns, "second"); n != 0 {
 			t.Fatalf("%d members of the second gang bound before the first was placed", n)
