@@ -47,8 +47,10 @@ type reservation struct {
 	waitingSince time.Time
 	// prio is the gang's priority (its members'), for the order among waiting gangs.
 	prio int32
-	// eligible is set while the gang's last plan fitted (it may reserve, and goes first if earlier).
-	eligible  bool
+	// unfit is set when the gang's last plan did not fit while no other gang held a reservation: its
+	// members do not fit even the room that frees, so it reserves nothing and goes before no one. A
+	// gang whose plan failed only because another reservation holds the room keeps its place.
+	unfit     bool
 	plannedAt time.Time
 	active    bool
 	since     time.Time
@@ -108,6 +110,8 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	switch {
 	case action == gangfit.ReservationNone && !waited:
 		pl.wakeLocked(g, r.waitingSince.Add(pl.reservation.After), now)
+	case action == gangfit.ReservationNone && view.Ahead:
+		pl.wakeLocked(g, now.Add(reservationRecheck), now)
 	case action == gangfit.ReservationKeep:
 		pl.wakeLocked(g, r.since.Add(pl.reservation.Timeout), now)
 	}
@@ -129,7 +133,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	pl.mu.Lock()
 	started, noRoom := false, false
 	if plan {
-		r.plannedAt, r.eligible = now, p.OK
+		r.plannedAt, r.unfit = now, !p.OK && view.Others == 0
 		switch {
 		case action == gangfit.ReservationStart && p.OK && !r.active:
 			r.active, r.since, r.ended, r.endMessage = true, now, "", ""
@@ -214,7 +218,7 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang, pg *v1alpha1.PodGroup, m
 	}
 	r := &g.reserve
 	p.OK, p.Message = true, c.Message
-	r.active, r.since, r.plan, r.node, r.eligible = true, c.LastTransitionTime.Time, p, node, true
+	r.active, r.since, r.plan, r.node, r.unfit = true, c.LastTransitionTime.Time, p, node, false
 	if r.waitingSince.IsZero() || r.since.Before(r.waitingSince) {
 		r.waitingSince = r.since
 	}
@@ -233,7 +237,7 @@ func (pl *Coscheduling) reservationQueueLocked(g *gang, now time.Time) (others i
 		switch {
 		case or.active:
 			others++
-		case or.eligible && !or.waitingSince.IsZero() && now.Sub(or.waitingSince) >= pl.reservation.After &&
+		case !or.unfit && !or.waitingSince.IsZero() && now.Sub(or.waitingSince) >= pl.reservation.After &&
 			(or.prio > r.prio || (or.prio == r.prio && or.waitingSince.Before(r.waitingSince))):
 			ahead = true
 		}
@@ -263,22 +267,31 @@ func (pl *Coscheduling) endReservation(ctx context.Context, pg *v1alpha1.PodGrou
 // waiting; one whose reservation timed out waits again from now, behind the others.
 func (pl *Coscheduling) endReservationLocked(g *gang, reason, msg string, now time.Time) {
 	r := &g.reserve
-	if r.active {
-		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Inc()
-		r.ended, r.endMessage = reason, msg
+	if reason == reasonReservationBound {
+		r.waitingSince, r.unfit = time.Time{}, false
 	}
-	r.active, r.node, r.plan = false, nil, gangfit.ReservationPlan{}
-	if r.timer != nil {
+	if r.timer != nil && (r.active || reason == reasonReservationBound) {
 		r.timer.Stop()
 		r.timer = nil
 	}
-	switch reason {
-	case reasonReservationBound:
-		r.waitingSince, r.eligible = time.Time{}, false
-	case reasonReservationTimedOut:
+	if !r.active {
+		// Called on every quorum: O(1) unless a reservation ends.
+		return
+	}
+	reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Inc()
+	r.ended, r.endMessage = reason, msg
+	r.active, r.node, r.plan = false, nil, gangfit.ReservationPlan{}
+	if reason == reasonReservationTimedOut {
 		r.waitingSince, r.plannedAt = now, now
 	}
 	pl.reservationMetricsLocked()
+	// The gangs waiting behind it take their turn now, not at their next event.
+	for _, o := range pl.gangs {
+		if o != g && !o.reserve.active && !o.reserve.waitingSince.IsZero() {
+			namespace, name := o.namespace, o.name
+			go pl.activateGroup(namespace, name)
+		}
+	}
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
