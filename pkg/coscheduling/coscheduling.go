@@ -142,6 +142,8 @@ type Coscheduling struct {
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).
 	reserved atomic.Int64
+	// waitingMu serializes the plugin's and the preemption's stops of pods waiting at Permit.
+	waitingMu sync.Mutex
 
 	// ctx lives as long as the scheduler; background work (status updater, retries) uses it.
 	ctx    context.Context
@@ -188,6 +190,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
+	pl.preempt.WaitingLock = &pl.waitingMu
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
 		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.podGroupEvent, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still

@@ -214,7 +214,13 @@ func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
 // the framework has not registered as waiting yet is retried briefly, so that no straggler is left
 // waiting (allowed: holding its quorum's last member back until its timeout; rejected: holding
 // resources until then).
-func (pl *Coscheduling) onWaiting(pods []*v1.Pod, fn func(fwk.WaitingPod)) {
+func (pl *Coscheduling) onWaiting(pods []*v1.Pod, f func(fwk.WaitingPod)) {
+	// One stop of a waiting pod at a time (see gangpreemption.Preemption.WaitingLock).
+	fn := func(wp fwk.WaitingPod) {
+		pl.waitingMu.Lock()
+		defer pl.waitingMu.Unlock()
+		f(wp)
+	}
 	for _, p := range pods {
 		if wp := pl.handle.GetWaitingPod(p.UID); wp != nil {
 			fn(wp)

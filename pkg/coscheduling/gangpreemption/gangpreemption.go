@@ -51,6 +51,10 @@ type Preemption struct {
 	// every victim whose eviction failed.
 	Evicted func(victim *v1.Pod, preemptorType string, victims []*v1.Pod)
 	Failed  func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod)
+	// WaitingLock, when set, is held while a victim waiting at Permit is preempted in memory: the
+	// framework's waiting pod is not safe against two stops at once (in 1.37.2 its stopWithStatus
+	// writes under a read lock), and the plugin rejects waiting pods too; it holds the same lock.
+	WaitingLock sync.Locker
 	// EvictOnce is upstream's eviction of one victim, without the hooks (for retries).
 	EvictOnce func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error)
 }
@@ -78,7 +82,17 @@ func New(ctx context.Context, h fwk.Handle, plugin string) (*Preemption, error) 
 	evict := dp.Executor.PreemptPod
 	gp.EvictOnce = evict
 	dp.Executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, plugin string) (bool, error) {
-		inMemory, err := evict(ctx, c, p, victim, plugin)
+		var (
+			inMemory bool
+			err      error
+		)
+		if gp.WaitingLock != nil && h.GetWaitingPod(victim.UID) != nil {
+			gp.WaitingLock.Lock()
+			inMemory, err = evict(ctx, c, p, victim, plugin)
+			gp.WaitingLock.Unlock()
+		} else {
+			inMemory, err = evict(ctx, c, p, victim, plugin)
+		}
 		if err != nil {
 			if gp.Failed != nil {
 				gp.Failed(ctx, c, p, victim)
