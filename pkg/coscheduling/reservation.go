@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -91,7 +92,12 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
 	now := pl.clock.Now()
-	members := pl.membersOf(pg.Namespace, pg.Name)
+	// The members are listed (O(members)) only when a step needs them: to adopt a reservation a
+	// previous leader left, to plan one, or to end one.
+	var members []*v1.Pod
+	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
+		members = pl.membersOf(pg.Namespace, pg.Name)
+	}
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
@@ -100,13 +106,16 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	if r.waitingSince.IsZero() {
 		r.waitingSince = now
 	}
-	if !r.active {
+	if !r.active && members != nil {
 		pl.adoptReservationLocked(g, pg, members)
 	}
-	view := gangfit.ReservationView{Now: now, WaitingSince: r.waitingSince, Active: r.active, Since: r.since}
-	view.Others, view.Ahead = pl.reservationQueueLocked(g, now)
-	action, why := gangfit.DecideReservation(pl.reservation, view)
 	waited := now.Sub(r.waitingSince) >= pl.reservation.After
+	view := gangfit.ReservationView{Now: now, WaitingSince: r.waitingSince, Active: r.active, Since: r.since}
+	if !r.active && waited {
+		// O(tracked groups): only for a gang that may reserve now.
+		view.Others, view.Ahead = pl.reservationQueueLocked(g, now)
+	}
+	action, why := gangfit.DecideReservation(pl.reservation, view)
 	switch {
 	case action == gangfit.ReservationNone && !waited:
 		pl.wakeLocked(g, r.waitingSince.Add(pl.reservation.After), now)
@@ -115,12 +124,15 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case action == gangfit.ReservationKeep:
 		pl.wakeLocked(g, r.since.Add(pl.reservation.Timeout), now)
 	}
-	plan := (action == gangfit.ReservationStart || waited && action == gangfit.ReservationNone || action == gangfit.ReservationKeep) && now.Sub(r.plannedAt) >= reservationRecheck
-	if action == gangfit.ReservationStart {
-		plan = true
-	}
+	// A gang that may reserve plans at once; a held reservation, and a gang waiting its turn (for the
+	// order among waiting gangs), plan again every reservationRecheck.
+	stale := now.Sub(r.plannedAt) >= reservationRecheck
+	plan := action == gangfit.ReservationStart || (stale && (action == gangfit.ReservationKeep || (action == gangfit.ReservationNone && waited)))
 	pl.mu.Unlock()
 
+	if members == nil && (plan || action == gangfit.ReservationEnd) {
+		members = pl.membersOf(pg.Namespace, pg.Name)
+	}
 	if action == gangfit.ReservationEnd {
 		pl.endReservation(ctx, pg, reasonReservationTimedOut, why, members)
 		return nil, nil, false
@@ -202,7 +214,7 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 // Reserved, and its members are nominated. Its start is the condition's.
 func (pl *Coscheduling) adoptReservationLocked(g *gang, pg *v1alpha1.PodGroup, members []*v1.Pod) {
 	c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-	if c == nil || c.Status != "True" {
+	if c == nil || c.Status != metav1.ConditionTrue {
 		return
 	}
 	node := map[types.UID]string{}

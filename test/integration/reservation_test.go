@@ -390,6 +390,21 @@ func TestReservationSurvivesARestart(t *testing.T) {
 
 	startScheduler(t, cfg)
 	restarted := time.Now()
+	// The new scheduler adopts the reservation (its start stays the condition's), not a new one of
+	// its own: the oldest reservation's start it reports is the condition's, before the gang binds.
+	const oldest = "custom_scheduler_coscheduling_oldest_reservation_start_seconds"
+	adopted := false
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		if v, _ := gaugeValue(t, oldest, schedulerName); v == float64(cond.LastTransitionTime.Unix()) {
+			adopted = true
+			return true, nil
+		}
+		n, err := boundMembers(ctx, ns, "kept")
+		return n == 4, err
+	}); err != nil || !adopted {
+		v, _ := gaugeValue(t, oldest, schedulerName)
+		t.Errorf("the new scheduler did not adopt the reservation held since %v (oldest reservation start %v, err %v)", cond.LastTransitionTime, v, err)
+	}
 	waitForBoundMembers(t, ns, "kept", 4)
 	consistentlyNotPartial(t, ns, "kept", 4)
 	after := reservedCondition(t, ns, "kept")
