@@ -183,8 +183,8 @@ func TestReservationAgainstAStreamOfSmallPods(t *testing.T) {
 
 	waitForEvent(t, ns, "big", coscheduling.EventReserved, schedulerName)
 	reservedAt := time.Now()
-	if c := reservedCondition(t, ns, "big"); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "RoomHeld" || !strings.Contains(c.Message, "holds room for 8 members on 4 nodes") {
-		waitForPodGroupConditionOf(t, ns, "big", "Reserved", "RoomHeld")
+	if c := waitForPodGroupConditionOf(t, ns, "big", "Reserved", "RoomHeld"); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "holds room for 8 members on 4 nodes") {
+		t.Errorf("Reserved condition %s %q, want True and the room held for 8 members on 4 nodes", c.Status, c.Message)
 	}
 	if waited := reservedAt.Sub(arrival); waited < 25*time.Second {
 		t.Errorf("the gang reserved after %v, before the 30 s of reservation.afterSeconds", waited)
