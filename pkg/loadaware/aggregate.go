@@ -2,19 +2,21 @@ package loadaware
 
 import (
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 )
 
-// maxRingCapacity bounds the samples kept per node: 512 × 24 bytes. A duration longer than
+// maxRingCapacity bounds the samples kept per node: 512 × 32 bytes. A duration longer than
 // 512 refresh intervals aggregates over the latest 512 samples.
 const maxRingCapacity = 512
 
-// ringSample is one sample in a node's history (unix nanoseconds, millicores, bytes).
+// ringSample is one sample in a node's history (unix nanoseconds, millicores, bytes): usage
+// measured over [start, ts]. Within a ring both times never decrease from one sample to the next.
 type ringSample struct {
-	ts       int64
-	cpu, mem int64
+	ts, start int64
+	cpu, mem  int64
 }
 
 // ring is a node's recent samples, oldest overwritten first. Only the refresher touches it.
@@ -63,15 +65,20 @@ func newAggregation(a config.LoadAwareAggregation) aggregation {
 }
 
 // apply returns the aggregated cpu and memory of the samples taken within the duration before now
-// (the latest sample always counts). Percentiles are nearest-rank: the ⌈p·n/100⌉-th smallest of the
-// n samples, so the single highest sample stops deciding p95 from 20 samples on (p90: from 10).
-// scratch is reused between calls.
-func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64) {
+// (the latest sample always counts), and n, how many samples that is (1 for latest). Percentiles
+// are nearest-rank: the ⌈p·n/100⌉-th smallest of the n samples, so the single highest sample stops
+// deciding p95 from 20 samples on (p90: from 10). scratch is reused between calls.
+func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64, n int) {
 	latest := r.latest()
 	if a.kind == config.AggregationLatest || a.kind == "" || r.n == 1 {
-		return latest.cpu, latest.mem
+		return latest.cpu, latest.mem, 1
 	}
-	n := 1
+	return a.over(r, now, scratch)
+}
+
+// over aggregates the samples within the duration (at least two in the ring).
+func (a aggregation) over(r *ring, now int64, scratch *[]int64) (cpu, mem int64, n int) {
+	n = 1
 	for n < r.n && r.at(n).ts >= now-a.duration {
 		n++
 	}
@@ -83,13 +90,13 @@ func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64
 			sc += s.cpu
 			sm += s.mem
 		}
-		return sc / int64(n), sm / int64(n)
+		return sc / int64(n), sm / int64(n), n
 	case config.AggregationMax:
 		for k := 0; k < n; k++ {
 			s := r.at(k)
 			cpu, mem = max(cpu, s.cpu), max(mem, s.mem)
 		}
-		return cpu, mem
+		return cpu, mem, n
 	}
 	rank := (a.percentile*n+99)/100 - 1
 	vals := (*scratch)[:0]
@@ -105,7 +112,39 @@ func (a aggregation) apply(r *ring, now int64, scratch *[]int64) (cpu, mem int64
 	slices.Sort(vals)
 	mem = vals[rank]
 	*scratch = vals
-	return cpu, mem
+	return cpu, mem, n
+}
+
+// unreflected is the part of a pod's estimate, num/den, that the aggregation of the ring's n newest
+// samples (n as apply returned it) does not show yet, for a pod whose usage a sample shows when the
+// sample's window starts at readyAt or later (see pendingPod.readyAt). The samples that show it are
+// the newest ones; with k of the n:
+//   - latest and max show the pod from the first such sample on (k ≥ 1);
+//   - a percentile shows it once those samples reach its rank (k > n − ⌈p·n/100⌉): for p95 of 20
+//     samples, from the second one on; fewer are ignored as a spike, like any other high sample;
+//   - avg shows k/n of it: (n−k)/n is left to the estimate.
+//
+// This assumes a sample that shows the pod is at least as high as one that does not, which is what
+// the estimate stands for.
+func (a aggregation) unreflected(r *ring, n int, readyAt int64) (num, den int64) {
+	n = min(n, r.n)
+	if n <= 0 {
+		return 1, 1
+	}
+	k := sort.Search(n, func(j int) bool { return r.at(j).start < readyAt })
+	switch a.kind {
+	case config.AggregationAvg:
+		return int64(n - k), int64(n)
+	case config.AggregationP90, config.AggregationP95:
+		if k > n-(a.percentile*n+99)/100 {
+			return 0, 1
+		}
+		return 1, 1
+	}
+	if k >= 1 {
+		return 0, 1
+	}
+	return 1, 1
 }
 
 // aggregator holds the Filter's and the Score's aggregations and their shared scratch space (used
@@ -130,3 +169,14 @@ func newAggregator(a config.LoadAwareUsageAggregation, refreshSeconds int64) agg
 }
 
 func (a aggregator) ringCapacity() int { return a.capacity }
+
+// window is the longest duration an aggregation reads (0 when both read the latest sample only).
+func (a aggregator) window() time.Duration {
+	var d int64
+	for _, x := range []aggregation{a.filter, a.score} {
+		if x.kind != config.AggregationLatest && x.kind != "" {
+			d = max(d, x.duration)
+		}
+	}
+	return time.Duration(d)
+}

@@ -141,7 +141,7 @@ func TestAggregationBoundsRandomized(t *testing.T) {
 			} else if kind == config.AggregationP95 {
 				a.percentile = 95
 			}
-			cpu, _ := a.apply(&r, now, &scratch)
+			cpu, _, _ := a.apply(&r, now, &scratch)
 			if cpu < lo || cpu > hi {
 				t.Fatalf("seed %d iteration %d: %s = %d outside [%d, %d] of %v", seed, iter, kind, cpu, lo, hi, cpus)
 			}

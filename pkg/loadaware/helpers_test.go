@@ -96,6 +96,7 @@ type nodeState struct {
 	sampled          bool
 	cpu, mem         int64 // Filter aggregation plus estimates
 	scoreCPU, estCPU int64
+	scoreEstCPU      int64
 	pending          int
 }
 
@@ -117,6 +118,8 @@ func (p *testPlugin) node(name string) (nodeState, bool) {
 		scoreCPU: sl.scoreCPU.Load(),
 		estCPU:   sl.estCPU.Load(),
 		pending:  pending,
+		// The Score's part of the estimates, when it differs from the Filter's.
+		scoreEstCPU: sl.scoreEstCPU.Load() - sl.estCPU.Load(),
 	}, true
 }
 

@@ -40,7 +40,7 @@ var (
 	pendingEstimates = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "pending_estimates",
-		Help:           "Pods counted by estimate because their usage cannot be in a metrics sample yet (not Running, or Running for less than a metrics window plus the warm-up).",
+		Help:           "Pods counted by estimate because the usage aggregations do not show them yet, or show them only in part (not Running, Running for less than a metrics window plus the warm-up, or too few samples since).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile"})
 	filterRejectedPods = metrics.NewCounterVec(&metrics.CounterOpts{

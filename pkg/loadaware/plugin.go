@@ -100,7 +100,10 @@ type LoadAware struct {
 	// apiState is the metrics API's state as last seen by the refresher (apiUnknown, apiAvailable,
 	// apiUnavailable).
 	apiState atomic.Int32
-	rejected *rejectedPods
+	// rejecting: filterMissingMetrics=Reject is in force, as the refresher last decided
+	// (rejectInForce). PreFilter reads it.
+	rejecting atomic.Bool
+	rejected  *rejectedPods
 
 	// badAnnotations remembers each node's malformed threshold annotation, to report it once.
 	badMu          sync.Mutex
@@ -249,7 +252,7 @@ func isDaemonSetPod(pod *v1.Pod) bool {
 func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// During a metrics outage every node without a fresh sample passes, whatever the policy says:
 	// an outage must not stop scheduling.
-	rejectMissing := pl.rejectMissing && pl.apiState.Load() == apiAvailable
+	rejectMissing := pl.rejecting.Load()
 	if pl.store.sampled.Load() == 0 && !rejectMissing {
 		return nil, skip
 	}
@@ -278,6 +281,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 // nil when there are none. It looks at the tight list's slots alone when the estimate is within the
 // list's margin (the usual case: the margin is the largest estimate seen), else at every slot.
 func (pl *LoadAware) overThreshold(estimate usage, freshAfter int64) map[string]rejection {
+	pl.store.notePeak(estimate)
 	var out map[string]rejection
 	visit := func(sl *slot) {
 		if t := sl.sampleTime.Load(); t == 0 || t < freshAfter {
@@ -454,8 +458,8 @@ func (pl *LoadAware) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, node
 		return unknownScore, nil
 	}
 	used := usage{
-		MilliCPU: sl.scoreCPU.Load() + sl.estCPU.Load() + s.estimate.MilliCPU,
-		Memory:   sl.scoreMem.Load() + sl.estMem.Load() + s.estimate.Memory,
+		MilliCPU: sl.scoreCPU.Load() + sl.scoreEstCPU.Load() + s.estimate.MilliCPU,
+		Memory:   sl.scoreMem.Load() + sl.scoreEstMem.Load() + s.estimate.Memory,
 	}
 	return pl.utilization(used, nodeInfo.GetAllocatable()), nil
 }

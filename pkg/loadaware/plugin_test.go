@@ -26,6 +26,7 @@ func TestFilter(t *testing.T) {
 		sampled time.Duration        // sample age at Filter time
 		failAPI bool                 // the last refresh failed
 		node    fwk.NodeInfo
+		others  []string // more nodes the informer knows (10 cpu, 10Gi)
 		pod     *v1.Pod
 		want    fwk.Code
 		reason  string
@@ -87,9 +88,37 @@ func TestFilter(t *testing.T) {
 			args:   func(a *config.LoadAwareArgs) { a.FilterMissingMetrics = config.LoadAwareMissingMetricsReject },
 			usage:  map[string][2]string{"other": {"1", "4Gi"}},
 			node:   nodeInfo("n", "10", "10Gi"),
+			others: []string{"other"},
 			pod:    podWith("p", "1", "1Gi"),
 			want:   fwk.UnschedulableAndUnresolvable,
 			reason: "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
+		},
+		{
+			name:   "Reject with half the nodes sampled: still rejected",
+			args:   func(a *config.LoadAwareArgs) { a.FilterMissingMetrics = config.LoadAwareMissingMetricsReject },
+			usage:  map[string][2]string{"a": {"1", "4Gi"}, "b": {"1", "4Gi"}},
+			node:   nodeInfo("n", "10", "10Gi"),
+			others: []string{"a", "b", "c"},
+			pod:    podWith("p", "1", "1Gi"),
+			want:   fwk.UnschedulableAndUnresolvable,
+			reason: "node has no fresh metrics.k8s.io sample (LoadAware filterMissingMetrics=Reject)",
+		},
+		{
+			name:   "Reject with fewer than half the nodes sampled: taken as an outage, passes",
+			args:   func(a *config.LoadAwareArgs) { a.FilterMissingMetrics = config.LoadAwareMissingMetricsReject },
+			usage:  map[string][2]string{"a": {"1", "4Gi"}},
+			node:   nodeInfo("n", "10", "10Gi"),
+			others: []string{"a", "b"},
+			pod:    podWith("p", "1", "1Gi"),
+			want:   fwk.Success,
+		},
+		{
+			name:  "Reject with an empty answer: taken as an outage, passes",
+			args:  func(a *config.LoadAwareArgs) { a.FilterMissingMetrics = config.LoadAwareMissingMetricsReject },
+			usage: map[string][2]string{},
+			node:  nodeInfo("n", "10", "10Gi"),
+			pod:   podWith("p", "1", "1Gi"),
+			want:  fwk.Success,
 		},
 		{
 			name:    "stale metrics pass by default",
@@ -145,6 +174,9 @@ func TestFilter(t *testing.T) {
 			}
 			pl := newTestPlugin(t, defaultArgs(t, mods...))
 			pl.addNodes(tc.node)
+			for _, n := range tc.others {
+				pl.addNodes(nodeInfo(n, "10", "10Gi"))
+			}
 			pl.lister.set(epoch, tc.usage)
 			pl.refreshNow(t)
 			if tc.failAPI {

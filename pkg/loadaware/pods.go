@@ -49,8 +49,9 @@ func (pl *LoadAware) onPodUpsert(obj interface{}) {
 	if pl.store.sampled.Load() == 0 {
 		return
 	}
-	// Most updates are about pods that have run long enough for every fresh sample to show them.
-	if readyAt != 0 && readyAt < pl.clock.Now().Add(-pl.staleness).UnixNano() {
+	// Most updates are about pods that have run long enough for every fresh sample, and every
+	// aggregation's window of them, to show them.
+	if readyAt != 0 && readyAt < pl.clock.Now().Add(-pl.staleness-pl.store.window).UnixNano() {
 		return
 	}
 	pl.store.addPod(pod.UID, pod.Spec.NodeName, pl.est.estimate(pod), readyAt)
@@ -83,9 +84,8 @@ func (pl *LoadAware) resyncPods(logger klog.Logger) {
 	}
 }
 
-// readyAt is when the pod will have run for the warm-up (unix nanoseconds): the latest start of its
-// containers, all running, plus the warm-up. 0 while it is not Running with every container started
-// (pulling images, running init containers, restarting).
+// readyAt is when the pod will have run for the warm-up (unix nanoseconds), from runningSince; 0
+// while it is not Running, or a container has not started yet.
 func (pl *LoadAware) readyAt(pod *v1.Pod) int64 {
 	since, ok := runningSince(pod)
 	if !ok {
@@ -94,20 +94,33 @@ func (pl *LoadAware) readyAt(pod *v1.Pod) int64 {
 	return since.Add(pl.warmup).UnixNano()
 }
 
-// runningSince is when the pod's last container started, if the pod is Running with every container
-// running.
+// runningSince is when the pod's usage started to show, if the pod is Running and every container
+// has started: the latest first start of its containers. A container that finished (a Job's
+// container that exited while a sidecar runs on) counts from when it started; a container that
+// restarted counts as started before (its usage was in samples before the restart), so a restart,
+// or the back-off after it, never makes the pod new again. With no container start known, the
+// pod's start time.
 func runningSince(pod *v1.Pod) (time.Time, bool) {
 	if pod.Status.Phase != v1.PodRunning {
 		return time.Time{}, false
 	}
 	var since time.Time
 	for i := range pod.Status.ContainerStatuses {
-		r := pod.Status.ContainerStatuses[i].State.Running
-		if r == nil {
-			return time.Time{}, false
+		cs := &pod.Status.ContainerStatuses[i]
+		if cs.RestartCount > 0 {
+			continue
 		}
-		if r.StartedAt.Time.After(since) {
-			since = r.StartedAt.Time
+		switch {
+		case cs.State.Running != nil:
+			if cs.State.Running.StartedAt.Time.After(since) {
+				since = cs.State.Running.StartedAt.Time
+			}
+		case cs.State.Terminated != nil:
+			if cs.State.Terminated.StartedAt.Time.After(since) {
+				since = cs.State.Terminated.StartedAt.Time
+			}
+		default:
+			return time.Time{}, false
 		}
 	}
 	if since.IsZero() {

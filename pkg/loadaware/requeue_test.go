@@ -11,6 +11,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 )
 
 // fakeHandle is the part of fwk.Handle the refresher uses: the node lister and Activate.
@@ -103,5 +105,54 @@ func TestPodEventsForgetRejectedPods(t *testing.T) {
 	pl.onPodDelete(pod)
 	if pl.rejected.n.Load() != 0 {
 		t.Fatal("a deleted pod is still remembered for requeueing")
+	}
+}
+
+// TestRejectSuspendedBelowTheFloor: with filterMissingMetrics=Reject, a pod kept off the nodes
+// without a sample is activated when the metrics source answers with (almost) nothing: fewer than
+// half of the nodes with a fresh sample is taken as an outage, and every node passes then.
+func TestRejectSuspendedBelowTheFloor(t *testing.T) {
+	ctx := context.Background()
+	factory := informers.NewSharedInformerFactory(nil, 0)
+	h := &fakeHandle{factory: factory, activated: map[string]*v1.Pod{}}
+	pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) { a.FilterMissingMetrics = config.LoadAwareMissingMetricsReject }))
+	pl.handle, pl.profile = h, h.ProfileName()
+	var infos []fwk.NodeInfo
+	for _, name := range []string{"a", "b", "c", "unsampled"} {
+		infos = append(infos, nodeInfo(name, "10", "10Gi"))
+	}
+	pl.addNodes(infos...)
+	refresh := func(sampled ...string) {
+		pl.clock.Step(15 * time.Second)
+		usages := map[string][2]string{}
+		for _, n := range sampled {
+			usages[n] = [2]string{"1", "1Gi"}
+		}
+		pl.lister.set(pl.clock.Now(), usages)
+		pl.refreshNow(t)
+	}
+	refresh("a", "b", "c")
+	pod := podWith("kept-off", "1", "")
+	cs := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter = %v, want the Filter to run", s)
+	}
+	if s := pl.Filter(ctx, cs, pod, infos[3]); s.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("Filter on the node without a sample = %v, want UnschedulableAndUnresolvable", s)
+	}
+	// Two of four is still half: rejection stays, nobody is activated.
+	refresh("a", "b")
+	if len(h.activated) != 0 || !pl.rejecting.Load() {
+		t.Fatalf("with 2 of 4 nodes sampled: rejecting %v, activated %v; want rejecting, none activated", pl.rejecting.Load(), h.activated)
+	}
+	// An empty answer: an outage of the source, not of the nodes.
+	pl.clock.Step(4 * time.Minute)
+	refresh()
+	if pl.rejecting.Load() || h.activated["kept-off"] == nil {
+		t.Fatalf("after an empty answer: rejecting %v, activated %v; want rejection suspended and the pod activated", pl.rejecting.Load(), h.activated)
+	}
+	cs = framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSkip() {
+		t.Errorf("PreFilter during the outage = %v, want Skip (nothing to filter on)", s)
 	}
 }

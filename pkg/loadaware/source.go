@@ -117,12 +117,36 @@ func (pl *LoadAware) refresh(ctx context.Context) {
 	}
 	pendingEstimates.WithLabelValues(pl.profile).Set(float64(result.pending))
 	nodesWithoutFreshMetrics.WithLabelValues(pl.profile).Set(float64(result.unmeasured))
-	// A node whose sample expired passes the Filter from now on, unless unmeasured nodes are rejected
-	// while the API answers.
-	expiredPass := result.expired > 0 && (!pl.rejectMissing || state != apiAvailable)
-	if len(result.cooled) > 0 || expiredPass {
-		pl.requeue(logger, result.cooled, expiredPass)
+	rejecting := pl.rejectMissing && state == apiAvailable && rejectInForce(result.known, result.unmeasured)
+	wasRejecting := pl.rejecting.Swap(rejecting)
+	if pl.rejectMissing && rejecting != wasRejecting && state == apiAvailable {
+		if rejecting {
+			logger.Info("Enough nodes have a fresh metrics sample: LoadAware rejects the nodes without one (filterMissingMetrics=Reject)", "nodes", result.known, "withoutSample", result.unmeasured)
+		} else {
+			logger.Info("Fewer than half of the nodes have a fresh metrics sample: LoadAware treats it as a metrics outage and passes the nodes without one until half of them have one (filterMissingMetrics=Reject is suspended)", "nodes", result.known, "withoutSample", result.unmeasured)
+		}
 	}
+	if result.future > 0 {
+		logger.V(2).Info("Metrics samples with a timestamp in the future: taken as of now", "samples", result.future)
+	}
+	// A node whose sample expired passes the Filter from now on, unless unmeasured nodes are still
+	// rejected; every node without a sample does once rejection stops.
+	anyPasses := (result.expired > 0 && !rejecting) || (wasRejecting && !rejecting)
+	if len(result.cooled) > 0 || anyPasses {
+		pl.requeue(logger, result.cooled, anyPasses)
+	}
+}
+
+// rejectFloorPercent is the share of the known nodes that must have a fresh sample for
+// filterMissingMetrics=Reject to reject the others: below it, the metrics source is taken to be
+// broken (an empty answer, a stuck provider), not the nodes, and they pass as in an outage.
+const rejectFloorPercent = 50
+
+// rejectInForce decides whether nodes without a fresh sample are rejected (with
+// filterMissingMetrics=Reject and the API answering): only while at least rejectFloorPercent of the
+// nodes the informer knows have one.
+func rejectInForce(known, unmeasured int) bool {
+	return known > 0 && (known-unmeasured)*100 >= known*rejectFloorPercent
 }
 
 // setAPIState records the metrics API's state and logs only when it changes.

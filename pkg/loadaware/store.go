@@ -28,26 +28,29 @@ const noLimit int64 = -1
 
 // slot is the scheduling cycle's view of one node: fixed-size, updated in place with atomics by the
 // refresher, the node informer and Reserve/Unreserve (all under store.mu), read without locks. The
-// fields Score and Filter read share the first cache line; a slot is two lines, so slots never share
-// one.
+// fields the Filter reads share the first cache line; a slot is two lines, so slots never share one.
 type slot struct {
 	// sampleTime is the latest sample's timestamp (unix nanoseconds); 0 when the node has none.
 	sampleTime atomic.Int64
-	// estCPU and estMem sum the estimates of the node's pods that its samples do not show yet.
+	// estCPU and estMem sum the estimates of the node's pods that the Filter's aggregation does not
+	// show yet (see pendingPod.filter).
 	estCPU, estMem atomic.Int64
-	// scoreCPU and scoreMem are the Score's aggregation of the node's samples.
-	scoreCPU, scoreMem atomic.Int64
 	// filterCPU and filterMem are the Filter's aggregation of the node's samples.
 	filterCPU, filterMem atomic.Int64
 	// limitCPU and limitMem are the node's threshold times its allocatable (noLimit: no check).
 	limitCPU atomic.Int64
 	limitMem atomic.Int64
+	// scoreCPU and scoreMem are the Score's aggregation of the node's samples.
+	scoreCPU atomic.Int64
+	scoreMem atomic.Int64
+	// scoreEstCPU and scoreEstMem are estCPU and estMem for the Score's aggregation.
+	scoreEstCPU, scoreEstMem atomic.Int64
 	// name is the node this slot holds (nil when free).
 	name atomic.Pointer[string]
 	// overridden has overrideCPU and overrideMem set when the node's threshold for the resource comes
 	// from its annotation, not the profile.
 	overridden atomic.Uint32
-	_          [44]byte
+	_          [28]byte
 }
 
 // room is how much more the node may take under its Filter thresholds, per resource (MaxInt64 for a
@@ -64,13 +67,17 @@ func room(limit, used int64) int64 {
 	return limit - used
 }
 
-// slotMeta is what only writers of a slot need, guarded by store.mu.
+// slotMeta is what only writers of a slot need, guarded by store.mu. The refresher alone writes the
+// ring (under mu), and reads it without mu while it aggregates: nobody else writes it.
 type slotMeta struct {
 	name string
 	ring ring
-	// windowStart is when the latest sample's window began (unix nanoseconds): pods Running and warmed
-	// up before it are in the sample.
-	windowStart int64
+	// lastRaw is the timestamp of the last sample taken in, as the metrics API gave it: the same
+	// sample is not taken twice.
+	lastRaw int64
+	// nFilter and nScore are how many samples the Filter's and the Score's aggregations read at the
+	// last refresh (see aggregation.unreflected).
+	nFilter, nScore int
 	// known: the node informer knows the node (its allocatable and thresholds are set).
 	known              bool
 	allocCPU, allocMem int64
@@ -85,6 +92,11 @@ type pendingPod struct {
 	// readyAt is when the pod has been Running for the warm-up (unix nanoseconds): a sample whose
 	// window starts then or later shows its usage. 0 while the pod is not Running.
 	readyAt int64
+	// filter and score are the parts of the estimate counted on the slot for the Filter's and the
+	// Score's aggregations: the whole estimate until samples that show the pod come, then what the
+	// aggregation does not show yet (aggregation.unreflected). They never grow; the pod stops being
+	// counted when both are zero.
+	filter, score usage
 }
 
 // sample is one NodeMetrics answer: usage measured over [timestamp-window, timestamp].
@@ -116,6 +128,14 @@ type store struct {
 	// counted mirrors len(pods), so pod events skip the lock when no pod is counted.
 	counted atomic.Int64
 
+	// peakCPU and peakMem are the largest estimates PreFilter checked against the nodes since the last
+	// refresh: the tight list's margin follows them (the largest of two refresh intervals).
+	peakCPU, peakMem         atomic.Int64
+	prevPeakCPU, prevPeakMem int64 // the interval before; the refresher's
+
+	// refreshMu serializes refreshes: the refresher aggregates rings outside mu.
+	refreshMu sync.Mutex
+
 	mu      sync.Mutex
 	meta    []*slotMeta
 	free    []int32
@@ -124,11 +144,13 @@ type store struct {
 	ringCap int
 	// defaultCPU and defaultMem are the profile's thresholds, for nodes without an override.
 	defaultCPU, defaultMem int64
+	// window is the longest duration the aggregations read (aggregator.window).
+	window time.Duration
 }
 
 func newStore(agg aggregator, defaultCPU, defaultMem int64) *store {
 	s := &store{agg: agg, pods: map[types.UID]*pendingPod{}, ringCap: agg.ringCapacity(),
-		defaultCPU: defaultCPU, defaultMem: defaultMem}
+		defaultCPU: defaultCPU, defaultMem: defaultMem, window: agg.window()}
 	idx := map[string]int32{}
 	s.index.Store(&idx)
 	chunks := []*[chunkSize]slot{}
@@ -191,6 +213,8 @@ func (s *store) slotOf(name string) int32 {
 	sl.filterMem.Store(0)
 	sl.scoreCPU.Store(0)
 	sl.scoreMem.Store(0)
+	sl.scoreEstCPU.Store(0)
+	sl.scoreEstMem.Store(0)
 	sl.overridden.Store(0)
 	sl.limitCPU.Store(noLimit)
 	sl.limitMem.Store(noLimit)
@@ -356,8 +380,8 @@ func (s *store) setReady(uid types.UID, readyAt int64) bool {
 }
 
 // addPod counts a pod's estimate on a node, or updates when it became ready (readyAt, see
-// pendingPod). A pod already counted keeps its estimate and node; a Running pod that the node's
-// latest sample shows already is not counted.
+// pendingPod). A pod already counted keeps its estimate and node; a Running pod whose usage the
+// node's aggregations show already is not counted, and one they show in part counts the rest.
 func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -365,22 +389,55 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 		p.readyAt = readyAt
 		return
 	}
+	p := &pendingPod{estimate: estimate, readyAt: readyAt, filter: estimate, score: estimate}
 	if readyAt != 0 {
-		if i, ok := (*s.index.Load())[node]; ok && s.meta[i].ring.n > 0 && s.meta[i].windowStart >= readyAt {
-			return
+		if i, ok := (*s.index.Load())[node]; ok {
+			p.filter, p.score = s.partsLocked(s.meta[i], p)
+			if p.filter == (usage{}) && p.score == (usage{}) {
+				return
+			}
 		}
 	}
 	i := s.slotOf(node)
-	s.pods[uid] = &pendingPod{slot: i, estimate: estimate, readyAt: readyAt}
+	p.slot = i
+	s.pods[uid] = p
 	s.counted.Store(int64(len(s.pods)))
 	s.meta[i].pending++
 	sl := s.slotAt(i)
 	if sl.sampleTime.Load() != 0 {
 		cpu, mem := sl.room()
-		s.lowerMinRoom(i, cpu-estimate.MilliCPU, mem-estimate.Memory)
+		s.lowerMinRoom(i, cpu-p.filter.MilliCPU, mem-p.filter.Memory)
 	}
-	sl.estCPU.Add(estimate.MilliCPU)
-	sl.estMem.Add(estimate.Memory)
+	sl.estCPU.Add(p.filter.MilliCPU)
+	sl.estMem.Add(p.filter.Memory)
+	sl.scoreEstCPU.Add(p.score.MilliCPU)
+	sl.scoreEstMem.Add(p.score.Memory)
+}
+
+// partsLocked is what of a ready pod's estimate the node's Filter and Score aggregations do not
+// show yet, no more than the parts counted now. Callers hold mu.
+func (s *store) partsLocked(m *slotMeta, p *pendingPod) (filter, score usage) {
+	if p.readyAt == 0 {
+		return p.filter, p.score
+	}
+	part := func(a aggregation, n int, counted usage) usage {
+		num, den := a.unreflected(&m.ring, n, p.readyAt)
+		return usage{
+			MilliCPU: min(counted.MilliCPU, p.estimate.MilliCPU*num/den),
+			Memory:   min(counted.Memory, p.estimate.Memory*num/den),
+		}
+	}
+	return part(s.agg.filter, m.nFilter, p.filter), part(s.agg.score, m.nScore, p.score)
+}
+
+// setPartsLocked changes the parts of a pod's estimate counted on its slot. Callers hold mu.
+func (s *store) setPartsLocked(p *pendingPod, filter, score usage) {
+	sl := s.slotAt(p.slot)
+	sl.estCPU.Add(filter.MilliCPU - p.filter.MilliCPU)
+	sl.estMem.Add(filter.Memory - p.filter.Memory)
+	sl.scoreEstCPU.Add(score.MilliCPU - p.score.MilliCPU)
+	sl.scoreEstMem.Add(score.Memory - p.score.Memory)
+	p.filter, p.score = filter, score
 }
 
 // pendingCount is how many pods are counted by estimate.
@@ -415,9 +472,7 @@ func (s *store) removeLocked(uid types.UID) {
 	}
 	delete(s.pods, uid)
 	s.counted.Store(int64(len(s.pods)))
-	sl := s.slotAt(p.slot)
-	sl.estCPU.Add(-p.estimate.MilliCPU)
-	sl.estMem.Add(-p.estimate.Memory)
+	s.setPartsLocked(p, usage{}, usage{})
 	s.meta[p.slot].pending--
 }
 
@@ -425,79 +480,121 @@ func (s *store) removeLocked(uid types.UID) {
 type refreshResult struct {
 	// pending is how many pods are counted by estimate.
 	pending int
-	// unmeasured is how many nodes known to the informer have no fresh sample.
-	unmeasured int
+	// known is how many nodes the informer knows; unmeasured is how many of them have no fresh
+	// sample.
+	known, unmeasured int
 	// cooled lists slots whose Filter load went down (or that got a sample they lacked): pods the
 	// Filter rejected may fit there now.
 	cooled []int32
 	// expired is how many nodes lost their last sample to staleness in this call.
 	expired int
+	// future is how many samples had a timestamp after now (taken as of now).
+	future int
 	// firstSample: the store had no sample before this call and has one now.
 	firstSample bool
 }
 
 // setSamples records a round of samples (nil after a failed fetch) at now: each new sample enters its
-// node's history, each node's Filter and Score aggregations are recomputed, estimates of pods a
-// sample now shows are dropped, and nodes whose latest sample is older than staleBefore lose their
-// history (they count as unmeasured).
+// node's history, each node's Filter and Score aggregations are recomputed, the estimates of pods
+// are cut to what the aggregations do not show yet (and dropped once they show all of it), and nodes
+// whose latest sample is older than staleBefore lose their history (they count as unmeasured).
+//
+// It holds mu only to take the samples in and to publish the result: the aggregations, the costly
+// part (a percentile sorts each node's window), are computed without it, so Reserve, PreFilter and
+// the informers never wait for them.
 func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time) refreshResult {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	staleNanos, nowNanos := staleBefore.UnixNano(), now.UnixNano()
+
+	// 1. Under mu: take the new samples in and list the nodes to aggregate.
+	type update struct {
+		i                                        int32
+		m                                        *slotMeta
+		sampleTime                               int64
+		filterCPU, filterMem, scoreCPU, scoreMem int64
+		nFilter, nScore                          int
+	}
+	var updates []update
+	result := refreshResult{}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	// Slots freed by the previous refresh are no longer read by any scheduling cycle.
 	s.free = append(s.free, s.freed...)
 	s.freed = s.freed[:0]
-
 	for name, smp := range samples {
 		if smp.timestamp.Before(staleBefore) {
 			continue
 		}
-		i := s.slotOf(name)
-		m := s.meta[i]
-		ts := smp.timestamp.UnixNano()
-		if m.ring.n > 0 && ts <= m.ring.latest().ts {
-			continue
+		m := s.meta[s.slotOf(name)]
+		raw := smp.timestamp.UnixNano()
+		if raw == m.lastRaw {
+			continue // the same sample again
 		}
-		m.ring.push(ringSample{ts: ts, cpu: smp.usage.MilliCPU, mem: smp.usage.Memory})
-		m.windowStart = smp.timestamp.Add(-smp.window).UnixNano()
+		ts, start := raw, smp.timestamp.Add(-smp.window).UnixNano()
+		if raw > nowNanos {
+			// A provider whose clock runs ahead: taken as of now, or the node would keep this
+			// sample until the clock caught up.
+			result.future++
+			ts, start = nowNanos, nowNanos-smp.window.Nanoseconds()
+		}
+		if m.ring.n > 0 {
+			latest := m.ring.latest()
+			if raw < m.lastRaw && m.lastRaw <= latest.ts {
+				continue // older than the latest sample (which was not from the future)
+			}
+			ts, start = max(ts, latest.ts), max(start, latest.start)
+		}
+		m.ring.push(ringSample{ts: ts, start: start, cpu: smp.usage.MilliCPU, mem: smp.usage.Memory})
+		m.lastRaw = raw
 	}
-
-	result := refreshResult{firstSample: s.sampled.Load() == 0}
-	staleNanos, nowNanos := staleBefore.UnixNano(), now.UnixNano()
-	type update struct {
-		i                                        int32
-		sampleTime                               int64
-		filterCPU, filterMem, scoreCPU, scoreMem int64
-	}
-	updates := make([]update, 0, len(s.meta))
-	var sampled int64
+	result.firstSample = s.sampled.Load() == 0
+	updates = make([]update, 0, len(s.meta))
 	for i, m := range s.meta {
 		if m == nil {
 			continue
+		}
+		if m.known {
+			result.known++
 		}
 		if m.ring.n > 0 && m.ring.latest().ts < staleNanos {
 			m.ring.reset()
 			result.expired++
 		}
-		u := update{i: int32(i)}
-		if m.ring.n > 0 {
-			sampled++
-			u.sampleTime = m.ring.latest().ts
-			u.filterCPU, u.filterMem = s.agg.filter.apply(&m.ring, nowNanos, &s.agg.scratch)
-			u.scoreCPU, u.scoreMem = s.agg.score.apply(&m.ring, nowNanos, &s.agg.scratch)
-		} else if m.known {
+		if m.ring.n == 0 && m.known {
 			result.unmeasured++
 		}
-		updates = append(updates, u)
+		updates = append(updates, update{i: int32(i), m: m})
+	}
+	s.mu.Unlock()
+
+	// 2. Without mu: aggregate. Only this refresh writes rings, and it is done writing.
+	for k := range updates {
+		u := &updates[k]
+		if u.m.ring.n == 0 {
+			continue
+		}
+		u.sampleTime = u.m.ring.latest().ts
+		u.filterCPU, u.filterMem, u.nFilter = s.agg.filter.apply(&u.m.ring, nowNanos, &s.agg.scratch)
+		u.scoreCPU, u.scoreMem, u.nScore = s.agg.score.apply(&u.m.ring, nowNanos, &s.agg.scratch)
 	}
 
-	// New loads are published first and covered estimates dropped after, so a cycle in between
-	// counts a pod twice rather than not at all; minRoom stays a lower bound throughout.
+	// 3. Under mu: publish. New loads are published first and estimates cut after, so a cycle in
+	// between counts a pod twice rather than not at all; minRoom stays a lower bound throughout.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	type load struct {
 		fresh    bool
 		cpu, mem int64
 	}
 	before := make([]load, len(updates))
-	for k, u := range updates {
+	for k := range updates {
+		u := &updates[k]
+		if s.meta[u.i] != u.m {
+			// Freed meanwhile (a node deleted with no sample left): its index is not reused before
+			// the next refresh.
+			u.m = nil
+			continue
+		}
 		sl := s.slotAt(u.i)
 		if t := sl.sampleTime.Load(); t != 0 && t >= staleNanos {
 			before[k] = load{fresh: true, cpu: sl.filterCPU.Load() + sl.estCPU.Load(), mem: sl.filterMem.Load() + sl.estMem.Load()}
@@ -505,31 +602,50 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		if u.sampleTime != 0 {
 			s.lowerMinRoom(u.i, room(sl.limitCPU.Load(), u.filterCPU+sl.estCPU.Load()), room(sl.limitMem.Load(), u.filterMem+sl.estMem.Load()))
 		}
+		u.m.nFilter, u.m.nScore = u.nFilter, u.nScore
 		sl.filterCPU.Store(u.filterCPU)
 		sl.filterMem.Store(u.filterMem)
 		sl.scoreCPU.Store(u.scoreCPU)
 		sl.scoreMem.Store(u.scoreMem)
 		sl.sampleTime.Store(u.sampleTime)
 	}
+	// A pod ready before the horizon is in every fresh sample of every aggregation's window.
+	horizon := staleNanos - s.window.Nanoseconds()
 	for uid, p := range s.pods {
-		m := s.meta[p.slot]
-		if p.readyAt != 0 && ((m.ring.n > 0 && m.windowStart >= p.readyAt) || p.readyAt < staleNanos) {
-			s.removeLocked(uid)
+		if p.readyAt == 0 {
+			continue
 		}
+		if p.readyAt < horizon {
+			s.removeLocked(uid)
+			continue
+		}
+		filter, score := s.partsLocked(s.meta[p.slot], p)
+		if filter == (usage{}) && score == (usage{}) {
+			s.removeLocked(uid)
+			continue
+		}
+		s.setPartsLocked(p, filter, score)
 	}
 
+	// The tight list's margin follows the largest estimates PreFilter checked in the last two
+	// intervals, so one large pod does not widen it for good.
+	peakCPU, peakMem := s.peakCPU.Swap(0), s.peakMem.Swap(0)
+	tight := &tightList{marginCPU: max(peakCPU, s.prevPeakCPU), marginMem: max(peakMem, s.prevPeakMem)}
+	s.prevPeakCPU, s.prevPeakMem = peakCPU, peakMem
 	minCPU, minMem := int64(math.MaxInt64), int64(math.MaxInt64)
-	old := s.tight.Load()
-	tight := &tightList{marginCPU: old.marginCPU, marginMem: old.marginMem}
+	var sampled int64
 	for k, u := range updates {
+		if u.m == nil {
+			continue
+		}
 		sl := s.slotAt(u.i)
-		m := s.meta[u.i]
 		if u.sampleTime == 0 {
-			if m.pending == 0 && !m.known {
+			if u.m.pending == 0 && !u.m.known {
 				s.freeSlot(u.i)
 			}
 			continue
 		}
+		sampled++
 		cpu, mem := sl.room()
 		minCPU, minMem = min(minCPU, cpu), min(minMem, mem)
 		if cpu < tight.marginCPU || mem < tight.marginMem {
@@ -547,4 +663,19 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 	result.firstSample = result.firstSample && sampled > 0
 	result.pending = len(s.pods)
 	return result
+}
+
+// notePeak records an estimate PreFilter checked against the nodes (see store.peakCPU).
+func (s *store) notePeak(e usage) {
+	atomicMax(&s.peakCPU, e.MilliCPU)
+	atomicMax(&s.peakMem, e.Memory)
+}
+
+func atomicMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }

@@ -134,13 +134,19 @@ func TestDaemonSetPodsAreNotFiltered(t *testing.T) {
 // After every step each slot's estimate sum equals the sum over the pods counted on it and never
 // goes negative; once every pod finished or was deleted nothing is counted anywhere.
 func TestEstimatesNeverLeakRandomized(t *testing.T) {
+	aggregations := []config.LoadAwareUsageAggregation{
+		{Filter: config.LoadAwareAggregation{Type: config.AggregationP95, DurationSeconds: 60}, Score: config.LoadAwareAggregation{Type: config.AggregationLatest}},
+		{Filter: config.LoadAwareAggregation{Type: config.AggregationAvg, DurationSeconds: 30}, Score: config.LoadAwareAggregation{Type: config.AggregationMax, DurationSeconds: 45}},
+		{Filter: config.LoadAwareAggregation{Type: config.AggregationLatest}, Score: config.LoadAwareAggregation{Type: config.AggregationP90, DurationSeconds: 40}},
+	}
 	for _, seed := range []int64{1, 2, 3, 42, 20260112} {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+		agg := aggregations[seed%int64(len(aggregations))]
+		t.Run(fmt.Sprintf("seed %d filter %s score %s", seed, agg.Filter.Type, agg.Score.Type), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			ctx := context.Background()
 			pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
 				a.MetricsStalenessSeconds = 60
-				a.UsageAggregation.Filter = config.LoadAwareAggregation{Type: config.AggregationP95, DurationSeconds: 60}
+				a.UsageAggregation = agg
 			}))
 			nodes := []string{"a", "b", "c", "d"}
 			for _, n := range nodes[:3] {
@@ -205,7 +211,7 @@ func TestEstimatesNeverLeakRandomized(t *testing.T) {
 				t.Fatalf("seed %d: %d estimates left after every pod went away", seed, n)
 			}
 			for _, n := range nodes {
-				if got, ok := pl.node(n); ok && (got.estCPU != 0 || got.pending != 0) {
+				if got, ok := pl.node(n); ok && (got.estCPU != 0 || got.scoreEstCPU != 0 || got.pending != 0) {
 					t.Fatalf("seed %d: node %s keeps %+v after every pod went away", seed, n, got)
 				}
 			}
@@ -220,12 +226,23 @@ func checkEstimates(t *testing.T, pl *testPlugin, seed int64, step int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wantCPU, wantMem, wantN := map[int32]int64{}, map[int32]int64{}, map[int32]int{}
+	scoreCPU, scoreMem := map[int32]int64{}, map[int32]int64{}
 	for _, p := range s.pods {
 		if s.meta[p.slot] == nil {
 			t.Fatalf("seed %d step %d: a pod is counted on freed slot %d", seed, step, p.slot)
 		}
-		wantCPU[p.slot] += p.estimate.MilliCPU
-		wantMem[p.slot] += p.estimate.Memory
+		for _, part := range []usage{p.filter, p.score} {
+			if part.MilliCPU < 0 || part.Memory < 0 || part.MilliCPU > p.estimate.MilliCPU || part.Memory > p.estimate.Memory {
+				t.Fatalf("seed %d step %d: a pod counts %+v of its estimate %+v", seed, step, part, p.estimate)
+			}
+		}
+		if p.filter == (usage{}) && p.score == (usage{}) {
+			t.Fatalf("seed %d step %d: a pod is counted with nothing left of its estimate %+v", seed, step, p.estimate)
+		}
+		wantCPU[p.slot] += p.filter.MilliCPU
+		wantMem[p.slot] += p.filter.Memory
+		scoreCPU[p.slot] += p.score.MilliCPU
+		scoreMem[p.slot] += p.score.Memory
 		wantN[p.slot]++
 	}
 	for i, m := range s.meta {
@@ -236,6 +253,10 @@ func checkEstimates(t *testing.T, pl *testPlugin, seed int64, step int) {
 		if sl.estCPU.Load() != wantCPU[int32(i)] || sl.estMem.Load() != wantMem[int32(i)] || m.pending != wantN[int32(i)] {
 			t.Fatalf("seed %d step %d: slot %d (%s) holds %dm/%d bytes for %d pods, its pods sum to %dm/%d bytes for %d",
 				seed, step, i, m.name, sl.estCPU.Load(), sl.estMem.Load(), m.pending, wantCPU[int32(i)], wantMem[int32(i)], wantN[int32(i)])
+		}
+		if sl.scoreEstCPU.Load() != scoreCPU[int32(i)] || sl.scoreEstMem.Load() != scoreMem[int32(i)] {
+			t.Fatalf("seed %d step %d: slot %d (%s) holds %dm/%d bytes for the Score, its pods' parts sum to %dm/%d bytes",
+				seed, step, i, m.name, sl.scoreEstCPU.Load(), sl.scoreEstMem.Load(), scoreCPU[int32(i)], scoreMem[int32(i)])
 		}
 		if cpu, mem := sl.room(); sl.sampleTime.Load() != 0 && (cpu < s.minRoomCPU.Load() || mem < s.minRoomMem.Load()) {
 			t.Fatalf("seed %d step %d: slot %d room %d/%d below the stored lower bound %d/%d", seed, step, i, cpu, mem, s.minRoomCPU.Load(), s.minRoomMem.Load())
@@ -278,4 +299,124 @@ func checkPreFilter(t *testing.T, pl *testPlugin, seed int64, step int, pod *v1.
 			t.Fatalf("seed %d step %d: PreFilter says node %s is %v for estimate %+v, a full check says %v", seed, step, name, got[name], est, want)
 		}
 	}
+}
+
+// TestRefreshRacesTheCycle runs refreshes (which aggregate without the store's lock) against
+// Reserve, Unreserve, PreFilter, Score, pod updates and node churn at once. It asserts the estimates
+// balance out; its real check is the race detector (make test-race runs the unit tests under it).
+func TestRefreshRacesTheCycle(t *testing.T) {
+	pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+		a.MetricsStalenessSeconds = 3600
+		a.UsageAggregation.Filter = config.LoadAwareAggregation{Type: config.AggregationP95, DurationSeconds: 300}
+		a.UsageAggregation.Score = config.LoadAwareAggregation{Type: config.AggregationAvg, DurationSeconds: 120}
+	}))
+	const nodes = 64
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprint("n", i)
+		pl.addNodes(nodeInfo(names[i], "10", "10Gi"))
+	}
+	samples := make(map[string]sample, nodes)
+	now := epoch
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 0; k < 200; k++ {
+			for i, n := range names {
+				samples[n] = sample{usage: usage{MilliCPU: int64((i*37 + k*101) % 9000), Memory: 1 << 30}, timestamp: now, window: 15 * time.Second}
+			}
+			pl.store.setSamples(samples, now, now.Add(-time.Hour))
+			now = now.Add(15 * time.Second)
+		}
+	}()
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			for j := 0; j < 100; j++ {
+				pl.onPodDelete(podWith(fmt.Sprint("p", j), "1", ""))
+			}
+			checkEstimates(t, pl, 0, -1)
+			if n := pl.store.pendingCount(); n != 0 {
+				t.Fatalf("%d estimates left after every pod went away", n)
+			}
+			return
+		default:
+		}
+		pod := podWith(fmt.Sprint("p", i%100), fmt.Sprintf("%dm", 100+i%3000), "")
+		node := names[i%nodes]
+		cs := framework.NewCycleState()
+		pl.PreFilter(ctx, cs, pod, nil)
+		pl.PreScore(ctx, cs, pod, nil)
+		pl.Score(ctx, cs, pod, nodeInfo(node, "10", "10Gi"))
+		switch i % 5 {
+		case 0, 1:
+			pl.Reserve(ctx, cs, pod, node)
+		case 2:
+			pl.Unreserve(ctx, cs, pod, node)
+		case 3:
+			bound := pod.DeepCopy()
+			bound.Spec.NodeName = node
+			pl.onPodUpsert(running(bound, epoch.Add(time.Duration(i)*time.Second)))
+		case 4:
+			if i%20 == 4 {
+				pl.store.deleteNode(node)
+				pl.addNodes(nodeInfo(node, "10", "10Gi"))
+			}
+		}
+	}
+}
+
+// TestFutureSampleDoesNotFreezeTheNode: a sample stamped an hour ahead (a provider's clock running
+// fast) is taken as of now, and the samples after it, correctly stamped, still come in.
+func TestFutureSampleDoesNotFreezeTheNode(t *testing.T) {
+	// The Filter reads the latest sample; the Score's max keeps a history to count samples in.
+	pl := newTestPlugin(t, defaultArgs(t, func(a *config.LoadAwareArgs) {
+		a.UsageAggregation.Score = config.LoadAwareAggregation{Type: config.AggregationMax, DurationSeconds: 300}
+	}))
+	pl.addNodes(nodeInfo("n", "10", "10Gi"))
+	pl.lister.set(pl.clock.Now().Add(time.Hour), map[string][2]string{"n": {"9", "1Gi"}})
+	pl.refreshNow(t)
+	for i, cpu := range []string{"2", "3", "4"} {
+		pl.clock.Step(15 * time.Second)
+		pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {cpu, "1Gi"}})
+		pl.refreshNow(t)
+		got, _ := pl.node("n")
+		if want := int64(2000 + 1000*i); got.cpu != want {
+			t.Fatalf("after sample %d (%s cpu): the node reads %dm, want %dm", i+1, cpu, got.cpu, want)
+		}
+	}
+	// The same sample served twice is taken once.
+	pl.refreshNow(t)
+	if r := pl.store.meta[(*pl.store.index.Load())["n"]].ring; r.n != 4 {
+		t.Errorf("the ring holds %d samples, want 4", r.n)
+	}
+}
+
+// TestTightMarginFollowsRecentPods: one large pod widens the tight list's margin; two refresh
+// intervals without such a pod bring it back to the pods PreFilter checks now.
+func TestTightMarginFollowsRecentPods(t *testing.T) {
+	ctx := context.Background()
+	pl := newTestPlugin(t, defaultArgs(t))
+	pl.addNodes(nodeInfo("hot", "10", "10Gi"), nodeInfo("cool", "10", "10Gi"))
+	refresh := func() {
+		pl.clock.Step(15 * time.Second)
+		pl.lister.set(pl.clock.Now(), map[string][2]string{"hot": {"7", "1Gi"}, "cool": {"1", "1Gi"}})
+		pl.refreshNow(t)
+	}
+	refresh()
+	pl.PreFilter(ctx, framework.NewCycleState(), podWith("large", "6", ""), nil)
+	if m := pl.store.tight.Load().marginCPU; m != 5100 {
+		t.Fatalf("margin after a 6-cpu pod = %dm, want 5100m", m)
+	}
+	small := podWith("small", "2", "")
+	// The large pod's interval, the one after it, then the small pods alone.
+	for i, want := range []int64{5100, 5100, 1700} {
+		pl.PreFilter(ctx, framework.NewCycleState(), small, nil)
+		refresh()
+		if m := pl.store.tight.Load().marginCPU; m != want {
+			t.Fatalf("refresh %d after the large pod: margin %dm, want %dm", i+1, m, want)
+		}
+	}
+	checkPreFilter(t, pl, 0, 0, podWith("large-again", "6", ""))
 }
