@@ -67,8 +67,8 @@ func room(limit, used int64) int64 {
 	return limit - used
 }
 
-// slotMeta is what only writers of a slot need, guarded by store.mu. The refresher alone writes the
-// ring (under mu), and reads it without mu while it aggregates: nobody else writes it.
+// slotMeta is what only writers of a slot need, guarded by store.mu, except ring and lastRaw: the
+// refresher alone writes those, under store.ringMu, and reads them without locks.
 type slotMeta struct {
 	name string
 	ring ring
@@ -135,6 +135,10 @@ type store struct {
 
 	// refreshMu serializes refreshes: the refresher aggregates rings outside mu.
 	refreshMu sync.Mutex
+	// ringMu guards the rings against the one reader outside the refresher, addPod (which takes it
+	// under mu, for pods already Running): the refresher writes rings under ringMu alone, so taking
+	// samples in never holds mu either.
+	ringMu sync.RWMutex
 
 	mu      sync.Mutex
 	meta    []*slotMeta
@@ -359,7 +363,8 @@ func (s *store) deleteNode(name string) {
 	m := s.meta[i]
 	m.known, m.allocCPU, m.allocMem = false, 0, 0
 	s.setLimits(i)
-	if m.pending == 0 && m.ring.n == 0 {
+	// A slot with a sample is freed by the refresh that finds it stale.
+	if m.pending == 0 && s.slotAt(i).sampleTime.Load() == 0 {
 		s.freeSlot(i)
 	}
 }
@@ -392,7 +397,9 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 	p := &pendingPod{estimate: estimate, readyAt: readyAt, filter: estimate, score: estimate}
 	if readyAt != 0 {
 		if i, ok := (*s.index.Load())[node]; ok {
-			p.filter, p.score = s.partsLocked(s.meta[i], p)
+			s.ringMu.RLock()
+			p.filter, p.score = s.parts(s.meta[i], p)
+			s.ringMu.RUnlock()
 			if p.filter == (usage{}) && p.score == (usage{}) {
 				return
 			}
@@ -414,9 +421,10 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 	sl.scoreEstMem.Add(p.score.Memory)
 }
 
-// partsLocked is what of a ready pod's estimate the node's Filter and Score aggregations do not
-// show yet, no more than the parts counted now. Callers hold mu.
-func (s *store) partsLocked(m *slotMeta, p *pendingPod) (filter, score usage) {
+// parts is what of a ready pod's estimate the node's Filter and Score aggregations do not show
+// yet, no more than the parts counted now. Callers hold mu, and read the ring: they are the
+// refresher or hold ringMu.
+func (s *store) parts(m *slotMeta, p *pendingPod) (filter, score usage) {
 	if p.readyAt == 0 {
 		return p.filter, p.score
 	}
@@ -507,25 +515,43 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 	defer s.refreshMu.Unlock()
 	staleNanos, nowNanos := staleBefore.UnixNano(), now.UnixNano()
 
-	// 1. Under mu: take the new samples in and list the nodes to aggregate.
+	// 1. Under mu: find the samples' slots and list the nodes to aggregate.
 	type update struct {
 		i                                        int32
 		m                                        *slotMeta
+		known                                    bool
 		sampleTime                               int64
 		filterCPU, filterMem, scoreCPU, scoreMem int64
 		nFilter, nScore                          int
 	}
-	var updates []update
+	type incoming struct {
+		m   *slotMeta
+		smp sample
+	}
 	result := refreshResult{}
 	s.mu.Lock()
 	// Slots freed by the previous refresh are no longer read by any scheduling cycle.
 	s.free = append(s.free, s.freed...)
 	s.freed = s.freed[:0]
+	in := make([]incoming, 0, len(samples))
 	for name, smp := range samples {
-		if smp.timestamp.Before(staleBefore) {
-			continue
+		if !smp.timestamp.Before(staleBefore) {
+			in = append(in, incoming{m: s.meta[s.slotOf(name)], smp: smp})
 		}
-		m := s.meta[s.slotOf(name)]
+	}
+	result.firstSample = s.sampled.Load() == 0
+	updates := make([]update, 0, len(s.meta))
+	for i, m := range s.meta {
+		if m != nil {
+			updates = append(updates, update{i: int32(i), m: m, known: m.known})
+		}
+	}
+	s.mu.Unlock()
+
+	// 1b. Under ringMu only: take the samples into the rings, forget stale ones.
+	s.ringMu.Lock()
+	for _, x := range in {
+		m, smp := x.m, x.smp
 		raw := smp.timestamp.UnixNano()
 		if raw == m.lastRaw {
 			continue // the same sample again
@@ -547,27 +573,22 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		m.ring.push(ringSample{ts: ts, start: start, cpu: smp.usage.MilliCPU, mem: smp.usage.Memory})
 		m.lastRaw = raw
 	}
-	result.firstSample = s.sampled.Load() == 0
-	updates = make([]update, 0, len(s.meta))
-	for i, m := range s.meta {
-		if m == nil {
-			continue
-		}
-		if m.known {
+	for k := range updates {
+		u := &updates[k]
+		if u.known {
 			result.known++
 		}
-		if m.ring.n > 0 && m.ring.latest().ts < staleNanos {
-			m.ring.reset()
+		if u.m.ring.n > 0 && u.m.ring.latest().ts < staleNanos {
+			u.m.ring.reset()
 			result.expired++
 		}
-		if m.ring.n == 0 && m.known {
+		if u.m.ring.n == 0 && u.known {
 			result.unmeasured++
 		}
-		updates = append(updates, update{i: int32(i), m: m})
 	}
-	s.mu.Unlock()
+	s.ringMu.Unlock()
 
-	// 2. Without mu: aggregate. Only this refresh writes rings, and it is done writing.
+	// 2. Without locks: aggregate. Only this refresh writes rings, and it is done writing.
 	for k := range updates {
 		u := &updates[k]
 		if u.m.ring.n == 0 {
@@ -619,7 +640,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 			s.removeLocked(uid)
 			continue
 		}
-		filter, score := s.partsLocked(s.meta[p.slot], p)
+		filter, score := s.parts(s.meta[p.slot], p)
 		if filter == (usage{}) && score == (usage{}) {
 			s.removeLocked(uid)
 			continue
