@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,62 +148,5 @@ func TestLoadAwareNodeAnnotationOverride(t *testing.T) {
 	annotateNode(t, "la-annotated", "cpu=90")
 	if node := waitForPodBound(t, ns, pod.Name); node != "la-annotated" {
 		t.Fatalf("pod bound to %q, want la-annotated", node)
-	}
-}
-
-// TestLoadAwareP95IgnoresOneSpike: with the Filter on p95 over 20s, a node with one spiking sample
-// among 20 still takes pods, a node high for three samples does not. The pod for the spiky node is
-// created while the spike is that node's latest sample (between the spike's refresh and the next one),
-// so a Filter that read the latest sample instead of the window would reject it at least once.
-func TestLoadAwareP95IgnoresOneSpike(t *testing.T) {
-	ms := useMetricsServer(t)
-	ns := testNamespace(t)
-	loadAwareNode(t, "la-spiky")
-	loadAwareNode(t, "la-sustained")
-	const spikeAt, highFrom = 22, 20
-	var requests atomic.Int64
-	spiked := make(chan struct{})
-	ms.SetNodesFunc(func() map[string]fakemetrics.NodeUsage {
-		n := requests.Add(1)
-		spiky, sustained := "2", "2"
-		if n == spikeAt {
-			spiky = "9900m"
-			close(spiked)
-		}
-		if n >= highFrom {
-			sustained = "9900m"
-		}
-		return map[string]fakemetrics.NodeUsage{
-			"la-spiky":     {CPU: spiky, Memory: "4Gi"},
-			"la-sustained": {CPU: sustained, Memory: "4Gi"},
-		}
-	})
-	startScheduler(t, schedulerConfig(t, adminKubeconfig, loadAwareProfile(schedulerName, "",
-		"          metricsStalenessSeconds: 30\n          usageAggregation: {filter: {type: p95, durationSeconds: 20}}\n")))
-	select {
-	case <-spiked:
-	case <-time.After(waitTimeout):
-		t.Fatalf("the metrics API was not asked for the spike's sample within %v", waitTimeout)
-	}
-	// The spike's sample is stored in milliseconds; the next refresh comes a second after it.
-	time.Sleep(200 * time.Millisecond)
-	spiky := createPod(t, pinnedPod(ns, "on-spiky", schedulerName, "la-spiky", "100m"))
-	if node := waitForPodBound(t, ns, spiky.Name); node != "la-spiky" {
-		t.Fatalf("pod bound to %q, want la-spiky", node)
-	}
-	if n := requests.Load(); n > spikeAt+1 {
-		t.Logf("(the pod was placed after %d refreshes past the spike: the check below proves less)", n-spikeAt)
-	}
-	events, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + spiky.Name + ",reason=FailedScheduling"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events.Items) > 0 {
-		t.Errorf("the pod on the spiky node was refused before it was bound (%q): the Filter read the spike, not the p95 of the window", events.Items[0].Message)
-	}
-	sustained := createPod(t, pinnedPod(ns, "on-sustained", schedulerName, "la-sustained", "100m"))
-	message := waitForPodUnschedulable(t, ns, sustained.Name)
-	if !strings.Contains(message, "exceeds the LoadAware threshold of 80 percent") {
-		t.Errorf("PodScheduled message %q, want the LoadAware cpu threshold", message)
 	}
 }
