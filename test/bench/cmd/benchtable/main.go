@@ -329,7 +329,7 @@ func splitBatched(tc string) (base, suffix string) {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "BasicLoadAwareP95", "BasicLoadAwareAvg", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
