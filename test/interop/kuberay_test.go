@@ -1,0 +1,161 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var rayClusterGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+
+// startKubeRay applies KubeRay's CRDs (it watches RayCluster, RayJob and RayService) from the module
+// cache and runs ray-operator with the scheduler-plugins batch scheduler.
+func startKubeRay(t *testing.T) *process {
+	t.Helper()
+	bin := operatorBinary(t, "ray-operator")
+	dir := moduleDir(t, "kuberay", "github.com/ray-project/kuberay/ray-operator")
+	var crds []*unstructured.Unstructured
+	for _, f := range []string{"ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml"} {
+		crds = append(crds, applyFile(t, filepath.Join(dir, "config", "crd", "bases", f))...)
+	}
+	deleteCRDsAtEnd(t, crds)
+	return startOperator(t, "ray-operator", bin, nil,
+		"--kubeconfig="+kubeconfig, "--enable-leader-election=false", "--batch-scheduler=scheduler-plugins",
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", mustFreePort(t)),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", mustFreePort(t)))
+}
+
+// TestKubeRay runs KubeRay v1.4.0 with --batch-scheduler=scheduler-plugins against custom-scheduler:
+//   - a RayCluster with gang scheduling on gets a PodGroup named after it (minMember 1 + workers,
+//     minResources the sum of the requests, no timeout) and is bound whole;
+//   - a deleted worker is recreated by KubeRay and the gang is whole again;
+//   - scaling the worker group up leaves the PodGroup as it was (KubeRay issue #5205) and the extra
+//     workers, beyond minMember, are placed like any pod;
+//   - a RayCluster too big for the cluster (each pod fits a node, the whole does not) holds nothing and
+//     its pods say why;
+//   - deleting the RayCluster deletes its pods and its PodGroup (the garbage collector, through the
+//     owner reference KubeRay sets).
+func TestKubeRay(t *testing.T) {
+	ns := testNamespace(t, "kuberay")
+	startKubeRay(t)
+	ctx := context.Background()
+
+	// A gang bound whole.
+	createObject(t, rayClusterGVR, ns, readExample(t, "kuberay-raycluster.yaml"))
+	pg := waitPodGroup(t, ns, "ray-gang")
+	spec := specOf(t, pg)
+	if spec.MinMember != 3 || !quantityEqual(spec.MinResources["cpu"], "5") || !quantityEqual(spec.MinResources["memory"], "5Gi") || spec.ScheduleTimeoutSeconds != nil {
+		t.Errorf("KubeRay's PodGroup spec = %+v, want minMember 3, minResources cpu 5 memory 5Gi, no timeout", spec)
+	}
+	if refs := pg.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "RayCluster" || refs[0].Name != "ray-gang" {
+		t.Errorf("PodGroup owner references = %+v, want the RayCluster", refs)
+	}
+	pods := waitGangBound(t, ns, "ray-gang", 3)
+	for _, p := range pods {
+		if p.Spec.SchedulerName != schedulerName {
+			t.Errorf("pod %s has schedulerName %q, want the template's %q", p.Name, p.Spec.SchedulerName, schedulerName)
+		}
+	}
+
+	// A deleted worker is recreated, and the replacement completes the gang again.
+	worker := workerPod(t, ns, "ray-gang")
+	deletePod(t, ns, worker)
+	waitFor(t, "KubeRay to replace worker "+worker+" and the gang to be whole again", 120*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, "ray-gang")
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, p := range pods {
+			if p.Name == worker {
+				return false, nil
+			}
+			if liveAndBound(&p) {
+				n++
+			}
+		}
+		return n == 3, nil
+	})
+
+	// Scaling the worker group: KubeRay creates the pods, but does not update the PodGroup (#5205).
+	patch := `{"spec":{"workerGroupSpecs":[{"groupName":"workers","replicas":4,"minReplicas":1,"maxReplicas":8,"rayStartParams":{},` +
+		`"template":{"spec":{"schedulerName":"custom-scheduler","containers":[{"name":"ray-worker","image":"rayproject/ray:2.46.0",` +
+		`"resources":{"requests":{"cpu":"2","memory":"2Gi"},"limits":{"cpu":"2","memory":"2Gi"}}}]}}}]}}`
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Patch(ctx, "ray-gang", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling the worker group: %v", err)
+	}
+	waitGangBound(t, ns, "ray-gang", 5)
+	pg = waitPodGroup(t, ns, "ray-gang")
+	if got := specOf(t, pg); got.MinMember != 3 || !quantityEqual(got.MinResources["cpu"], "5") {
+		t.Errorf("after scaling to 4 workers the PodGroup spec is %+v; KubeRay v1.4.0 was expected to leave it at minMember 3, cpu 5 (#5205): update docs/operators.md", got)
+	}
+
+	// Too big: 5 workers of 7 CPUs and a head of 1 (each fits a node of 8, together 36 of 32 CPUs).
+	big := readExample(t, "kuberay-raycluster.yaml")
+	obj := createObject(t, rayClusterGVR, ns, bigRayCluster(t, big))
+	_ = obj
+	bigPG := waitPodGroup(t, ns, "ray-too-big")
+	if got := specOf(t, bigPG); got.MinMember != 6 || !quantityEqual(got.MinResources["cpu"], "36") {
+		t.Errorf("the too-big RayCluster's PodGroup spec = %+v, want minMember 6, cpu 36", got)
+	}
+	msg := waitGangHeld(t, ns, "ray-too-big", 6)
+	t.Logf("a member of the too-big RayCluster says: %s", msg)
+
+	// Deleting a RayCluster deletes its pods (KubeRay's owner references, the garbage collector) and
+	// the PodGroup (owner reference to the RayCluster).
+	for _, name := range []string{"ray-gang", "ray-too-big"} {
+		if err := dyn.Resource(rayClusterGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"ray-gang", "ray-too-big"} {
+		waitNoPods(t, ns, name)
+		waitFor(t, "PodGroup "+name+" to be deleted with its RayCluster", 60*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := getPodGroup(ctx, ns, name)
+			return err != nil, ignoreNotFound(err)
+		})
+	}
+}
+
+// workerPod is the name of one live worker pod of a RayCluster.
+func workerPod(t *testing.T, ns, cluster string) string {
+	t.Helper()
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ray.io/node-type=worker,ray.io/cluster=" + cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if liveAndBound(&p) {
+			return p.Name
+		}
+	}
+	t.Fatalf("no live worker pod of RayCluster %s/%s", ns, cluster)
+	return ""
+}
+
+// bigRayCluster turns the example into ray-too-big: 5 workers of 7 CPUs.
+func bigRayCluster(t *testing.T, manifest string) string {
+	t.Helper()
+	obj := parseYAML(t, manifest)
+	obj.SetName("ray-too-big")
+	groups, _, _ := unstructured.NestedSlice(obj.Object, "spec", "workerGroupSpecs")
+	g := groups[0].(map[string]any)
+	g["replicas"] = int64(5)
+	containers, _, _ := unstructured.NestedSlice(g, "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	c["resources"] = map[string]any{"requests": map[string]any{"cpu": "7", "memory": "2Gi"}, "limits": map[string]any{"cpu": "7", "memory": "2Gi"}}
+	if err := unstructured.SetNestedSlice(g, containers, "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, groups, "spec", "workerGroupSpecs"); err != nil {
+		t.Fatal(err)
+	}
+	return toYAML(t, obj)
+}
