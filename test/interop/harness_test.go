@@ -525,6 +525,14 @@ func setCondition(pod *v1.Pod, c v1.PodCondition) {
 // whole test; on failure its pods, PodGroups and events are logged.
 func testNamespace(t *testing.T, prefix string) string {
 	t.Helper()
+	ns := createNamespace(t, prefix)
+	watchGangs(t, ns)
+	return ns
+}
+
+// createNamespace creates a namespace for one test, not watched by the gang invariant.
+func createNamespace(t *testing.T, prefix string) string {
+	t.Helper()
 	logOnFailure(t)
 	ctx := context.Background()
 	ns := prefix + "-" + rand.String(5)
@@ -538,7 +546,6 @@ func testNamespace(t *testing.T, prefix string) string {
 		_ = client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 		_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
-	watchGangs(t, ns)
 	return ns
 }
 
