@@ -100,14 +100,33 @@ chart-test: build envtest ## Helm chart tests: lint, drift from the kustomizatio
 	cd $(CHART_TEST_DIR) && KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
+# The operator interoperability tests live in their own module (test/interop/go.mod), so that
+# scheduler-plugins' API types stay out of the scheduler's go.mod; the operators they run are pinned each
+# in a module of its own (test/interop/tools/*/go.mod: their k8s.io v0.29-v0.33 graphs must not meet our
+# v0.37 pins) and built from source into bin/interop/.
+INTEROP_DIR := test/interop
+INTEROP_BIN := $(BIN)/interop
+
+.PHONY: interop-operators
+interop-operators: ## Build KubeRay's ray-operator, the Training Operator and the MPI Operator from the pins in test/interop/tools/*/go.mod into bin/interop/.
+	cd $(INTEROP_DIR)/tools/kuberay && go build -o $(INTEROP_BIN)/ray-operator github.com/ray-project/kuberay/ray-operator
+	cd $(INTEROP_DIR)/tools/training-operator && go build -o $(INTEROP_BIN)/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
+	cd $(INTEROP_DIR)/tools/mpi-operator && go build -o $(INTEROP_BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
+
+.PHONY: interop
+interop: build envtest interop-operators ## Operator interoperability tests: KubeRay, the Training Operator and the MPI Operator run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.
+	cd $(INTEROP_DIR) && KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" INTEROP_BIN_DIR="$(INTEROP_BIN)" \
+		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+
 .PHONY: test-unit
 test-unit: ## Run unit tests only.
 	go test $$(go list ./... | grep -v /test/)
 
 .PHONY: lint
-lint: ## go vet (both modules) and a gofmt check.
+lint: ## go vet (every module) and a gofmt check.
 	go vet ./...
 	cd $(CHART_TEST_DIR) && go vet ./...
+	cd $(INTEROP_DIR) && go vet ./...
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
@@ -130,3 +149,4 @@ bench-smoke: envtest ## Every benchmark workload at a tiny size, once (CI runs i
 .PHONY: clean
 clean: ## Remove built binaries (keeps envtest assets; `rm -rf bin` removes those too).
 	rm -f $(BIN)/custom-scheduler
+	rm -rf $(INTEROP_BIN)

@@ -26,4 +26,6 @@ done
 go mod edit "-require=k8s.io/kubernetes@${KUBE_VERSION}" "${replaces[@]}"
 # The chart tests' module (test/chart) builds against the same k8s.io pins.
 (cd test/chart && go mod edit "${replaces[@]}")
+# So do the operator interoperability tests (test/interop; not the operators' own pins under tools/).
+(cd test/interop && go mod edit "${replaces[@]}")
 echo "pinned k8s.io/kubernetes ${KUBE_VERSION} and ${#staging[@]} staging modules to ${STAGING_VERSION}"
