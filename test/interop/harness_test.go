@@ -77,9 +77,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	var err error
+	// go test runs in the package's folder, test/interop (-trimpath leaves no source paths to use).
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
 	if scratchDir, err = os.MkdirTemp("", "interop-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
