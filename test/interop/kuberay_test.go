@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,9 @@ func startKubeRay(t *testing.T) *process {
 //   - a deleted worker is recreated by KubeRay and the gang is whole again;
 //   - scaling the worker group up leaves the PodGroup as it was (KubeRay issue #5205) and the extra
 //     workers, beyond minMember, are placed like any pod;
+//   - scaling it down leaves minMember as it was too: the members left are below it (nothing is
+//     evicted), and a worker lost then is recreated but cannot be placed until minMember is lowered
+//     by hand (which KubeRay leaves alone);
 //   - a RayCluster too big for the cluster (each pod fits a node, the whole does not) holds nothing and
 //     its pods say why;
 //   - deleting the RayCluster deletes its pods and its PodGroup (the garbage collector, through the
@@ -84,23 +88,62 @@ func TestKubeRay(t *testing.T) {
 		return n == 3, nil
 	})
 
-	// Scaling the worker group: KubeRay creates the pods, but does not update the PodGroup (#5205).
-	patch := `{"spec":{"workerGroupSpecs":[{"groupName":"workers","replicas":4,"minReplicas":1,"maxReplicas":8,"rayStartParams":{},` +
-		`"template":{"spec":{"schedulerName":"custom-scheduler","containers":[{"name":"ray-worker","image":"rayproject/ray:2.46.0",` +
-		`"resources":{"requests":{"cpu":"2","memory":"2Gi"},"limits":{"cpu":"2","memory":"2Gi"}}}]}}}]}}`
-	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Patch(ctx, "ray-gang", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("scaling the worker group: %v", err)
-	}
+	// Scaling the worker group up: KubeRay creates the pods, but does not update the PodGroup (#5205);
+	// the extra workers, beyond minMember, are placed like any pod.
+	scaleWorkers(t, ns, "ray-gang", 4)
 	waitGangBound(t, ns, "ray-gang", 5)
-	pg = waitPodGroup(t, ns, "ray-gang")
-	if got := specOf(t, pg); got.MinMember != 3 || !quantityEqual(got.MinResources["cpu"], "5") {
+	if got := specOf(t, waitPodGroup(t, ns, "ray-gang")); got.MinMember != 3 || !quantityEqual(got.MinResources["cpu"], "5") {
 		t.Errorf("after scaling to 4 workers the PodGroup spec is %+v; KubeRay v1.4.0 was expected to leave it at minMember 3, cpu 5 (#5205): update docs/operators.md", got)
 	}
 
+	// Scaling down to 1 worker: KubeRay deletes 3 workers, the PodGroup still says minMember 3, so the
+	// 2 members left are below it (the scheduler evicts nothing). A worker lost now is recreated but
+	// cannot be placed: with the head alone bound, the replacement is 2 live members of 3 and waits
+	// for a third that will never come, until minMember is lowered by hand (KubeRay only creates the
+	// PodGroup when it is missing, so the edit stays).
+	scaleWorkers(t, ns, "ray-gang", 1)
+	waitGangBound(t, ns, "ray-gang", 2)
+	if got := specOf(t, waitPodGroup(t, ns, "ray-gang")); got.MinMember != 3 {
+		t.Errorf("after scaling to 1 worker the PodGroup's minMember is %d; KubeRay v1.4.0 was expected to leave it at 3 (#5205)", got.MinMember)
+	}
+	lost := workerPod(t, ns, "ray-gang")
+	deletePod(t, ns, lost)
+	var stuck string
+	waitFor(t, "the replacement of "+lost+" to wait for members that will not come", 60*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, "ray-gang")
+		if err != nil {
+			return false, err
+		}
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods {
+			if p.Name == lost || p.Spec.NodeName != "" || !live(&p) {
+				continue
+			}
+			// PreEnqueue holds it out of the scheduling queue: an event says so, no condition.
+			for _, e := range evs.Items {
+				if e.InvolvedObject.Name == p.Name && e.Reason == "WaitingForMembers" && strings.Contains(e.Message, "2 of minMember 3 live pods of PodGroup "+ns+"/ray-gang exist") {
+					stuck = e.Message
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	t.Logf("after scaling down, a replacement worker says: %s", stuck)
+	if _, err := dyn.Resource(podGroupGVR).Namespace(ns).Patch(ctx, "ray-gang", types.MergePatchType, []byte(`{"spec":{"minMember":2}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("lowering minMember by hand: %v", err)
+	}
+	waitGangBound(t, ns, "ray-gang", 2)
+	time.Sleep(2 * time.Second)
+	if got := specOf(t, waitPodGroup(t, ns, "ray-gang")); got.MinMember != 2 {
+		t.Errorf("KubeRay put minMember back to %d after it was lowered by hand to 2", got.MinMember)
+	}
+
 	// Too big: 5 workers of 7 CPUs and a head of 1 (each fits a node of 8, together 36 of 32 CPUs).
-	big := readExample(t, "kuberay-raycluster.yaml")
-	obj := createObject(t, rayClusterGVR, ns, bigRayCluster(t, big))
-	_ = obj
+	createObject(t, rayClusterGVR, ns, bigRayCluster(t, readExample(t, "kuberay-raycluster.yaml")))
 	bigPG := waitPodGroup(t, ns, "ray-too-big")
 	if got := specOf(t, bigPG); got.MinMember != 6 || !quantityEqual(got.MinResources["cpu"], "36") {
 		t.Errorf("the too-big RayCluster's PodGroup spec = %+v, want minMember 6, cpu 36", got)
@@ -158,4 +201,13 @@ func bigRayCluster(t *testing.T, manifest string) string {
 		t.Fatal(err)
 	}
 	return toYAML(t, obj)
+}
+
+// scaleWorkers sets the replicas of the RayCluster's first worker group, as a user would.
+func scaleWorkers(t *testing.T, ns, cluster string, replicas int) {
+	t.Helper()
+	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, replicas)
+	if _, err := dyn.Resource(rayClusterGVR).Namespace(ns).Patch(context.Background(), cluster, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling the workers of %s/%s to %d: %v", ns, cluster, replicas, err)
+	}
 }
