@@ -87,6 +87,7 @@ func main() {
 		dir       = flag.String("dir", "_output/playground", "folder for the kubeconfig, configuration and logs")
 		nodes     = flag.Int("nodes", 4, "how many fake nodes to create")
 		exitAfter = flag.Duration("exit-after", 0, "stop by itself after this long (0: run until Ctrl-C)")
+		operator  = flag.String("operator", "", "also build and run this operator with its CRDs and apply its example from examples/operators ("+operatorNames()+")")
 	)
 	flag.Parse()
 	// Output piped into a pager or tee that is gone must not kill the playground before it cleans up.
@@ -98,15 +99,32 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *exitAfter)
 		defer cancel()
 	}
-	if err := run(ctx, *assets, *scheduler, *config, *workloads, *dir, *nodes); err != nil {
+	if err := run(ctx, *assets, *scheduler, *config, *workloads, *dir, *nodes, *operator); err != nil {
 		fmt.Fprintf(os.Stderr, "playground: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, dir string, nodeCount int) error {
+func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, dir string, nodeCount int, operatorName string) error {
 	if assets == "" {
 		return errors.New("--assets is required (make run passes it)")
+	}
+	// An operator (--operator): built from its pin first, its CRDs installed with ours.
+	var (
+		op           operator
+		opBin        string
+		opCRDs       []string
+		withOperator = operatorName != ""
+	)
+	if withOperator {
+		var ok bool
+		if op, ok = operators[operatorName]; !ok {
+			return fmt.Errorf("--operator=%s: not one of %s", operatorName, operatorNames())
+		}
+		var err error
+		if opBin, opCRDs, err = buildOperator(op); err != nil {
+			return err
+		}
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -132,6 +150,7 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{"manifests/crds"},
+		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: opCRDs},
 		ErrorIfCRDPathMissing: false,
 	}
 	apiserver := env.ControlPlane.GetAPIServer()
@@ -242,6 +261,16 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	fmt.Printf("Created %d objects from %s.\n", objects, workloadsDir)
 
+	operatorExited := make(<-chan error)
+	if withOperator {
+		opProc, err := startOperator(ctx, op, opBin, kubeconfig, logs, restConfig, clientset)
+		if err != nil {
+			return err
+		}
+		defer opProc.stop()
+		operatorExited = opProc.exited
+	}
+
 	// Give the controllers and the scheduler a moment, then report where pods landed.
 	waitForPlacement(ctx, clientset, time.Minute)
 	select {
@@ -249,6 +278,8 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
 	case err := <-controllerManager.exited:
 		return fmt.Errorf("kube-controller-manager exited: %v; see %s", err, controllerManager.logPath)
+	case err := <-operatorExited:
+		return fmt.Errorf("%s exited: %v; see %s", op.binary, err, filepath.Join(logs, op.binary+".log"))
 	default:
 	}
 	if err := printPlacement(ctx, clientset, restConfig); err != nil {
@@ -265,6 +296,10 @@ Try (README.md, "Try this"):
   %[1]s -n demo scale deployment web --replicas=12
 Press Ctrl-C to stop everything.
 `, kubectl, scheduler.logPath)
+	if withOperator {
+		fmt.Printf("%s runs (log %s); its example is demo/%s:\n  %s -n demo get pg %s\n  %s -n demo get pods -l %s=%s -o wide\n",
+			op.binary, filepath.Join(logs, op.binary+".log"), op.group, kubectl, op.group, kubectl, podGroupLabel, op.group)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -276,6 +311,8 @@ Press Ctrl-C to stop everything.
 		return fmt.Errorf("kube-controller-manager exited: %v; see %s", err, controllerManager.logPath)
 	case err := <-kwok.exited:
 		return fmt.Errorf("kwok exited: %v; see %s", err, kwok.logPath)
+	case err := <-operatorExited:
+		return fmt.Errorf("%s exited: %v; see %s", op.binary, err, filepath.Join(logs, op.binary+".log"))
 	}
 }
 
@@ -548,11 +585,17 @@ type process struct {
 }
 
 func startProcess(path, logPath string, args ...string) (*process, error) {
+	return startProcessEnv(path, logPath, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to the playground's environment.
+func startProcessEnv(path, logPath string, env []string, args ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Stop the child if the playground itself dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
