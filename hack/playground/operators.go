@@ -224,7 +224,12 @@ func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *proce
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		b, _ := os.ReadFile(p.logPath)
-		return bytes.Contains(b, []byte("Starting workers")), nil
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if bytes.Contains(line, []byte("Starting workers")) && bytes.Contains(line, []byte("pytorchjob-controller")) {
+				return true, nil
+			}
+		}
+		return false, nil
 	}); err != nil {
 		return fmt.Errorf("the Training Operator's controllers did not start; see %s", p.logPath)
 	}

@@ -89,7 +89,12 @@ func startTrainingOperator(t *testing.T) *process {
 		if p.exited() {
 			return false, fmt.Errorf("training-operator exited:\n%s", tail(p.logText(), 20))
 		}
-		return strings.Contains(p.logText(), "Starting workers"), nil
+		for _, line := range strings.Split(p.logText(), "\n") {
+			if strings.Contains(line, "Starting workers") && strings.Contains(line, "pytorchjob-controller") {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	t.Logf("the Training Operator's controllers started %v after the certificate was written", time.Since(start).Round(time.Second))
 	return p
@@ -100,6 +105,8 @@ func startTrainingOperator(t *testing.T) *process {
 //   - a PyTorchJob (Master 1, Worker 2, minAvailable 3, scheduleTimeoutSeconds 30) gets a PodGroup
 //     with minMember 3, minResources cpu 3 and timeout 30, and is bound whole;
 //   - a deleted worker is recreated by the operator and the gang is whole again;
+//   - a worker that fails (phase Failed, exit code 1, restartPolicy OnFailure) is deleted and recreated
+//     by the operator (PyTorchJobRestarting) and the gang is whole again;
 //   - a PyTorchJob too big for the cluster (each pod fits a node, the whole does not) holds nothing and
 //     its pods say why;
 //   - the operator-written timeout is the one the plugin waits: a job whose master cannot be placed
@@ -139,6 +146,24 @@ func TestTrainingOperator(t *testing.T) {
 		n, err := liveBound(ctx, ns, "pytorch-gang")
 		return liveAndBound(p) && n == 3, err
 	})
+
+	// A worker that fails (its containers exit 1; restartPolicy OnFailure): the operator deletes the pod
+	// and creates it again, and the replacement completes the gang again.
+	failed := "pytorch-gang-worker-0"
+	old, err = client.CoreV1().Pods(ns).Get(ctx, failed, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	markFailed(t, ns, failed)
+	waitFor(t, "the operator to restart failed "+failed+" and the gang to be whole again", 120*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, failed, metav1.GetOptions{})
+		if err != nil || p.UID == old.UID {
+			return false, ignoreNotFound(err)
+		}
+		n, err := liveBound(ctx, ns, "pytorch-gang")
+		return liveAndBound(p) && n == 3, err
+	})
+	waitEvent(t, ns, "pytorch-gang", "PyTorchJobRestarting", "Worker replica(s) failed", 30*time.Second)
 
 	// Too big: 5 workers of 7 CPUs and a master of 1 (each fits a node of 8, together 36 of 32 CPUs).
 	big := parseYAML(t, readExample(t, "training-operator-pytorchjob.yaml"))
