@@ -161,7 +161,10 @@ func startOperator(ctx context.Context, op operator, bin, kubeconfig, logs strin
 		return nil, fmt.Errorf("creating %s demo/%s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	fmt.Printf("Created %s demo/%s from examples/operators/%s.\n", obj.GetKind(), obj.GetName(), op.example)
-	// Wait for the operator to make the PodGroup and its pods, so the placement below shows them.
+	// Wait (at most 90 s) for the operator to make the PodGroup and its pods and for the scheduler to
+	// place them, so the placement below shows them (a first attempt may back off behind the sample
+	// workloads' LoadAware estimates).
+	fmt.Printf("Waiting for the operator's pods and their placement...\n")
 	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		pods, err := c.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: podGroupLabel + "=" + op.group})
 		if err != nil {
@@ -174,7 +177,13 @@ func startOperator(ctx context.Context, op operator, bin, kubeconfig, logs strin
 			return false, nil
 		}
 		minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
-		return int64(len(pods.Items)) >= minMember, nil
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return int64(len(pods.Items)) >= minMember && bound == len(pods.Items), nil
 	})
 	return p, nil
 }
