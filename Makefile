@@ -33,7 +33,8 @@ TAG ?= v$(VERSION)
 BIN := $(CURDIR)/bin
 ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
-# Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m".
+# Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
+# PLAYGROUND_FLAGS=--operator=kuberay (also training-operator, mpi-operator: docs/operators.md).
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
 TEST_FLAGS ?=
