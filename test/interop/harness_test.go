@@ -863,24 +863,6 @@ func waitEvent(t *testing.T, ns, object, reason, substr string, timeout time.Dur
 	return msg
 }
 
-// podGroupCondition is the message of the PodGroup's Scheduled condition.
-func podGroupCondition(ctx context.Context, ns, name string) (reason, message string, err error) {
-	pg, err := getPodGroup(ctx, ns, name)
-	if err != nil {
-		return "", "", err
-	}
-	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Scheduled" {
-			r, _ := m["reason"].(string)
-			msg, _ := m["message"].(string)
-			return r, msg, nil
-		}
-	}
-	return "", "", nil
-}
-
 // deletePod deletes a pod at once, as a kubelet confirming its containers stopped would.
 func deletePod(t *testing.T, ns, name string) {
 	t.Helper()
