@@ -19,7 +19,8 @@ type ringSample struct {
 	cpu, mem  int64
 }
 
-// ring is a node's recent samples, oldest overwritten first. Only the refresher touches it.
+// ring is a node's recent samples, oldest overwritten first. Only the refresher writes it (see
+// slotMeta).
 type ring struct {
 	buf     []ringSample
 	head, n int
@@ -147,8 +148,8 @@ func (a aggregation) unreflected(r *ring, n int, readyAt int64) (num, den int64)
 	return 1, 1
 }
 
-// aggregator holds the Filter's and the Score's aggregations and their shared scratch space (used
-// by the refresher under store.mu).
+// aggregator holds the Filter's and the Score's aggregations and their shared scratch space (the
+// refresher's alone; refreshes are serialized by store.refreshMu).
 type aggregator struct {
 	filter, score aggregation
 	capacity      int

@@ -112,14 +112,13 @@ func (p *testPlugin) node(name string) (nodeState, bool) {
 		pending = p.store.meta[i].pending
 	}
 	return nodeState{
-		sampled:  sl.sampleTime.Load() != 0,
-		cpu:      sl.filterCPU.Load() + sl.estCPU.Load(),
-		mem:      sl.filterMem.Load() + sl.estMem.Load(),
-		scoreCPU: sl.scoreCPU.Load(),
-		estCPU:   sl.estCPU.Load(),
-		pending:  pending,
-		// The Score's part of the estimates, when it differs from the Filter's.
-		scoreEstCPU: sl.scoreEstCPU.Load() - sl.estCPU.Load(),
+		sampled:     sl.sampleTime.Load() != 0,
+		cpu:         sl.filterCPU.Load() + sl.estCPU.Load(),
+		mem:         sl.filterMem.Load() + sl.estMem.Load(),
+		scoreCPU:    sl.scoreCPU.Load(),
+		estCPU:      sl.estCPU.Load(),
+		pending:     pending,
+		scoreEstCPU: sl.scoreEstCPU.Load(),
 	}, true
 }
 

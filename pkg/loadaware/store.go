@@ -122,7 +122,7 @@ type store struct {
 
 	index  atomic.Pointer[map[string]int32]
 	chunks atomic.Pointer[[]*[chunkSize]slot]
-	// tight lists the slots with less room than the largest estimate PreFilter has seen.
+	// tight lists the slots with less room than the largest estimates PreFilter checked lately.
 	tight atomic.Pointer[tightList]
 
 	// counted mirrors len(pods), so pod events skip the lock when no pod is counted.
@@ -135,10 +135,15 @@ type store struct {
 
 	// refreshMu serializes refreshes: the refresher aggregates rings outside mu.
 	refreshMu sync.Mutex
-	// ringMu guards the rings against the one reader outside the refresher, addPod (which takes it
+	// ringMu guards the rings against the one reader outside the refresher, addPod (which tries it
 	// under mu, for pods already Running): the refresher writes rings under ringMu alone, so taking
 	// samples in never holds mu either.
 	ringMu sync.RWMutex
+	// ringsAhead: the rings hold samples a refresh took in but has not published yet (set under
+	// ringMu, cleared under mu, by the refresher; addPod reads it holding both).
+	ringsAhead atomic.Bool
+	// ringsWritten, when set (tests), is called after a refresh wrote the rings, before it publishes.
+	ringsWritten func()
 
 	mu      sync.Mutex
 	meta    []*slotMeta
@@ -300,8 +305,8 @@ type tightList struct {
 }
 
 // widenTight makes the tight list's margin cover a pod's estimate, rebuilding the list over every
-// slot. PreFilter calls it after a full scan for a pod larger than the margin, which is rare: the
-// margin only grows, to the largest estimate seen.
+// slot. PreFilter calls it after a full scan for a pod larger than the margin; each refresh sets the
+// margin back to the largest estimates checked in its last two intervals.
 func (s *store) widenTight(e usage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,10 +400,15 @@ func (s *store) addPod(uid types.UID, node string, estimate usage, readyAt int64
 		return
 	}
 	p := &pendingPod{estimate: estimate, readyAt: readyAt, filter: estimate, score: estimate}
+	// A pod already Running may be shown by the samples in part or in full. The rings say, unless a
+	// refresh is writing them (never wait for that under mu: Reserve would wait too) or has written
+	// samples whose loads it has not published: then the whole estimate counts, and the refresh's
+	// publish cuts it (counted twice for a moment rather than not at all).
 	if readyAt != 0 {
-		if i, ok := (*s.index.Load())[node]; ok {
-			s.ringMu.RLock()
-			p.filter, p.score = s.parts(s.meta[i], p)
+		if i, ok := (*s.index.Load())[node]; ok && s.ringMu.TryRLock() {
+			if !s.ringsAhead.Load() {
+				p.filter, p.score = s.parts(s.meta[i], p)
+			}
 			s.ringMu.RUnlock()
 			if p.filter == (usage{}) && p.score == (usage{}) {
 				return
@@ -431,11 +441,16 @@ func (s *store) parts(m *slotMeta, p *pendingPod) (filter, score usage) {
 	part := func(a aggregation, n int, counted usage) usage {
 		num, den := a.unreflected(&m.ring, n, p.readyAt)
 		return usage{
-			MilliCPU: min(counted.MilliCPU, p.estimate.MilliCPU*num/den),
-			Memory:   min(counted.Memory, p.estimate.Memory*num/den),
+			MilliCPU: min(counted.MilliCPU, share(p.estimate.MilliCPU, num, den)),
+			Memory:   min(counted.Memory, share(p.estimate.Memory, num, den)),
 		}
 	}
 	return part(s.agg.filter, m.nFilter, p.filter), part(s.agg.score, m.nScore, p.score)
+}
+
+// share is v·num/den (0 ≤ num ≤ den) without overflowing for any v.
+func share(v, num, den int64) int64 {
+	return v/den*num + v%den*num/den
 }
 
 // setPartsLocked changes the parts of a pod's estimate counted on its slot. Callers hold mu.
@@ -572,6 +587,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		}
 		m.ring.push(ringSample{ts: ts, start: start, cpu: smp.usage.MilliCPU, mem: smp.usage.Memory})
 		m.lastRaw = raw
+		s.ringsAhead.Store(true)
 	}
 	for k := range updates {
 		u := &updates[k]
@@ -587,6 +603,9 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		}
 	}
 	s.ringMu.Unlock()
+	if s.ringsWritten != nil {
+		s.ringsWritten()
+	}
 
 	// 2. Without locks: aggregate. Only this refresh writes rings, and it is done writing.
 	for k := range updates {
@@ -603,6 +622,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 	// between counts a pod twice rather than not at all; minRoom stays a lower bound throughout.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.ringsAhead.Store(false)
 	type load struct {
 		fresh    bool
 		cpu, mem int64

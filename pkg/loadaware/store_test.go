@@ -420,3 +420,53 @@ func TestTightMarginFollowsRecentPods(t *testing.T) {
 	}
 	checkPreFilter(t, pl, 0, 0, podWith("large-again", "6", ""))
 }
+
+// TestRunningPodSeenBeforeThePublish: a pod first seen Running while a refresh has written a sample
+// that shows it into the rings but not yet published the node's load from it is counted in full
+// (the publish then drops it), not skipped: skipping it would leave it counted nowhere until the
+// publish. And the pod informer's add does not wait for the refresh's ring writes.
+func TestRunningPodSeenBeforeThePublish(t *testing.T) {
+	pl := newTestPlugin(t, defaultArgs(t))
+	pl.addNodes(nodeInfo("n", "10", "10Gi"))
+	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"1", "1Gi"}})
+	pl.refreshNow(t)
+
+	pod := podWith("p", "2", "")
+	pod.Spec.NodeName = "n"
+	running(pod, pl.clock.Now().Add(-time.Minute))
+	var countedBefore bool
+	var sawLoad int64
+	pl.store.ringsWritten = func() {
+		pl.onPodUpsert(pod)
+		countedBefore = pl.store.tracked(pod.UID)
+		got, _ := pl.node("n")
+		sawLoad = got.cpu
+	}
+	pl.clock.Step(15 * time.Second)
+	pl.lister.set(pl.clock.Now(), map[string][2]string{"n": {"3", "1Gi"}})
+	pl.refreshNow(t)
+	if !countedBefore || sawLoad != 1000+1700 {
+		t.Errorf("between the ring write and the publish: counted %v, node load %dm; want counted, 2700m (the old sample plus the estimate)", countedBefore, sawLoad)
+	}
+	if got, _ := pl.node("n"); got.cpu != 3000 || got.pending != 0 {
+		t.Errorf("after the publish: %+v, want the new sample's 3000m alone", got)
+	}
+
+	// While a refresh holds the ring lock, the add does not wait for it: it counts the estimate.
+	pl.store.ringsWritten = nil
+	other := podWith("q", "1", "")
+	other.Spec.NodeName = "n"
+	running(other, pl.clock.Now().Add(-time.Minute))
+	pl.store.ringMu.Lock()
+	done := make(chan struct{})
+	go func() { pl.onPodUpsert(other); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pod informer's add waited for the ring lock")
+	}
+	pl.store.ringMu.Unlock()
+	if !pl.store.tracked(other.UID) {
+		t.Error("a Running pod added while the rings were locked was not counted")
+	}
+}

@@ -71,7 +71,7 @@ func TestEstimateKeptUntilUsageShows(t *testing.T) {
 			want := nodeState{sampled: true, cpu: 1000, scoreCPU: 1000, mem: 1 << 30}
 			if tc.wantCounted {
 				// The pod sets no memory: 200Mi by default.
-				want.cpu, want.mem, want.estCPU, want.pending = 1000+estimate, 1<<30+200<<20, estimate, 1
+				want.cpu, want.mem, want.estCPU, want.scoreEstCPU, want.pending = 1000+estimate, 1<<30+200<<20, estimate, estimate, 1
 			}
 			if got != want {
 				t.Errorf("node after the sample = %+v, want %+v", got, want)
@@ -190,7 +190,7 @@ func TestEstimateLastsUntilTheAggregationShowsIt(t *testing.T) {
 					got, _ := pl.node("n")
 					load := got.cpu
 					if target == "score" {
-						load = got.scoreCPU + got.scoreEstCPU + got.estCPU
+						load = got.scoreCPU + got.scoreEstCPU
 					}
 					if load < 7000-50 {
 						t.Fatalf("after %d samples showing the pod (%d past the warm-up) the %s reads %dm, the node uses 7000m", i+1, covering, target, load)

@@ -14,27 +14,61 @@ import (
 )
 
 // TestLoadAwareAggregationsThroughTheMetricsAPI runs one profile per usageAggregation type for the
-// Filter (latest, avg, max, p90, p95 over 60s) against the same four nodes, whose samples come
-// through the apiserver's aggregation layer: 20 samples each, two seconds apart (each sample is
-// served for two seconds, so a refresher every second takes every one, once). Each node's series
-// makes some aggregations reject a pod and others pass it, and each aggregation's pattern over the
-// four nodes is its own, so a Filter that read another aggregation than its profile's (or the
-// latest sample whatever the profile says) places or rejects at least one pod wrongly.
+// Filter (latest, avg, max, p90, p95 over 120s) against the same four nodes, whose samples come
+// through the apiserver's aggregation layer, about 22 per node, one every two seconds (each is served
+// for two seconds, the high ones and the last for four or more, so a refresher every second takes each
+// once and cannot miss one that matters). Each node's series makes some aggregations reject a pod and
+// others pass it, and each aggregation's pattern over the four nodes is its own, so a Filter that read
+// another aggregation than its profile's (or the latest sample whatever the profile says) places or
+// rejects at least one pod wrongly. The patterns hold with up to two of the short-lived samples
+// missed (a slow refresh).
 //
-// Of 10 cpu (threshold 80%: 8 cpu), with latest / max / avg / p90 (18th of 20) / p95 (19th):
+// Of 10 cpu (threshold 80%: 8 cpu), with latest / max / avg / p90 / p95 (nearest rank of 22: the
+// 20th and the 21st smallest):
 //
-//	a: 17×2, 9.9, 9.9, 2   2 / 9.9 / 2.8 / 2 / 9.9
-//	b: 10×2, 10×9          9 / 9 / 5.5 / 9 / 9
-//	c: 19×9, 2             2 / 9 / 8.7 / 9 / 9
-//	d: 18×2, 9.9, 2        2 / 9.9 / 2.4 / 2 / 2  (one spike: only max sees it)
+//	a: 19×2, 9.9, 9.9, 2   2 / 9.9 / 2.7 / 2 / 9.9
+//	b: 11×2, 11×9          9 / 9 / 5.5 / 9 / 9
+//	c: 21×9, 2             2 / 9 / 8.7 / 9 / 9
+//	d: 20×2, 9.9, 2        2 / 9.9 / 2.4 / 2 / 2  (one spike: p95 ignores it, max does not)
 func TestLoadAwareAggregationsThroughTheMetricsAPI(t *testing.T) {
 	ms := useMetricsServer(t)
 	ns := testNamespace(t)
-	series := map[string]func(j int) string{
-		"la-agg-a": func(j int) string { return map[bool]string{true: "9900m", false: "2"}[j == 17 || j == 18] },
-		"la-agg-b": func(j int) string { return map[bool]string{true: "9", false: "2"}[j >= 10] },
-		"la-agg-c": func(j int) string { return map[bool]string{true: "2", false: "9"}[j == 19] },
-		"la-agg-d": func(j int) string { return map[bool]string{true: "9900m", false: "2"}[j == 18] },
+	type held struct {
+		cpu   string
+		slots int // two-second slots the sample is served for
+	}
+	repeat := func(cpu string, n int) []held {
+		out := make([]held, n)
+		for i := range out {
+			out[i] = held{cpu, 1}
+		}
+		return out
+	}
+	series := map[string][]held{
+		"la-agg-a": append(repeat("2", 19), held{"9900m", 2}, held{"9900m", 2}, held{"2", 2}),
+		"la-agg-b": append(repeat("2", 11), append(repeat("9", 10), held{"9", 2})...),
+		"la-agg-c": append(repeat("9", 21), held{"2", 2}),
+		"la-agg-d": append(repeat("2", 20), held{"9900m", 2}, held{"2", 2}),
+	}
+	// sampleAt is a node's sample served in a slot: its cpu and the slot it was first served in (its
+	// timestamp); the last one is served on for good.
+	sampleAt := func(node string, slot int) (string, int) {
+		start := 0
+		for k, h := range series[node] {
+			if slot < start+h.slots || k == len(series[node])-1 {
+				return h.cpu, start
+			}
+			start += h.slots
+		}
+		panic("unreachable")
+	}
+	lastSlot := 0
+	for _, hs := range series {
+		n := 0
+		for _, h := range hs {
+			n += h.slots
+		}
+		lastSlot = max(lastSlot, n)
 	}
 	nodes := []string{"la-agg-a", "la-agg-b", "la-agg-c", "la-agg-d"}
 	// Whether a 100m pod may go to each node, per aggregation.
@@ -48,7 +82,7 @@ func TestLoadAwareAggregationsThroughTheMetricsAPI(t *testing.T) {
 	for _, n := range nodes {
 		loadAwareNode(t, n)
 	}
-	const samples, every = 20, 2 * time.Second
+	const every = 2 * time.Second
 	var t0 time.Time
 	started := make(chan struct{})
 	ms.SetNodesFunc(func() map[string]fakemetrics.NodeUsage {
@@ -57,10 +91,11 @@ func TestLoadAwareAggregationsThroughTheMetricsAPI(t *testing.T) {
 		default:
 			return nil
 		}
-		j := min(int(time.Since(t0)/every), samples-1)
+		slot := int(time.Since(t0) / every)
 		out := map[string]fakemetrics.NodeUsage{}
-		for n, f := range series {
-			out[n] = fakemetrics.NodeUsage{CPU: f(j), Memory: "4Gi", Timestamp: t0.Add(time.Duration(j) * every)}
+		for _, n := range nodes {
+			cpu, first := sampleAt(n, slot)
+			out[n] = fakemetrics.NodeUsage{CPU: cpu, Memory: "4Gi", Timestamp: t0.Add(time.Duration(first) * every)}
 		}
 		return out
 	})
@@ -68,7 +103,7 @@ func TestLoadAwareAggregationsThroughTheMetricsAPI(t *testing.T) {
 	kinds := []string{"latest", "avg", "max", "p90", "p95"}
 	for _, kind := range kinds {
 		profiles.WriteString(loadAwareProfile("la-"+kind, "", fmt.Sprintf(
-			"          metricsStalenessSeconds: 120\n          usageAggregation: {filter: {type: %s, durationSeconds: 60}}\n", kind)))
+			"          metricsStalenessSeconds: 180\n          usageAggregation: {filter: {type: %s, durationSeconds: 120}}\n", kind)))
 	}
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, profiles.String()))
 	for _, kind := range kinds {
@@ -76,8 +111,8 @@ func TestLoadAwareAggregationsThroughTheMetricsAPI(t *testing.T) {
 	}
 	t0 = time.Now().Truncate(time.Millisecond)
 	close(started)
-	// Every profile refreshes every second: two more seconds and each has the last sample.
-	time.Sleep(samples*every + 2*time.Second)
+	// Every profile refreshes every second: two more seconds and each has every node's last sample.
+	time.Sleep(time.Duration(lastSlot)*every + 2*time.Second)
 
 	for _, kind := range kinds {
 		for _, n := range nodes {

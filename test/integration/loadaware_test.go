@@ -221,12 +221,18 @@ func TestLoadAwareMetricsOutage(t *testing.T) {
 }
 
 // TestLoadAwareStaleMetrics: a node whose sample is older than metricsStalenessSeconds passes by
-// default and is rejected, with a reason, by a profile with filterMissingMetrics: Reject.
+// default and is rejected, with a reason, by a profile with filterMissingMetrics: Reject (two other
+// nodes have fresh samples: with fewer than half of the nodes sampled, Reject is suspended, see
+// TestLoadAwareRejectFloor).
 func TestLoadAwareStaleMetrics(t *testing.T) {
 	ms := useMetricsServer(t)
 	ns := testNamespace(t)
 	loadAwareNode(t, "la-stale")
 	ms.SetNode("la-stale", fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi", Timestamp: time.Now().Add(-time.Hour)})
+	for _, n := range []string{"la-stale-fresh-1", "la-stale-fresh-2"} {
+		loadAwareNode(t, n)
+		ms.SetNode(n, fakemetrics.NodeUsage{CPU: "1", Memory: "4Gi"})
+	}
 	const strict = "custom-scheduler-strict"
 	profiles := loadAwareProfile(schedulerName, "", "          metricsStalenessSeconds: 30\n") +
 		loadAwareProfile(strict, "", "          metricsStalenessSeconds: 30\n          filterMissingMetrics: Reject\n")
