@@ -51,7 +51,7 @@ func (pl *LoadAware) onPodUpsert(obj interface{}) {
 	}
 	// Most updates are about pods that have run long enough for every fresh sample, and every
 	// aggregation's window of them, to show them.
-	if readyAt != 0 && readyAt < pl.clock.Now().Add(-pl.staleness-pl.store.window).UnixNano() {
+	if readyAt != 0 && readyAt < pl.clock.Now().Add(-pl.staleness-pl.store.agg.window()).UnixNano() {
 		return
 	}
 	pl.store.addPod(pod.UID, pod.Spec.NodeName, pl.est.estimate(pod), readyAt)

@@ -131,7 +131,7 @@ func (pl *LoadAware) refresh(ctx context.Context) {
 	}
 	// A node whose sample expired passes the Filter from now on, unless unmeasured nodes are still
 	// rejected; every node without a sample does once rejection stops.
-	anyPasses := (result.expired > 0 && !rejecting) || (wasRejecting && !rejecting)
+	anyPasses := !rejecting && (result.expired > 0 || wasRejecting)
 	if len(result.cooled) > 0 || anyPasses {
 		pl.requeue(logger, result.cooled, anyPasses)
 	}

@@ -153,13 +153,11 @@ type store struct {
 	ringCap int
 	// defaultCPU and defaultMem are the profile's thresholds, for nodes without an override.
 	defaultCPU, defaultMem int64
-	// window is the longest duration the aggregations read (aggregator.window).
-	window time.Duration
 }
 
 func newStore(agg aggregator, defaultCPU, defaultMem int64) *store {
 	s := &store{agg: agg, pods: map[types.UID]*pendingPod{}, ringCap: agg.ringCapacity(),
-		defaultCPU: defaultCPU, defaultMem: defaultMem, window: agg.window()}
+		defaultCPU: defaultCPU, defaultMem: defaultMem}
 	idx := map[string]int32{}
 	s.index.Store(&idx)
 	chunks := []*[chunkSize]slot{}
@@ -651,7 +649,7 @@ func (s *store) setSamples(samples map[string]sample, now, staleBefore time.Time
 		sl.sampleTime.Store(u.sampleTime)
 	}
 	// A pod ready before the horizon is in every fresh sample of every aggregation's window.
-	horizon := staleNanos - s.window.Nanoseconds()
+	horizon := staleNanos - s.agg.window().Nanoseconds()
 	for uid, p := range s.pods {
 		if p.readyAt == 0 {
 			continue

@@ -182,9 +182,8 @@ func TestEstimateLastsUntilTheAggregationShowsIt(t *testing.T) {
 				covering := 0
 				for i := 0; i < 30; i++ {
 					sampleNow("7")
-					if pl.clock.Now().Add(-refresh).Before(readyAt) {
-						// This sample shows the pod but its window began within the warm-up.
-					} else {
+					// A sample whose window began within the warm-up shows the pod but does not count.
+					if !pl.clock.Now().Add(-refresh).Before(readyAt) {
 						covering++
 					}
 					got, _ := pl.node("n")

@@ -186,7 +186,7 @@ func TestLoadAwareEstimateLastsUnderAvg(t *testing.T) {
 	// reads 1 + 6·k/n cpu, about 2 of 10.
 	time.Sleep(6 * time.Second)
 
-	next := st2cpu(ns, "next")
+	next := avgPairPod(ns, "next")
 	createPod(t, next)
 	node := waitForPodBound(t, ns, next.Name)
 	if node != "la-avg-steady" {
@@ -194,8 +194,8 @@ func TestLoadAwareEstimateLastsUnderAvg(t *testing.T) {
 	}
 }
 
-// st2cpu is a 2-cpu pod that may go to either node of the avg pair.
-func st2cpu(ns, name string) *v1.Pod {
+// avgPairPod is a 2-cpu pod that may go to either node of the avg pair.
+func avgPairPod(ns, name string) *v1.Pod {
 	p := pinnedPod(ns, name, schedulerName, "", "2")
 	p.Spec.NodeSelector = map[string]string{"loadaware-pair": "avg"}
 	return p
