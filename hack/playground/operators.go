@@ -215,13 +215,25 @@ func prepareTrainingOperator(ctx context.Context, c kubernetes.Interface) error 
 // trainingOperatorReady copies the certificate its rotator wrote into the Secret to the folder its
 // webhook server reads, then waits for its controllers to start.
 func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *process) error {
+	// An operator that exits stops the wait at once rather than at its timeout.
+	running := func() error {
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("the Training Operator exited (%v); see %s", err, p.logPath)
+		default:
+			return nil
+		}
+	}
 	var secret *corev1.Secret
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
 		var err error
 		secret, err = c.CoreV1().Secrets(trainingNamespace).Get(ctx, trainingSecret, metav1.GetOptions{})
 		return err == nil && len(secret.Data["tls.crt"]) > 0, nil
 	}); err != nil {
-		return fmt.Errorf("the Training Operator's cert rotator did not fill its Secret; see %s", p.logPath)
+		return fmt.Errorf("the Training Operator's cert rotator did not fill its Secret: %w; see %s", err, p.logPath)
 	}
 	if err := os.MkdirAll(trainingCertDir, 0o700); err != nil {
 		return err
@@ -232,6 +244,9 @@ func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *proce
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
 		b, _ := os.ReadFile(p.logPath)
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			if bytes.Contains(line, []byte("Starting workers")) && bytes.Contains(line, []byte("pytorchjob-controller")) {
@@ -240,7 +255,7 @@ func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *proce
 		}
 		return false, nil
 	}); err != nil {
-		return fmt.Errorf("the Training Operator's controllers did not start; see %s", p.logPath)
+		return fmt.Errorf("the Training Operator's controllers did not start: %w; see %s", err, p.logPath)
 	}
 	return nil
 }

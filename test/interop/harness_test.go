@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -265,17 +266,24 @@ func operatorBinary(t *testing.T, name string) string {
 // (tools/<toolDir>/go.mod), downloaded if needed: the operators' CRDs are read from there.
 func moduleDir(t *testing.T, toolDir, modulePath string) string {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", modulePath)
-	cmd.Dir = filepath.Join(repoRoot, "test", "interop", "tools", toolDir)
+	return downloadModule(t, filepath.Join(repoRoot, "test", "interop", "tools", toolDir), modulePath)
+}
+
+// downloadModule is the module cache folder of module (a path, or path@version), as the Go module in
+// dir resolves it (go mod download).
+func downloadModule(t *testing.T, dir, module string) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", module)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go mod download %s in tools/%s: %v\n%s%s", modulePath, toolDir, err, out, stderr.String())
+		t.Fatalf("go mod download %s in %s: %v\n%s%s", module, dir, err, out, stderr.String())
 	}
 	var m struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		t.Fatalf("go mod download %s: no Dir (%v %s): %s", modulePath, err, m.Error, out)
+		t.Fatalf("go mod download %s: no Dir (%v %s): %s", module, err, m.Error, out)
 	}
 	return m.Dir
 }
@@ -484,7 +492,7 @@ func markRunning(ctx context.Context, pod *v1.Pod) {
 // markFailed ends a pod as its containers exiting 1 would.
 func markFailed(t *testing.T, ns, name string) {
 	t.Helper()
-	err := retryOnConflict(func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pod, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -504,15 +512,6 @@ func markFailed(t *testing.T, ns, name string) {
 	if err != nil {
 		t.Fatalf("marking pod %s/%s failed: %v", ns, name, err)
 	}
-}
-
-func retryOnConflict(f func() error) error {
-	for range 10 {
-		if err := f(); !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return f()
 }
 
 func setCondition(pod *v1.Pod, c v1.PodCondition) {
@@ -590,19 +589,12 @@ func poll(ctx context.Context, timeout time.Duration, cond func(context.Context)
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, cond)
 }
 
-// waitFor fails the test if cond does not hold within timeout.
+// waitFor fails the test if cond does not hold within timeout, or at once when it returns an error
+// (conditions that expect an object to be missing for a while use ignoreNotFound).
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	var last error
-	err := poll(context.Background(), timeout, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v (last error: %v)", timeout, what, err, last)
+	if err := poll(context.Background(), timeout, cond); err != nil {
+		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
 	}
 }
 
@@ -844,9 +836,9 @@ func quantityEqual(a, b string) bool {
 }
 
 // waitEvent waits for an event of reason on the object whose message contains substr, and returns it.
-func waitEvent(t *testing.T, ns, object, reason, substr string, timeout time.Duration) string {
+func waitEvent(t *testing.T, ns, object, reason, substr string, timeout time.Duration) v1.Event {
 	t.Helper()
-	var msg string
+	var found v1.Event
 	waitFor(t, fmt.Sprintf("a %s event on %s/%s saying %q", reason, ns, object, substr), timeout, func(ctx context.Context) (bool, error) {
 		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -854,13 +846,13 @@ func waitEvent(t *testing.T, ns, object, reason, substr string, timeout time.Dur
 		}
 		for _, e := range evs.Items {
 			if e.InvolvedObject.Name == object && e.Reason == reason && strings.Contains(e.Message, substr) {
-				msg = e.Message
+				found = e
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	return msg
+	return found
 }
 
 // deletePod deletes a pod at once, as a kubelet confirming its containers stopped would.
@@ -893,6 +885,10 @@ type gangWatch struct {
 	violations []string
 	longest    time.Duration
 	polls      int
+	// failed counts polls whose List calls failed, and lastErr is the last such error: a watch whose
+	// every poll failed saw nothing and must not pass.
+	failed  int
+	lastErr error
 }
 
 type episode struct {
@@ -922,10 +918,12 @@ func (w *gangWatch) loop() {
 		}
 		pgs, err := dyn.Resource(podGroupGVR).Namespace(w.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
+			w.failed, w.lastErr = w.failed+1, err
 			continue
 		}
 		pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: podGroupLabel})
 		if err != nil {
+			w.failed, w.lastErr = w.failed+1, err
 			continue
 		}
 		w.polls++
@@ -982,6 +980,9 @@ func watchGangs(t *testing.T, ns string) {
 		t.Logf("gang invariant in %s: %d polls, longest partial episode %v (allowed %v)", ns, w.polls, w.longest.Round(time.Millisecond), bindGrace)
 		for _, v := range violations {
 			t.Errorf("gang invariant violated: %s", v)
+		}
+		if w.failed > w.polls {
+			t.Errorf("gang invariant in %s not checked: %d of %d polls failed (last: %v)", ns, w.failed, w.failed+w.polls, w.lastErr)
 		}
 	})
 }

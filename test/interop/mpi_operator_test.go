@@ -112,7 +112,11 @@ func TestMPIOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	createObject(t, mpiJobGVR, ns, toYAML(t, slow))
-	msg, at := waitEventAt(t, ns, "mpi-timeout", "WaitingForQuorum", "waiting until ", 60*time.Second)
+	ev := waitEvent(t, ns, "mpi-timeout", "WaitingForQuorum", "waiting until ", 60*time.Second)
+	msg, at := ev.Message, ev.EventTime.Time
+	if at.IsZero() {
+		at = ev.FirstTimestamp.Time
+	}
 	deadline, err := time.Parse(time.RFC3339, strings.Fields(msg[strings.Index(msg, "waiting until ")+len("waiting until "):])[0])
 	if err != nil {
 		t.Fatalf("no deadline in %q: %v", msg, err)
@@ -130,29 +134,4 @@ func TestMPIOperator(t *testing.T) {
 		_, err := client.BatchV1().Jobs(ns).Get(ctx, "mpi-gang-launcher", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), ignoreNotFound(err)
 	})
-}
-
-// waitEventAt is waitEvent that also returns when the event was sent.
-func waitEventAt(t *testing.T, ns, object, reason, substr string, timeout time.Duration) (string, time.Time) {
-	t.Helper()
-	var msg string
-	var at time.Time
-	waitFor(t, "a "+reason+" event on "+ns+"/"+object, timeout, func(ctx context.Context) (bool, error) {
-		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == object && e.Reason == reason && strings.Contains(e.Message, substr) {
-				msg = e.Message
-				at = e.EventTime.Time
-				if at.IsZero() {
-					at = e.FirstTimestamp.Time
-				}
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return msg, at
 }

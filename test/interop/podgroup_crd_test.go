@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -45,7 +44,7 @@ func TestPodGroupCRDSupersetOfSchedulerPlugins(t *testing.T) {
 	ours := readCRD(t, filepath.Join(repoRoot, "manifests", "crds", "scheduling.x-k8s.io_podgroups.yaml"))
 	for _, version := range schedulerPluginsVersions {
 		t.Run(version, func(t *testing.T) {
-			theirs := readCRD(t, filepath.Join(downloadModule(t, "sigs.k8s.io/scheduler-plugins@"+version), "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
+			theirs := readCRD(t, filepath.Join(downloadModule(t, filepath.Join(repoRoot, "test", "interop"), "sigs.k8s.io/scheduler-plugins@"+version), "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
 			for _, problem := range crdSuperset(theirs, ours) {
 				t.Error(problem)
 			}
@@ -56,7 +55,7 @@ func TestPodGroupCRDSupersetOfSchedulerPlugins(t *testing.T) {
 // TestCRDSupersetCheckCatchesDifferences shows the schema walk can fail: a copy of our CRD with a
 // field removed, a type changed and a validation added is reported for each.
 func TestCRDSupersetCheckCatchesDifferences(t *testing.T) {
-	theirs := readCRD(t, filepath.Join(downloadModule(t, "sigs.k8s.io/scheduler-plugins@v0.31.8"), "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
+	theirs := readCRD(t, filepath.Join(downloadModule(t, filepath.Join(repoRoot, "test", "interop"), "sigs.k8s.io/scheduler-plugins@v0.31.8"), "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
 	broken := readCRD(t, filepath.Join(repoRoot, "manifests", "crds", "scheduling.x-k8s.io_podgroups.yaml"))
 	schema := broken.Spec.Versions[0].Schema.OpenAPIV3Schema
 	status := schema.Properties["status"]
@@ -92,22 +91,6 @@ func readCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinitio
 		t.Fatalf("parsing %s: %v", path, err)
 	}
 	return crd
-}
-
-// downloadModule is the module cache folder of module@version (go mod download).
-func downloadModule(t *testing.T, modVersion string) string {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", modVersion)
-	cmd.Dir = filepath.Join(repoRoot, "test", "interop")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v\n%s", modVersion, err, out)
-	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		t.Fatalf("go mod download %s: no Dir: %s", modVersion, out)
-	}
-	return m.Dir
 }
 
 // crdSuperset lists how ours fails to be a superset of theirs.

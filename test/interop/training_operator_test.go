@@ -193,7 +193,7 @@ func TestTrainingOperator(t *testing.T) {
 		t.Errorf("the PodGroup's scheduleTimeoutSeconds = %v, want 10", got.ScheduleTimeoutSeconds)
 	}
 	// The plugin's message names the deadline it used: 10s, neither the default (60s) nor the example's 30s.
-	t.Logf("PodGroup pytorch-timeout: %s", waitEvent(t, ns, "pytorch-timeout", "GangTimedOut", "within 10s", 60*time.Second))
+	t.Logf("PodGroup pytorch-timeout: %s", waitEvent(t, ns, "pytorch-timeout", "GangTimedOut", "within 10s", 60*time.Second).Message)
 	if n, err := liveBound(ctx, ns, "pytorch-timeout"); err != nil || n != 0 {
 		t.Errorf("after the timeout %d members of pytorch-timeout are bound (%v), want 0", n, err)
 	}
