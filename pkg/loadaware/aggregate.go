@@ -172,7 +172,9 @@ func newAggregator(a config.LoadAwareUsageAggregation, refreshSeconds int64) agg
 func (a aggregator) ringCapacity() int { return a.capacity }
 
 // window is the longest duration an aggregation reads (0 when both read the latest sample only).
-func (a aggregator) window() time.Duration {
+// A pointer receiver: pod events call it while the refresher writes scratch, and a copy of the
+// aggregator would read scratch too.
+func (a *aggregator) window() time.Duration {
 	var d int64
 	for _, x := range []aggregation{a.filter, a.score} {
 		if x.kind != config.AggregationLatest && x.kind != "" {
