@@ -116,6 +116,7 @@ type Coscheduling struct {
 	backoff         time.Duration
 	defaultTopology config.TopologyPolicy
 	reservation     gangfit.ReservationArgs
+	planArgs        config.PlacementPlanArgs
 
 	podGroups pgcache.Lister
 	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
@@ -231,6 +232,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 			Timeout:  time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
 			MaxGangs: int(args.Reservation.MaxGangs),
 		},
+		planArgs:  args.PlacementPlan,
 		podGroups: podGroups,
 		pods:      pods,
 		gangs:     map[string]*gang{},
@@ -414,6 +416,10 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	if g.attemptInProgress() {
 		// An attempt is under way and was checked: the member goes where its attempt goes.
+		if planned := pl.offerLocked(state, g, pod); planned != nil {
+			pl.mu.Unlock()
+			return planned, nil
+		}
 		if g.placement == nil && !policy.Empty() {
 			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
 			g.placement = &p
@@ -438,6 +444,9 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	pl.mu.Lock()
 	if g.attemptInProgress() {
 		res := g.placement.PreFilterResult()
+		if planned := pl.offerLocked(state, g, pod); planned != nil {
+			res = planned
+		}
 		pl.mu.Unlock()
 		return res, nil
 	}
@@ -445,6 +454,9 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
 		res, placed := *g.feasibility, g.placement.PreFilterResult()
+		if planned := pl.offerLocked(state, g, pod); planned != nil && res.Feasible {
+			placed = planned
+		}
 		pl.mu.Unlock()
 		if !res.Feasible {
 			return pl.rejectInfeasible(state, res.Message)
@@ -470,10 +482,17 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.Source, p.Message)}
 		}
 	}
+	var plan *gangfit.PlacementPlan
+	if res.Feasible && pl.plannable(pod) {
+		plan = gangfit.PlanPlacement(fit, chosen)
+	}
 	fit.Done()
 	ck.at = now
 	pl.mu.Lock()
 	g.feasibility, g.cacheKey = &res, ck
+	if res.Feasible {
+		pl.makePlanLocked(g, plan, ck.epoch)
+	}
 	newDomain := chosen != nil && (g.placement == nil || g.placement.Key != chosen.Key || g.placement.Value != chosen.Value || g.placement.Level != chosen.Level)
 	g.placement = chosen
 	var changed bool
@@ -496,16 +515,24 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.Message)
 		pl.notifyStatus(key)
 	}
+	pl.mu.Lock()
+	planned := pl.offerLocked(state, g, pod)
+	pl.mu.Unlock()
+	if planned != nil {
+		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "members", plan.Left(), "nodes", plan.NodeCount())
+		return planned, nil
+	}
 	return chosen.PreFilterResult(), nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// SignPod signs pods with no fragment, except members of a gang with a topology policy, whose
-// PreFilter restricts them to their gang's domain: those are signed with their group, so that only
-// members of one gang may share a batched scheduling result. Other pods, gang members included, may be
-// batched with any pod alike for the other plugins (this plugin accepts or rejects them whole).
+// SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a
+// gang with a topology policy (restricted to their gang's domain) and those a placement plan may place
+// (offered its planned nodes) are signed with their group, so that only members of one gang may share
+// a batched scheduling result. Other pods, gang members included, may be batched with any pod alike for
+// the other plugins (this plugin accepts or rejects them whole).
 func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	name, ok := podgroup.Of(pod)
 	if !ok {
@@ -515,7 +542,7 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragm
 	if pg == nil {
 		return nil, nil
 	}
-	if policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.Empty() {
+	if policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.Empty() && !pl.plannable(pod) {
 		return nil, nil
 	}
 	return []fwk.SignFragment{{Key: signFragmentGroup, Value: podgroup.Key(pod.Namespace, name)}}, nil
@@ -536,6 +563,9 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	name, ok := podgroup.Of(pod)
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
+	}
+	if mark, err := state.Read(plannedKey); err == nil {
+		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
@@ -595,7 +625,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.
-func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
 	// nominator drops it here too), or the whole-gang check would count it twice. A gang member
 	// stays so while it waits at Permit and binds (see claims).
@@ -629,6 +659,9 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	}
 	g.set(pod.UID, reserved)
 	delete(g.unplaced, pod.UID)
+	if g.plan.Take(nodeName) {
+		placementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()
+	}
 	return nil
 }
 

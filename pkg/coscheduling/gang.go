@@ -55,6 +55,13 @@ type gang struct {
 	// no policy, or not chosen yet).
 	placement *gangfit.Placement
 
+	// plan is the current attempt's placement plan (nil: none, or dropped). noPlan is set when a
+	// member fell back from the plan: no new plan is made for the attempt until the capacity epoch
+	// moves past noPlanEpoch.
+	plan        *gangfit.PlacementPlan
+	noPlan      bool
+	noPlanEpoch uint64
+
 	// reserve is the gang's reservation against starvation (see reservation.go).
 	reserve reservation
 
@@ -147,6 +154,7 @@ func (g *gang) resetHistory(uid types.UID) {
 	g.Attempt = attempt.Attempt{}
 	g.feasibility, g.cacheKey = nil, feasibilityKey{}
 	g.placement = nil
+	g.dropPlanLocked()
 	g.nominatedNodes = nil
 	g.outcome = attemptOutcome{}
 	g.reserve = reservation{}

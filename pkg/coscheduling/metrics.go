@@ -101,6 +101,12 @@ var (
 		Help:           "Reservations ended, by reason (quorumreached, reservationtimedout, noroom, podgroupdeleted, preempting).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile", "reason"})
+	placementPlanMembers = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "placement_plan_members_total",
+		Help:           "Gang members whose cycle a placement plan narrowed, by outcome: placed (reserved on a planned node) or fallback (no offered node fitted; retried on every node).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"profile", "outcome"})
 )
 
 var registerMetrics sync.Once
@@ -111,7 +117,7 @@ func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(timeToQuorum, gangTimeouts, gangRejections, gangsWaiting, trackedGroups,
 			preemptionAttempts, preemptionVictimPods, preemptionVictimGangs, preemptionEvictionRetries,
-			reservedGangs, reservedCapacity, oldestReservationStart, reservationsEnded)
+			reservedGangs, reservedCapacity, oldestReservationStart, reservationsEnded, placementPlanMembers)
 	})
 	status.RegisterMetrics()
 }

@@ -146,6 +146,7 @@ func (pl *Coscheduling) stepLocked(g *gang, in attempt.Input) (attempt.Decision,
 		g.ledBy = nil
 		clear(g.unplaced)
 		g.nominatedNodes = nil
+		g.dropPlanLocked()
 		g.setOutcome(EventQuorumReached, "")
 		pl.endReservationLocked(g, reasonReservationBound, "the gang reached its quorum", in.Now)
 		return d, pl.takeWaitingLocked(g)
@@ -159,6 +160,7 @@ func (pl *Coscheduling) stepLocked(g *gang, in attempt.Input) (attempt.Decision,
 		}
 		g.feasibility = nil
 		g.placement = nil
+		g.dropPlanLocked()
 		if in.Kind != attempt.PodGroupDeleted {
 			pl.startBackoffLocked(g, d.Backoff)
 		}

@@ -18,6 +18,16 @@ type CoschedulingArgs struct {
 	DefaultTopologyPolicy TopologyPolicy
 	// Reservation bounds the room a gang that waited too long holds against smaller pods.
 	Reservation ReservationArgs
+	// PlacementPlan narrows each member's cycle to the nodes its attempt's plan has room on.
+	PlacementPlan PlacementPlanArgs
+}
+
+// PlacementPlanArgs: when Enabled, an attempt's missing members are placed once, on the capacity the
+// whole-gang check read, and each member's cycle is offered the first CandidateNodes planned nodes that
+// still have room instead of every node.
+type PlacementPlanArgs struct {
+	Enabled        bool
+	CandidateNodes int32
 }
 
 // ReservationArgs bound reservations: a gang that found no room for AfterSeconds holds the room that

@@ -28,21 +28,27 @@ profiles:
         args:
 `
 	onByDefault := config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300, MaxGangs: 1}
+	planOn := config.PlacementPlanArgs{Enabled: true, CandidateNodes: 4}
 	tests := map[string]struct {
 		args    string
 		wantErr string
 		want    config.CoschedulingArgs
 	}{
-		"defaults": {args: "          {}\n", want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault}},
+		"defaults": {args: "          {}\n", want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault, PlacementPlan: planOn}},
+		"the plan turned off": {args: "          placementPlan: {enabled: false}\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault, PlacementPlan: config.PlacementPlanArgs{CandidateNodes: 4}}},
+		"one candidate node": {args: "          placementPlan: {candidateNodes: 1}\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault, PlacementPlan: config.PlacementPlanArgs{Enabled: true, CandidateNodes: 1}}},
+		"unknown field in the plan": {args: "          placementPlan: {nodes: 2}\n", wantErr: `unknown field "placementPlan.nodes"`},
 		"a default topology policy": {
 			args: "          defaultTopologyPolicy: {required: topology.kubernetes.io/zone, preferred: [example.com/rack]}\n",
-			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault,
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault, PlacementPlan: planOn,
 				DefaultTopologyPolicy: config.TopologyPolicy{Required: "topology.kubernetes.io/zone", Preferred: []string{"example.com/rack"}}},
 		},
 		"reservation turned off, the rest defaulted": {args: "          reservation: {maxGangs: 0}\n",
-			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300}}},
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300}, PlacementPlan: planOn}},
 		"reservation bounds": {args: "          reservation: {afterSeconds: 5, timeoutSeconds: 60, maxGangs: 2}\n",
-			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 5, TimeoutSeconds: 60, MaxGangs: 2}}},
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 5, TimeoutSeconds: 60, MaxGangs: 2}, PlacementPlan: planOn}},
 		"unknown field in the reservation": {args: "          reservation: {after: 5}\n", wantErr: `unknown field "reservation.after"`},
 		"unknown field in the policy":      {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
 	}
@@ -70,7 +76,7 @@ profiles:
 				if got.PermitWaitingTimeSeconds != tc.want.PermitWaitingTimeSeconds || got.PodGroupBackoffSeconds != tc.want.PodGroupBackoffSeconds ||
 					got.DefaultTopologyPolicy.Required != tc.want.DefaultTopologyPolicy.Required ||
 					strings.Join(got.DefaultTopologyPolicy.Preferred, ",") != strings.Join(tc.want.DefaultTopologyPolicy.Preferred, ",") ||
-					got.Reservation != tc.want.Reservation {
+					got.Reservation != tc.want.Reservation || got.PlacementPlan != tc.want.PlacementPlan {
 					t.Errorf("decoded %+v, want %+v", got, tc.want)
 				}
 				return

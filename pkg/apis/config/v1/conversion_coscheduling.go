@@ -33,6 +33,10 @@ func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs
 	if r := in.Reservation; r != nil {
 		out.Reservation = config.ReservationArgs{AfterSeconds: ptr.Deref(r.AfterSeconds, 0), TimeoutSeconds: ptr.Deref(r.TimeoutSeconds, 0), MaxGangs: ptr.Deref(r.MaxGangs, 0)}
 	}
+	out.PlacementPlan = config.PlacementPlanArgs{}
+	if pp := in.PlacementPlan; pp != nil {
+		out.PlacementPlan = config.PlacementPlanArgs{Enabled: ptr.Deref(pp.Enabled, false), CandidateNodes: ptr.Deref(pp.CandidateNodes, 0)}
+	}
 	return nil
 }
 
@@ -46,5 +50,6 @@ func Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.Coschedul
 	}
 	r := in.Reservation
 	out.Reservation = &ReservationArgs{AfterSeconds: ptr.To(r.AfterSeconds), TimeoutSeconds: ptr.To(r.TimeoutSeconds), MaxGangs: ptr.To(r.MaxGangs)}
+	out.PlacementPlan = &PlacementPlanArgs{Enabled: ptr.To(in.PlacementPlan.Enabled), CandidateNodes: ptr.To(in.PlacementPlan.CandidateNodes)}
 	return nil
 }

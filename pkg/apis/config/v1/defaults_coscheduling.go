@@ -13,6 +13,8 @@ const (
 	DefaultReservationTimeoutSeconds int64 = 300
 	// DefaultReservationMaxGangs is how many gangs may hold a reservation at once.
 	DefaultReservationMaxGangs int32 = 1
+	// DefaultPlacementPlanCandidateNodes is how many planned nodes a member is offered.
+	DefaultPlacementPlanCandidateNodes int32 = 4
 )
 
 // SetDefaults_CoschedulingArgs fills the unset fields of CoschedulingArgs.
@@ -35,5 +37,14 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) { //nolint:revive,style
 	}
 	if r.MaxGangs == nil {
 		r.MaxGangs = ptr.To(DefaultReservationMaxGangs)
+	}
+	if obj.PlacementPlan == nil {
+		obj.PlacementPlan = &PlacementPlanArgs{}
+	}
+	if pp := obj.PlacementPlan; pp.Enabled == nil {
+		pp.Enabled = ptr.To(true)
+	}
+	if pp := obj.PlacementPlan; pp.CandidateNodes == nil {
+		pp.CandidateNodes = ptr.To(DefaultPlacementPlanCandidateNodes)
 	}
 }

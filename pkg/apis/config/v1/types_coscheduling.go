@@ -21,6 +21,20 @@ type CoschedulingArgs struct {
 	// missing members will use, against pods of its priority or lower (which still go where they fit
 	// beside it). On by default.
 	Reservation *ReservationArgs `json:"reservation,omitempty"`
+	// PlacementPlan: once per gang attempt, the members still missing from the quorum are placed on
+	// the free capacity the whole-gang check read, and each member's cycle runs the Filter and Score
+	// plugins on a few planned nodes instead of on every node. On by default.
+	PlacementPlan *PlacementPlanArgs `json:"placementPlan,omitempty"`
+}
+
+// PlacementPlanArgs configure the placement plan.
+type PlacementPlanArgs struct {
+	// Enabled turns the plan on. Off, every member searches every node as a plain pod does.
+	// Defaults to true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// CandidateNodes is how many planned nodes (those the plan still sends members to, tightest
+	// first) a member is offered; the profile's Score plugins choose among them. Defaults to 4.
+	CandidateNodes *int32 `json:"candidateNodes,omitempty"`
 }
 
 // ReservationArgs bound reservations.

@@ -32,6 +32,9 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	if r := args.Reservation; r.MaxGangs < 0 {
 		errs = append(errs, field.Invalid(rp.Child("maxGangs"), r.MaxGangs, "must not be negative (0 turns reservation off)"))
 	}
+	if pp := args.PlacementPlan; pp.Enabled && pp.CandidateNodes < 1 {
+		errs = append(errs, field.Invalid(path.Child("placementPlan", "candidateNodes"), pp.CandidateNodes, "must be at least 1 while the plan is enabled"))
+	}
 	tp := path.Child("defaultTopologyPolicy")
 	if r := args.DefaultTopologyPolicy.Required; r != "" {
 		errs = append(errs, validateLabelKey(tp.Child("required"), r)...)

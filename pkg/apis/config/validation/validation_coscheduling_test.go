@@ -32,6 +32,9 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 			Reservation: config.ReservationArgs{AfterSeconds: 0, TimeoutSeconds: 1, MaxGangs: 3}}},
 		"bad reservation bounds": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{AfterSeconds: -1, TimeoutSeconds: 0, MaxGangs: 1}},
 			want: []string{"args.reservation.afterSeconds", "args.reservation.timeoutSeconds"}},
+		"the plan with no candidate node": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PlacementPlan: config.PlacementPlanArgs{Enabled: true}},
+			want: []string{"args.placementPlan.candidateNodes"}},
+		"the plan off needs no candidates": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PlacementPlan: config.PlacementPlanArgs{}}},
 		"negative maxGangs": {args: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, Reservation: config.ReservationArgs{TimeoutSeconds: 10, MaxGangs: -1}},
 			want: []string{"args.reservation.maxGangs"}},
 	}

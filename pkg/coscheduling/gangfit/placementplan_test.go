@@ -1,0 +1,145 @@
+package gangfit
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+)
+
+// TestPlanPlacement: the plan fills the tightest nodes first, never more than each holds, within the
+// gang's domain, and gives up (nil) when the members do not all fit.
+func TestPlanPlacement(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	used := func(node, cpu string) *v1.Pod { return running(node+"-used", "", node, cpu, 0) }
+	mixed := []*v1.Pod{member("big", "g", "3"), member("s0", "g", "1"), member("s1", "g", "1"), member("s2", "g", "1")}
+	tainted := cpuNode("tainted", "4").Node().DeepCopy()
+	tainted.Spec.Taints = []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoSchedule}}
+	cases := []struct {
+		name   string
+		nodes  []fwk.NodeInfo
+		gang   []*v1.Pod
+		need   int
+		domain []string
+		want   []PlannedNode
+	}{
+		{name: "identical members fill the fullest node first, then the next",
+			nodes: []fwk.NodeInfo{cpuNode("empty", "4"), cpuNode("half", "4", used("half", "2")), cpuNode("most", "4", used("most", "3"))},
+			gang:  gangOf(4, "1"), need: 4,
+			want: []PlannedNode{{"most", 1}, {"half", 2}, {"empty", 1}}},
+		{name: "nodes with no room for one member are left out",
+			nodes: []fwk.NodeInfo{cpuNode("full", "4", used("full", "3500m")), cpuNode("a", "4")},
+			gang:  gangOf(3, "1"), need: 3,
+			want: []PlannedNode{{"a", 3}}},
+		{name: "only the missing members are planned",
+			nodes: []fwk.NodeInfo{cpuNode("a", "4"), cpuNode("b", "4")},
+			gang:  gangOf(5, "1"), need: 2,
+			want: []PlannedNode{{"a", 2}}},
+		{name: "mixed members: the largest first, each on the first node it fits",
+			nodes: []fwk.NodeInfo{cpuNode("a", "4"), cpuNode("b", "4", used("b", "2"))},
+			gang:  mixed, need: 4,
+			want: []PlannedNode{{"b", 2}, {"a", 2}}},
+		{name: "within the domain only",
+			nodes: []fwk.NodeInfo{cpuNode("in", "4"), cpuNode("out", "4", used("out", "3"))},
+			gang:  gangOf(2, "1"), need: 2, domain: []string{"in"},
+			want: []PlannedNode{{"in", 2}}},
+		{name: "a tainted node is not planned",
+			nodes: []fwk.NodeInfo{nodeInfoOf(tainted), cpuNode("a", "4")},
+			gang:  gangOf(2, "1"), need: 2,
+			want: []PlannedNode{{"a", 2}}},
+		{name: "members that do not all fit: no plan",
+			nodes: []fwk.NodeInfo{cpuNode("a", "2"), cpuNode("b", "2")},
+			gang:  []*v1.Pod{member("m0", "g", "2"), member("m1", "g", "2"), member("m2", "g", "1500m")}, need: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(logger, "ns/g", tc.gang, tc.need, tc.nodes, nil, nil, nil, false)
+			defer f.Done()
+			var in *Placement
+			if tc.domain != nil {
+				in = &Placement{Key: "k", Value: "v", Nodes: setOf(tc.domain...)}
+			}
+			p := PlanPlacement(f, in)
+			if tc.want == nil {
+				if p != nil {
+					t.Fatalf("plan = %+v, want none", p.Nodes)
+				}
+				return
+			}
+			if p == nil {
+				t.Fatal("no plan")
+			}
+			if diff := cmp.Diff(tc.want, p.Nodes); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if p.Left() != tc.need {
+				t.Errorf("Left = %d, want %d", p.Left(), tc.need)
+			}
+		})
+	}
+}
+
+// TestPlanOfferAndTake: members are offered the first planned nodes with room; each reserve on a
+// planned node uses one of its places; a node used up is offered no more.
+func TestPlanOfferAndTake(t *testing.T) {
+	p := &PlacementPlan{index: map[string]int{"a": 0, "b": 1, "c": 2}, Nodes: []PlannedNode{{"a", 1}, {"b", 2}, {"c", 1}}, left: 4}
+	if got := p.Offer(2); !got.Equal(setOf("a", "b")) {
+		t.Errorf("Offer(2) = %v, want a, b", got.UnsortedList())
+	}
+	if !p.Take("b") || p.Take("x") {
+		t.Error("Take(b) must count, Take(x) must not")
+	}
+	if !p.Take("a") || p.Take("a") {
+		t.Error("a has one place")
+	}
+	if got := p.Offer(2); !got.Equal(setOf("b", "c")) {
+		t.Errorf("Offer(2) after a is used up = %v, want b, c", got.UnsortedList())
+	}
+	p.Take("b")
+	p.Take("c")
+	if p.Left() != 0 || p.Offer(2) != nil {
+		t.Errorf("used up: Left = %d, Offer = %v", p.Left(), p.Offer(2))
+	}
+	var none *PlacementPlan
+	if none.Take("a") || none.Left() != 0 || none.Offer(1) != nil {
+		t.Error("a nil plan places nobody")
+	}
+}
+
+func TestPlannable(t *testing.T) {
+	base := func() *st.PodWrapper { return st.MakePod().Namespace("ns").Name("p") }
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{name: "resources only", pod: base().Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), want: true},
+		{name: "node selector and affinity are modelled", pod: base().NodeSelector(map[string]string{"a": "b"}).NodeAffinityIn("k", []string{"v"}, st.NodeSelectorTypeMatchExpressions).Obj(), want: true},
+		{name: "inter-pod anti-affinity", pod: base().PodAntiAffinityExists("app", "kubernetes.io/hostname", st.PodAntiAffinityWithRequiredReq).Obj()},
+		{name: "inter-pod affinity", pod: base().PodAffinityExists("app", "kubernetes.io/hostname", st.PodAffinityWithRequiredReq).Obj()},
+		{name: "topology spread", pod: base().SpreadConstraint(1, "zone", v1.ScheduleAnyway, nil, nil, nil, nil, nil).Obj()},
+		{name: "a claim", pod: base().PVC("data").Obj()},
+		{name: "a host port", pod: base().ContainerPort([]v1.ContainerPort{{HostPort: 8080, ContainerPort: 8080}}).Obj()},
+		{name: "a resource claim", pod: base().PodResourceClaims(v1.PodResourceClaim{Name: "gpu"}).Obj()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Plannable(tc.pod); got != tc.want {
+				t.Errorf("Plannable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func setOf(names ...string) sets.Set[string] { return sets.New(names...) }
+
+func nodeInfoOf(n *v1.Node) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(n)
+	return ni
+}

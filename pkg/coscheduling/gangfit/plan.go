@@ -1,0 +1,256 @@
+package gangfit
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// The placement plan: once per gang attempt, where the members still missing from the quorum go. The
+// whole-gang check has already read every node's free capacity; the plan places the `need` members on
+// it, tightest node first, and each member's scheduling cycle is then offered only a few planned nodes
+// (PreFilterResult) instead of searching every node. The real Filter plugins still run on the offered
+// nodes and the profile's Score plugins still choose among them, so nothing the plan does not model is
+// skipped; when none of them fits, the member falls back to a full cycle.
+
+// PlannedNode is a node of a plan and how many more members the plan still sends there.
+type PlannedNode struct {
+	Name    string
+	Members int
+}
+
+// PlacementPlan is where an attempt's missing members go. Not safe for concurrent use (the plugin
+// guards it with its mutex).
+type PlacementPlan struct {
+	// Nodes in plan order: tightest first.
+	Nodes []PlannedNode
+	index map[string]int
+	// next is the first node that may still have room in the plan (those before it are used up).
+	next int
+	// left is how many members the plan still places.
+	left int
+}
+
+// PlanPlacement places f's `need` members on the nodes of the gang's domain (every node when in is nil
+// or anywhere):
+// nodes whose free capacity is smallest first (by the members' dominant resource), so that the gang
+// fills partly used nodes and leaves empty ones whole for the next gang, and on as few of them as that
+// order allows. Identical members fill each node to the copies it holds; mixed ones go largest first,
+// each to the first node it fits. It returns nil when the members do not all fit (a mixed gang
+// admitted on the aggregate test): those attempts use full cycles.
+func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
+	if f == nil || f.need <= 0 {
+		return nil
+	}
+	var idx []int
+	if in != nil && in.Nodes != nil {
+		idx = []int{}
+		for i, fn := range f.free {
+			if in.Nodes.Has(fn.node.Name) {
+				idx = append(idx, i)
+			}
+		}
+	}
+	usable := f.usable()
+	smallest := f.members[0].req
+	for _, m := range f.members[1:] {
+		if dominantShare(m.req, f.totals) < dominantShare(smallest, f.totals) {
+			smallest = m.req
+		}
+	}
+	var order []int
+	eachNode(idx, len(f.free), func(i int) bool {
+		if usable[i] && f.free[i].slots > 0 && smallest.fits(f.free[i].free) {
+			order = append(order, i)
+		}
+		return true
+	})
+	dim := dominantDimension(smallest, f.totals)
+	share := make(map[int]float64, len(order))
+	for _, i := range order {
+		share[i] = dim(f.free[i].free)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := cmp.Compare(share[a], share[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(f.free[a].node.Name, f.free[b].node.Name)
+	})
+	p := &PlacementPlan{index: map[string]int{}}
+	add := func(name string, n int) {
+		p.index[name] = len(p.Nodes)
+		p.Nodes = append(p.Nodes, PlannedNode{Name: name, Members: n})
+		p.left += n
+	}
+	if f.homogeneous {
+		elig := f.eligible.of(f.members[0].pod)
+		for _, i := range order {
+			if p.left >= f.need {
+				break
+			}
+			if !elig[i] {
+				continue
+			}
+			if c := min(f.members[0].req.copies(f.free[i].free, f.free[i].slots), f.need-p.left); c > 0 {
+				add(f.free[i].node.Name, c)
+			}
+		}
+	} else {
+		members := slices.Clone(f.members)
+		sort.SliceStable(members, func(a, b int) bool {
+			return dominantShare(members[a].req, f.totals) > dominantShare(members[b].req, f.totals)
+		})
+		// The simulation works on copies of the candidate nodes' free capacity (f.free may be the
+		// shared table, which is read only).
+		sim := make([]freeNode, len(order))
+		for k, i := range order {
+			sim[k] = f.free[i]
+			sim[k].free = f.free[i].free.clone()
+		}
+		counts := make([]int, len(order))
+		first := 0
+		for _, m := range members {
+			elig := f.eligible.of(m.pod)
+			placed := false
+			for k := first; k < len(order); k++ {
+				n := &sim[k]
+				if !elig[order[k]] || n.slots <= 0 || !m.req.fits(n.free) {
+					continue
+				}
+				m.req.subFrom(&n.free)
+				n.slots--
+				counts[k]++
+				placed = true
+				break
+			}
+			if !placed {
+				return nil
+			}
+			for first < len(order) && (sim[first].slots <= 0 || !smallest.fits(sim[first].free)) {
+				first++
+			}
+		}
+		for k, i := range order {
+			if counts[k] > 0 {
+				add(f.free[i].node.Name, counts[k])
+			}
+		}
+	}
+	if p.left < f.need {
+		return nil
+	}
+	return p
+}
+
+// dominantDimension returns the share of the cluster's free capacity a node's free amount is, in the
+// dimension r asks the most of (its dominant resource): the order in which nodes are tight for r.
+func dominantDimension(r, totals resources) func(resources) float64 {
+	ratio := func(v, t int64) float64 {
+		if t <= 0 {
+			return 0
+		}
+		return float64(v) / float64(t)
+	}
+	get := func(x resources) int64 { return x.milliCPU }
+	best := ratio(r.milliCPU, totals.milliCPU)
+	if s := ratio(r.memory, totals.memory); s > best {
+		best, get = s, func(x resources) int64 { return x.memory }
+	}
+	if s := ratio(r.ephemeral, totals.ephemeral); s > best {
+		best, get = s, func(x resources) int64 { return x.ephemeral }
+	}
+	for i, v := range r.scalar {
+		if s := ratio(v, scalarAt(totals.scalar, i)); s > best {
+			best, get = s, func(x resources) int64 { return scalarAt(x.scalar, i) }
+		}
+	}
+	return func(free resources) float64 {
+		return ratio(get(free), max(get(totals), 1))
+	}
+}
+
+// Left is how many members the plan still places.
+func (p *PlacementPlan) Left() int {
+	if p == nil {
+		return 0
+	}
+	return p.left
+}
+
+// Offer is the set of nodes a member is offered: the first `limit` planned nodes that the plan still
+// sends members to, in plan order (nil when the plan places nobody more).
+func (p *PlacementPlan) Offer(limit int) sets.Set[string] {
+	if p == nil || p.left == 0 {
+		return nil
+	}
+	for p.next < len(p.Nodes) && p.Nodes[p.next].Members == 0 {
+		p.next++
+	}
+	out := sets.New[string]()
+	for k := p.next; k < len(p.Nodes) && out.Len() < limit; k++ {
+		if p.Nodes[k].Members > 0 {
+			out.Insert(p.Nodes[k].Name)
+		}
+	}
+	return out
+}
+
+// Take records a member reserved on node: it reports whether the plan sent a member there, and if so
+// the plan sends one fewer.
+func (p *PlacementPlan) Take(node string) bool {
+	if p == nil {
+		return false
+	}
+	k, ok := p.index[node]
+	if !ok || p.Nodes[k].Members == 0 {
+		return false
+	}
+	p.Nodes[k].Members--
+	p.left--
+	return true
+}
+
+// NodeCount is how many distinct nodes the plan uses.
+func (p *PlacementPlan) NodeCount() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.Nodes)
+}
+
+// Plannable reports whether a member's placement is fully modelled by the plan's inputs (resources,
+// pod slots, taints, unschedulable nodes, node selector and required node affinity), so that a plan
+// may narrow its cycle to a few nodes. Constraints between pods (inter-pod affinity and anti-affinity,
+// topology spread), host ports, volumes whose topology the plan cannot see, and dynamic resource claims
+// are not modelled: such members search every node as before.
+func Plannable(pod *v1.Pod) bool {
+	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return false
+	}
+	if len(pod.Spec.TopologySpreadConstraints) > 0 || len(pod.Spec.ResourceClaims) > 0 {
+		return false
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return false
+		}
+	}
+	for i := range pod.Spec.Containers {
+		for _, port := range pod.Spec.Containers[i].Ports {
+			if port.HostPort > 0 {
+				return false
+			}
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		for _, port := range pod.Spec.InitContainers[i].Ports {
+			if port.HostPort > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,139 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// The placement plan (see gangfit.PlanPlacement): made with the whole-gang check of an attempt's first
+// member, kept in the gang's state for the attempt, and used by each member's PreFilter to offer it a
+// few planned nodes. Reserve counts the members the plan placed; the plan ends with the attempt (quorum
+// or failure). A member none of whose offered nodes fits (the cluster changed since the check, or a
+// constraint the plan does not model) falls back: the plan is dropped for the attempt and the member
+// is retried at once on every node (see planMissed).
+
+const (
+	// plannedKey marks a cycle whose nodes the plan narrowed, for PostFilter.
+	plannedKey fwk.StateKey = Name + "/planned"
+	// planRetryDelay is when a member whose planned nodes did not fit is brought back from the back-off
+	// queue, once its failed cycle has put it there.
+	planRetryDelay = 20 * time.Millisecond
+)
+
+// plannedMark holds the nodes a cycle was offered (sorted).
+type plannedMark struct{ offered []string }
+
+func (m plannedMark) Clone() fwk.StateData { return m }
+
+// planUse is the outcome label of the plan metric.
+const (
+	planPlaced   = "placed"
+	planFallback = "fallback"
+)
+
+// plannable reports whether a member's cycle may be narrowed by a plan: the plan is on, the member's
+// constraints are all modelled, and it is not nominated (a nominated member goes where its nomination,
+// from preemption or a reservation, holds room).
+func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
+	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
+}
+
+// offerLocked returns the planned nodes a member is offered, and marks the cycle, when the gang's
+// attempt has a plan that still places members; nil otherwise (the member runs a full cycle, in its
+// domain if it has one).
+func (pl *Coscheduling) offerLocked(state fwk.CycleState, g *gang, pod *v1.Pod) *fwk.PreFilterResult {
+	if g.plan == nil || g.plan.Left() == 0 || !pl.plannable(pod) {
+		return nil
+	}
+	nodes := g.plan.Offer(int(pl.planArgs.CandidateNodes))
+	if nodes.Len() == 0 {
+		return nil
+	}
+	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
+	return &fwk.PreFilterResult{NodeNames: nodes}
+}
+
+// makePlanLocked keeps a plan for the attempt the check of fit (on placement's domain) starts, unless
+// the attempt already fell back from one at this capacity epoch, or the gang's members are nominated.
+func (pl *Coscheduling) makePlanLocked(g *gang, plan *gangfit.PlacementPlan, epoch uint64) {
+	g.plan = nil
+	if plan == nil || len(g.nominatedNodes) > 0 || g.reserve.active {
+		return
+	}
+	if g.noPlan && g.noPlanEpoch == epoch {
+		return
+	}
+	g.noPlan = false
+	g.plan = plan
+}
+
+// dropPlanLocked forgets the gang's plan and its fall-back (at the end of an attempt).
+func (g *gang) dropPlanLocked() {
+	g.plan, g.noPlan = nil, false
+}
+
+// planMissed is PostFilter for a member whose cycle the plan narrowed and that fitted none of the
+// offered nodes: the plan is dropped for the attempt (it was made on a cluster that has changed, or
+// misses a constraint), and the member is retried at once with a full cycle. It does not count as a
+// member that found no node.
+func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []string, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	name, _ := podgroup.Of(pod)
+	key := podgroup.Key(pod.Namespace, name)
+	pl.mu.Lock()
+	if g := pl.gangs[key]; g != nil {
+		g.plan, g.noPlan, g.noPlanEpoch = nil, true, pl.epoch.Load()
+	}
+	pl.mu.Unlock()
+	placementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
+	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once on every node", key, klog.KObj(pod), rejectedNodes(offered, m))
+	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
+	if pl.running.Load() {
+		// The pod is in flight: the first call makes the queue take it back as soon as its back-off
+		// allows, the second takes it out of the back-off once its failed cycle has put it there.
+		pods := map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod}
+		logger := klog.FromContext(pl.ctx)
+		pl.handle.Activate(logger, pods)
+		pl.clock.AfterFunc(planRetryDelay, func() { pl.handle.Activate(logger, pods) })
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// rejectedNodes names the offered nodes with the first reason each was rejected for, at most a few.
+func rejectedNodes(offered []string, m fwk.NodeToStatusReader) string {
+	var parts []string
+	for _, name := range offered {
+		reason := "rejected"
+		if m != nil {
+			if s := m.Get(name); s != nil && len(s.Reasons()) > 0 {
+				reason = s.Reasons()[0]
+			}
+		}
+		parts = append(parts, name+": "+reason)
+	}
+	if len(parts) > 4 {
+		parts = append(parts[:4], fmt.Sprintf("and %d more", len(parts)-4))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// planNodes is the plan's nodes with what it still sends there, for tests and logs.
+func planNodes(p *gangfit.PlacementPlan) sets.Set[string] {
+	out := sets.New[string]()
+	if p == nil {
+		return out
+	}
+	for _, n := range p.Nodes {
+		out.Insert(n.Name)
+	}
+	return out
+}
