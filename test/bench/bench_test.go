@@ -207,6 +207,8 @@ func prepare(tCtx ktesting.TContext) error {
 		return startTopologySaturationWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "Topology"):
 		return startTopologyWatcher(tCtx, w)
+	case strings.HasPrefix(tc, "GangsSmall"), strings.HasPrefix(tc, "GangsLarge"):
+		return startGangWatcher(tCtx, w)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -694,4 +695,107 @@ func startTopologySaturationWatcher(tCtx ktesting.TContext, w *perf.Workload) er
 		record()
 	})
 	return nil
+}
+
+// startGangWatcher measures a Gangs* workload (gangs of podsPerGroup pods, minMember podsPerGroup, on
+// initNodes identical nodes): for each gang, the time from its last member's creation (as this
+// watcher's informer sees it) until the member that completes its quorum is bound; the nodes each gang
+// uses; and, once the workload ends, the nodes no gang pod is on (whole nodes left for a next gang:
+// the fragmentation a placement leaves). Gangs bound in part at the end are counted (must be 0).
+func startGangWatcher(tCtx ktesting.TContext, w *perf.Workload) error {
+	size := param(w, "podsPerGroup", 0)
+	nodes := param(w, "initNodes", 0)
+	if size <= 0 {
+		return fmt.Errorf("gang workload needs podsPerGroup")
+	}
+	name := tCtx.Name()
+	ctx, cancel := context.WithCancel(tCtx)
+	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(gangNamespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	type gangSeen struct {
+		created     int
+		lastCreated time.Time
+		bound       int
+		quorum      time.Duration
+		nodes       map[string]bool
+	}
+	var (
+		mu        sync.Mutex
+		gangs     = map[string]*gangSeen{}
+		seen      = map[string]bool{}
+		boundSeen = map[string]bool{}
+		used      = map[string]bool{}
+	)
+	observe := func(pod *v1.Pod, deleted bool) {
+		if deleted {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		g := gangs[pod.Labels[gangLabel]]
+		if g == nil {
+			g = &gangSeen{nodes: map[string]bool{}}
+			gangs[pod.Labels[gangLabel]] = g
+		}
+		if !seen[pod.Name] {
+			seen[pod.Name] = true
+			g.created++
+			g.lastCreated = now
+		}
+		if pod.Spec.NodeName != "" && !boundSeen[pod.Name] {
+			boundSeen[pod.Name] = true
+			g.bound++
+			g.nodes[pod.Spec.NodeName] = true
+			used[pod.Spec.NodeName] = true
+			if g.bound == size && g.created == size {
+				g.quorum = now.Sub(g.lastCreated)
+			}
+		}
+	}
+	if _, err := podInformer.AddEventHandler(onGangPods(observe)); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+	tCtx.Cleanup(func() {
+		mu.Lock()
+		var quorum, perGang []float64
+		partial := 0
+		for _, g := range gangs {
+			if g.bound >= size {
+				quorum = append(quorum, g.quorum.Seconds())
+				perGang = append(perGang, float64(len(g.nodes)))
+			} else if g.bound > 0 {
+				partial++
+			}
+		}
+		empty := nodes - len(used)
+		mu.Unlock()
+		if len(quorum) > 0 {
+			writeExtra(name, map[string]any{"Metric": "GangQuorumLatency"}, "s", summary(quorum))
+			writeExtra(name, map[string]any{"Metric": "NodesPerGang"}, "nodes", summary(perGang))
+		}
+		data := map[string]float64{"PartialGangs": float64(partial), "EmptyNodes": float64(empty)}
+		writeExtra(name, map[string]any{"Metric": "GangPlacement"}, "count", data)
+		checkOutcome(tCtx, name, data)
+		tCtx.Logf("gang placement: %v; quorum after the last member (s): %v; nodes per gang: %v", data, summary(quorum), summary(perGang))
+		cancel()
+		factory.Shutdown()
+	})
+	return nil
+}
+
+// summary is the mean, median and max of vs, in scheduler_perf's data item keys.
+func summary(vs []float64) map[string]float64 {
+	if len(vs) == 0 {
+		return map[string]float64{}
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	var sum float64
+	for _, v := range s {
+		sum += v
+	}
+	return map[string]float64{"Average": sum / float64(len(s)), "Perc50": s[len(s)/2], "Perc90": s[len(s)*9/10], "Max": s[len(s)-1]}
 }

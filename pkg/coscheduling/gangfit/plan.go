@@ -61,24 +61,28 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 			smallest = m.req
 		}
 	}
-	var order []int
+	dim := dominantDimension(smallest, f.totals)
+	type candidate struct {
+		i     int
+		share float64
+	}
+	var cands []candidate
 	eachNode(idx, len(f.free), func(i int) bool {
 		if usable[i] && f.free[i].slots > 0 && smallest.fits(f.free[i].free) {
-			order = append(order, i)
+			cands = append(cands, candidate{i: i, share: dim(f.free[i].free)})
 		}
 		return true
 	})
-	dim := dominantDimension(smallest, f.totals)
-	share := make(map[int]float64, len(order))
-	for _, i := range order {
-		share[i] = dim(f.free[i].free)
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		if c := cmp.Compare(share[a], share[b]); c != 0 {
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if c := cmp.Compare(a.share, b.share); c != 0 {
 			return c
 		}
-		return cmp.Compare(f.free[a].node.Name, f.free[b].node.Name)
+		return cmp.Compare(f.free[a.i].node.Name, f.free[b.i].node.Name)
 	})
+	order := make([]int, len(cands))
+	for k, c := range cands {
+		order[k] = c.i
+	}
 	p := &PlacementPlan{index: map[string]int{}}
 	add := func(name string, n int) {
 		p.index[name] = len(p.Nodes)

@@ -53,6 +53,10 @@ type result struct {
 	saturation []map[string]float64
 	// topology is the TopologyPlacement item of each Topology* run.
 	topology []map[string]float64
+	// gangs are the GangPlacement, GangQuorumLatency and NodesPerGang items of each Gangs* run, merged
+	// (keys prefixed "quorum" and "nodes" for the last two).
+	gangs   []map[string]float64
+	gangRep map[string]int
 	// topologySaturation is the TopologySaturation item of each TopologySaturation* run.
 	topologySaturation []map[string]float64
 	// preemptionWave is the PreemptionWave item of each PreemptionWave* run.
@@ -133,6 +137,8 @@ func main() {
 						get(k).saturation = append(get(k).saturation, it.Data)
 					case m == "TopologyPlacement":
 						get(k).topology = append(get(k).topology, it.Data)
+					case m == "GangPlacement" || m == "GangQuorumLatency" || m == "NodesPerGang":
+						get(k).addGangItem(repOf(path), m, it.Data)
 					case m == "TopologySaturation":
 						get(k).topologySaturation = append(get(k).topologySaturation, it.Data)
 					case m == "Counter_scheduler_batch_attempts_total":
@@ -315,11 +321,15 @@ func basicOf(tc string) string {
 // inTreeOf names the in-tree counterpart of one of our gang test cases.
 func inTreeOf(tc string) string {
 	base, suffix := splitBatched(tc)
+	base = strings.TrimSuffix(base, noPlanSuffix)
 	if strings.HasSuffix(base, "Custom") && base != "BasicCustom" {
 		return strings.TrimSuffix(base, "Custom") + "InTree" + suffix
 	}
 	return ""
 }
+
+// noPlanSuffix marks our gang cases run with the placement plan off.
+const noPlanSuffix = "NoPlan"
 
 func splitBatched(tc string) (base, suffix string) {
 	if b, ok := strings.CutSuffix(tc, batchedSuffix); ok {
@@ -329,7 +339,7 @@ func splitBatched(tc string) (base, suffix string) {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "BasicLoadAwareP95", "BasicLoadAwareAvg", "GangsSmallInTree", "GangsSmallCustom", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "TopologyInTree", "TopologyCustom", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "BasicLoadAwareP95", "BasicLoadAwareAvg", "GangsSmallInTree", "GangsSmallCustom", "GangsSmallCustomNoPlan", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "GangsLargeCustomNoPlan", "TopologyInTree", "TopologyCustom", "TopologyCustomNoPlan", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
@@ -405,6 +415,9 @@ func printReport(results map[key]*result, latency map[pluginKey][]map[string]flo
 			notes = append(notes, topologySaturationNote(r.topologySaturation))
 			vsBasic = "–"
 		}
+		if len(r.gangs) > 0 {
+			notes = append(notes, gangsNote(r.gangs))
+		}
 		if len(r.preemptionWave) > 0 {
 			notes = append(notes, preemptionWaveNote(r.preemptionWave))
 			vsBasic = "–"
@@ -479,6 +492,38 @@ func topologyNote(runs []map[string]float64) string {
 		spread = max(spread, r["SpreadGangs"])
 	}
 	return fmt.Sprintf("gangs bound whole %.0f per run, partially bound max %.0f, spread over racks max %.0f", whole/float64(len(runs)), partial, spread)
+}
+
+// addGangItem merges one of a Gangs* run's items into the run's map (one per repetition, in order).
+func (r *result) addGangItem(rep, metric string, data map[string]float64) {
+	prefix := map[string]string{"GangQuorumLatency": "quorum", "NodesPerGang": "nodes"}[metric]
+	if r.gangRep == nil {
+		r.gangRep = map[string]int{}
+	}
+	i, ok := r.gangRep[rep]
+	if !ok {
+		i = len(r.gangs)
+		r.gangRep[rep] = i
+		r.gangs = append(r.gangs, map[string]float64{})
+	}
+	for k, v := range data {
+		r.gangs[i][prefix+k] = v
+	}
+}
+
+// gangsNote summarizes where gangs went: nodes per gang, nodes left empty, the time from a gang's
+// last member created to its quorum bound, and gangs left partial.
+func gangsNote(runs []map[string]float64) string {
+	var nodes, empty, q50, qmax, partial []float64
+	for _, r := range runs {
+		nodes = append(nodes, r["nodesAverage"])
+		empty = append(empty, r["EmptyNodes"])
+		q50 = append(q50, r["quorumPerc50"])
+		qmax = append(qmax, r["quorumMax"])
+		partial = append(partial, r["PartialGangs"])
+	}
+	return fmt.Sprintf("nodes per gang %.1f, empty nodes left %.0f, last member created → quorum bound p50 %.2f s (max %.2f s), partial gangs max %.0f",
+		mean(nodes), mean(empty), mean(q50), maxOf(qmax), maxOf(partial))
 }
 
 // topologySaturationNote summarizes how many gangs fit when racks fill up, per gang class.
