@@ -10,7 +10,8 @@
 #                              BasicLoadAware, Ceiling only: pass them with --cases), 3 repetitions
 #   hack/bench.sh --smoke      10 nodes / 20 pods, 1 repetition, every workload (CI: a few minutes
 #                              once the test binary is built)
-# Options: --reps N, --cases 'Basic BasicCustom ...' (test cases to run), --out DIR (default
+# Options: --reps N, --cases 'Basic BasicCustom ...' (test cases to run; Case/Workload runs one workload
+# of a case, e.g. Ceiling/5000Nodes_5000Pods, so that its CPU is counted alone), --out DIR (default
 # bin/bench/results/<size>-<date>), --no-micro, --no-build, --keep-logs.
 #
 # Each test case runs in its own process (so each has its own peak RSS), repetitions interleaved
@@ -121,15 +122,22 @@ for rep in $(seq 1 "${reps}"); do
     cpu_before="${cpu_now}"
     echo "rep ${rep}/${reps}: ${tc} (${label}), load ${load_before}" >&2
     rc=0
-    (cd test/bench && "${bin}/bench.test" -test.run '^$' -test.bench "^BenchmarkPerfScheduling\$/^${tc}\$/" \
+    # A case may name one workload of its test case (Ceiling/5000Nodes_5000Pods): each process's CPU
+    # is one workload's.
+    tc_name="${tc%%/*}"
+    pattern="^BenchmarkPerfScheduling\$/^${tc_name}\$/"
+    if [[ "${tc}" == */* ]]; then
+      pattern="${pattern}^${tc#*/}\$"
+    fi
+    (cd test/bench && "${bin}/bench.test" -test.run '^$' -test.bench "${pattern}" \
       -test.benchtime 1x -test.timeout "${timeout}" -perf-scheduling-label-filter="${label}" \
       -data-items-dir "${dir}") >"${dir}/log.txt" 2>&1 || rc=$?
     secs=$(( $(date +%s) - start ))
     children_cpu
     cpu="$(awk -v a="${cpu_before}" -v b="${cpu_now}" 'BEGIN { printf "%.2f", b - a }')"
-    workload="$(grep -oE "BenchmarkPerfScheduling/${tc}/[A-Za-z0-9_]+" "${dir}/log.txt" | head -n 1 | cut -d/ -f3 || true)"
-    printf '%s/%s\t%s\t%s\t%s\n' "${tc}" "${workload:-unknown}" "${rc}" "${secs}" "${cpu}" >>"${dir}/status.tsv"
-    echo "rep ${rep} ${tc}/${workload:-?}: exit ${rc}, ${secs}s, ${cpu} CPU-s, load before ${load_before}, after $(cut -d' ' -f1-3 /proc/loadavg)" >>"${out}/conditions.txt"
+    workload="$(grep -oE "BenchmarkPerfScheduling/${tc_name}/[A-Za-z0-9_]+" "${dir}/log.txt" | head -n 1 | cut -d/ -f3 || true)"
+    printf '%s/%s\t%s\t%s\t%s\n' "${tc_name}" "${workload:-unknown}" "${rc}" "${secs}" "${cpu}" >>"${dir}/status.tsv"
+    echo "rep ${rep} ${tc_name}/${workload:-?}: exit ${rc}, ${secs}s, ${cpu} CPU-s, load before ${load_before}, after $(cut -d' ' -f1-3 /proc/loadavg)" >>"${out}/conditions.txt"
     if [[ "${rc}" != 0 ]]; then
       status=1
       echo "FAILED: ${tc} (rep ${rep}); last lines of ${dir}/log.txt:" >&2
