@@ -454,8 +454,10 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
 		res, placed := *g.feasibility, g.placement.PreFilterResult()
-		if planned := pl.offerLocked(state, g, pod); planned != nil && res.Feasible {
-			placed = planned
+		if res.Feasible {
+			if planned := pl.offerLocked(state, g, pod); planned != nil {
+				placed = planned
+			}
 		}
 		pl.mu.Unlock()
 		if !res.Feasible {
@@ -490,9 +492,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	ck.at = now
 	pl.mu.Lock()
 	g.feasibility, g.cacheKey = &res, ck
-	if res.Feasible {
-		pl.makePlanLocked(g, plan, ck.epoch)
-	}
+	// A fresh check replaces the plan of the one before (none when the gang does not fit).
+	pl.makePlanLocked(g, plan)
 	newDomain := chosen != nil && (g.placement == nil || g.placement.Key != chosen.Key || g.placement.Value != chosen.Value || g.placement.Level != chosen.Level)
 	g.placement = chosen
 	var changed bool
@@ -519,7 +520,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	planned := pl.offerLocked(state, g, pod)
 	pl.mu.Unlock()
 	if planned != nil {
-		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "members", plan.Left(), "nodes", plan.NodeCount())
+		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "nodes", planned.NodeNames.Len())
 		return planned, nil
 	}
 	return chosen.PreFilterResult(), nil
@@ -564,7 +565,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
 	}
-	if mark, err := state.Read(plannedKey); err == nil {
+	if mark, err := state.Read(plannedKey); err == nil && missedPlan(mark.(plannedMark).offered, m) {
 		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {

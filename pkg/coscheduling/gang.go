@@ -56,11 +56,9 @@ type gang struct {
 	placement *gangfit.Placement
 
 	// plan is the current attempt's placement plan (nil: none, or dropped). noPlan is set when a
-	// member fell back from the plan: no new plan is made for the attempt until the capacity epoch
-	// moves past noPlanEpoch.
-	plan        *gangfit.PlacementPlan
-	noPlan      bool
-	noPlanEpoch uint64
+	// member fell back from a plan: no new plan is made until the attempt ends (quorum or failure).
+	plan   *gangfit.PlacementPlan
+	noPlan bool
 
 	// reserve is the gang's reservation against starvation (see reservation.go).
 	reserve reservation

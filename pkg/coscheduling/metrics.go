@@ -104,7 +104,7 @@ var (
 	placementPlanMembers = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "placement_plan_members_total",
-		Help:           "Gang members whose cycle a placement plan narrowed, by outcome: placed (reserved on a planned node) or fallback (no offered node fitted; retried on every node).",
+		Help:           "Gang members and the placement plan, by outcome: placed (reserved on a node the plan still had a place on) or fallback (none of the offered planned nodes fitted; retried without the plan).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile", "outcome"})
 )

@@ -63,17 +63,14 @@ func (pl *Coscheduling) offerLocked(state fwk.CycleState, g *gang, pod *v1.Pod) 
 	return &fwk.PreFilterResult{NodeNames: nodes}
 }
 
-// makePlanLocked keeps a plan for the attempt the check of fit (on placement's domain) starts, unless
-// the attempt already fell back from one at this capacity epoch, or the gang's members are nominated.
-func (pl *Coscheduling) makePlanLocked(g *gang, plan *gangfit.PlacementPlan, epoch uint64) {
+// makePlanLocked keeps the plan a fresh whole-gang check made (nil when the gang does not fit or the
+// plan could not place it), unless the attempt already fell back from a plan or the gang's members are
+// nominated.
+func (pl *Coscheduling) makePlanLocked(g *gang, plan *gangfit.PlacementPlan) {
 	g.plan = nil
-	if plan == nil || len(g.nominatedNodes) > 0 || g.reserve.active {
+	if plan == nil || g.noPlan || len(g.nominatedNodes) > 0 || g.reserve.active {
 		return
 	}
-	if g.noPlan && g.noPlanEpoch == epoch {
-		return
-	}
-	g.noPlan = false
 	g.plan = plan
 }
 
@@ -82,20 +79,41 @@ func (g *gang) dropPlanLocked() {
 	g.plan, g.noPlan = nil, false
 }
 
+// missedPlan reports whether the cycle failed on the plan's nodes: the Filter plugins rejected one of
+// the offered nodes, or the offered nodes were never filtered because they are gone or another
+// plugin's PreFilterResult excludes them (the framework then gives the absent nodes a status of no
+// plugin). A cycle that another plugin's PreFilter rejected (every node has that plugin's status) is
+// no miss of the plan. Without statuses (nil) it cannot tell, and takes the cycle as a miss.
+func missedPlan(offered []string, m fwk.NodeToStatusReader) bool {
+	if m == nil {
+		return true
+	}
+	absent := m.Get("")
+	if absent == nil || absent.Plugin() == "" {
+		return true
+	}
+	for _, name := range offered {
+		if m.Get(name) != absent {
+			return true
+		}
+	}
+	return false
+}
+
 // planMissed is PostFilter for a member whose cycle the plan narrowed and that fitted none of the
-// offered nodes: the plan is dropped for the attempt (it was made on a cluster that has changed, or
-// misses a constraint), and the member is retried at once with a full cycle. It does not count as a
-// member that found no node.
+// offered nodes: the plan is dropped, and no new one is made, until the attempt ends (it was made on a
+// cluster that has changed, or misses a constraint), and the member is retried at once without it (on
+// every node, or its gang's domain). It does not count as a member that found no node.
 func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []string, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	name, _ := podgroup.Of(pod)
 	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		g.plan, g.noPlan, g.noPlanEpoch = nil, true, pl.epoch.Load()
+		g.plan, g.noPlan = nil, true
 	}
 	pl.mu.Unlock()
 	placementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
-	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once on every node", key, klog.KObj(pod), rejectedNodes(offered, m))
+	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), rejectedNodes(offered, m))
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {
 		// The pod is in flight: the first call makes the queue take it back as soon as its back-off
@@ -124,16 +142,4 @@ func rejectedNodes(offered []string, m fwk.NodeToStatusReader) string {
 		parts = append(parts[:4], fmt.Sprintf("and %d more", len(parts)-4))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// planNodes is the plan's nodes with what it still sends there, for tests and logs.
-func planNodes(p *gangfit.PlacementPlan) sets.Set[string] {
-	out := sets.New[string]()
-	if p == nil {
-		return out
-	}
-	for _, n := range p.Nodes {
-		out.Insert(n.Name)
-	}
-	return out
 }

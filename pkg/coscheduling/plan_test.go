@@ -38,8 +38,9 @@ type miniCycle struct {
 	nodes []*framework.NodeInfo
 	// choose picks the node among the feasible ones (a profile's Score); nil: the first by name.
 	choose func([]string) string
-	// offered records the nodes each cycle was narrowed to (nil: every node).
-	offered [][]string
+	// offered records the nodes each cycle was narrowed to (nil: every node); withRoom the nodes the
+	// gang's plan still sent members to right after the cycle's PreFilter.
+	offered, withRoom [][]string
 }
 
 type cycleOutcome struct {
@@ -70,6 +71,15 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 	state := framework.NewCycleState()
 	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
 	res, s := c.env.pl.PreFilter(ctx, state, pod, c.infos())
+	var room []string
+	if g := c.env.pl.gangs["ns/g"]; g != nil && g.plan != nil {
+		for _, n := range g.plan.Nodes {
+			if n.Members > 0 {
+				room = append(room, n.Name)
+			}
+		}
+	}
+	c.withRoom = append(c.withRoom, room)
 	_, narrowed := state.Read(plannedKey)
 	out := cycleOutcome{narrowed: narrowed == nil}
 	if !s.IsSuccess() {
@@ -186,7 +196,7 @@ func TestPlacementPlanFallback(t *testing.T) {
 	c.node("a").AddPod(running("intruder", "", "a", "2", 0))
 	before := counterValue(t, placementPlanMembers, "test", planFallback)
 	out := c.run(pods[1])
-	if out.node != "" || out.status.Code() != fwk.Unschedulable || !strings.Contains(out.status.Message(), "retried at once on every node") ||
+	if out.node != "" || out.status.Code() != fwk.Unschedulable || !strings.Contains(out.status.Message(), "retried at once without the plan") ||
 		!strings.Contains(out.status.Message(), "a: Insufficient cpu") {
 		t.Fatalf("m1 on the used-up plan: %+v", out)
 	}
@@ -322,20 +332,19 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 			n.AddPod(running(fmt.Sprintf("other-%d", step), "", n.Node().Name, "1", 0))
 			log = append(log, "another pod on "+n.Node().Name)
 		}
-		var plan []string
-		if g := env.pl.gangs["ns/g"]; g != nil && g.plan != nil {
-			plan = sets.List(planNodes(g.plan))
-		}
 		out := c.run(p)
-		offered := c.offered[len(c.offered)-1]
+		offered, room := c.offered[len(c.offered)-1], c.withRoom[len(c.withRoom)-1]
 		log = append(log, fmt.Sprintf("%s: offered %v, placed %q, %v", p.Name, offered, out.node, out.status))
 		if offered != nil {
 			if len(offered) > int(candidates) {
 				return fail("%s offered %d nodes, more than %d", p.Name, len(offered), candidates)
 			}
-			if g := env.pl.gangs["ns/g"]; plan != nil && !sets.New(plan...).IsSuperset(sets.New(offered...)) {
-				return fail("%s offered %v, not all in the plan %v (%v)", p.Name, offered, plan, g.plan)
+			if out.narrowed && !sets.New(room...).IsSuperset(sets.New(offered...)) {
+				return fail("%s offered %v, not all planned nodes with room %v", p.Name, offered, room)
 			}
+		}
+		if len(placed) >= minMember && out.narrowed {
+			return fail("%s narrowed by a plan after the quorum", p.Name)
 		}
 		switch {
 		case out.node != "":
@@ -388,4 +397,94 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 		}
 	}
 	return true
+}
+
+// TestPlacementPlanMissKeepsTheAttemptUnplanned: after a miss, no new plan is made until the attempt
+// ends, even when a fresh check runs (the capacity epoch moved), so a plan that keeps offering a node
+// the filters reject cannot loop.
+func TestPlacementPlanMissKeepsTheAttemptUnplanned(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "2"), member("m1", "g", "2")}
+	env := newTestEnv(t, planArgs(1), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+	enqueue(t, env, pods...)
+	c := &miniCycle{t: t, env: env, nodes: []*framework.NodeInfo{node("a", "4"), node("b", "4")}}
+	// The plan offers a (both members fit there); another pod takes it before m0's filters run.
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	if res, s := env.pl.PreFilter(ctx, state, pods[0], c.infos()); !s.IsSuccess() || res.AllNodes() {
+		t.Fatalf("PreFilter = %v, %v", res, s)
+	}
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.Set("a", fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu"))
+	statuses.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) [Coscheduling]"))
+	if _, s := env.pl.PostFilter(ctx, state, pods[0], statuses); !strings.Contains(s.Message(), "fits none of its planned nodes") {
+		t.Fatalf("PostFilter = %v, want a miss", s)
+	}
+	// Capacity is freed somewhere (the epoch moves) and the cached check expires: a fresh check.
+	env.pl.epoch.Add(1)
+	env.clock.Step(feasibilityCacheTTL + time.Second)
+	for _, p := range pods {
+		if out := c.run(p); out.narrowed || out.node == "" {
+			t.Fatalf("%s after the miss: %+v (want a full cycle that places it)", p.Name, out)
+		}
+	}
+	if g := env.pl.gangs["ns/g"]; g.noPlan || g.plan != nil {
+		t.Errorf("the attempt ended at its quorum, and the fall-back with it: noPlan %v, plan %v", g.noPlan, g.plan)
+	}
+}
+
+// TestPlacementPlanAfterAnInfeasibleCheck: a fresh check that finds the gang infeasible drops the plan
+// of the check before, so the rejected member goes the infeasible way (preemption, reservation), not
+// the plan's fall-back.
+func TestPlacementPlanAfterAnInfeasibleCheck(t *testing.T) {
+	pods := []*v1.Pod{member("m0", "g", "2"), member("m1", "g", "2")}
+	env := newTestEnv(t, planArgs(2), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+	enqueue(t, env, pods...)
+	ctx := context.Background()
+	if res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], []fwk.NodeInfo{node("a", "4")}); !s.IsSuccess() || res.AllNodes() {
+		t.Fatalf("PreFilter = %v, %v", res, s)
+	}
+	// m0's cycle ended without a Reserve (a Score error, say); the node filled up meanwhile.
+	env.pl.epoch.Add(1)
+	full := []fwk.NodeInfo{nodeWith("a", "4", running("x", "", "a", "3", 0))}
+	for _, p := range pods {
+		state := framework.NewCycleState()
+		if _, s := env.pl.PreFilter(ctx, state, p, full); s.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("PreFilter(%s) = %v, want infeasible", p.Name, s)
+		}
+		if _, err := state.Read(plannedKey); err == nil {
+			t.Fatalf("%s: an infeasible cycle is marked planned", p.Name)
+		}
+	}
+	if g := env.pl.gangs["ns/g"]; g.plan != nil {
+		t.Errorf("the plan of the feasible check outlived the infeasible one: %+v", g.plan.Nodes)
+	}
+}
+
+// TestPlacementPlanOtherPreFilterRejection: a cycle another plugin's PreFilter rejected is no miss of
+// the plan (every node carries that plugin's status): the plan stays and nothing is activated.
+func TestPlacementPlanOtherPreFilterRejection(t *testing.T) {
+	// A spare member, so that m0 finding no node does not fail the attempt (which ends the plan).
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("m2", "g", "1")}
+	env := newTestEnv(t, planArgs(2), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+	enqueue(t, env, pods...)
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	if res, s := env.pl.PreFilter(ctx, state, pods[0], []fwk.NodeInfo{node("a", "4")}); !s.IsSuccess() || res.AllNodes() {
+		t.Fatalf("PreFilter = %v, %v", res, s)
+	}
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "pod has unbound immediate PersistentVolumeClaims").WithPlugin("VolumeBinding"))
+	before := counterValue(t, placementPlanMembers, "test", planFallback)
+	if _, s := env.pl.PostFilter(ctx, state, pods[0], statuses); strings.Contains(s.Message(), "planned nodes") {
+		t.Fatalf("PostFilter = %v: taken as a miss of the plan", s)
+	}
+	if n := counterValue(t, placementPlanMembers, "test", planFallback) - before; n != 0 {
+		t.Errorf("fallbacks counted: %v", n)
+	}
+	if g := env.pl.gangs["ns/g"]; g.plan == nil || g.noPlan {
+		t.Errorf("the plan was dropped for another plugin's rejection: plan %v, noPlan %v", g.plan, g.noPlan)
+	}
+	if len(env.handle.activated) != 0 {
+		t.Errorf("activated %v", env.handle.activated)
+	}
 }

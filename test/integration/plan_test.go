@@ -187,7 +187,7 @@ func TestPlacementPlanFallsBack(t *testing.T) {
 			said = append(said, e.InvolvedObject.Name+": "+e.Message)
 		}
 	}
-	if s := strings.Join(said, "\n"); !strings.Contains(s, "fits none of its planned nodes (planla-a: ") || !strings.Contains(s, "retried at once on every node") {
+	if s := strings.Join(said, "\n"); !strings.Contains(s, "fits none of its planned nodes (planla-a: ") || !strings.Contains(s, "retried at once without the plan") {
 		t.Errorf("no FailedScheduling event says the plan missed and why; the events:\n%s", s)
 	}
 	t.Logf("gang bound %v after its members were created, on %v", time.Since(start).Round(100*time.Millisecond), got)

@@ -3,7 +3,6 @@ package gangfit
 import (
 	"cmp"
 	"slices"
-	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -37,12 +36,14 @@ type PlacementPlan struct {
 // PlanPlacement places f's `need` members on the nodes of the gang's domain (every node when in is nil
 // or anywhere):
 // nodes whose free capacity is smallest first (by the members' dominant resource), so that the gang
-// fills partly used nodes and leaves empty ones whole for the next gang, and on as few of them as that
-// order allows. Identical members fill each node to the copies it holds; mixed ones go largest first,
-// each to the first node it fits. It returns nil when the members do not all fit (a mixed gang
-// admitted on the aggregate test): those attempts use full cycles.
+// fills partly used nodes and leaves empty ones whole for the next gang, each node up to the copies of a
+// member it holds. It plans only gangs whose candidates are all alike (one request, one set of node
+// constraints: the usual gang, one pod template); it returns nil for the others, and when the members
+// do not all fit; those attempts use full cycles.
 func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
-	if f == nil || f.need <= 0 {
+	if f == nil || f.need <= 0 || !f.alike {
+		// Members that differ (in requests or node constraints) would need the plan's places kept per
+		// shape: a small member offered a big one's node takes its room. They use full cycles.
 		return nil
 	}
 	var idx []int
@@ -56,11 +57,6 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 	}
 	usable := f.usable()
 	smallest := f.members[0].req
-	for _, m := range f.members[1:] {
-		if dominantShare(m.req, f.totals) < dominantShare(smallest, f.totals) {
-			smallest = m.req
-		}
-	}
 	dim := dominantDimension(smallest, f.totals)
 	type candidate struct {
 		i     int
@@ -89,58 +85,16 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 		p.Nodes = append(p.Nodes, PlannedNode{Name: name, Members: n})
 		p.left += n
 	}
-	if f.homogeneous {
-		elig := f.eligible.of(f.members[0].pod)
-		for _, i := range order {
-			if p.left >= f.need {
-				break
-			}
-			if !elig[i] {
-				continue
-			}
-			if c := min(f.members[0].req.copies(f.free[i].free, f.free[i].slots), f.need-p.left); c > 0 {
-				add(f.free[i].node.Name, c)
-			}
+	elig := f.eligible.of(f.members[0].pod)
+	for _, i := range order {
+		if p.left >= f.need {
+			break
 		}
-	} else {
-		members := slices.Clone(f.members)
-		sort.SliceStable(members, func(a, b int) bool {
-			return dominantShare(members[a].req, f.totals) > dominantShare(members[b].req, f.totals)
-		})
-		// The simulation works on copies of the candidate nodes' free capacity (f.free may be the
-		// shared table, which is read only).
-		sim := make([]freeNode, len(order))
-		for k, i := range order {
-			sim[k] = f.free[i]
-			sim[k].free = f.free[i].free.clone()
+		if !elig[i] {
+			continue
 		}
-		counts := make([]int, len(order))
-		first := 0
-		for _, m := range members {
-			elig := f.eligible.of(m.pod)
-			placed := false
-			for k := first; k < len(order); k++ {
-				n := &sim[k]
-				if !elig[order[k]] || n.slots <= 0 || !m.req.fits(n.free) {
-					continue
-				}
-				m.req.subFrom(&n.free)
-				n.slots--
-				counts[k]++
-				placed = true
-				break
-			}
-			if !placed {
-				return nil
-			}
-			for first < len(order) && (sim[first].slots <= 0 || !smallest.fits(sim[first].free)) {
-				first++
-			}
-		}
-		for k, i := range order {
-			if counts[k] > 0 {
-				add(f.free[i].node.Name, counts[k])
-			}
+		if c := min(f.members[0].req.copies(f.free[i].free, f.free[i].slots), f.need-p.left); c > 0 {
+			add(f.free[i].node.Name, c)
 		}
 	}
 	if p.left < f.need {
@@ -227,14 +181,21 @@ func (p *PlacementPlan) NodeCount() int {
 
 // Plannable reports whether a member's placement is fully modelled by the plan's inputs (resources,
 // pod slots, taints, unschedulable nodes, node selector and required node affinity), so that a plan
-// may narrow its cycle to a few nodes. Constraints between pods (inter-pod affinity and anti-affinity,
-// topology spread), host ports, volumes whose topology the plan cannot see, and dynamic resource claims
-// are not modelled: such members search every node as before.
+// may narrow its cycle to a few nodes. Required constraints between pods (inter-pod affinity and
+// anti-affinity, DoNotSchedule topology spread), host ports, volumes whose topology the plan cannot see,
+// and dynamic resource claims are not modelled: such members search every node as before. Preferred
+// terms and ScheduleAnyway spread never reject a node; the Score plugins weigh them among the offered.
 func Plannable(pod *v1.Pod) bool {
-	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+	if a := pod.Spec.Affinity; a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
+		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)) {
 		return false
 	}
-	if len(pod.Spec.TopologySpreadConstraints) > 0 || len(pod.Spec.ResourceClaims) > 0 {
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == v1.DoNotSchedule {
+			return false
+		}
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
 		return false
 	}
 	for _, v := range pod.Spec.Volumes {
