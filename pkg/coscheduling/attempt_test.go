@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,24 +24,7 @@ import (
 // member is bound unless a quorum is; then, left alone, the gang binds whole; and once its pods are
 // gone the plugin holds nothing of it. SEED=<n> replays a failure.
 func TestGangNeverPartialRandomized(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("replay with SEED=%d", seed)
-		}
-	}()
-	for round := range 500 {
-		rng := rand.New(rand.NewPCG(seed, uint64(round)))
-		if !gangRound(t, rng, round) {
-			return
-		}
-	}
+	runSeeded(t, 500, gangRound)
 }
 
 // gangRound is one round of TestGangNeverPartialRandomized; it reports whether the round passed.

@@ -1,6 +1,14 @@
 package coscheduling
 
-import "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+)
 
 // Builders shared with the other package's tests (see internal/gangtest).
 var (
@@ -21,3 +29,26 @@ const (
 	blockKey = gangtest.BlockKey
 	rackKey  = gangtest.RackKey
 )
+
+// runSeeded runs rounds of a randomized test, round r with its own generator from the seed (SEED=<n>
+// replays one run; otherwise the time), until a round fails; then it prints the seed to replay.
+func runSeeded(t *testing.T, rounds int, round func(t *testing.T, rng *rand.Rand, round int) bool) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("replay with SEED=%d", seed)
+		}
+	}()
+	for r := range rounds {
+		if !round(t, rand.New(rand.NewPCG(seed, uint64(r))), r) {
+			return
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,24 +262,7 @@ func TestPlacementPlanNotUsed(t *testing.T) {
 // and a miss drops the plan, so the member's retry searches every node; the plan never outlives the
 // quorum. SEED=<n> replays a failure.
 func TestPlacementPlanRandomized(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("replay with SEED=%d", seed)
-		}
-	}()
-	for round := range 300 {
-		rng := rand.New(rand.NewPCG(seed, uint64(round)))
-		if !planRound(t, rng, round) {
-			return
-		}
-	}
+	runSeeded(t, 300, planRound)
 }
 
 func planRound(t *testing.T, rng *rand.Rand, round int) bool {

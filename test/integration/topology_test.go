@@ -46,20 +46,13 @@ func createTopologyPodGroup(t *testing.T, ns, name string, minMember int64, poli
 // racksOf returns the rack label of the nodes the group's bound members are on.
 func racksOf(t *testing.T, ns, group string) map[string]int {
 	t.Helper()
-	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
-	if err != nil {
-		t.Fatal(err)
-	}
 	racks := map[string]int{}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" {
-			continue
-		}
-		node, err := client.CoreV1().Nodes().Get(context.Background(), p.Spec.NodeName, metav1.GetOptions{})
+	for name, n := range nodesOf(t, ns, group) {
+		node, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		racks[node.Labels[rackLabel]]++
+		racks[node.Labels[rackLabel]] += n
 	}
 	return racks
 }
