@@ -415,16 +415,13 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", key, lead))
 	}
 	if g.attemptInProgress() {
-		// An attempt is under way and was checked: the member goes where its attempt goes.
-		if planned := pl.offerLocked(state, g, pod); planned != nil {
-			pl.mu.Unlock()
-			return planned, nil
-		}
+		// An attempt is under way and was checked: the member goes where its attempt goes (its
+		// planned nodes, when the attempt has a plan; a plan is made only with a chosen placement).
 		if g.placement == nil && !policy.Empty() {
 			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
 			g.placement = &p
 		}
-		res := g.placement.PreFilterResult()
+		res := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
 		pl.mu.Unlock()
 		return res, nil
 	}
@@ -443,26 +440,20 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	members := pl.membersOf(pod.Namespace, name)
 	pl.mu.Lock()
 	if g.attemptInProgress() {
-		res := g.placement.PreFilterResult()
-		if planned := pl.offerLocked(state, g, pod); planned != nil {
-			res = planned
-		}
+		res := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
 		pl.mu.Unlock()
 		return res, nil
 	}
 	candidates, counted, countedN := splitMembersLocked(g, members)
 	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
 	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
-		res, placed := *g.feasibility, g.placement.PreFilterResult()
-		if res.Feasible {
-			if planned := pl.offerLocked(state, g, pod); planned != nil {
-				placed = planned
-			}
-		}
-		pl.mu.Unlock()
+		res := *g.feasibility
 		if !res.Feasible {
+			pl.mu.Unlock()
 			return pl.rejectInfeasible(state, res.Message)
 		}
+		placed := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
+		pl.mu.Unlock()
 		return placed, nil
 	}
 	pl.mu.Unlock()
@@ -494,6 +485,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	g.feasibility, g.cacheKey = &res, ck
 	// A fresh check replaces the plan of the one before (none when the gang does not fit).
 	pl.makePlanLocked(g, plan)
+	placed := pl.narrowLocked(state, g, pod, chosen.PreFilterResult())
 	newDomain := chosen != nil && (g.placement == nil || g.placement.Key != chosen.Key || g.placement.Value != chosen.Value || g.placement.Level != chosen.Level)
 	g.placement = chosen
 	var changed bool
@@ -516,14 +508,10 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.Message)
 		pl.notifyStatus(key)
 	}
-	pl.mu.Lock()
-	planned := pl.offerLocked(state, g, pod)
-	pl.mu.Unlock()
-	if planned != nil {
-		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "nodes", planned.NodeNames.Len())
-		return planned, nil
+	if plan != nil && g.plan == plan {
+		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "members", plan.Left(), "nodes", len(plan.Nodes))
 	}
-	return chosen.PreFilterResult(), nil
+	return placed, nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.

@@ -20,7 +20,7 @@ import (
 // few planned nodes. Reserve counts the members the plan placed; the plan ends with the attempt (quorum
 // or failure). A member none of whose offered nodes fits (the cluster changed since the check, or a
 // constraint the plan does not model) falls back: the plan is dropped for the attempt and the member
-// is retried at once on every node (see planMissed).
+// is retried at once without it (see planMissed).
 
 const (
 	// plannedKey marks a cycle whose nodes the plan narrowed, for PostFilter.
@@ -35,7 +35,7 @@ type plannedMark struct{ offered []string }
 
 func (m plannedMark) Clone() fwk.StateData { return m }
 
-// planUse is the outcome label of the plan metric.
+// The outcome labels of placementPlanMembers.
 const (
 	planPlaced   = "placed"
 	planFallback = "fallback"
@@ -48,16 +48,16 @@ func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
 }
 
-// offerLocked returns the planned nodes a member is offered, and marks the cycle, when the gang's
-// attempt has a plan that still places members; nil otherwise (the member runs a full cycle, in its
-// domain if it has one).
-func (pl *Coscheduling) offerLocked(state fwk.CycleState, g *gang, pod *v1.Pod) *fwk.PreFilterResult {
-	if g.plan == nil || g.plan.Left() == 0 || !pl.plannable(pod) {
-		return nil
+// narrowLocked is PreFilter's result for a member: the planned nodes it is offered (and the cycle is
+// marked), when the gang's attempt has a plan that still places members; else res (every node, or the
+// gang's domain).
+func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
+	if g.plan == nil || !pl.plannable(pod) {
+		return res
 	}
 	nodes := g.plan.Offer(int(pl.planArgs.CandidateNodes))
 	if nodes.Len() == 0 {
-		return nil
+		return res
 	}
 	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
 	return &fwk.PreFilterResult{NodeNames: nodes}

@@ -258,7 +258,7 @@ func TestPlacementPlanNotUsed(t *testing.T) {
 // choices among the offered nodes and, in some rounds, other pods taking room between the members'
 // cycles. Properties: every cycle is offered at most candidateNodes nodes, all of the current plan;
 // without interference and with identical members the plan never misses (whatever the Score picks)
-// and the gang reaches its quorum in one attempt; with interference, the gang is never bound in part
+// and the gang reaches its quorum, no cycle of it finding no node; with interference, the gang is never bound in part
 // and a miss drops the plan, so the member's retry searches every node; the plan never outlives the
 // quorum. SEED=<n> replays a failure.
 func TestPlacementPlanRandomized(t *testing.T) {

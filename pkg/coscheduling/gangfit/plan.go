@@ -47,25 +47,22 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 		return nil
 	}
 	var idx []int
-	if in != nil && in.Nodes != nil {
-		idx = []int{}
-		for i, fn := range f.free {
-			if in.Nodes.Has(fn.node.Name) {
-				idx = append(idx, i)
-			}
-		}
+	if in != nil {
+		idx = f.indexesIn(in.Nodes)
 	}
-	usable := f.usable()
-	smallest := f.members[0].req
-	dim := dominantDimension(smallest, f.totals)
+	// The members are alike: one request, one eligibility (f.usable is the first member's).
+	req, usable := f.members[0].req, f.usable()
+	dim := dominantDimension(req, f.totals)
 	type candidate struct {
-		i     int
-		share float64
+		i, copies int
+		share     float64
 	}
 	var cands []candidate
 	eachNode(idx, len(f.free), func(i int) bool {
-		if usable[i] && f.free[i].slots > 0 && smallest.fits(f.free[i].free) {
-			cands = append(cands, candidate{i: i, share: dim(f.free[i].free)})
+		if n := f.free[i]; usable[i] && n.slots > 0 {
+			if c := req.copies(n.free, n.slots); c > 0 {
+				cands = append(cands, candidate{i: i, copies: c, share: dim(n.free)})
+			}
 		}
 		return true
 	})
@@ -75,32 +72,35 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 		}
 		return cmp.Compare(f.free[a.i].node.Name, f.free[b.i].node.Name)
 	})
-	order := make([]int, len(cands))
-	for k, c := range cands {
-		order[k] = c.i
-	}
 	p := &PlacementPlan{index: map[string]int{}}
-	add := func(name string, n int) {
-		p.index[name] = len(p.Nodes)
-		p.Nodes = append(p.Nodes, PlannedNode{Name: name, Members: n})
-		p.left += n
-	}
-	elig := f.eligible.of(f.members[0].pod)
-	for _, i := range order {
+	for _, c := range cands {
 		if p.left >= f.need {
 			break
 		}
-		if !elig[i] {
-			continue
-		}
-		if c := min(f.members[0].req.copies(f.free[i].free, f.free[i].slots), f.need-p.left); c > 0 {
-			add(f.free[i].node.Name, c)
-		}
+		n := min(c.copies, f.need-p.left)
+		name := f.free[c.i].node.Name
+		p.index[name] = len(p.Nodes)
+		p.Nodes = append(p.Nodes, PlannedNode{Name: name, Members: n})
+		p.left += n
 	}
 	if p.left < f.need {
 		return nil
 	}
 	return p
+}
+
+// indexesIn returns the indexes of f.free of the named nodes; nil (every node) when nodes is nil.
+func (f *Fit) indexesIn(nodes sets.Set[string]) []int {
+	if nodes == nil {
+		return nil
+	}
+	idx := []int{}
+	for i, fn := range f.free {
+		if nodes.Has(fn.node.Name) {
+			idx = append(idx, i)
+		}
+	}
+	return idx
 }
 
 // dominantDimension returns the share of the cluster's free capacity a node's free amount is, in the
@@ -169,14 +169,6 @@ func (p *PlacementPlan) Take(node string) bool {
 	p.Nodes[k].Members--
 	p.left--
 	return true
-}
-
-// NodeCount is how many distinct nodes the plan uses.
-func (p *PlacementPlan) NodeCount() int {
-	if p == nil {
-		return 0
-	}
-	return len(p.Nodes)
 }
 
 // Plannable reports whether a member's placement is fully modelled by the plan's inputs (resources,

@@ -110,14 +110,7 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 			return ReservationPlan{Message: "the room that frees has no domain for it: " + chosen.Message}
 		}
 		pl = chosen
-		if chosen.Nodes != nil {
-			idx = []int{}
-			for i, fn := range f.free {
-				if chosen.Nodes.Has(fn.node.Name) {
-					idx = append(idx, i)
-				}
-			}
-		}
+		idx = f.indexesIn(chosen.Nodes)
 	}
 	plan := ReservationPlan{Placement: pl}
 	nodes := map[string]bool{}
