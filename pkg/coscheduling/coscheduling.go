@@ -34,6 +34,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
@@ -115,7 +116,7 @@ type Coscheduling struct {
 	permitTimeout   time.Duration
 	backoff         time.Duration
 	defaultTopology config.TopologyPolicy
-	reservation     gangfit.ReservationArgs
+	reservation     resv.Args
 	planArgs        config.PlacementPlanArgs
 
 	podGroups pgcache.Lister
@@ -227,10 +228,12 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		permitTimeout:   time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		backoff:         time.Duration(args.PodGroupBackoffSeconds) * time.Second,
 		defaultTopology: args.DefaultTopologyPolicy,
-		reservation: gangfit.ReservationArgs{
-			After:    time.Duration(args.Reservation.AfterSeconds) * time.Second,
-			Timeout:  time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
-			MaxGangs: int(args.Reservation.MaxGangs),
+		reservation: resv.Args{
+			After:      time.Duration(args.Reservation.AfterSeconds) * time.Second,
+			Timeout:    time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
+			MaxGangs:   int(args.Reservation.MaxGangs),
+			Recheck:    reservationRecheck,
+			StallAfter: reservationStallAfter,
 		},
 		planArgs:  args.PlacementPlan,
 		podGroups: podGroups,
@@ -246,7 +249,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 	// The reservation series exist from the start (dashboards and alerts read them before any
 	// reservation was made).
 	pl.reservationMetricsLocked()
-	for _, reason := range []string{reasonReservationBound, reasonReservationTimedOut, reasonReservationNoRoom, reasonReservationDeleted, EventPreempting} {
+	for _, reason := range resv.Reasons {
 		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
 	}
 	return pl

@@ -11,6 +11,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
 // addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
@@ -168,6 +169,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 		}
 		count = in.Confirmed
 		_, allowed = pl.stepLocked(g, in)
+		pl.belowMinMemberLocked(g, pg, in.Now)
 	}
 	pl.mu.Unlock()
 	if len(allowed) > 0 {
@@ -185,7 +187,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	var victims []*v1.Pod
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		pl.endReservationLocked(g, reasonReservationDeleted, "the PodGroup was deleted", pl.clock.Now())
+		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was deleted"})
 		g.resetHistory("")
 		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
 		_, victims = pl.stepLocked(g, attempt.Input{Kind: attempt.PodGroupDeleted, Now: pl.clock.Now()})

@@ -68,7 +68,7 @@ func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang, pod *v1.Pod,
 // nominated.
 func (pl *Coscheduling) makePlanLocked(g *gang, plan *gangfit.PlacementPlan) {
 	g.plan = nil
-	if plan == nil || g.noPlan || len(g.nominatedNodes) > 0 || g.reserve.active {
+	if plan == nil || g.noPlan || len(g.nominatedNodes) > 0 || g.reserve.held() {
 		return
 	}
 	g.plan = plan

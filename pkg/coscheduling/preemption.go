@@ -105,14 +105,7 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
 	res, st, result := pl.preemptForGang(ctx, pod, pg)
 	switch result {
-	case "preempted":
-		pl.mu.Lock()
-		if g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]; g != nil {
-			pl.endReservationLocked(g, EventPreempting, "the gang preempts lower-priority pods instead", pl.clock.Now())
-		}
-		pl.mu.Unlock()
-		return res, st
-	case "waiting", "error":
+	case "preempted", "waiting", "error":
 		return res, st
 	}
 	if rres, rst, held := pl.reserveRoom(ctx, pod, pg); held {
@@ -129,7 +122,7 @@ func (pl *Coscheduling) holdsReservation(key string) bool {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	g := pl.gangs[key]
-	return g != nil && g.reserve.active
+	return g != nil && g.reserve.held()
 }
 
 // preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
@@ -223,6 +216,12 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err)))
 	}
 	nodesUsed := pl.nominate(ctx, pod, assignment, prio)
+	// A reservation the gang held ends: the preemption's nominations are the gang's now.
+	keep := make(map[types.UID]bool, len(assignment))
+	for _, a := range assignment {
+		keep[a.Pod.UID] = true
+	}
+	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(victimPods), strings.Join(nodesUsed, ", ")))
 
 	msg := fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit; members nominated to %s",
 		len(victimPods), prio, len(gangs), listed(gangs), singles, need, strings.Join(nodesUsed, ", "))

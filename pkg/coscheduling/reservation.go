@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,55 +20,130 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
-// Reservation against starvation (see gangfit/reservation.go for the decisions): a gang that found no
-// room for reservation.afterSeconds nominates its missing members to the nodes they will use, so that
-// the room freeing there is not taken by pods of its priority or lower; it binds once the room is
-// free. The orchestration here runs in the gang's PostFilter (every member found no room): it starts,
-// keeps or ends the gang's reservation, and returns the member's own node as its nomination, which
-// the scheduler writes to the member's status and its nominator.
+// Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
+// its missing members to the nodes they will use, so that the room freeing there is not taken by pods
+// of its priority or lower; it binds once the room is free. When it starts, holds and ends is decided
+// by the state machine in package reservation (Step); where it holds room by gangfit
+// (PlanReservation). The plugin feeds the machine its events — a member's PostFilter that found no
+// room (reserveRoom), the gang's timer (reservationTimer), the gang falling below minMember, a
+// preemption, the quorum, the PodGroup gone — and applies the effects: nominations, events, the
+// status, the timer, activations. API calls and events run after the plugin's lock is released.
 
-// reservationRecheck is how often a reservation's plan is made again: the room it counts on may have
-// been taken by pods of higher priority, or a member replaced.
-const reservationRecheck = 10 * time.Second
-
-// Reasons of the Reserved condition and of the ends of a reservation (metrics label, lower case).
+// reservationRecheck is how often a reservation's plan is made again (the room it counts on may have
+// been taken by pods of higher priority, or a member replaced), and how often the timer of a gang that
+// waits or holds fires. reservationStallAfter is how long a gang may go without a member finding no
+// room before it stalls: three rechecks, each of which brings its members back.
 const (
-	reasonRoomHeld            = "RoomHeld"
-	reasonReservationBound    = "QuorumReached"
-	reasonReservationTimedOut = "ReservationTimedOut"
-	reasonReservationNoRoom   = "NoRoom"
-	reasonReservationDeleted  = "PodGroupDeleted"
+	reservationRecheck    = 10 * time.Second
+	reservationStallAfter = 3 * reservationRecheck
 )
 
-// reservation is a gang's reservation state.
+// reservation is a gang's reservation: its state machine's state (package reservation), the plan it
+// holds with each member's node, and the gang's timer.
 type reservation struct {
-	// waitingSince is when the gang first found no room in its current wait (zero: not waiting).
-	waitingSince time.Time
-	// prio is the gang's priority (its members'), for the order among waiting gangs.
-	prio int32
-	// unfit is set when the gang's last plan did not fit while no other gang held a reservation: its
-	// members do not fit even the room that frees, so it reserves nothing and goes before no one. A
-	// gang whose plan failed only because another reservation holds the room keeps its place.
-	unfit     bool
-	plannedAt time.Time
-	active    bool
-	since     time.Time
-	plan      gangfit.ReservationPlan
-	node      map[types.UID]string
-	// ended and endMessage: how the last reservation ended, for the status.
-	ended, endMessage string
-	// timer brings the gang back when its wait reaches reservation.afterSeconds, or its reservation
-	// times out: the decision is taken in its members' PostFilter, and a quiet cluster may send no
-	// event that requeues them.
+	resv.State
+	plan gangfit.ReservationPlan
+	node map[types.UID]string
+	// timer fires Step's Timer event at timerAt: it ends a reservation at its timeout whatever the
+	// gang does, and brings a waiting or holding gang's members back for a recheck.
 	timer   clock.Timer
 	timerAt time.Time
 }
 
-// wakeLocked brings g's members back into the scheduling queue at the given time (one timer per
-// gang: an earlier time replaces a later one).
+func (r *reservation) held() bool { return r.Phase == resv.Held }
+
+// reservationDone is what a reservation step leaves to do outside the plugin's lock.
+type reservationDone struct {
+	end, endMessage, lost string
+	activate              bool
+	// waiting are the gangs waiting behind an ended reservation (namespace, name): they take their
+	// turn now.
+	waiting [][2]string
+}
+
+func (d reservationDone) empty() bool { return d.end == "" && d.lost == "" && !d.activate }
+
+// stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
+// belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
+// events, the status, activations) is returned, for finishReservation once pl.mu is released.
+func (pl *Coscheduling) stepReservationLocked(g *gang, in resv.Input) (resv.Effects, reservationDone) {
+	r := &g.reserve
+	var e resv.Effects
+	r.State, e = resv.Step(r.State, pl.reservation, in)
+	d := reservationDone{end: e.End, endMessage: e.EndMessage, lost: e.Lost, activate: e.Activate}
+	if e.StopTimer && r.timer != nil {
+		r.timer.Stop()
+		r.timer, r.timerAt = nil, time.Time{}
+	}
+	if e.Wake {
+		pl.wakeLocked(g, e.WakeAt, in.Now)
+	}
+	if e.End != "" {
+		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
+		r.plan, r.node = gangfit.ReservationPlan{}, nil
+		pl.reservationMetricsLocked()
+		for _, o := range pl.gangs {
+			if o != g && o.reserve.Phase == resv.Waiting && o.reserve.Lost == "" {
+				d.waiting = append(d.waiting, [2]string{o.namespace, o.name})
+			}
+		}
+	}
+	return e, d
+}
+
+// stepReservationAsyncLocked is stepReservationLocked for callers that cannot do the rest themselves
+// (they hold pl.mu): the rest is done in the background.
+func (pl *Coscheduling) stepReservationAsyncLocked(g *gang, in resv.Input) {
+	if g.reserve.Phase == resv.Idle && g.reserve.timer == nil {
+		// Nothing to move (the common case: every quorum, every member gone).
+		return
+	}
+	if _, d := pl.stepReservationLocked(g, in); !d.empty() {
+		namespace, name := g.namespace, g.name
+		go pl.finishReservation(pl.ctx, namespace, name, nil, d, nil)
+	}
+}
+
+// finishReservation does what a reservation step left: at an end, the members' nominations are
+// cleared (except those keep names, a preemption's), ReservationEnded is recorded and the gangs
+// waiting behind are activated; the status is written; the gang's members are activated for a
+// recheck. It reads no clock (a timer's callback runs it).
+func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name string, pg *v1alpha1.PodGroup, d reservationDone, keep map[types.UID]bool) {
+	key := podgroup.Key(namespace, name)
+	if pg == nil {
+		pg = pl.podGroups.Get(namespace, name)
+	}
+	logger := klog.FromContext(ctx)
+	if d.end != "" {
+		var clear []*v1.Pod
+		for _, m := range pl.membersOf(namespace, name) {
+			if !keep[m.UID] {
+				clear = append(clear, m)
+			}
+		}
+		pl.clearNominations(ctx, clear, "")
+		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.end, "message", d.endMessage)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.end, d.endMessage))
+		for _, o := range d.waiting {
+			pl.activateGroup(o[0], o[1])
+		}
+	}
+	if d.lost != "" {
+		logger.V(3).Info("Gang lost its place in the reservation order", "podGroup", key, "reason", d.lost)
+	}
+	if d.end != "" || d.lost != "" {
+		pl.notifyStatus(key)
+	}
+	if d.activate {
+		pl.activateGroup(namespace, name)
+	}
+}
+
+// wakeLocked arms g's timer for at (one timer per gang: an earlier time replaces a later one).
 func (pl *Coscheduling) wakeLocked(g *gang, at time.Time, now time.Time) {
 	r := &g.reserve
 	if r.timer != nil && !r.timerAt.After(at) && r.timerAt.After(now) {
@@ -78,112 +154,115 @@ func (pl *Coscheduling) wakeLocked(g *gang, at time.Time, now time.Time) {
 	}
 	namespace, name := g.namespace, g.name
 	r.timerAt = at
-	r.timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.activateGroup(namespace, name) })
+	r.timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.reservationTimer(namespace, name, at) })
 }
 
-// reserveRoom runs a reservation step for a member of a gang found not to fit (see PostFilter). It
-// reports handled when the gang holds a reservation: the member's result and status are then the
-// reservation's.
+// reservationTimer is a gang's timer: it ends a reservation past its timeout, or whose gang fell
+// below minMember or stopped trying; it takes a waiting gang that fell below minMember or stopped
+// trying out of the order; otherwise it brings the members back for a recheck. The time is the
+// timer's (a fake clock runs it under its own lock).
+func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
+	key := podgroup.Key(namespace, name)
+	pg := pl.podGroups.Get(namespace, name)
+	live := pl.countMembers(namespace, name)
+	pl.mu.Lock()
+	g := pl.gangs[key]
+	if g == nil || !g.reserve.timerAt.Equal(at) {
+		pl.mu.Unlock()
+		return
+	}
+	g.reserve.timer, g.reserve.timerAt = nil, time.Time{}
+	in := resv.Input{Event: resv.Timer, Now: at, Live: live, Trying: g.attemptInProgress()}
+	if pg == nil || pg.UID != g.podGroupUID {
+		in = resv.Input{Event: resv.Deleted, Now: at, Message: "the PodGroup was deleted"}
+	} else {
+		in.MinMember = podgroup.MinMember(pg)
+	}
+	_, d := pl.stepReservationLocked(g, in)
+	pl.mu.Unlock()
+	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
+}
+
+// reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
+// does not help (see PostFilter). It reports handled when the gang holds a reservation: the member's
+// result and status are then the reservation's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
-	if pl.reservation.MaxGangs <= 0 {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
 		return nil, nil, false
 	}
 	logger := klog.FromContext(ctx)
-	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
 	now := pl.clock.Now()
 	// The members are listed (O(members)) only when a step needs them: to adopt a reservation a
-	// previous leader left, to plan one, or to end one.
+	// previous leader left, or to plan one.
 	var members []*v1.Pod
-	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
+	cond := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
+	if cond != nil && cond.Status == metav1.ConditionTrue {
 		members = pl.membersOf(pg.Namespace, pg.Name)
 	}
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	r := &g.reserve
-	r.prio = prio
-	if r.waitingSince.IsZero() {
-		r.waitingSince = now
+	var adopted reservationDone
+	if members != nil && !r.Seen && !r.held() {
+		adopted = pl.adoptReservationLocked(g, cond, members, now)
 	}
-	if !r.active && members != nil {
-		pl.adoptReservationLocked(g, pg, members)
-	}
-	waited := now.Sub(r.waitingSince) >= pl.reservation.After
-	view := gangfit.ReservationView{Now: now, WaitingSince: r.waitingSince, Active: r.active, Since: r.since}
-	if !r.active && waited {
-		// O(tracked groups): only for a gang that may reserve now.
-		view.Others, view.Ahead = pl.reservationQueueLocked(g, now)
-	}
-	action, why := gangfit.DecideReservation(pl.reservation, view)
-	switch {
-	case action == gangfit.ReservationNone && !waited:
-		pl.wakeLocked(g, r.waitingSince.Add(pl.reservation.After), now)
-	case action == gangfit.ReservationNone && view.Ahead:
-		pl.wakeLocked(g, now.Add(reservationRecheck), now)
-	case action == gangfit.ReservationKeep:
-		pl.wakeLocked(g, r.since.Add(pl.reservation.Timeout), now)
-	}
-	// A gang that may reserve plans at once; a held reservation, and a gang waiting its turn (for the
-	// order among waiting gangs), plan again every reservationRecheck.
-	stale := now.Sub(r.plannedAt) >= reservationRecheck
-	plan := action == gangfit.ReservationStart || (stale && (action == gangfit.ReservationKeep || (action == gangfit.ReservationNone && waited)))
+	in := resv.Input{Event: resv.NoRoom, Now: now, Prio: prio}
+	in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
+	e, d := pl.stepReservationLocked(g, in)
 	pl.mu.Unlock()
-
-	if members == nil && (plan || action == gangfit.ReservationEnd) {
-		members = pl.membersOf(pg.Namespace, pg.Name)
-	}
-	if action == gangfit.ReservationEnd {
-		pl.endReservation(ctx, pg, reasonReservationTimedOut, why, members)
-		return nil, nil, false
-	}
-	var p gangfit.ReservationPlan
-	if plan {
-		p = pl.planReservation(ctx, pod, pg, members, prio)
-	}
-
-	pl.mu.Lock()
-	started, noRoom := false, false
-	if plan {
-		r.plannedAt, r.unfit = now, !p.OK && view.Others == 0
-		switch {
-		case action == gangfit.ReservationStart && p.OK && !r.active:
-			r.active, r.since, r.ended, r.endMessage = true, now, "", ""
-			started = true
-		case r.active && !p.OK:
-			noRoom = true
-		case r.active:
-			started = !r.plan.Same(p)
+	for _, done := range []reservationDone{adopted, d} {
+		if !done.empty() {
+			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, done, nil)
 		}
-		if p.OK && (started || r.active) {
+	}
+
+	if e.Plan {
+		if members == nil {
+			members = pl.membersOf(pg.Namespace, pg.Name)
+		}
+		p := pl.planReservation(ctx, pod, pg, members, prio)
+		pl.mu.Lock()
+		in := resv.Input{Event: resv.Planned, Now: now}
+		in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
+		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.plan.Same(p)}
+		e, d = pl.stepReservationLocked(g, in)
+		if e.Start || e.Moved {
 			r.plan = p
 			r.node = make(map[types.UID]string, len(p.Assignment))
 			for _, a := range p.Assignment {
 				r.node[a.Pod.UID] = a.Node
 			}
 		}
-	}
-	active, node, since, msg := r.active, r.node[pod.UID], r.since, r.plan.Message
-	if started {
-		pl.reservationMetricsLocked()
-	}
-	pl.mu.Unlock()
-
-	switch {
-	case noRoom:
-		pl.endReservation(ctx, pg, reasonReservationNoRoom, p.Message, members)
-		return nil, nil, false
-	case !active:
-		if action == gangfit.ReservationStart && !p.OK {
+		if e.Start {
+			pl.reservationMetricsLocked()
+		}
+		pl.mu.Unlock()
+		if !d.empty() {
+			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
+		}
+		if e.Start || e.Moved {
+			pl.nominate(ctx, pod, p.Assignment, prio)
+		}
+		switch {
+		case e.Start:
+			logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
+			pl.podGroupEvent(pg, v1.EventTypeNormal, EventReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
+			pl.notifyStatus(key)
+		case e.Moved:
+			logger.V(3).Info("Gang's reservation moved: the room it counts on changed", "podGroup", key, "nodes", p.Nodes)
+		case !p.OK && !e.Hold:
 			logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 		}
-		return nil, nil, false
 	}
-	if started {
-		pl.nominate(ctx, pod, p.Assignment, prio)
-		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
-		pl.notifyStatus(key)
+
+	pl.mu.RLock()
+	held, node, since, msg := r.held(), r.node[pod.UID], r.Since, r.plan.Message
+	pl.mu.RUnlock()
+	if !held {
+		return nil, nil, false
 	}
 	st := fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, msg, since.UTC().Format(time.RFC3339)))
 	if node == "" {
@@ -206,17 +285,16 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 	pl.mu.RLock()
 	candidates, _, countedN := splitMembersLocked(pl.gangs[key], members)
 	pl.mu.RUnlock()
+	// In a fixed order, so that the same room gives the same plan (the members come from a map).
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
 	f := gangfit.NewReservable(klog.FromContext(ctx), key, candidates, podgroup.MinMember(pg)-countedN, nodes, pl.claims.Against(prio, key), prio)
 	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
 }
 
 // adoptReservationLocked takes over a reservation a previous leader started: the PodGroup says it is
-// Reserved, and its members are nominated. Its start is the condition's.
-func (pl *Coscheduling) adoptReservationLocked(g *gang, pg *v1alpha1.PodGroup, members []*v1.Pod) {
-	c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return
-	}
+// Reserved, and its members are nominated. Its start is the condition's. Only a gang this process
+// has not seen trying adopts (see reservation.Adopt).
+func (pl *Coscheduling) adoptReservationLocked(g *gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
 	node := map[types.UID]string{}
 	var p gangfit.ReservationPlan
 	for _, m := range members {
@@ -226,84 +304,69 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang, pg *v1alpha1.PodGroup, m
 		}
 	}
 	if len(node) == 0 {
-		return
+		return reservationDone{}
 	}
-	r := &g.reserve
 	p.OK, p.Message = true, c.Message
-	r.active, r.since, r.plan, r.node, r.unfit = true, c.LastTransitionTime.Time, p, node, false
-	if r.waitingSince.IsZero() || r.since.Before(r.waitingSince) {
-		r.waitingSince = r.since
+	in := resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time}
+	in.Others, _ = pl.reservationQueueLocked(g, g.reserve.Prio, now)
+	_, d := pl.stepReservationLocked(g, in)
+	if r := &g.reserve; r.held() {
+		r.plan, r.node = p, node
+		pl.reservationMetricsLocked()
 	}
-	pl.reservationMetricsLocked()
+	return d
 }
 
-// reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one that
-// may reserve and holds none goes before g: higher priority, or the same and waiting longer.
-func (pl *Coscheduling) reservationQueueLocked(g *gang, now time.Time) (others int, ahead bool) {
-	r := &g.reserve
+// reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one
+// that may reserve and holds none goes before g, of priority prio (see reservation.Eligible and
+// Before). Only gangs still trying count: one that fell below minMember or stopped trying blocks no
+// one. O(tracked groups).
+func (pl *Coscheduling) reservationQueueLocked(g *gang, prio int32, now time.Time) (others int, ahead bool) {
+	self := g.reserve.State
+	self.Prio = prio
+	if self.Phase == resv.Idle {
+		self.WaitingSince = now
+	}
 	for _, o := range pl.gangs {
 		if o == g {
 			continue
 		}
-		or := &o.reserve
 		switch {
-		case or.active:
+		case o.reserve.held():
 			others++
-		case !or.unfit && !or.waitingSince.IsZero() && now.Sub(or.waitingSince) >= pl.reservation.After &&
-			(or.prio > r.prio || (or.prio == r.prio && or.waitingSince.Before(r.waitingSince))):
+		case !ahead && resv.Eligible(o.reserve.State, pl.reservation, now) && resv.Before(o.reserve.State, self):
 			ahead = true
 		}
 	}
 	return others, ahead
 }
 
-// endReservation ends the gang's reservation (if it holds one) and drops its members' nominations.
-// A reservation that timed out sends the gang behind the others: its wait starts again.
-func (pl *Coscheduling) endReservation(ctx context.Context, pg *v1alpha1.PodGroup, reason, msg string, members []*v1.Pod) {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	now := pl.clock.Now()
+// reservationPreempted ends the gang's reservation when it preempts instead: the nominations the
+// preemption just made (keep) are the gang's now; its other members' are cleared.
+func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.PodGroup, keep map[types.UID]bool, msg string) {
 	pl.mu.Lock()
-	g := pl.gangs[key]
-	if g == nil || !g.reserve.active {
+	g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]
+	if g == nil || !g.reserve.held() {
 		pl.mu.Unlock()
 		return
 	}
-	pl.endReservationLocked(g, reason, msg, now)
+	_, d := pl.stepReservationLocked(g, resv.Input{Event: resv.Preempting, Now: pl.clock.Now(), Message: msg})
 	pl.mu.Unlock()
-	pl.clearNominations(ctx, members, "")
-	pl.podGroupEvent(pg, v1.EventTypeNormal, EventReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more: %s", key, msg))
-	pl.notifyStatus(key)
+	pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, keep)
 }
 
-// endReservationLocked records the end of g's reservation. A gang whose quorum is reached stops
-// waiting; one whose reservation timed out waits again from now, behind the others.
-func (pl *Coscheduling) endReservationLocked(g *gang, reason, msg string, now time.Time) {
-	r := &g.reserve
-	if reason == reasonReservationBound {
-		r.waitingSince, r.unfit = time.Time{}, false
-	}
-	if r.timer != nil && (r.active || reason == reasonReservationBound) {
-		r.timer.Stop()
-		r.timer = nil
-	}
-	if !r.active {
-		// Called on every quorum: O(1) unless a reservation ends.
+// belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember
+// live members exist.
+func (pl *Coscheduling) belowMinMemberLocked(g *gang, pg *v1alpha1.PodGroup, now time.Time) {
+	if g.reserve.Phase == resv.Idle || pg == nil {
 		return
 	}
-	reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Inc()
-	r.ended, r.endMessage = reason, msg
-	r.active, r.node, r.plan = false, nil, gangfit.ReservationPlan{}
-	if reason == reasonReservationTimedOut {
-		r.waitingSince, r.plannedAt = now, now
+	live, want := pl.countMembers(g.namespace, g.name), podgroup.MinMember(pg)
+	if live >= want {
+		return
 	}
-	pl.reservationMetricsLocked()
-	// The gangs waiting behind it take their turn now, not at their next event.
-	for _, o := range pl.gangs {
-		if o != g && !o.reserve.active && !o.reserve.waitingSince.IsZero() {
-			namespace, name := o.namespace, o.name
-			go pl.activateGroup(namespace, name)
-		}
-	}
+	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.BelowMinMember, Now: now,
+		Message: fmt.Sprintf("%d of minMember %d live members exist", live, want)})
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
@@ -312,12 +375,12 @@ func (pl *Coscheduling) reservationMetricsLocked() {
 	n, cpu, mem := 0, int64(0), int64(0)
 	var oldest time.Time
 	for _, g := range pl.gangs {
-		if r := &g.reserve; r.active {
+		if r := &g.reserve; r.held() {
 			n++
 			cpu += r.plan.MilliCPU
 			mem += r.plan.Memory
-			if oldest.IsZero() || r.since.Before(oldest) {
-				oldest = r.since
+			if oldest.IsZero() || r.Since.Before(oldest) {
+				oldest = r.Since
 			}
 		}
 	}
@@ -345,10 +408,10 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	var notes []string
 	for key, g := range pl.gangs {
 		r := &g.reserve
-		if !r.active || r.prio < prio || (g.namespace == pod.Namespace && g.name == own) {
+		if !r.held() || r.Prio < prio || (g.namespace == pod.Namespace && g.name == own) {
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.plan.Nodes, ", "), key, r.since.UTC().Format(time.RFC3339)))
+		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.plan.Nodes, ", "), key, r.Since.UTC().Format(time.RFC3339)))
 	}
 	return strings.Join(notes, "; ")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
@@ -45,7 +46,7 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang {
 		return g
 	}
 	if g.podGroupUID != pg.UID {
-		pl.endReservationLocked(g, reasonReservationDeleted, "the PodGroup was recreated", pl.clock.Now())
+		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was recreated"})
 		g.resetHistory(pg.UID)
 	}
 	return g
@@ -60,7 +61,7 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang, now time.Time) {
 	if g.backoffTimer != nil {
 		g.backoffTimer.Stop()
 	}
-	pl.endReservationLocked(g, reasonReservationDeleted, "no live member is left", now)
+	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "no live member is left"})
 	delete(pl.gangs, g.key())
 	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 }
@@ -82,6 +83,7 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	if g.lead == pod.UID {
 		g.clearLead()
 	}
+	pl.belowMinMemberLocked(g, pl.podGroups.Get(g.namespace, g.name), now)
 	pl.dropIfUnusedLocked(g, now)
 }
 
@@ -148,7 +150,7 @@ func (pl *Coscheduling) stepLocked(g *gang, in attempt.Input) (attempt.Decision,
 		g.nominatedNodes = nil
 		g.dropPlanLocked()
 		g.setOutcome(EventQuorumReached, "")
-		pl.endReservationLocked(g, reasonReservationBound, "the gang reached its quorum", in.Now)
+		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: in.Now})
 		return d, pl.takeWaitingLocked(g)
 	case d.RejectWaiting:
 		clear(g.unplaced)
@@ -371,10 +373,10 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	if g.placement != nil {
 		snap.PlacementLevel, snap.PlacementMessage = g.placement.Level, g.placement.Message
 	}
-	if r := &g.reserve; r.active {
+	if r := &g.reserve; r.held() {
 		snap.Reserved, snap.ReservedMessage = true, r.plan.Message
-	} else if r.ended != "" {
-		snap.ReservationEnded, snap.ReservedMessage = r.ended, r.endMessage
+	} else if r.Ended != "" {
+		snap.ReservationEnded, snap.ReservedMessage = r.Ended, r.EndMessage
 	}
 	return snap
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -140,80 +140,21 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 	return plan
 }
 
-// Same reports whether two plans hold the same members on the same nodes.
+// Same reports whether two plans hold the same members on the same nodes, in whatever order.
 func (p ReservationPlan) Same(o ReservationPlan) bool {
 	if len(p.Assignment) != len(o.Assignment) {
 		return false
 	}
-	for i := range p.Assignment {
-		if p.Assignment[i].Pod.UID != o.Assignment[i].Pod.UID || p.Assignment[i].Node != o.Assignment[i].Node {
+	node := make(map[types.UID]string, len(p.Assignment))
+	for _, a := range p.Assignment {
+		node[a.Pod.UID] = a.Node
+	}
+	for _, a := range o.Assignment {
+		if n, ok := node[a.Pod.UID]; !ok || n != a.Node {
 			return false
 		}
 	}
 	return true
-}
-
-// ReservationArgs bound reservations (see the plugin's args).
-type ReservationArgs struct {
-	// After is how long a gang waits for room before it reserves; Timeout how long a reservation lasts.
-	After, Timeout time.Duration
-	// MaxGangs is how many gangs may hold a reservation at once; 0 turns reservation off.
-	MaxGangs int
-}
-
-// ReservationView is what a decision looks at, for one gang.
-type ReservationView struct {
-	Now time.Time
-	// WaitingSince is when the gang first found no room in its current wait (zero: it has room).
-	WaitingSince time.Time
-	// Active and Since: the gang holds a reservation, since then.
-	Active bool
-	Since  time.Time
-	// Others is how many other gangs hold one.
-	Others int
-	// Ahead is set when a gang earlier in the order (higher priority, or the same priority waiting
-	// longer) may reserve and does not hold a reservation yet: it goes first.
-	Ahead bool
-}
-
-// ReservationAction is what to do with a gang's reservation.
-type ReservationAction int
-
-const (
-	// ReservationNone: no reservation, none to start (Reason says why).
-	ReservationNone ReservationAction = iota
-	// ReservationStart: plan one and hold it (if the plan fits).
-	ReservationStart
-	// ReservationKeep: the reservation goes on.
-	ReservationKeep
-	// ReservationEnd: the reservation ends (it timed out): the gang goes behind the others.
-	ReservationEnd
-)
-
-// DecideReservation says what happens to a gang's reservation. Pure; a table row per case.
-func DecideReservation(a ReservationArgs, v ReservationView) (ReservationAction, string) {
-	if v.Active {
-		if a.MaxGangs <= 0 {
-			return ReservationEnd, "reservation is turned off"
-		}
-		if v.Now.Sub(v.Since) >= a.Timeout {
-			return ReservationEnd, fmt.Sprintf("the reservation timed out after %v", a.Timeout)
-		}
-		return ReservationKeep, ""
-	}
-	switch {
-	case a.MaxGangs <= 0:
-		return ReservationNone, "reservation is turned off"
-	case v.WaitingSince.IsZero():
-		return ReservationNone, "the gang is not waiting for room"
-	case v.Now.Sub(v.WaitingSince) < a.After:
-		return ReservationNone, fmt.Sprintf("the gang reserves room after waiting %v (it has waited %v)", a.After, v.Now.Sub(v.WaitingSince).Truncate(time.Second))
-	case v.Others >= a.MaxGangs:
-		return ReservationNone, fmt.Sprintf("%d gangs hold reservations, the most allowed", v.Others)
-	case v.Ahead:
-		return ReservationNone, "a gang that waited longer reserves first"
-	}
-	return ReservationStart, ""
 }
 
 // addLists sums two resource lists.

@@ -2,7 +2,6 @@ package gangfit
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -153,52 +152,6 @@ func TestReservableLeavesTheSnapshotAlone(t *testing.T) {
 	}
 }
 
-func TestDecideReservation(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	args := ReservationArgs{After: 30 * time.Second, Timeout: 5 * time.Minute, MaxGangs: 1}
-	cases := []struct {
-		name       string
-		args       ReservationArgs
-		view       ReservationView
-		want       ReservationAction
-		wantReason string
-	}{
-		{name: "not waiting", args: args, view: ReservationView{Now: t0},
-			want: ReservationNone, wantReason: "the gang is not waiting for room"},
-		{name: "waited less than afterSeconds", args: args, view: ReservationView{Now: t0.Add(29 * time.Second), WaitingSince: t0},
-			want: ReservationNone, wantReason: "the gang reserves room after waiting 30s (it has waited 29s)"},
-		{name: "waited long enough", args: args, view: ReservationView{Now: t0.Add(30 * time.Second), WaitingSince: t0},
-			want: ReservationStart},
-		{name: "the limit of reserved gangs is reached", args: args, view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0, Others: 1},
-			want: ReservationNone, wantReason: "1 gangs hold reservations, the most allowed"},
-		{name: "below a higher limit", args: ReservationArgs{After: 30 * time.Second, Timeout: time.Minute, MaxGangs: 2},
-			view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0, Others: 1}, want: ReservationStart},
-		{name: "a gang waiting longer goes first", args: args, view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0, Ahead: true},
-			want: ReservationNone, wantReason: "a gang that waited longer reserves first"},
-		{name: "turned off", args: ReservationArgs{After: 0, Timeout: time.Minute}, view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0},
-			want: ReservationNone, wantReason: "reservation is turned off"},
-		{name: "afterSeconds 0 reserves at the first failure", args: ReservationArgs{Timeout: time.Minute, MaxGangs: 1}, view: ReservationView{Now: t0, WaitingSince: t0},
-			want: ReservationStart},
-		{name: "a reservation goes on", args: args, view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0, Active: true, Since: t0.Add(30 * time.Second)},
-			want: ReservationKeep},
-		{name: "a reservation goes on whatever the limit and the queue", args: args,
-			view: ReservationView{Now: t0.Add(time.Minute), WaitingSince: t0, Active: true, Since: t0.Add(30 * time.Second), Others: 3, Ahead: true},
-			want: ReservationKeep},
-		{name: "a reservation times out", args: args, view: ReservationView{Now: t0.Add(6 * time.Minute), WaitingSince: t0, Active: true, Since: t0.Add(time.Minute)},
-			want: ReservationEnd, wantReason: "the reservation timed out after 5m0s"},
-		{name: "a reservation ends when reservation is turned off", args: ReservationArgs{Timeout: time.Minute},
-			view: ReservationView{Now: t0, Active: true, Since: t0}, want: ReservationEnd, wantReason: "reservation is turned off"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, reason := DecideReservation(tc.args, tc.view)
-			if got != tc.want || reason != tc.wantReason {
-				t.Errorf("DecideReservation = %v %q, want %v %q", got, reason, tc.want, tc.wantReason)
-			}
-		})
-	}
-}
-
 func TestReservationPlanSame(t *testing.T) {
 	a, b := member("a", "g", "1"), member("b", "g", "1")
 	plan := func(n ...Nomination) ReservationPlan { return ReservationPlan{OK: true, Assignment: n} }
@@ -208,6 +161,8 @@ func TestReservationPlanSame(t *testing.T) {
 		want bool
 	}{
 		{name: "the same members on the same nodes", x: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), y: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), want: true},
+		{name: "the same members on the same nodes, listed in another order", x: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), y: plan(Nomination{b, "n2"}, Nomination{a, "n1"}), want: true},
+		{name: "two members swapped", x: plan(Nomination{a, "n1"}, Nomination{b, "n2"}), y: plan(Nomination{a, "n2"}, Nomination{b, "n1"})},
 		{name: "a member on another node", x: plan(Nomination{a, "n1"}), y: plan(Nomination{a, "n2"})},
 		{name: "another member", x: plan(Nomination{a, "n1"}), y: plan(Nomination{b, "n1"})},
 		{name: "one member more", x: plan(Nomination{a, "n1"}), y: plan(Nomination{a, "n1"}, Nomination{b, "n2"})},
