@@ -220,7 +220,11 @@ func Step(s State, a Args, in Input) (State, Effects) {
 		case EndTimedOut:
 			// It waits again from now, behind the others, and plans no sooner than a recheck.
 			s.Phase, s.WaitingSince, s.PlannedAt = Waiting, now, now
-			e.Wake, e.WakeAt = true, now.Add(a.After)
+			if a.MaxGangs > 0 {
+				e.Wake, e.WakeAt = true, now.Add(a.After)
+			} else {
+				e.StopTimer = true
+			}
 		case EndBelowMinMember, EndStalled:
 			s.Phase, s.Lost = Waiting, reason
 			e.StopTimer = true
