@@ -122,10 +122,14 @@ func TestReservationTransitions(t *testing.T) {
 		{name: "a recheck brings the members of a held reservation back", from: held, in: timer(50, 4, false),
 			want: held, wantE: Effects{Activate: true, Wake: true, WakeAt: at(60)}},
 		{name: "a waiting gang below minMember loses its place", from: eligible, in: timer(40, 3, false),
-			want:  with(eligible, func(s *State) { s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "the gang lost its place in the reservation order: 3 of minMember 4 live members exist" }),
+			want: with(eligible, func(s *State) {
+				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "the gang lost its place in the reservation order: 3 of minMember 4 live members exist"
+			}),
 			wantE: Effects{Lost: EndBelowMinMember, StopTimer: true}},
 		{name: "a waiting gang that stopped trying loses its place", from: eligible, in: timer(65, 4, false),
-			want:  with(eligible, func(s *State) { s.Lost, s.Ended, s.EndMessage = EndStalled, EndStalled, "the gang lost its place in the reservation order: no member found no room for 30s" }),
+			want: with(eligible, func(s *State) {
+				s.Lost, s.Ended, s.EndMessage = EndStalled, EndStalled, "the gang lost its place in the reservation order: no member found no room for 30s"
+			}),
 			wantE: Effects{Lost: EndStalled, StopTimer: true}},
 		{name: "a waiting gang still trying is brought back", from: eligible, in: timer(40, 4, false),
 			want: eligible, wantE: Effects{Activate: true, Wake: true, WakeAt: at(50)}},
@@ -140,8 +144,10 @@ func TestReservationTransitions(t *testing.T) {
 			want:  State{Phase: Waiting, WaitingSince: at(0), LastTried: at(40), PlannedAt: at(40), Prio: 5, Lost: EndBelowMinMember, Ended: EndBelowMinMember, EndMessage: "3 of minMember 4 live members exist", Seen: true},
 			wantE: Effects{End: EndBelowMinMember, EndMessage: "3 of minMember 4 live members exist", StopTimer: true}},
 		{name: "a waiting gang below minMember loses its place at once", from: eligible,
-			in:    Input{Event: BelowMinMember, Now: at(45), Message: "3 of minMember 4 live members exist"},
-			want:  with(eligible, func(s *State) { s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "the gang lost its place in the reservation order: 3 of minMember 4 live members exist" }),
+			in: Input{Event: BelowMinMember, Now: at(45), Message: "3 of minMember 4 live members exist"},
+			want: with(eligible, func(s *State) {
+				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "the gang lost its place in the reservation order: 3 of minMember 4 live members exist"
+			}),
 			wantE: Effects{Lost: EndBelowMinMember, StopTimer: true}},
 		{name: "a gang not waiting has no place to lose", from: State{Seen: true}, in: Input{Event: BelowMinMember, Now: at(45)}, want: State{Seen: true}},
 
