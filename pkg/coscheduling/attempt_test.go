@@ -131,13 +131,13 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 	schedule = func(p *v1.Pod) bool {
 		state := framework.NewCycleState()
 		state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
-		if s := env.pl.Reserve(ctx, state, p, "n"); !s.IsSuccess() {
+		if s := env.pl.Reserve(ctx, state, p, "n"); !passed(s) {
 			unreserve(p)
 			return true
 		}
 		s, d := env.pl.Permit(ctx, state, p, "n")
 		switch {
-		case s.IsSuccess():
+		case passed(s):
 			return bind(p)
 		case s.IsWait():
 			env.handle.wait(p)

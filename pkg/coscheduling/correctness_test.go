@@ -60,10 +60,10 @@ func TestMembersAreLiveUngatedPodsOfTheProfile(t *testing.T) {
 		pg := makePG("ns", "g", 3, time.Time{})
 		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{member("a", "g", "1"), member("b", "g", "1"), gated, foreign})
 		s := env.pl.PreEnqueue(context.Background(), member("a", "g", "1"))
-		if s.IsSuccess() || !strings.Contains(s.Message(), "2 of minMember 3") {
+		if passed(s) || !strings.Contains(s.Message(), "2 of minMember 3") {
 			t.Errorf("PreEnqueue = %v, want held back with 2 of minMember 3", s)
 		}
-		if s := env.pl.PreEnqueue(context.Background(), gated); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(context.Background(), gated); !passed(s) {
 			t.Errorf("PreEnqueue(gated) = %v, want it left to the SchedulingGates plugin", s)
 		}
 		if _, held := env.pl.gated[gated.UID]; held {
@@ -85,11 +85,11 @@ func TestPermitPastTheDeadlineDeclaresNoQuorum(t *testing.T) {
 	ctx := context.Background()
 	state := framework.NewCycleState()
 	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
-	if s := env.pl.Reserve(ctx, state, pods[1], "n"); !s.IsSuccess() {
+	if s := env.pl.Reserve(ctx, state, pods[1], "n"); !passed(s) {
 		t.Fatalf("Reserve(m1) = %v", s)
 	}
 	s, _ := env.pl.Permit(ctx, state, pods[1], "n")
-	if s.IsSuccess() || !strings.Contains(s.Message(), "timed out") {
+	if passed(s) || !strings.Contains(s.Message(), "timed out") {
 		t.Fatalf("Permit(m1) past the deadline = %v, want a timeout rejection", s)
 	}
 	if w := env.handle.waiting[pods[0].UID]; w.allowed {
@@ -135,7 +135,7 @@ func TestExtraMembersRetriedAtQuorum(t *testing.T) {
 	state.Write(framework.PodsToActivateKey, toActivate)
 	ctx := context.Background()
 	env.pl.Reserve(ctx, state, pods[1], "n")
-	if s, _ := env.pl.Permit(ctx, state, pods[1], "n"); !s.IsSuccess() {
+	if s, _ := env.pl.Permit(ctx, state, pods[1], "n"); !passed(s) {
 		t.Fatalf("Permit(m1) = %v, want the quorum", s)
 	}
 	var got []string
@@ -155,7 +155,7 @@ func TestLeadRetry(t *testing.T) {
 	reserveAndPermit(t, env, b)
 	// a finds no node behind b: the attempt fails without the 10 s back-off, with a to lead.
 	state := framework.NewCycleState()
-	if _, s := env.pl.PostFilter(ctx, state, a, nil); s.IsSuccess() {
+	if _, s := env.pl.PostFilter(ctx, state, a, nil); passed(s) {
 		t.Fatalf("PostFilter(a) = %v, want Unschedulable", s)
 	}
 	g := env.pl.gangs["ns/g"]
@@ -164,18 +164,18 @@ func TestLeadRetry(t *testing.T) {
 	}
 	env.clock.Step(attempt.LeadRetryDelay)
 	nodes := []*framework.NodeInfo{node("n", "4")}
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); s.IsSuccess() || !strings.Contains(s.Message(), "places member a first") {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); passed(s) || !strings.Contains(s.Message(), "places member a first") {
 		t.Errorf("PreFilter(b) before a is reserved = %v, want b held for a", s)
 	}
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), a, asNodeInfos(nodes)); !s.IsSuccess() {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), a, asNodeInfos(nodes)); !passed(s) {
 		t.Fatalf("PreFilter(a) = %v", s)
 	}
 	reserveAndPermit(t, env, a)
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); !s.IsSuccess() {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), b, asNodeInfos(nodes)); !passed(s) {
 		t.Errorf("PreFilter(b) once a is reserved = %v, want it placed", s)
 	}
 	// a fails again behind b: it led once, so this time the group backs off as usual.
-	if _, s := env.pl.PostFilter(ctx, framework.NewCycleState(), b, nil); s.IsSuccess() {
+	if _, s := env.pl.PostFilter(ctx, framework.NewCycleState(), b, nil); passed(s) {
 		t.Fatalf("PostFilter(b) = %v", s)
 	}
 	if g.lead != b.UID {
@@ -226,7 +226,7 @@ func TestMemberRank(t *testing.T) {
 	late := withCreation(selector.DeepCopy(), time.Unix(2, 0))
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{plain, late})
 	for _, p := range []*v1.Pod{plain, late} {
-		if s := env.pl.PreEnqueue(context.Background(), p); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(context.Background(), p); !passed(s) {
 			t.Fatalf("PreEnqueue(%s) = %v", p.Name, s)
 		}
 	}
@@ -262,7 +262,7 @@ func TestExtraMemberLeavesAFullPreferredDomain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, s := env.pl.PreFilter(context.Background(), framework.NewCycleState(), late, asNodeInfos(tc.nodes))
-			if !s.IsSuccess() {
+			if !passed(s) {
 				t.Fatalf("PreFilter = %v", s)
 			}
 			var got []string
@@ -295,7 +295,7 @@ func TestFailedAttemptWithoutBackoff(t *testing.T) {
 	if diff := cmp.Diff([]string{"ns/m0", "ns/m1"}, sets.List(sets.New(env.handle.activated...))); diff != "" {
 		t.Errorf("members activated after a failure with no back-off (-want,+got): %s", diff)
 	}
-	if s := env.pl.PreEnqueue(context.Background(), pods[0]); !s.IsSuccess() {
+	if s := env.pl.PreEnqueue(context.Background(), pods[0]); !passed(s) {
 		t.Errorf("PreEnqueue = %v, want no back-off", s)
 	}
 	for _, p := range pods {
@@ -319,7 +319,7 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 		g.feasibility = nil
 	}
 	preempted("a")
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); s.IsSuccess() {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
 	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventPreempting {
@@ -334,7 +334,7 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	// A gang whose nominations were dropped elsewhere says so at its next check.
 	preempted()
 	env.pl.epoch.Add(1)
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); s.IsSuccess() {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
 	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventGangInfeasible {

@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -45,6 +46,7 @@ var (
 	_ fwk.PreEnqueuePlugin  = &Coscheduling{}
 	_ fwk.QueueSortPlugin   = &Coscheduling{}
 	_ fwk.PreFilterPlugin   = &Coscheduling{}
+	_ fwk.FilterPlugin      = &Coscheduling{}
 	_ fwk.PostFilterPlugin  = &Coscheduling{}
 	_ fwk.ReservePlugin     = &Coscheduling{}
 	_ fwk.PermitPlugin      = &Coscheduling{}
@@ -97,6 +99,9 @@ const (
 const (
 	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
 	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
+	// allowedNodesKey holds the nodes PreFilter let a member use (its gang's domain, its plan's
+	// offer), for Filter: see allowedNodes.
+	allowedNodesKey fwk.StateKey = Name + "/allowed-nodes"
 	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
 	// tries to preempt for it.
 	infeasibleKey fwk.StateKey = Name + "/infeasible"
@@ -378,12 +383,43 @@ func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo, pod *v1.Pod) queueSta
 	return queueStamp{at: e.GetTimestamp()}
 }
 
-// PreFilter checks, once per gang attempt and before any member is reserved, whether the members
+// PreFilter narrows a member's nodes (see preFilter). The nodes it allows are written to the cycle
+// state, and Filter rejects every other node: kube-scheduler tries a pod's nominated node (from a
+// preemption or a reservation) and the batching hint before, and regardless of, the PreFilterResult,
+// so without the Filter a member nominated outside its gang's chosen domain would bind there and split
+// the domain, or bypass its plan's offer. A member whose nodes are not narrowed skips Filter.
+func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	res, st := pl.preFilter(ctx, state, pod, nodes)
+	if !st.IsSuccess() {
+		return res, st
+	}
+	if res.AllNodes() {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	name, _ := podgroup.Of(pod)
+	why := "is outside the topology domain chosen for PodGroup " + podgroup.Key(pod.Namespace, name)
+	if _, err := state.Read(plannedKey); err == nil {
+		why = "is not among the planned nodes PodGroup " + podgroup.Key(pod.Namespace, name) + " offers this member"
+	}
+	state.Write(allowedNodesKey, &allowedNodes{nodes: res.NodeNames, why: why})
+	return res, nil
+}
+
+// allowedNodes are the nodes PreFilter let a member use; why says, for a node outside them, why not.
+// Never changed once written, so a clone may share it.
+type allowedNodes struct {
+	nodes sets.Set[string]
+	why   string
+}
+
+func (a *allowedNodes) Clone() fwk.StateData { return a }
+
+// preFilter checks, once per gang attempt and before any member is reserved, whether the members
 // still missing from the quorum fit the snapshot's nodes at once (see checkFeasible), and, for a gang
 // with a topology policy, chooses its domain (see topology.go). An infeasible gang is rejected here,
 // holding nothing, until an event frees capacity. Every member of a gang with a domain gets the
 // domain's nodes as its PreFilterResult, so the framework evaluates only them.
-func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -519,6 +555,22 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejects a node outside those PreFilter allowed the member (see PreFilter): O(1), and called
+// only for members whose nodes PreFilter narrowed. The framework evaluates only the allowed nodes
+// anyway, except a nominated node and the batching hint, which it tries first.
+func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	data, err := state.Read(allowedNodesKey)
+	if err != nil {
+		return nil
+	}
+	a := data.(*allowedNodes)
+	node := nodeInfo.Node().Name
+	if a.nodes.Has(node) {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s %s", node, a.why))
+}
 
 // SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a
 // gang with a topology policy (restricted to their gang's domain) and those a placement plan may place

@@ -220,7 +220,7 @@ func TestPermitQuorum(t *testing.T) {
 		t.Helper()
 		state := framework.NewCycleState()
 		state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
-		if s := env.pl.Reserve(ctx, state, pod, "n"); !s.IsSuccess() {
+		if s := env.pl.Reserve(ctx, state, pod, "n"); !passed(s) {
 			t.Fatalf("Reserve(%s) = %v", pod.Name, s)
 		}
 		s, d := env.pl.Permit(ctx, state, pod, "n")
@@ -247,7 +247,7 @@ func TestPermitQuorum(t *testing.T) {
 		if got := env.pl.attemptInfo("ns/g"); !got.Waiting || got.Counted != 2 {
 			t.Errorf("attemptInfo = %+v while 2 members wait, want waiting with 2 counted", got)
 		}
-		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
+		if s, _ := reserveAndPermit(t, env, pods[2]); !passed(s) {
 			t.Fatalf("last member: Permit = %v, want Success", s)
 		}
 		for _, p := range pods[:2] {
@@ -277,7 +277,7 @@ func TestPermitQuorum(t *testing.T) {
 		for _, p := range pods[:2] {
 			update(t, env, boundTo(p, "n"))
 		}
-		if s, _ := reserveAndPermit(t, env, pods[2]); !s.IsSuccess() {
+		if s, _ := reserveAndPermit(t, env, pods[2]); !passed(s) {
 			t.Fatalf("Permit = %v, want Success with 2 bound members", s)
 		}
 	})
@@ -299,17 +299,17 @@ func TestPermitQuorum(t *testing.T) {
 		if len(g.members) != 0 {
 			t.Errorf("members = %v after every Unreserve, want none", g.members)
 		}
-		if s := env.pl.PreEnqueue(ctx, pods[2]); s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, pods[2]); passed(s) {
 			t.Errorf("PreEnqueue during back-off = success, want gated")
 		}
-		if s := env.pl.Reserve(ctx, framework.NewCycleState(), pods[2], "n"); s.IsSuccess() {
+		if s := env.pl.Reserve(ctx, framework.NewCycleState(), pods[2], "n"); passed(s) {
 			t.Errorf("Reserve during back-off = success, want refused")
 		}
 		env.clock.Step(11 * time.Second)
 		if len(env.handle.activated) == 0 {
 			t.Errorf("members were not activated when the back-off ended")
 		}
-		if s := env.pl.PreEnqueue(ctx, pods[2]); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, pods[2]); !passed(s) {
 			t.Errorf("PreEnqueue after back-off = %v, want success", s)
 		}
 	})
@@ -395,13 +395,13 @@ func TestGateEventsDelayed(t *testing.T) {
 		return p
 	}
 	a := add(member("a", "g", "1"))
-	if s := env.pl.PreEnqueue(ctx, a); s.IsSuccess() {
+	if s := env.pl.PreEnqueue(ctx, a); passed(s) {
 		t.Fatal("a member of an incomplete group was let in")
 	}
 	env.clock.Step(gateEventDelay / 2)
 	b := add(member("b", "g", "1"))
 	for _, p := range []*v1.Pod{b, a} { // a is asked again: the count has changed
-		if s := env.pl.PreEnqueue(ctx, p); s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, p); passed(s) {
 			t.Fatal("a member of an incomplete group was let in")
 		}
 	}
@@ -416,7 +416,7 @@ func TestGateEventsDelayed(t *testing.T) {
 	// b's group completes before its delay ends.
 	add(member("c", "g", "1"))
 	for _, p := range []*v1.Pod{a, b} {
-		if s := env.pl.PreEnqueue(ctx, p); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, p); !passed(s) {
 			t.Fatalf("member %s of a complete group held back: %v", p.Name, s)
 		}
 	}
@@ -439,7 +439,7 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	reserveAndPermit(t, env, quick[0])
 	env.clock.Step(gateEventDelay / 2)
 	reserveAndPermit(t, env, slow[1])
-	if s := reserveAndPermit(t, env, quick[1]); !s.IsSuccess() {
+	if s := reserveAndPermit(t, env, quick[1]); !passed(s) {
 		t.Fatalf("the quick gang's last member: Permit = %v, want Success", s)
 	}
 	got := drainEvents(rec)
@@ -479,7 +479,7 @@ func TestPreEnqueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, defaultArgs(), tc.pgs, tc.pods)
 			s := env.pl.PreEnqueue(ctx, tc.pod)
-			if s.IsSuccess() != tc.wantOK {
+			if passed(s) != tc.wantOK {
 				t.Fatalf("PreEnqueue = %v, want success=%v", s, tc.wantOK)
 			}
 			if !tc.wantOK && (s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), tc.want)) {
@@ -518,7 +518,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	if _, err := env.pl.isSchedulableAfterNodeChange(klog.Background(), pods[0], nil, nodes[2].Node()); err != nil {
 		t.Fatal(err)
 	}
-	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !s.IsSuccess() {
+	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !passed(s) {
 		t.Fatalf("PreFilter after a node was added = %v, want success", s)
 	}
 	if env.pl.gangs["ns/g"].cacheKey.epoch == first.epoch {
@@ -656,7 +656,7 @@ func BenchmarkPreFilter(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				env.pl.epoch.Add(1) // invalidate the cached result: the whole-gang check runs
-				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[0], nodes); !s.IsSuccess() {
+				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[0], nodes); !passed(s) {
 					b.Fatal(s)
 				}
 			}
@@ -664,7 +664,7 @@ func BenchmarkPreFilter(b *testing.B) {
 		b.Run(fmt.Sprintf("%dNodes/GangCached", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[1], nodes); !s.IsSuccess() {
+				if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), members[1], nodes); !passed(s) {
 					b.Fatal(s)
 				}
 			}

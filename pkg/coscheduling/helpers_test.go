@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	fwk "k8s.io/kube-scheduler/framework"
+
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 )
 
@@ -52,3 +54,7 @@ func runSeeded(t *testing.T, rounds int, round func(t *testing.T, rng *rand.Rand
 		}
 	}
 }
+
+// passed reports whether an extension point let the pod on: success, or (PreFilter) Skip, which
+// PreFilter returns for a member whose nodes it does not narrow (its Filter has nothing to check).
+func passed(s *fwk.Status) bool { return s.IsSuccess() || s.IsSkip() }

@@ -34,7 +34,7 @@ func enqueue(t testing.TB, env *testEnv, pods ...*v1.Pod) {
 		}
 	}
 	for _, p := range pods {
-		if s := env.pl.PreEnqueue(context.Background(), p); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(context.Background(), p); !passed(s) {
 			t.Fatalf("PreEnqueue(%s) = %v, want success", p.Name, s)
 		}
 	}
@@ -89,7 +89,7 @@ func reserveAndPermit(t testing.TB, env *testEnv, pod *v1.Pod) *fwk.Status {
 	ctx := context.Background()
 	state := framework.NewCycleState()
 	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
-	if s := env.pl.Reserve(ctx, state, pod, "n"); !s.IsSuccess() {
+	if s := env.pl.Reserve(ctx, state, pod, "n"); !passed(s) {
 		t.Fatalf("Reserve(%s) = %v", pod.Name, s)
 	}
 	s, _ := env.pl.Permit(ctx, state, pod, "n")
@@ -102,7 +102,7 @@ func reserveAndPermit(t testing.TB, env *testEnv, pod *v1.Pod) *fwk.Status {
 // placeGang takes a gang through PreFilter, Reserve, Permit and binding.
 func placeGang(t testing.TB, env *testEnv, pods []*v1.Pod, nodes []fwk.NodeInfo) []*v1.Pod {
 	t.Helper()
-	if _, s := env.pl.PreFilter(context.Background(), framework.NewCycleState(), pods[0], nodes); !s.IsSuccess() {
+	if _, s := env.pl.PreFilter(context.Background(), framework.NewCycleState(), pods[0], nodes); !passed(s) {
 		t.Fatalf("PreFilter(%s) = %v", pods[0].Name, s)
 	}
 	for _, p := range pods {
@@ -189,7 +189,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		}
 		fresh := members("new", "g", 3)
 		enqueue(t, env, fresh...)
-		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), fresh[0], nodes(3)); !s.IsSuccess() {
+		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), fresh[0], nodes(3)); !passed(s) {
 			t.Fatalf("PreFilter = %v", s)
 		}
 		if s := reserveAndPermit(t, env, fresh[0]); !s.IsWait() {
@@ -209,10 +209,10 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		}
 		replacement := member("r", "g", "1")
 		enqueue(t, env, replacement)
-		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), replacement, nodes(1)); !s.IsSuccess() {
+		if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), replacement, nodes(1)); !passed(s) {
 			t.Fatalf("PreFilter(replacement) = %v: one member is missing and one node is free", s)
 		}
-		if s := reserveAndPermit(t, env, replacement); !s.IsSuccess() {
+		if s := reserveAndPermit(t, env, replacement); !passed(s) {
 			t.Fatalf("Permit(replacement) = %v, want Success: with it the live members reach minMember", s)
 		}
 	})
@@ -240,7 +240,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		enqueue(t, env, gang...)
 		reserveAndPermit(t, env, gang[0])
 		env.pl.Unreserve(ctx, nil, gang[0], "n") // the attempt fails: the group backs off
-		if s := env.pl.PreEnqueue(ctx, gang[1]); s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, gang[1]); passed(s) {
 			t.Fatalf("PreEnqueue during the back-off = success")
 		}
 		if err := env.pgs.Delete(pg); err != nil {
@@ -252,7 +252,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		if err := env.pgs.Add(again); err != nil {
 			t.Fatal(err)
 		}
-		if s := env.pl.PreEnqueue(ctx, gang[1]); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(ctx, gang[1]); !passed(s) {
 			t.Errorf("PreEnqueue under the recreated PodGroup = %v, want success: no back-off carried over", s)
 		}
 	})
@@ -321,7 +321,7 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "3 of minMember 4") {
 			t.Errorf("Permit(m2) = %v, want Wait with 3 of minMember 4", s)
 		}
-		if s := reserveAndPermit(t, env, gang[3]); !s.IsSuccess() {
+		if s := reserveAndPermit(t, env, gang[3]); !passed(s) {
 			t.Errorf("Permit(m3) = %v, want Success", s)
 		}
 	})
@@ -453,7 +453,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 		// Entering the queue again after the failure and its back-off, the member goes behind the
 		// newer group.
 		env.clock.Step(11 * time.Second)
-		if s := env.pl.PreEnqueue(context.Background(), a); !s.IsSuccess() {
+		if s := env.pl.PreEnqueue(context.Background(), a); !passed(s) {
 			t.Fatalf("PreEnqueue after the back-off = %v", s)
 		}
 		if env.pl.Less(qa, qb) {

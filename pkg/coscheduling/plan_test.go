@@ -81,7 +81,7 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 	c.withRoom = append(c.withRoom, room)
 	_, narrowed := state.Read(plannedKey)
 	out := cycleOutcome{narrowed: narrowed == nil}
-	if !s.IsSuccess() {
+	if !passed(s) {
 		c.offered = append(c.offered, nil)
 		_, out.status = c.env.pl.PostFilter(ctx, state, pod, nil)
 		out.rejected = true
@@ -114,7 +114,7 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 	if c.choose != nil {
 		out.node = c.choose(feasible)
 	}
-	if s := c.env.pl.Reserve(ctx, state, pod, out.node); !s.IsSuccess() {
+	if s := c.env.pl.Reserve(ctx, state, pod, out.node); !passed(s) {
 		out.node, out.status = "", s
 		return out
 	}
@@ -244,7 +244,7 @@ func TestPlacementPlanNotUsed(t *testing.T) {
 			enqueue(t, env, tc.pod, member("m1", "g", "1"))
 			state := framework.NewCycleState()
 			res, s := env.pl.PreFilter(context.Background(), state, tc.pod, []fwk.NodeInfo{node("a", "4"), node("b", "4")})
-			if !s.IsSuccess() || !res.AllNodes() {
+			if !passed(s) || !res.AllNodes() {
 				t.Errorf("PreFilter = %v, %v; want every node", res, s)
 			}
 			if _, err := state.Read(plannedKey); err == nil {
@@ -392,7 +392,7 @@ func TestPlacementPlanMissKeepsTheAttemptUnplanned(t *testing.T) {
 	// The plan offers a (both members fit there); another pod takes it before m0's filters run.
 	ctx := context.Background()
 	state := framework.NewCycleState()
-	if res, s := env.pl.PreFilter(ctx, state, pods[0], c.infos()); !s.IsSuccess() || res.AllNodes() {
+	if res, s := env.pl.PreFilter(ctx, state, pods[0], c.infos()); !passed(s) || res.AllNodes() {
 		t.Fatalf("PreFilter = %v, %v", res, s)
 	}
 	statuses := framework.NewDefaultNodeToStatus()
@@ -422,7 +422,7 @@ func TestPlacementPlanAfterAnInfeasibleCheck(t *testing.T) {
 	env := newTestEnv(t, planArgs(2), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
 	enqueue(t, env, pods...)
 	ctx := context.Background()
-	if res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], []fwk.NodeInfo{node("a", "4")}); !s.IsSuccess() || res.AllNodes() {
+	if res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], []fwk.NodeInfo{node("a", "4")}); !passed(s) || res.AllNodes() {
 		t.Fatalf("PreFilter = %v, %v", res, s)
 	}
 	// m0's cycle ended without a Reserve (a Score error, say); the node filled up meanwhile.
@@ -451,7 +451,7 @@ func TestPlacementPlanOtherPreFilterRejection(t *testing.T) {
 	enqueue(t, env, pods...)
 	ctx := context.Background()
 	state := framework.NewCycleState()
-	if res, s := env.pl.PreFilter(ctx, state, pods[0], []fwk.NodeInfo{node("a", "4")}); !s.IsSuccess() || res.AllNodes() {
+	if res, s := env.pl.PreFilter(ctx, state, pods[0], []fwk.NodeInfo{node("a", "4")}); !passed(s) || res.AllNodes() {
 		t.Fatalf("PreFilter = %v, %v", res, s)
 	}
 	statuses := framework.NewDefaultNodeToStatus()

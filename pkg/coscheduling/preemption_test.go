@@ -64,7 +64,7 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Now()), makePG("ns", "g2", 2, time.Now())}, nil)
 	ctx := context.Background()
 	m := running("m0", "g", "", "4", 100)
-	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !s.IsSuccess() {
+	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !passed(s) {
 		t.Fatal(s)
 	}
 	waiting := m.DeepCopy()
@@ -84,7 +84,7 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 
 	// Another member reserved, then bound: forgotten.
 	m = running("m1", "g2", "", "4", 100)
-	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !s.IsSuccess() {
+	if s := env.pl.Reserve(ctx, framework.NewCycleState(), m, "n0"); !passed(s) {
 		t.Fatal(s)
 	}
 	waiting = m.DeepCopy()

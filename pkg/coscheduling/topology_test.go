@@ -30,7 +30,7 @@ func TestPreFilterPlacesTheGangInOneDomain(t *testing.T) {
 	nodes := rackedCluster()
 
 	res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), gang[0], nodes)
-	if !s.IsSuccess() || res == nil {
+	if !passed(s) || res == nil {
 		t.Fatalf("PreFilter = %v, %v; want the rack's nodes", res, s)
 	}
 	if got, want := sets.List(res.NodeNames), []string{"r3-0", "r3-1", "r3-2"}; strings.Join(got, ",") != strings.Join(want, ",") {
@@ -88,8 +88,61 @@ func BenchmarkPreFilterTopology(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		env.pl.epoch.Add(1) // invalidate the cached result: the check and the choice run
-		if res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), gang[0], nodes); !s.IsSuccess() || res == nil {
+		if res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), gang[0], nodes); !passed(s) || res == nil {
 			b.Fatal(s)
 		}
 	}
+}
+
+// TestFilterKeepsTheGangInItsDomain: kube-scheduler tries a member's nominated node (and the batching
+// hint) before the PreFilterResult, so Filter rejects every node outside the nodes PreFilter allowed,
+// with a reason that names the gang; a member PreFilter does not narrow skips Filter.
+func TestFilterKeepsTheGangInItsDomain(t *testing.T) {
+	ctx := context.Background()
+	pg := makePG("ns", "g", 3, time.Time{})
+	pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: rackKey}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+	gang := gangOf(3, "3")
+	// The first member carries a nomination from an earlier preemption or reservation, in another rack.
+	gang[0].Status.NominatedNodeName = "r1-0"
+	enqueue(t, env, gang...)
+	nodes := rackedCluster()
+	byName := map[string]fwk.NodeInfo{}
+	for _, n := range nodes {
+		byName[n.Node().Name] = n
+	}
+
+	state := framework.NewCycleState()
+	res, s := env.pl.PreFilter(ctx, state, gang[0], nodes)
+	if !s.IsSuccess() || res == nil || res.NodeNames.Has("r1-0") {
+		t.Fatalf("PreFilter = %v, %v; want rack r3's nodes", res, s)
+	}
+	st := env.pl.Filter(ctx, state, gang[0], byName["r1-0"])
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "node r1-0 is outside the topology domain chosen for PodGroup ns/g") {
+		t.Errorf("Filter(nominated node outside the domain) = %v, want it rejected with the gang's domain as the reason", st)
+	}
+	for name := range res.NodeNames {
+		if st := env.pl.Filter(ctx, state, gang[0], byName[name]); !st.IsSuccess() {
+			t.Errorf("Filter(%s, in the domain) = %v", name, st)
+		}
+	}
+	// A clone of the cycle (the framework clones it for preemption's dry runs) keeps the nodes.
+	if st := env.pl.Filter(ctx, state.Clone(), gang[0], byName["r1-0"]); st.IsSuccess() {
+		t.Error("Filter on a cloned cycle state let a node outside the domain through")
+	}
+
+	t.Run("a member not narrowed skips Filter", func(t *testing.T) {
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+		pods := []*v1.Pod{member("a", "g", "1"), member("b", "g", "1")}
+		pods[0].Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: rackKey, WhenUnsatisfiable: v1.DoNotSchedule}}
+		enqueue(t, env, pods...)
+		state := framework.NewCycleState()
+		res, s := env.pl.PreFilter(ctx, state, pods[0], nodes)
+		if !s.IsSkip() || !res.AllNodes() {
+			t.Errorf("PreFilter = %v, %v; want Skip (every node)", res, s)
+		}
+		if st := env.pl.Filter(ctx, state, pods[0], byName["r1-0"]); !st.IsSuccess() {
+			t.Errorf("Filter without allowed nodes = %v", st)
+		}
+	})
 }

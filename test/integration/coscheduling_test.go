@@ -42,6 +42,9 @@ const coschedulingProfiles = `  - schedulerName: custom-scheduler
       preFilter:
         enabled:
           - name: Coscheduling
+      filter:
+        enabled:
+          - name: Coscheduling
       postFilter:
         enabled:
           - name: Coscheduling
