@@ -98,7 +98,7 @@ var (
 	reservationsEnded = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "reservations_ended_total",
-		Help:           "Reservations ended, by reason (quorumreached, reservationtimedout, noroom, podgroupdeleted, preempting).",
+		Help:           "Reservations ended, by reason (quorumreached, reservationtimedout, noroom, podgroupdeleted, preempting, belowminmember, stalled).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"profile", "reason"})
 	placementPlanMembers = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -147,6 +148,52 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 		}
 		for _, v := range violations {
 			t.Errorf("%s/%s partially bound: %s", ns, group, v)
+		}
+	})
+}
+
+// watchOneDomain fails the test if the group's live bound members are ever seen in more than one
+// domain of the node label key (a required topology domain split), polling until the test ends.
+func watchOneDomain(t *testing.T, ns, group, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var split string
+	go func() {
+		defer close(done)
+		domainOf := map[string]string{}
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := groupPods(ctx, ns, group)
+			if err != nil {
+				return false, nil
+			}
+			seen := map[string][]string{}
+			for _, p := range pods {
+				if !liveAndBound(&p) {
+					continue
+				}
+				d, ok := domainOf[p.Spec.NodeName]
+				if !ok {
+					n, err := client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+					if err != nil {
+						return false, nil
+					}
+					d = n.Labels[key]
+					domainOf[p.Spec.NodeName] = d
+				}
+				seen[d] = append(seen[d], p.Name)
+			}
+			if len(seen) > 1 && split == "" {
+				split = fmt.Sprint(seen)
+			}
+			return false, nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if split != "" {
+			t.Errorf("%s/%s was bound in more than one %s domain: %s", ns, group, key, split)
 		}
 	})
 }
