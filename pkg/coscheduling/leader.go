@@ -38,6 +38,7 @@ func (pl *Coscheduling) startBackground() {
 	pl.startStatus.Do(func() {
 		pl.status.Started.Store(true)
 		go pl.status.Run(pl.ctx)
+		go pl.adoptReservations(pl.ctx)
 	})
 }
 

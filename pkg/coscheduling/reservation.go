@@ -317,6 +317,30 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang, c *metav1.Condition, mem
 	return d
 }
 
+// adoptReservations takes over, when this process starts leading, the reservations a previous leader
+// left (see adoptReservationLocked), so that their timers run from now on whatever their gangs do: a
+// gang whose members never reach PostFilter again (below minMember, held back) still has its
+// reservation ended by its timeout, or as below minMember or stalled, and its nominations cleared.
+func (pl *Coscheduling) adoptReservations(ctx context.Context) {
+	for _, pg := range pl.podGroups.List() {
+		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			continue
+		}
+		members := pl.membersOf(pg.Namespace, pg.Name)
+		pl.mu.Lock()
+		g := pl.gangForLocked(pg)
+		var d reservationDone
+		if !g.reserve.Seen && !g.reserve.held() {
+			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
+		}
+		pl.mu.Unlock()
+		if !d.empty() {
+			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
+		}
+	}
+}
+
 // reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one
 // that may reserve and holds none goes before g, of priority prio (see reservation.Eligible and
 // Before). Only gangs still trying count: one that fell below minMember or stopped trying blocks no

@@ -265,3 +265,24 @@ func TestRequiredDomainWithANominatedMember(t *testing.T) {
 		t.Errorf("the gang was placed in racks %v, want all 4 members in rb", got)
 	}
 }
+
+// TestReservationLeftByAPreviousLeaderEnds: a new leader takes over a reservation whose gang fell
+// below minMember while no scheduler ran (its members never reach PostFilter again), and ends it with
+// its event and condition, clearing the nominations the previous leader made.
+func TestReservationLeftByAPreviousLeaderEnds(t *testing.T) {
+	cfg := schedulerConfig(t, adminKubeconfig, fastReservation(t, "120"))
+	first := startScheduler(t, cfg)
+	ns := testNamespace(t)
+	names := reservedGang(t, ns, "ra", "left", 4, "")
+	waitForPodGroupConditionOf(t, ns, "left", "Reserved", "RoomHeld")
+	first.stop()
+	forceDelete(t, ns, names[3])
+
+	startScheduler(t, cfg)
+	ended := waitForEvent(t, ns, "left", coscheduling.EventReservationEnded, schedulerName)
+	if !strings.Contains(ended.Message, "(BelowMinMember)") {
+		t.Errorf("ReservationEnded %q, want the reason BelowMinMember", ended.Message)
+	}
+	waitForPodGroupConditionOf(t, ns, "left", "Reserved", "BelowMinMember")
+	noneNominated(t, ns, names[:3])
+}

@@ -48,6 +48,18 @@ func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	return pg
 }
 
+// List returns every PodGroup the store holds.
+func (l Lister) List() []*v1alpha1.PodGroup {
+	objs := l.Store.List()
+	out := make([]*v1alpha1.PodGroup, 0, len(objs))
+	for _, o := range objs {
+		if pg, ok := o.(*v1alpha1.PodGroup); ok {
+			out = append(out, pg)
+		}
+	}
+	return out
+}
+
 // NewClient builds the generated PodGroup clientset on the scheduler's connection. CRDs speak JSON
 // only, so the content type is forced to JSON whatever the scheduler's own client uses.
 func NewClient(cfg *rest.Config) (versioned.Interface, error) {
