@@ -54,6 +54,15 @@ const (
 	// machine).
 	soakMidBind = 2 * time.Second
 
+	// soakRacks: the nodes are spread over this many racks; a quarter of the gangs require one rack.
+	soakRacks = 3
+	// soakReservationTimeout is the soak profile's reservation.timeoutSeconds: no PodGroup may show a
+	// reservation held for longer than it plus one recheck (10 s) and soakReservationSlack (the
+	// status write is coalesced and may be failed by the fault proxy, and condition times are in
+	// seconds).
+	soakReservationTimeout = 10 * time.Second
+	soakReservationSlack   = 10 * time.Second
+
 	soakInitialNodes = 6
 	soakMinNodes     = 3
 	soakMaxNodes     = 9
@@ -103,6 +112,7 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	// two at a time, for at most 10 s.
 	w.config = schedulerConfig(t, proxy.kubeconfig, soakProfiles(t))
 	w.sched = startScheduler(t, w.config)
+	w.schedUpSince = time.Now()
 	w.lastRestartTick = w.tick
 	// Absent until a plugin sets it, which counts as 0; other tests' groups may count already.
 	baseline, _ := soakTrackedGroups(t)
@@ -152,6 +162,8 @@ type soakGang struct {
 	// class is the members' PriorityClass ("" for none: priority 0). A high-priority gang that does not
 	// fit preempts lower-priority pods, whole gangs among them.
 	class string
+	// required: the PodGroup asks for all its members in one rack (topologyPolicy.required).
+	required bool
 	// pods are the members the test created and has not deleted, in creation order.
 	pods    []string
 	nextPod int
@@ -194,6 +206,9 @@ type soakGroupState struct {
 	reported bool
 	// lastDisruption is the last op that disrupted the group, kept for reports.
 	lastDisruption string
+	// splitReported, oldReported: a split required domain, a reservation held too long, was
+	// reported for the group already.
+	splitReported, oldReported bool
 }
 
 // soakWorld holds everything the soak drives and watches.
@@ -219,6 +234,13 @@ type soakWorld struct {
 	nodes     []string
 	nextNode  int
 	nextRoom  int
+	// rackOf is each node's rack (rackLabel): the soak's nodes are spread over soakRacks racks.
+	rackOf map[string]string
+	// settling: the churn is over; members are created ungated.
+	settling bool
+	// schedUpSince is when the running scheduler started (zero while none runs), for the
+	// reservation-age check.
+	schedUpSince time.Time
 	pending   []soakPending
 	op        int
 	// opCounts counts the ops run, by kind, for the summary.
@@ -247,6 +269,7 @@ func newSoakWorld(t *testing.T, seed uint64) *soakWorld {
 		start:    time.Now(),
 		groups:   map[string]*soakGroupState{},
 		opCounts: map[string]int{},
+		rackOf:   map[string]string{},
 	}
 	// No namespace controller runs here, so PodGroups outlive the namespace unless deleted.
 	t.Cleanup(func() {
@@ -317,6 +340,7 @@ func (w *soakWorld) ops() []soakOp {
 		{"replace member", 3, w.replaceMember},
 		{"recreate podgroup", 1, w.recreatePodGroup},
 		{"edit minMember", 2, w.editMinMember},
+		{"delete pending member", 2, w.deletePendingMember},
 		{"delete gang", 1, w.deleteGang},
 		{"create plain pod", 2, w.createPlain},
 		{"delete plain pod", 2, w.deletePlain},
@@ -361,6 +385,9 @@ func (w *soakWorld) churn(n int) {
 			// Outside the lock: the watcher keeps looking while the new scheduler syncs and binds.
 			w.needStart = false
 			w.sched = startScheduler(w.t, w.config)
+			w.mu.Lock()
+			w.schedUpSince = time.Now()
+			w.mu.Unlock()
 			w.lastRestartTick = w.tick
 			w.logf("   scheduler started again")
 		}
@@ -505,18 +532,37 @@ func (w *soakWorld) createGang() string {
 	case 1:
 		g.class = highPriority
 	}
+	g.required = w.rng.IntN(4) == 0
 	w.nextGang++
 	n := g.minMember + w.rng.IntN(2)
 	podsFirst := w.rng.IntN(3) == 0
 	if !podsFirst {
-		createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+		w.createPodGroupOf(g)
 	}
 	names := w.addMembers(g, n)
 	if podsFirst {
-		createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+		w.createPodGroupOf(g)
 	}
 	w.gangs = append(w.gangs, g)
-	return fmt.Sprintf("%s minMember=%d cpu=%s class=%q pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, g.class, names, podsFirst)
+	return fmt.Sprintf("%s minMember=%d cpu=%s class=%q required=%v pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, g.class, g.required, names, podsFirst)
+}
+
+// createPodGroupOf creates g's PodGroup: its minMember, the soak's schedule timeout, and for a gang
+// that requires one rack, that topology policy.
+func (w *soakWorld) createPodGroupOf(g *soakGang) {
+	spec := map[string]any{"minMember": int64(g.minMember), "scheduleTimeoutSeconds": int64(soakPodGroupTimeout)}
+	if g.required {
+		spec["topologyPolicy"] = map[string]any{"required": rackLabel}
+	}
+	pg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		"kind":       "PodGroup",
+		"metadata":   map[string]any{"name": g.name, "namespace": w.ns},
+		"spec":       spec,
+	}}
+	if _, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+		w.fatalf("creating PodGroup %s: %v", g.name, err)
+	}
 }
 
 // addMembers creates n new members of g, as a job controller would.
@@ -527,8 +573,15 @@ func (w *soakWorld) addMembers(g *soakGang, n int) []string {
 		g.nextPod++
 		pod := gangPod(w.ns, name, g.name, g.cpu)
 		pod.Spec.PriorityClassName = g.class
+		if !w.settling && w.rng.IntN(5) == 0 {
+			// Created gated (as Kueue's admission gate or a job framework does): not a member until
+			// the gate goes, a moment later.
+			pod.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "custom-scheduler.test/soak"}}
+			w.later(time.Duration(1+w.rng.IntN(4))*time.Second, "ungate "+name, func() { w.ungate(name) })
+			name += "(gated)"
+		}
 		createPod(w.t, pod)
-		g.pods = append(g.pods, name)
+		g.pods = append(g.pods, pod.Name)
 		names = append(names, name)
 	}
 	return names
@@ -645,14 +698,14 @@ func (w *soakWorld) recreatePodGroup() string {
 	}
 	w.disrupt(g.name, "recreate podgroup")
 	w.deletePodGroup(g.name)
-	createPodGroup(w.t, w.ns, g.name, int64(g.minMember), soakPodGroupTimeout)
+	w.createPodGroupOf(g)
 	return fmt.Sprintf("%s (minMember=%d)", g.name, g.minMember)
 }
 
 // editMinMember models an operator resizing a job's quorum (elastic training): minMember one up or
 // one down, never below 1.
 func (w *soakWorld) editMinMember() string {
-	g := w.pickGang()
+	g := w.pickGangPreferReserving()
 	if g == nil {
 		return "no gang"
 	}
@@ -673,6 +726,79 @@ func (w *soakWorld) editMinMember() string {
 		w.fatalf("patching PodGroup %s: %v", g.name, err)
 	}
 	return fmt.Sprintf("%s minMember %d -> %d (%d pods)", g.name, old, g.minMember, len(g.pods))
+}
+
+// deletePendingMember models a member that is not placed yet going away (an operator scaling the job
+// down, a user deleting it), preferring a gang that waits for room or holds a reservation: the gang may
+// fall below minMember while it reserves. Its job controller creates a replacement a few seconds later.
+func (w *soakWorld) deletePendingMember() string {
+	g := w.pickGangPreferReserving()
+	if g == nil {
+		return "no gang"
+	}
+	var pending []string
+	for _, p := range w.listGroup(g.name) {
+		if soakLive(&p) && p.Spec.NodeName == "" && slices.Contains(g.pods, p.Name) {
+			pending = append(pending, p.Name)
+		}
+	}
+	if len(pending) == 0 {
+		return g.name + " has no pending member"
+	}
+	name := pending[w.rng.IntN(len(pending))]
+	w.deletePod(name, true)
+	g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == name })
+	d := time.Duration(2+w.rng.IntN(4)) * time.Second
+	w.later(d, "replace "+name+" of "+g.name, func() {
+		if w.gangByName(g.name) == g {
+			w.logf("   (delayed) %s replaced by %v", name, w.addMembers(g, 1))
+		}
+	})
+	return fmt.Sprintf("%s: %s (replaced in %v)", g.name, name, d)
+}
+
+// pickGangPreferReserving picks, half the time, a gang whose PodGroup says it holds a reservation or
+// waits for room (Reserved condition present), else any gang.
+func (w *soakWorld) pickGangPreferReserving() *soakGang {
+	if w.rng.IntN(2) == 0 {
+		pgs, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).List(context.Background(), metav1.ListOptions{})
+		if err == nil {
+			var reserving []*soakGang
+			for _, pg := range pgs.Items {
+				if _, ok := reservedSince(&pg); ok {
+					if g := w.gangByName(pg.GetName()); g != nil {
+						reserving = append(reserving, g)
+					}
+				}
+			}
+			if len(reserving) > 0 {
+				return reserving[w.rng.IntN(len(reserving))]
+			}
+		}
+	}
+	return w.pickGang()
+}
+
+// reservedSince reports when a PodGroup's Reserved condition turned True, if it is True.
+func reservedSince(pg *unstructured.Unstructured) (time.Time, bool) {
+	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Reserved" || m["status"] != "True" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+		return at, err == nil
+	}
+	return time.Time{}, false
+}
+
+// ungate removes a pod's scheduling gates (a pod gone meanwhile is fine).
+func (w *soakWorld) ungate(name string) {
+	patch := []byte(`{"spec":{"schedulingGates":null}}`)
+	if _, err := client.CoreV1().Pods(w.ns).Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		w.fatalf("ungating %s: %v", name, err)
+	}
 }
 
 // deleteGang models a user deleting a job: its PodGroup and its pods go, in either order.
@@ -736,8 +862,10 @@ func (w *soakWorld) addNodeOp() string {
 
 func (w *soakWorld) addNode() string {
 	name := fmt.Sprintf("soak-%d", w.nextNode)
+	rack := fmt.Sprintf("soak-r%d", w.nextNode%soakRacks)
 	w.nextNode++
-	createNode(w.t, name, "4", "16Gi", nil)
+	createNode(w.t, name, "4", "16Gi", map[string]string{rackLabel: rack})
+	w.rackOf[name] = rack
 	w.nodes = append(w.nodes, name)
 	return name
 }
@@ -814,6 +942,7 @@ func (w *soakWorld) restartScheduler() string {
 	}
 	stopAt := time.Now()
 	w.sched.stop()
+	w.schedUpSince = time.Time{}
 	// A bind request already sent may still land.
 	time.Sleep(500 * time.Millisecond)
 	var midBind []string
@@ -908,6 +1037,11 @@ type soakGroupView struct {
 	// minMember is the PodGroup's spec.minMember, 0 when the PodGroup does not exist.
 	minMember int
 	pods      []v1.Pod
+	// required: the PodGroup requires one rack; reserved: its Reserved condition is True, since
+	// reservedAt.
+	required   bool
+	reserved   bool
+	reservedAt time.Time
 }
 
 func (v *soakGroupView) liveBound() int {
@@ -987,7 +1121,11 @@ func (w *soakWorld) snapshot(ctx context.Context) (map[string]*soakGroupView, er
 	}
 	for _, pg := range pgs.Items {
 		m, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
-		view(pg.GetName()).minMember = int(max(m, 1))
+		v := view(pg.GetName())
+		v.minMember = int(max(m, 1))
+		req, _, _ := unstructured.NestedString(pg.Object, "spec", "topologyPolicy", "required")
+		v.required = req != ""
+		v.reservedAt, v.reserved = reservedSince(&pg)
 	}
 	for _, p := range pods.Items {
 		v := view(p.Labels[v1alpha1.PodGroupLabel])
@@ -1039,6 +1177,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 	now := time.Now()
 	for name, v := range views {
 		s := w.groupState(name)
+		w.checkPromises(name, v, s, now)
 		cur := v.boundNames()
 		// judgedBind: a bind seen now that cannot have been under way at the group's disruption (a
 		// pod created since, or any pod soakMidBind after it).
@@ -1063,7 +1202,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 					w.t.Logf("%s watcher: %s is whole or empty again after %v partially bound: %v", w.elapsed(), name, d.Round(100*time.Millisecond), v)
 				}
 			}
-			*s = soakGroupState{lastDisruption: s.lastDisruption, bound: cur}
+			*s = soakGroupState{lastDisruption: s.lastDisruption, bound: cur, splitReported: s.splitReported, oldReported: s.oldReported}
 		case s.disrupted != "":
 			// The test broke the group. Once the scheduler binds a member of it (not one whose bind
 			// was under way at the disruption), the group is judged as any other: whatever it binds
@@ -1086,6 +1225,33 @@ func (w *soakWorld) observe(ctx context.Context) {
 		if views[name] == nil {
 			delete(w.groups, name)
 		}
+	}
+}
+
+// checkPromises checks, at each observation, the promises a gang's changes must not break: a gang
+// that requires one rack has its live bound members in one rack, and no reservation is held for
+// longer than its timeout plus a recheck (once the running scheduler has had a moment to adopt what a
+// previous one left). Callers hold mu.
+func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupState, now time.Time) {
+	if v.required && !s.splitReported {
+		racks := map[string][]string{}
+		for i := range v.pods {
+			if p := &v.pods[i]; soakLive(p) && p.Spec.NodeName != "" {
+				racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
+			}
+		}
+		if len(racks) > 1 {
+			s.splitReported = true
+			w.violations++
+			w.t.Errorf("%s VIOLATION: group %s requires one rack and is bound in %d: %v (replay with SOAK_SEED=%d)", w.elapsed(), name, len(racks), racks, w.seed)
+		}
+	}
+	limit := soakReservationTimeout + reservationRecheckBound + soakReservationSlack
+	if v.reserved && !s.oldReported && !w.schedUpSince.IsZero() && now.Sub(w.schedUpSince) > soakReservationSlack && now.Sub(v.reservedAt) > limit {
+		s.oldReported = true
+		w.violations++
+		w.t.Errorf("%s VIOLATION: group %s shows a reservation held since %v, %v ago: past its timeout of %v plus a recheck (replay with SOAK_SEED=%d)",
+			w.elapsed(), name, v.reservedAt.Format(time.RFC3339), now.Sub(v.reservedAt).Round(time.Second), soakReservationTimeout, w.seed)
 	}
 }
 
@@ -1131,6 +1297,7 @@ func (w *soakWorld) settle() {
 func (w *soakWorld) makeRoom() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.settling = true
 	w.runPendingLocked()
 	w.reconcile()
 	for _, name := range w.plain {
@@ -1158,13 +1325,18 @@ func (w *soakWorld) makeRoom() {
 		}
 	}
 	// Members ask for at most 3 CPUs: a 16-CPU node per 5 unbound members, and one more for the
-	// fragments, hold them all wherever the scheduler spreads them.
+	// fragments, hold them all wherever the scheduler spreads them, in each rack (a gang that
+	// requires one rack may be pinned to any by its bound members).
 	var added []string
-	for range unbound/5 + 1 {
-		name := fmt.Sprintf("soak-room-%d", w.nextRoom)
-		w.nextRoom++
-		createNode(w.t, name, "16", "64Gi", nil)
-		added = append(added, name)
+	for r := range soakRacks {
+		rack := fmt.Sprintf("soak-r%d", r)
+		for range unbound/5 + 1 {
+			name := fmt.Sprintf("soak-room-%d", w.nextRoom)
+			w.nextRoom++
+			createNode(w.t, name, "16", "64Gi", map[string]string{rackLabel: rack})
+			w.rackOf[name] = rack
+			added = append(added, name)
+		}
 	}
 	w.logf("settle: %d gangs, %d unbound live members; added nodes %v", len(w.gangs), unbound, added)
 }
