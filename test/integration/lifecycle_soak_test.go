@@ -241,8 +241,8 @@ type soakWorld struct {
 	// schedUpSince is when the running scheduler started (zero while none runs), for the
 	// reservation-age check.
 	schedUpSince time.Time
-	pending   []soakPending
-	op        int
+	pending      []soakPending
+	op           int
 	// opCounts counts the ops run, by kind, for the summary.
 	opCounts map[string]int
 
