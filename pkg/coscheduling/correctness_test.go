@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -381,5 +382,41 @@ func TestClaimWhoseStatusPatchFailedIsCleared(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{"m0": "", "m1": ""}, h.nominated); diff != "" {
 		t.Errorf("nominator entries cleared (-want,+got): %s", diff)
+	}
+}
+
+// TestExtraMemberJoinsItsReservedSiblings: a gang whose quorum is reserved but not yet seen bound (its
+// members are binding) pins an extra member to its required rack all the same; the pods alone show no
+// node yet (the soak found an extra member of a required gang bound in another rack this way).
+func TestExtraMemberJoinsItsReservedSiblings(t *testing.T) {
+	ctx := context.Background()
+	pg := makePG("ns", "g", 2, time.Time{})
+	pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: "rack"}
+	pods := []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1"), member("late", "g", "1")}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+	rackNode := func(name, rack string) *framework.NodeInfo {
+		ni := nodeWith(name, "4")
+		n := ni.Node().DeepCopy()
+		n.Labels = map[string]string{"rack": rack}
+		ni.SetNode(n)
+		return ni
+	}
+	nodes := asNodeInfos([]*framework.NodeInfo{rackNode("a0", "a"), rackNode("b0", "b"), rackNode("b1", "b")})
+	for _, p := range pods[:2] {
+		state := framework.NewCycleState()
+		state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
+		if s := env.pl.Reserve(ctx, state, p, "a0"); !passed(s) {
+			t.Fatalf("Reserve(%s) = %v", p.Name, s)
+		}
+		if s, _ := env.pl.Permit(ctx, state, p, "a0"); s.IsWait() {
+			env.handle.wait(p)
+		}
+	}
+	res, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[2], nodes)
+	if !passed(s) || res == nil {
+		t.Fatalf("PreFilter(late) = %v, %v; want its gang's rack", res, s)
+	}
+	if got := sets.List(res.NodeNames); !slices.Equal(got, []string{"a0"}) {
+		t.Errorf("the extra member may go to %v, want rack a (a0), where its siblings are reserved", got)
 	}
 }

@@ -457,7 +457,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		// An attempt is under way and was checked: the member goes where its attempt goes (its
 		// planned nodes, when the attempt has a plan; a plan is made only with a chosen placement).
 		if g.placement == nil && !policy.Empty() {
-			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes)), nodes)
+			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, g.reservedNodes()...)), nodes)
 			g.placement = &p
 		}
 		res := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
@@ -501,10 +501,11 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	res, fit := gangfit.Check(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
 	var chosen *gangfit.Placement
 	if res.Feasible && !policy.Empty() {
-		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes))
 		pl.mu.RLock()
 		busy := pl.busyDomainsLocked(g)
+		reservedOn := g.reservedNodes()
 		pl.mu.RUnlock()
+		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes, reservedOn...))
 		if fit == nil {
 			p := gangfit.PinnedPlacement(policy, pinned, nodes)
 			chosen = &p
@@ -702,6 +703,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
 	}
 	g.set(pod.UID, reserved)
+	g.reservedOn[pod.UID] = nodeName
 	delete(g.unplaced, pod.UID)
 	if g.plan.Take(nodeName) {
 		placementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()

@@ -37,6 +37,9 @@ type gang struct {
 
 	// members are the live pods that are reserved here or bound; len(members) is the quorum count.
 	members map[types.UID]memberFlags
+	// reservedOn is the node each member reserved here is on (until the informer shows it bound):
+	// a gang's domain is pinned by its reserved members as much as by its bound ones.
+	reservedOn map[types.UID]string
 	// waiting are the members waiting at Permit in the current attempt.
 	waiting map[types.UID]*v1.Pod
 	// unplaced are members that found no node since the last attempt ended: when too few members
@@ -112,7 +115,8 @@ type hintCount struct {
 }
 
 func newGang(namespace, name string) *gang {
-	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, waiting: map[types.UID]*v1.Pod{}, unplaced: map[types.UID]struct{}{}}
+	return &gang{namespace: namespace, name: name, members: map[types.UID]memberFlags{}, reservedOn: map[types.UID]string{},
+		waiting: map[types.UID]*v1.Pod{}, unplaced: map[types.UID]struct{}{}}
 }
 
 func (g *gang) key() string { return podgroup.Key(g.namespace, g.name) }
@@ -124,12 +128,24 @@ func (g *gang) clear(uid types.UID, f memberFlags) bool {
 	if !ok || old&f == 0 {
 		return false
 	}
+	if f&reserved != 0 {
+		delete(g.reservedOn, uid)
+	}
 	if rest := old &^ f; rest == 0 {
 		delete(g.members, uid)
 	} else {
 		g.members[uid] = rest
 	}
 	return true
+}
+
+// reservedNodes are the nodes the gang's members are reserved on and not yet seen bound.
+func (g *gang) reservedNodes() []string {
+	out := make([]string, 0, len(g.reservedOn))
+	for _, n := range g.reservedOn {
+		out = append(out, n)
+	}
+	return out
 }
 
 // attemptInProgress reports whether members of the current attempt wait at Permit.

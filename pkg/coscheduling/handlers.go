@@ -96,6 +96,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	}
 	// Bound: it counts from the informer now, not from a reservation.
 	g.members[pod.UID] = bound
+	delete(g.reservedOn, pod.UID)
 	pl.mu.Unlock()
 	pl.stamps.Delete(pod.UID)
 }

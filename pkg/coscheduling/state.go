@@ -79,6 +79,7 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 		return
 	}
 	delete(g.members, pod.UID)
+	delete(g.reservedOn, pod.UID)
 	delete(g.unplaced, pod.UID)
 	if g.lead == pod.UID {
 		g.clearLead()

@@ -47,7 +47,13 @@ func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
 // gangfit.ExtraMemberPlacement), checked against the room nominated to pods of its priority or more.
 func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy gangfit.Policy, nodes []fwk.NodeInfo) *gangfit.Placement {
 	name, _ := podgroup.Of(pod)
-	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes))
+	pl.mu.RLock()
+	var reservedOn []string
+	if g := pl.gangs[key]; g != nil {
+		reservedOn = g.reservedNodes()
+	}
+	pl.mu.RUnlock()
+	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, reservedOn...))
 	f := gangfit.New(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.Against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
 	p := gangfit.ExtraMemberPlacement(f, policy, pinned, nodes)
 	f.Done()

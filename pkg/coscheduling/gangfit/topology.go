@@ -278,9 +278,10 @@ func PinnedPlacement(p Policy, pinned map[string]string, nodes []fwk.NodeInfo) P
 	return Placement{Level: LevelAnywhere, Message: "placed anywhere: its bound members share no domain of the policy"}
 }
 
-// boundNodes returns the nodes of the snapshot that the bound pods are on.
-func BoundNodes(pods []*v1.Pod, nodes []fwk.NodeInfo) []*v1.Node {
-	names := sets.New[string]()
+// BoundNodes returns the nodes of the snapshot that the bound pods are on, and the reserved nodes
+// (members reserved on them, whose binds the pods do not show yet).
+func BoundNodes(pods []*v1.Pod, nodes []fwk.NodeInfo, reserved ...string) []*v1.Node {
+	names := sets.New[string](reserved...)
 	for _, p := range pods {
 		if p.Spec.NodeName != "" {
 			names.Insert(p.Spec.NodeName)
