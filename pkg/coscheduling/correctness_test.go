@@ -401,7 +401,8 @@ func TestExtraMemberJoinsItsReservedSiblings(t *testing.T) {
 		ni.SetNode(n)
 		return ni
 	}
-	nodes := asNodeInfos([]*framework.NodeInfo{rackNode("a0", "a"), rackNode("b0", "b"), rackNode("b1", "b")})
+	// Rack b is the tighter fit for one member: without its siblings' pin it would go there.
+	nodes := asNodeInfos([]*framework.NodeInfo{rackNode("a0", "a"), rackNode("a1", "a"), rackNode("b0", "b")})
 	for _, p := range pods[:2] {
 		state := framework.NewCycleState()
 		state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
@@ -416,7 +417,7 @@ func TestExtraMemberJoinsItsReservedSiblings(t *testing.T) {
 	if !passed(s) || res == nil {
 		t.Fatalf("PreFilter(late) = %v, %v; want its gang's rack", res, s)
 	}
-	if got := sets.List(res.NodeNames); !slices.Equal(got, []string{"a0"}) {
-		t.Errorf("the extra member may go to %v, want rack a (a0), where its siblings are reserved", got)
+	if got := sets.List(res.NodeNames); !slices.Equal(got, []string{"a0", "a1"}) {
+		t.Errorf("the extra member may go to %v, want rack a (a0, a1), where its siblings are reserved", got)
 	}
 }
