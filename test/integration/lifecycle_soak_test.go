@@ -796,7 +796,7 @@ func reservedSince(pg *unstructured.Unstructured) (time.Time, bool) {
 // ungate removes a pod's scheduling gates (a pod gone meanwhile is fine).
 func (w *soakWorld) ungate(name string) {
 	patch := []byte(`{"spec":{"schedulingGates":null}}`)
-	if _, err := client.CoreV1().Pods(w.ns).Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := client.CoreV1().Pods(w.ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		w.fatalf("ungating %s: %v", name, err)
 	}
 }
