@@ -271,11 +271,21 @@ func Step(s State, a Args, in Input) (State, Effects) {
 		case in.Ahead:
 			e.Why = "a gang earlier in the order reserves first"
 		default:
-			e.Plan = true
+			// An unfit gang plans again only every Recheck: a plan reads every pod of every node, and
+			// each of its members comes here.
+			e.Plan = !s.Unfit || now.Sub(s.PlannedAt) >= a.Recheck
+			if !e.Plan {
+				e.Wake, e.WakeAt, e.StopTimer = false, time.Time{}, true
+			}
 			return s, e
 		}
 		// Waiting its turn: plan every Recheck, to learn whether it fits the room that frees.
 		e.Plan = now.Sub(s.PlannedAt) >= a.Recheck
+		if s.Unfit && !e.Plan {
+			// It reserves nothing and goes before no one: it is not brought back for rechecks (its
+			// members come back on the events that free room, as any pod's).
+			e.Wake, e.WakeAt, e.StopTimer = false, time.Time{}, true
+		}
 	case Planned:
 		s.PlannedAt = now
 		switch s.Phase {
@@ -290,6 +300,7 @@ func Step(s State, a Args, in Input) (State, Effects) {
 			switch {
 			case !in.Plan.OK:
 				e.Why = "its members do not fit the room that frees: " + in.Plan.Message
+				e.StopTimer = s.Unfit
 			case Eligible(s, a, now) && in.Others < a.MaxGangs && !in.Ahead:
 				s.Phase, s.Since, s.Ended, s.EndMessage = Held, now, "", ""
 				e.Start, e.Hold = true, true
@@ -314,7 +325,7 @@ func Step(s State, a Args, in Input) (State, Effects) {
 			}
 		case Waiting:
 			switch {
-			case s.Lost != "":
+			case s.Lost != "" || s.Unfit:
 				e.StopTimer = true
 			case in.Live < in.MinMember:
 				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, fmt.Sprintf("the gang lost its place in the reservation order: %d of minMember %d live members exist", in.Live, in.MinMember)
