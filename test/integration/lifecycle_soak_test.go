@@ -577,7 +577,8 @@ func (w *soakWorld) addMembers(g *soakGang, n int) []string {
 			// Created gated (as Kueue's admission gate or a job framework does): not a member until
 			// the gate goes, a moment later.
 			pod.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "custom-scheduler.test/soak"}}
-			w.later(time.Duration(1+w.rng.IntN(4))*time.Second, "ungate "+name, func() { w.ungate(name) })
+			gated := name
+			w.later(time.Duration(1+w.rng.IntN(4))*time.Second, "ungate "+gated, func() { w.ungate(gated) })
 			name += "(gated)"
 		}
 		createPod(w.t, pod)
