@@ -246,7 +246,7 @@ func TestValues(t *testing.T) {
 			values: map[string]any{
 				// Maps merge with the defaults (Helm's rule): null removes a default key.
 				"plugins": map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": "LoadAware"}}},
-					"queueSort": nil, "preEnqueue": nil, "preFilter": nil, "postFilter": nil, "reserve": nil, "permit": nil},
+					"queueSort": nil, "preEnqueue": nil, "preFilter": nil, "filter": nil, "postFilter": nil, "reserve": nil, "permit": nil},
 				"pluginConfig": []any{map[string]any{"name": "LoadAware", "args": map[string]any{"usageThresholds": map[string]any{"cpu": 70}}}},
 				"extraConfig":  map[string]any{"percentageOfNodesToScore": 50},
 			},
