@@ -58,8 +58,9 @@ image: ## Build the container image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(TAG) .
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD YAML (controller-gen) and the PodGroup clientset, listers and informers (code-generator).
+generate: ## Regenerate deepcopy code and CRD YAML (controller-gen), the PodGroup clientset, listers and informers (code-generator), and the alias component's configuration.
 	hack/update-codegen.sh
+	go run ./hack/aliasconfig/gen
 
 ##@ Run
 
@@ -109,10 +110,12 @@ INTEROP_DIR := test/interop
 INTEROP_BIN := $(BIN)/interop
 
 .PHONY: interop-operators
-interop-operators: ## Build KubeRay's ray-operator, the Training Operator and the MPI Operator from the pins in test/interop/tools/*/go.mod into bin/interop/.
+interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Training Operator, the MPI Operator and Kueue from the pins in test/interop/tools/*/go.mod into bin/interop/.
 	cd $(INTEROP_DIR)/tools/kuberay && go build -o $(INTEROP_BIN)/ray-operator github.com/ray-project/kuberay/ray-operator
+	cd $(INTEROP_DIR)/tools/kuberay-v1.5 && go build -o $(INTEROP_BIN)/ray-operator-v1.5 github.com/ray-project/kuberay/ray-operator
 	cd $(INTEROP_DIR)/tools/training-operator && go build -o $(INTEROP_BIN)/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
 	cd $(INTEROP_DIR)/tools/mpi-operator && go build -o $(INTEROP_BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
+	cd $(INTEROP_DIR)/tools/kueue && go build -o $(INTEROP_BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
 
 .PHONY: interop
 interop: build envtest interop-operators ## Operator interoperability tests: KubeRay, the Training Operator and the MPI Operator run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.
