@@ -116,8 +116,15 @@ func TestAliasComponentGenerated(t *testing.T) {
 // and the same scheduler configuration, the alias included.
 func TestAliasComponentMatchesChart(t *testing.T) {
 	dir := t.TempDir()
-	kustomization := "resources:\n  - " + filepath.Join(repoRoot(), "manifests") + "\ncomponents:\n  - " +
-		filepath.Join(repoRoot(), "manifests", "components", "scheduler-plugins-alias") + "\n"
+	// kustomize takes only relative paths to other kustomizations.
+	rel := func(path ...string) string {
+		r, err := filepath.Rel(dir, filepath.Join(append([]string{repoRoot()}, path...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	kustomization := "resources:\n  - " + rel("manifests") + "\ncomponents:\n  - " + rel("manifests", "components", "scheduler-plugins-alias") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
