@@ -34,7 +34,7 @@ BIN := $(CURDIR)/bin
 ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
-# PLAYGROUND_FLAGS=--operator=kuberay (also training-operator, mpi-operator: docs/operators.md).
+# PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue: docs/operators.md).
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
 TEST_FLAGS ?=
@@ -58,8 +58,9 @@ image: ## Build the container image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(TAG) .
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD YAML (controller-gen) and the PodGroup clientset, listers and informers (code-generator).
+generate: ## Regenerate deepcopy code and CRD YAML (controller-gen), the PodGroup clientset, listers and informers (code-generator), and the alias component's configuration.
 	hack/update-codegen.sh
+	go run ./hack/aliasconfig/gen
 
 ##@ Run
 
@@ -109,13 +110,15 @@ INTEROP_DIR := test/interop
 INTEROP_BIN := $(BIN)/interop
 
 .PHONY: interop-operators
-interop-operators: ## Build KubeRay's ray-operator, the Training Operator and the MPI Operator from the pins in test/interop/tools/*/go.mod into bin/interop/.
+interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Training Operator, the MPI Operator and Kueue from the pins in test/interop/tools/*/go.mod into bin/interop/.
 	cd $(INTEROP_DIR)/tools/kuberay && go build -o $(INTEROP_BIN)/ray-operator github.com/ray-project/kuberay/ray-operator
+	cd $(INTEROP_DIR)/tools/kuberay-v1.5 && go build -o $(INTEROP_BIN)/ray-operator-v1.5 github.com/ray-project/kuberay/ray-operator
 	cd $(INTEROP_DIR)/tools/training-operator && go build -o $(INTEROP_BIN)/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
 	cd $(INTEROP_DIR)/tools/mpi-operator && go build -o $(INTEROP_BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
+	cd $(INTEROP_DIR)/tools/kueue && go build -o $(INTEROP_BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
 
 .PHONY: interop
-interop: build envtest interop-operators ## Operator interoperability tests: KubeRay, the Training Operator and the MPI Operator run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.
+interop: build envtest interop-operators ## Operator interoperability tests: KubeRay (v1.4.0, and v1.5.0 with the alias profile), the Training Operator, the MPI Operator and Kueue run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.
 	cd $(INTEROP_DIR) && KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" INTEROP_BIN_DIR="$(INTEROP_BIN)" \
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 

@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hack/update-codegen.sh
+go run ./hack/aliasconfig/gen
 hack/update-replace.sh "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" >/dev/null
-if ! git diff --quiet -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod test/interop/go.mod; then
-  git diff --stat -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds go.mod test/chart/go.mod test/interop/go.mod
+if ! git diff --quiet -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds manifests/components go.mod test/chart/go.mod test/interop/go.mod; then
+  git diff --stat -- pkg/apis pkg/generated manifests/crds manifests/helm/custom-scheduler/crds manifests/components go.mod test/chart/go.mod test/interop/go.mod
   echo "generated files are out of date: run 'make generate' (and hack/update-replace.sh) and commit the result" >&2
   exit 1
 fi

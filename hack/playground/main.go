@@ -245,6 +245,10 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 		return fmt.Errorf("creating the custom-scheduler namespace: %w", err)
 	}
 	schedulerConfig := filepath.Join(dir, "scheduler-config.yaml")
+	if withOperator && op.schedulerConfig != "" {
+		fmt.Printf("Running custom-scheduler with %s (the alias profile: %s needs it).\n", op.schedulerConfig, operatorName)
+		configPath = op.schedulerConfig
+	}
 	if err := writeSchedulerConfig(configPath, schedulerConfig, kubeconfig); err != nil {
 		return err
 	}

@@ -34,8 +34,14 @@ type operator struct {
 	pkg     string   // the main package
 	binary  string   // under bin/interop
 	crds    []string // CRD files inside the module
-	example string   // under examples/operators
-	group   string   // the PodGroup (and job) the example makes
+	example string   // under examples/operators; more files in moreExamples, created first
+	// moreExamples are created before example (e.g. Kueue's queues before its Job); every document of a
+	// file is created, namespaced objects in namespace demo.
+	moreExamples []string
+	group        string // the PodGroup (and job) the example makes
+	// schedulerConfig, when set, replaces the scheduler's configuration (--config): for KubeRay v1.5.0,
+	// the shipped one with the alias profile scheduler-plugins-scheduler.
+	schedulerConfig string
 	// args are its flags; env its environment.
 	args func(kubeconfig string) []string
 	env  func(kubeconfig string) []string
@@ -53,6 +59,31 @@ var operators = map[string]operator{
 			return []string{"--kubeconfig=" + kubeconfig, "--enable-leader-election=false", "--batch-scheduler=scheduler-plugins",
 				"--metrics-addr=127.0.0.1:" + freePort(), "--health-probe-bind-address=127.0.0.1:" + freePort()}
 		},
+	},
+	// KubeRay v1.5.0 overwrites every pod's schedulerName with scheduler-plugins-scheduler: the scheduler
+	// runs with the alias profile (the kustomize component's configuration).
+	"kuberay-v1.5": {
+		tool: "kuberay-v1.5", module: "github.com/ray-project/kuberay/ray-operator", pkg: "github.com/ray-project/kuberay/ray-operator",
+		binary: "ray-operator-v1.5", example: "kuberay-raycluster.yaml", group: "ray-gang",
+		crds:            []string{"config/crd/bases/ray.io_rayclusters.yaml", "config/crd/bases/ray.io_rayjobs.yaml", "config/crd/bases/ray.io_rayservices.yaml"},
+		schedulerConfig: "manifests/components/scheduler-plugins-alias/scheduler-config.yaml",
+		args: func(kubeconfig string) []string {
+			return []string{"--kubeconfig=" + kubeconfig, "--enable-leader-election=false", "--batch-scheduler=scheduler-plugins",
+				"--metrics-addr=127.0.0.1:" + freePort(), "--health-probe-bind-address=127.0.0.1:" + freePort()}
+		},
+	},
+	// Kueue admits the example Job (suspended, in LocalQueue team) by quota; custom-scheduler places its
+	// pods as a gang. Run as test/interop runs it (docs/operators.md, Kueue).
+	"kueue": {
+		tool: "kueue", module: "sigs.k8s.io/kueue", pkg: "sigs.k8s.io/kueue/cmd/kueue",
+		binary: "kueue", moreExamples: []string{"kueue-queues.yaml"}, example: "kueue-job.yaml", group: "kueue-gang",
+		crds: kueueCRDs,
+		args: func(string) []string {
+			return []string{"--config=" + filepath.Join(kueueDir, "config.yaml"), "--feature-gates=VisibilityOnDemand=false"}
+		},
+		env:     func(kubeconfig string) []string { return []string{"KUBECONFIG=" + kubeconfig} },
+		prepare: prepareKueue,
+		ready:   kueueReady,
 	},
 	"training-operator": {
 		tool: "training-operator", module: "github.com/kubeflow/training-operator", pkg: "github.com/kubeflow/training-operator/cmd/training-operator.v1",
@@ -140,27 +171,17 @@ func startOperator(ctx context.Context, op operator, bin, kubeconfig, logs strin
 			return nil, err
 		}
 	}
-	data, err := os.ReadFile(filepath.Join("examples", "operators", op.example))
-	if err != nil {
-		p.stop()
-		return nil, err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
-		p.stop()
-		return nil, err
-	}
-	obj.SetNamespace("demo")
 	cl, err := client.New(restConfig, client.Options{})
 	if err != nil {
 		p.stop()
 		return nil, err
 	}
-	if err := cl.Create(ctx, obj); err != nil {
-		p.stop()
-		return nil, fmt.Errorf("creating %s demo/%s: %w", obj.GetKind(), obj.GetName(), err)
+	for _, name := range append(append([]string{}, op.moreExamples...), op.example) {
+		if err := createExample(ctx, cl, name); err != nil {
+			p.stop()
+			return nil, err
+		}
 	}
-	fmt.Printf("Created %s demo/%s from examples/operators/%s.\n", obj.GetKind(), obj.GetName(), op.example)
 	// Wait (at most 90 s) for the operator to make the PodGroup and its pods and for the scheduler to
 	// place them, so the placement below shows them (a first attempt may back off behind the sample
 	// workloads' LoadAware estimates).
@@ -197,6 +218,33 @@ const (
 	trainingWebhook   = "validator.training-operator.kubeflow.org"
 	trainingCertDir   = "/tmp/k8s-webhook-server/serving-certs"
 )
+
+// createExample creates every object of examples/operators/NAME, namespaced ones in namespace demo.
+func createExample(ctx context.Context, cl client.Client, name string) error {
+	data, err := os.ReadFile(filepath.Join("examples", "operators", name))
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if namespaced, err := cl.IsObjectNamespaced(obj); err != nil {
+			return err
+		} else if namespaced {
+			obj.SetNamespace("demo")
+		}
+		if err := cl.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %s %s from examples/operators/%s: %w", obj.GetKind(), obj.GetName(), name, err)
+		}
+		fmt.Printf("Created %s %s from examples/operators/%s.\n", obj.GetKind(), obj.GetName(), name)
+	}
+	return nil
+}
 
 func prepareTrainingOperator(ctx context.Context, c kubernetes.Interface) error {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trainingNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

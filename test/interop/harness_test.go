@@ -165,37 +165,17 @@ func startControlPlane() (func(), error) {
 	stops = append(stops, func() { cancel(); <-kubeletDone })
 
 	// custom-scheduler as shipped: the binary and the manifests' configuration, pointed at envtest.
-	bin, err := schedulerBinary()
-	if err != nil {
-		return stopAll, err
-	}
-	cfgPath, err := schedulerConfig()
-	if err != nil {
-		return stopAll, err
-	}
 	// The shipped configuration leader-elects in namespace custom-scheduler.
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "custom-scheduler"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return stopAll, err
 	}
-	port, err := freePort()
+	sched, err := startScheduler(ctx, "custom-scheduler", shippedConfig, "")
+	if sched != nil {
+		sharedProcs = append(sharedProcs, sched)
+		stops = append(stops, sched.stop)
+	}
 	if err != nil {
 		return stopAll, err
-	}
-	sched, err := startProcess("custom-scheduler", bin, nil, "--config="+cfgPath,
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(scratchDir, "scheduler-certs"), "--v=2")
-	if err != nil {
-		return stopAll, err
-	}
-	sharedProcs = append(sharedProcs, sched)
-	stops = append(stops, sched.stop)
-	if err := poll(ctx, 60*time.Second, func(context.Context) (bool, error) {
-		if sched.exited() {
-			return false, errors.New("custom-scheduler exited")
-		}
-		return strings.Contains(sched.logText(), "Successfully acquired lease"), nil
-	}); err != nil {
-		return stopAll, fmt.Errorf("waiting for custom-scheduler to lead: %w", err)
 	}
 	for i := range nodeCount {
 		if err := createNode(ctx, fmt.Sprintf("node-%d", i), fmt.Sprint(nodeCPU)); err != nil {
@@ -288,10 +268,73 @@ func downloadModule(t *testing.T, dir, module string) string {
 	return m.Dir
 }
 
-// schedulerConfig writes manifests/base/scheduler-config.yaml with its client connection pointed at
-// envtest (in a cluster it is the pod's in-cluster connection).
-func schedulerConfig() (string, error) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "manifests", "base", "scheduler-config.yaml"))
+// The configurations custom-scheduler is run with: the shipped one, and the shipped one with the alias
+// profile scheduler-plugins-scheduler (the kustomize component's, generated from the shipped one by
+// hack/aliasconfig, the same copy the chart makes with schedulerPluginsAlias.enabled; test/chart checks
+// both agree).
+const (
+	shippedConfig = "manifests/base/scheduler-config.yaml"
+	aliasConfig   = "manifests/components/scheduler-plugins-alias/scheduler-config.yaml"
+)
+
+// startScheduler runs the custom-scheduler binary with the configuration file src (relative to the
+// repository root) pointed at envtest, and waits until it leads. lease, when set, replaces the
+// configuration's lease name (so that a second scheduler does not wait for the shared one's lease). The
+// process is returned even when it failed to lead, for its log.
+func startScheduler(ctx context.Context, name, src, lease string) (*process, error) {
+	bin, err := schedulerBinary()
+	if err != nil {
+		return nil, err
+	}
+	cfgPath, err := schedulerConfig(name, src, lease)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	sched, err := startProcess(name, bin, nil, "--config="+cfgPath,
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(scratchDir, name+"-certs"), "--v=2")
+	if err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 60*time.Second, func(context.Context) (bool, error) {
+		if sched.exited() {
+			return false, errors.New(name + " exited")
+		}
+		return strings.Contains(sched.logText(), "Successfully acquired lease"), nil
+	}); err != nil {
+		return sched, fmt.Errorf("waiting for %s to lead: %w", name, err)
+	}
+	return sched, nil
+}
+
+// startTestScheduler runs a second custom-scheduler for one test, with the configuration src and a lease
+// of its own; it is stopped when the test ends, its log tail printed if the test failed.
+func startTestScheduler(t *testing.T, name, src string) *process {
+	t.Helper()
+	p, err := startScheduler(context.Background(), name, src, name)
+	if p != nil {
+		t.Cleanup(func() {
+			p.stop()
+			if t.Failed() {
+				t.Logf("%s log (tail):\n%s", name, tail(p.logText(), 60))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// schedulerConfig writes the configuration file src (relative to the repository root) with its client
+// connection pointed at envtest (in a cluster it is the pod's in-cluster connection) and, when lease is
+// set, that lease name.
+func schedulerConfig(name, src, lease string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, src))
 	if err != nil {
 		return "", err
 	}
@@ -300,10 +343,17 @@ func schedulerConfig() (string, error) {
 		return "", err
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	if lease != "" {
+		le, _ := cfg["leaderElection"].(map[string]any)
+		if le == nil {
+			return "", fmt.Errorf("%s has no leaderElection to rename", src)
+		}
+		le["resourceName"] = lease
+	}
 	if data, err = yaml.Marshal(cfg); err != nil {
 		return "", err
 	}
-	path := filepath.Join(scratchDir, "scheduler-config.yaml")
+	path := filepath.Join(scratchDir, name+"-config.yaml")
 	return path, os.WriteFile(path, data, 0o600)
 }
 

@@ -16,24 +16,51 @@ import (
 
 var rayClusterGVR = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
 
+// kubeRayVersion is one KubeRay release under test: the tools module that pins it, the binary
+// `make interop-operators` builds from it, and the scheduler its pods end up naming.
+type kubeRayVersion struct {
+	version string
+	// toolDir is test/interop/tools/<toolDir>; binary is bin/interop/<binary>.
+	toolDir, binary string
+	// podScheduler is the schedulerName KubeRay leaves on the pods: v1.4.0 keeps the template's
+	// (custom-scheduler), v1.5.0 overwrites it with scheduler-plugins-scheduler.
+	podScheduler string
+	// schedulerConfig, when set, is the configuration of a custom-scheduler of the test's own (beside the
+	// shared one, which serves only custom-scheduler): for v1.5.0 the shipped one with the alias profile.
+	schedulerConfig string
+}
+
+var (
+	kubeRay14 = kubeRayVersion{version: "v1.4.0", toolDir: "kuberay", binary: "ray-operator", podScheduler: schedulerName}
+	kubeRay15 = kubeRayVersion{version: "v1.5.0", toolDir: "kuberay-v1.5", binary: "ray-operator-v1.5",
+		podScheduler: "scheduler-plugins-scheduler", schedulerConfig: aliasConfig}
+)
+
 // startKubeRay applies KubeRay's CRDs (it watches RayCluster, RayJob and RayService) from the module
-// cache and runs ray-operator with the scheduler-plugins batch scheduler.
-func startKubeRay(t *testing.T) *process {
+// cache at the version's pin and runs its ray-operator with the scheduler-plugins batch scheduler.
+func startKubeRay(t *testing.T, v kubeRayVersion) *process {
 	t.Helper()
-	bin := operatorBinary(t, "ray-operator")
-	dir := moduleDir(t, "kuberay", "github.com/ray-project/kuberay/ray-operator")
+	bin := operatorBinary(t, v.binary)
+	dir := moduleDir(t, v.toolDir, "github.com/ray-project/kuberay/ray-operator")
 	var crds []*unstructured.Unstructured
 	for _, f := range []string{"ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml"} {
 		crds = append(crds, applyFile(t, filepath.Join(dir, "config", "crd", "bases", f))...)
 	}
 	deleteCRDsAtEnd(t, crds)
-	return startOperator(t, "ray-operator", bin, nil,
+	return startOperator(t, v.binary, bin, nil,
 		"--kubeconfig="+kubeconfig, "--enable-leader-election=false", "--batch-scheduler=scheduler-plugins",
 		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", mustFreePort(t)),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", mustFreePort(t)))
 }
 
-// TestKubeRay runs KubeRay v1.4.0 with --batch-scheduler=scheduler-plugins against custom-scheduler:
+// TestKubeRay runs KubeRay v1.4.0 with --batch-scheduler=scheduler-plugins against custom-scheduler as
+// shipped; TestKubeRayV15 runs KubeRay v1.5.0 the same way, with custom-scheduler's alias profile on
+// (v1.5.0 makes every pod name scheduler-plugins-scheduler). Both run testKubeRay's scenarios.
+func TestKubeRay(t *testing.T) { testKubeRay(t, kubeRay14) }
+
+func TestKubeRayV15(t *testing.T) { testKubeRay(t, kubeRay15) }
+
+// testKubeRay runs one KubeRay version:
 //   - a RayCluster with gang scheduling on gets a PodGroup named after it (minMember 1 + workers,
 //     minResources the sum of the requests, no timeout) and is bound whole;
 //   - a deleted worker is recreated by KubeRay and the gang is whole again;
@@ -46,9 +73,14 @@ func startKubeRay(t *testing.T) *process {
 //     its pods say why;
 //   - deleting the RayCluster deletes its pods and its PodGroup (the garbage collector, through the
 //     owner reference KubeRay sets).
-func TestKubeRay(t *testing.T) {
+func testKubeRay(t *testing.T, v kubeRayVersion) {
 	ns := testNamespace(t, "kuberay")
-	startKubeRay(t)
+	if v.schedulerConfig != "" {
+		// The shared scheduler serves only custom-scheduler; this one serves both profiles of its
+		// configuration (the tests run one at a time, so it sees no other test's pods).
+		startTestScheduler(t, "custom-scheduler-"+v.binary, v.schedulerConfig)
+	}
+	startKubeRay(t, v)
 	ctx := context.Background()
 
 	// A gang bound whole.
@@ -63,8 +95,8 @@ func TestKubeRay(t *testing.T) {
 	}
 	pods := waitGangBound(t, ns, "ray-gang", 3)
 	for _, p := range pods {
-		if p.Spec.SchedulerName != schedulerName {
-			t.Errorf("pod %s has schedulerName %q, want the template's %q", p.Name, p.Spec.SchedulerName, schedulerName)
+		if p.Spec.SchedulerName != v.podScheduler {
+			t.Errorf("pod %s has schedulerName %q, want %q (KubeRay %s)", p.Name, p.Spec.SchedulerName, v.podScheduler, v.version)
 		}
 	}
 
@@ -93,7 +125,7 @@ func TestKubeRay(t *testing.T) {
 	scaleWorkers(t, ns, "ray-gang", 4)
 	waitGangBound(t, ns, "ray-gang", 5)
 	if got := specOf(t, waitPodGroup(t, ns, "ray-gang")); got.MinMember != 3 || !quantityEqual(got.MinResources["cpu"], "5") {
-		t.Errorf("after scaling to 4 workers the PodGroup spec is %+v; KubeRay v1.4.0 was expected to leave it at minMember 3, cpu 5 (#5205): update docs/operators.md", got)
+		t.Errorf("after scaling to 4 workers the PodGroup spec is %+v; KubeRay %s was expected to leave it at minMember 3, cpu 5 (#5205): update docs/operators.md", got, v.version)
 	}
 
 	// Scaling down to 1 worker: KubeRay deletes 3 workers, the PodGroup still says minMember 3, so the
@@ -104,7 +136,7 @@ func TestKubeRay(t *testing.T) {
 	scaleWorkers(t, ns, "ray-gang", 1)
 	waitGangBound(t, ns, "ray-gang", 2)
 	if got := specOf(t, waitPodGroup(t, ns, "ray-gang")); got.MinMember != 3 {
-		t.Errorf("after scaling to 1 worker the PodGroup's minMember is %d; KubeRay v1.4.0 was expected to leave it at 3 (#5205)", got.MinMember)
+		t.Errorf("after scaling to 1 worker the PodGroup's minMember is %d; KubeRay %s was expected to leave it at 3 (#5205)", got.MinMember, v.version)
 	}
 	lost := workerPod(t, ns, "ray-gang")
 	deletePod(t, ns, lost)

@@ -79,7 +79,18 @@ kind), true or false. Call with (list $ .Values.x.enabled "monitoring.coreos.com
 {{- with .Values.pluginConfig }}
 {{- $_ := set $profile "pluginConfig" . }}
 {{- end }}
-{{- $cfg := dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" (list $profile) }}
+{{- $profiles := list $profile }}
+{{- /* The alias: a copy of the profile with only its name changed (Coscheduling is the queue sort, whose
+args must be the same in every profile), so whatever the profile gains the alias has too. */}}
+{{- if .Values.schedulerPluginsAlias.enabled }}
+{{- if eq .Values.schedulerPluginsAlias.schedulerName .Values.schedulerName }}
+{{- fail (printf "schedulerPluginsAlias.schedulerName: %q is already the main profile's name" .Values.schedulerName) }}
+{{- end }}
+{{- $alias := deepCopy $profile }}
+{{- $_ := set $alias "schedulerName" .Values.schedulerPluginsAlias.schedulerName }}
+{{- $profiles = append $profiles $alias }}
+{{- end }}
+{{- $cfg := dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" $profiles }}
 {{- range $k, $v := .Values.extraConfig }}
 {{- if has $k (list "apiVersion" "kind" "leaderElection" "profiles" "clientConnection") }}
 {{- fail (printf "extraConfig.%s: set it through the chart's own values" $k) }}
