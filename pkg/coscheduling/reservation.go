@@ -262,6 +262,9 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	held, node, since, msg := r.held(), r.node[pod.UID], r.Since, r.plan.Message
 	pl.mu.RUnlock()
 	if !held {
+		if e.Why != "" {
+			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
+		}
 		return nil, nil, false
 	}
 	st := fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, msg, since.UTC().Format(time.RFC3339)))

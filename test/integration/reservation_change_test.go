@@ -36,9 +36,9 @@ func reservedGang(t *testing.T, ns, prefix, group string, n int, class string) [
 	return names
 }
 
-// reservedEvents counts a PodGroup's events of a reason, repetitions included (the events API folds
+// eventCount counts a PodGroup's events of a reason, repetitions included (the events API folds
 // repeated events into a series).
-func reservedEvents(t *testing.T, ns, name, reason string) int {
+func eventCount(t *testing.T, ns, name, reason string) int {
 	t.Helper()
 	evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
 	if err != nil {
@@ -174,10 +174,10 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 		cond := waitForPodGroupConditionOf(t, ns, "holds", "Reserved", "RoomHeld")
 		// Three rechecks (every 10 s) with the room unchanged.
 		time.Sleep(32 * time.Second)
-		if n := reservedEvents(t, ns, "holds", coscheduling.EventReserved); n != 1 {
+		if n := eventCount(t, ns, "holds", coscheduling.EventReserved); n != 1 {
 			t.Errorf("%d Reserved events for one reservation, want 1", n)
 		}
-		if n := reservedEvents(t, ns, "holds", coscheduling.EventReservationEnded); n != 0 {
+		if n := eventCount(t, ns, "holds", coscheduling.EventReservationEnded); n != 0 {
 			t.Errorf("%d ReservationEnded events while the reservation held", n)
 		}
 		if now := nominated(t, ns, names); fmt.Sprint(now) != fmt.Sprint(held) {
