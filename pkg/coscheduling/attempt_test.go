@@ -308,7 +308,7 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 	env.clock.Step(time.Minute)
 	if groups, gated, stamps := env.pl.stateSize(); groups+gated+stamps != 0 {
 		g := env.pl.gangs["ns/g"]
-		return fail("state left: %d groups, %d gated, %d stamps (members %v, waiting %d, attempt %+v, now %v)", groups, gated, stamps, g.members, len(g.waiting), g.Attempt, env.clock.Now())
+		return fail("state left: %d groups, %d gated, %d stamps (members %v, waiting %d, attempt %+v, now %v)", groups, gated, stamps, g.Members, len(g.Waiting), g.Attempt, env.clock.Now())
 	}
 	return true
 }

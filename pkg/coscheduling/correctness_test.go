@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -110,8 +111,8 @@ func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
 	// Upstream's Executor rejects m0 in memory; its Unreserve runs later, in its binding cycle.
 	env.pl.victimEvicted(pods[0])
 	g := env.pl.gangs["ns/g"]
-	if g.Phase != attempt.PhaseFailed || len(g.members) != 0 {
-		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.Phase, g.members)
+	if g.Phase != attempt.PhaseFailed || len(g.Members) != 0 {
+		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.Phase, g.Members)
 	}
 	if w := env.handle.waiting[pods[1].UID]; w.rejected == "" {
 		t.Errorf("m1, waiting beside the victim, was not rejected")
@@ -160,8 +161,8 @@ func TestLeadRetry(t *testing.T) {
 		t.Fatalf("PostFilter(a) = %v, want Unschedulable", s)
 	}
 	g := env.pl.gangs["ns/g"]
-	if g.lead != a.UID || !g.BackoffUntil.Equal(env.clock.Now().Add(attempt.LeadRetryDelay)) {
-		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.lead, g.BackoffUntil, attempt.LeadRetryDelay)
+	if g.Lead != a.UID || !g.BackoffUntil.Equal(env.clock.Now().Add(attempt.LeadRetryDelay)) {
+		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.Lead, g.BackoffUntil, attempt.LeadRetryDelay)
 	}
 	env.clock.Step(attempt.LeadRetryDelay)
 	nodes := []*framework.NodeInfo{node("n", "4")}
@@ -179,14 +180,14 @@ func TestLeadRetry(t *testing.T) {
 	if _, s := env.pl.PostFilter(ctx, framework.NewCycleState(), b, nil); passed(s) {
 		t.Fatalf("PostFilter(b) = %v", s)
 	}
-	if g.lead != b.UID {
-		t.Fatalf("lead = %q, want b (a already led)", g.lead)
+	if g.Lead != b.UID {
+		t.Fatalf("lead = %q, want b (a already led)", g.Lead)
 	}
 	env.clock.Step(attempt.LeadRetryDelay)
 	reserveAndPermit(t, env, b)
 	env.pl.PostFilter(ctx, framework.NewCycleState(), a, nil)
-	if g.lead != "" || !g.BackoffUntil.Equal(env.clock.Now().Add(10*time.Second)) {
-		t.Errorf("lead=%q backoffUntil=%v: a member that led once gets the plain back-off", g.lead, g.BackoffUntil)
+	if g.Lead != "" || !g.BackoffUntil.Equal(env.clock.Now().Add(10*time.Second)) {
+		t.Errorf("lead=%q backoffUntil=%v: a member that led once gets the plain back-off", g.Lead, g.BackoffUntil)
 	}
 }
 
@@ -207,8 +208,8 @@ func TestMemberRank(t *testing.T) {
 	preferredOnly.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{Weight: 1}}}}
 	spread := member("spread", "g", "1")
 	spread.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule}}
-	g := newGang("ns", "g")
-	g.lead = "lead"
+	g := gang.New("ns", "g", "")
+	g.Lead = "lead"
 	lead := member("lead", "g", "1")
 	for _, tc := range []struct {
 		pod  *v1.Pod
@@ -216,7 +217,7 @@ func TestMemberRank(t *testing.T) {
 	}{
 		{lead, 0}, {selector, 1}, {anti, 1}, {spread, 1}, {preferredOnly, 2}, {member("plain", "g", "1"), 2},
 	} {
-		if got := g.rank(tc.pod); got != tc.want {
+		if got := g.Rank(tc.pod); got != tc.want {
 			t.Errorf("rank(%s) = %d, want %d", tc.pod.Name, got, tc.want)
 		}
 	}
@@ -285,7 +286,7 @@ func TestFailedAttemptWithoutBackoff(t *testing.T) {
 	env := newTestEnv(t, args, []*v1alpha1.PodGroup{pg}, pods)
 	reserveAndPermit(t, env, pods[0])
 	// m1 led once already, so the attempt backs off as configured: not at all.
-	env.pl.gangs["ns/g"].ledBy = map[types.UID]struct{}{pods[1].UID: {}}
+	env.pl.gangs["ns/g"].LedBy = map[types.UID]struct{}{pods[1].UID: {}}
 	env.pl.PostFilter(context.Background(), framework.NewCycleState(), pods[1], nil)
 	if w := env.handle.waiting[pods[0].UID]; w.rejected == "" {
 		t.Fatalf("m0 was not rejected when m1 found no node")
@@ -315,22 +316,22 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	nodes := []fwk.NodeInfo{node("a", "4")}
 	preempted := func(nominated ...string) {
 		g := env.pl.gangForLocked(pg)
-		g.setOutcome(EventPreempting, "preempting 1 pod")
-		g.nominatedNodes = nominated
-		g.feasibility = nil
+		g.SetOutcome(EventPreempting, "preempting 1 pod")
+		g.NominatedNodes = nominated
+		g.Feasibility = nil
 	}
 	preempted("a")
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventPreempting {
+	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != EventPreempting {
 		t.Errorf("outcome %q while the victims' room is nominated to the gang, want %q", got, EventPreempting)
 	}
 	// The preemption's room went elsewhere and preemption can no longer place the gang.
 	env.pl.stoppedPreempting(pg)
 	g := env.pl.gangs["ns/g"]
-	if g.outcome.reason != EventGangInfeasible || len(g.nominatedNodes) != 0 {
-		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.outcome.reason, g.nominatedNodes, EventGangInfeasible)
+	if g.Outcome.Reason != EventGangInfeasible || len(g.NominatedNodes) != 0 {
+		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.Outcome.Reason, g.NominatedNodes, EventGangInfeasible)
 	}
 	// A gang whose nominations were dropped elsewhere says so at its next check.
 	preempted()
@@ -338,7 +339,7 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].outcome.reason; got != EventGangInfeasible {
+	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != EventGangInfeasible {
 		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, EventGangInfeasible)
 	}
 }

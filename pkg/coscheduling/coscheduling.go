@@ -31,6 +31,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -126,12 +127,14 @@ type Coscheduling struct {
 
 	podGroups pgcache.Lister
 	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
-	// holds live pods only. It is the store the scheduling queue's events come from, so PreEnqueue and
-	// the hints count members consistently with the event being handled.
+	// holds live pods only: a group's members are listed from it, and a quorum is decided on it.
 	pods cache.Indexer
+	// counts is each group's member count, O(1) (see pgcache.Members), kept by podEventHandler: what
+	// PreEnqueue, the hints and the pod handlers count.
+	counts *pgcache.Members
 
 	mu    sync.RWMutex
-	gangs map[string]*gang
+	gangs map[string]*gang.Gang
 	// gated is the last gating reason per pod, so each reason is reported once per pod (see gate).
 	gated        map[types.UID]gateState
 	gateEpisodes uint64
@@ -243,13 +246,15 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		planArgs:  args.PlacementPlan,
 		podGroups: podGroups,
 		pods:      pods,
-		gangs:     map[string]*gang{},
+		counts:    pgcache.NewMembers(""),
+		gangs:     map[string]*gang.Gang{},
 		gated:     map[types.UID]gateState{},
 		ctx:       ctx,
 	}
 	if h != nil {
 		pl.recorder = h.EventRecorder()
 		pl.profile = h.ProfileName()
+		pl.counts = pgcache.NewMembers(pl.profile)
 	}
 	// The reservation series exist from the start (dashboards and alerts read them before any
 	// reservation was made).
@@ -316,7 +321,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, "", backoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
-	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.rank(pod)}
+	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.Rank(pod)}
 	if g.LastFailure.After(stamp.at) {
 		stamp.at = g.LastFailure
 	}
@@ -448,23 +453,23 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.mu.Unlock()
 		return pl.rejectInPreFilter(state, backoffMessage(key, until))
 	}
-	if g.waitsForLead(pod.UID) {
-		lead := g.leadName
+	if g.WaitsForLead(pod.UID) {
+		lead := g.LeadName
 		pl.mu.Unlock()
 		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", key, lead))
 	}
-	if g.attemptInProgress() {
+	if g.InProgress() {
 		// An attempt is under way and was checked: the member goes where its attempt goes (its
 		// planned nodes, when the attempt has a plan; a plan is made only with a chosen placement).
-		if g.placement == nil && !policy.Empty() {
-			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, g.reservedNodes()...)), nodes)
-			g.placement = &p
+		if g.Placement == nil && !policy.Empty() {
+			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, g.ReservedNodes()...)), nodes)
+			g.Placement = &p
 		}
-		res := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
+		res := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
 		pl.mu.Unlock()
 		return res, nil
 	}
-	if len(g.members) >= want && pl.confirmedCountLocked(g) >= want {
+	if len(g.Members) >= want && pl.confirmedCountLocked(g) >= want {
 		// The quorum is met: this is an extra (late or replacement) member, placed on its own.
 		pl.mu.Unlock()
 		if policy.Empty() {
@@ -478,20 +483,20 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	// members still missing from the quorum as a whole.
 	members := pl.membersOf(pod.Namespace, name)
 	pl.mu.Lock()
-	if g.attemptInProgress() {
-		res := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
+	if g.InProgress() {
+		res := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
 		pl.mu.Unlock()
 		return res, nil
 	}
-	candidates, counted, countedN := splitMembersLocked(g, members)
-	ck := feasibilityKey{epoch: pl.epoch.Load(), uid: pg.UID, generation: pg.Generation, existing: len(members), counted: countedN}
-	if g.feasibility != nil && g.cacheKey.matches(ck) && now.Sub(g.cacheKey.at) < feasibilityCacheTTL {
-		res := *g.feasibility
+	candidates, counted, countedN := g.Split(members)
+	ck := gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation, Existing: len(members), Counted: countedN}
+	if g.Feasibility != nil && g.CacheKey.Matches(ck) && now.Sub(g.CacheKey.At) < feasibilityCacheTTL {
+		res := *g.Feasibility
 		if !res.Feasible {
 			pl.mu.Unlock()
 			return pl.rejectInfeasible(state, res.Message)
 		}
-		placed := pl.narrowLocked(state, g, pod, g.placement.PreFilterResult())
+		placed := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
 		pl.mu.Unlock()
 		return placed, nil
 	}
@@ -503,7 +508,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	if res.Feasible && !policy.Empty() {
 		pl.mu.RLock()
 		busy := pl.busyDomainsLocked(g)
-		reservedOn := g.reservedNodes()
+		reservedOn := g.ReservedNodes()
 		pl.mu.RUnlock()
 		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes, reservedOn...))
 		if fit == nil {
@@ -520,18 +525,18 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		plan = gangfit.PlanPlacement(fit, chosen)
 	}
 	fit.Done()
-	ck.at = now
+	ck.At = now
 	pl.mu.Lock()
-	g.feasibility, g.cacheKey = &res, ck
+	g.Feasibility, g.CacheKey = &res, ck
 	// A fresh check replaces the plan of the one before (none when the gang does not fit).
-	pl.makePlanLocked(g, plan)
+	g.KeepPlan(plan)
 	placed := pl.narrowLocked(state, g, pod, chosen.PreFilterResult())
-	newDomain := chosen != nil && (g.placement == nil || g.placement.Key != chosen.Key || g.placement.Value != chosen.Value || g.placement.Level != chosen.Level)
-	g.placement = chosen
+	newDomain := chosen != nil && (g.Placement == nil || g.Placement.Key != chosen.Key || g.Placement.Value != chosen.Value || g.Placement.Level != chosen.Level)
+	g.Placement = chosen
 	var changed bool
-	if !res.Feasible && (g.outcome.reason != EventPreempting || len(g.nominatedNodes) == 0) {
+	if !res.Feasible && (g.Outcome.Reason != EventPreempting || len(g.NominatedNodes) == 0) {
 		// (A gang that preempted stays "Preempting" while the room it made is nominated to it.)
-		changed = g.setOutcome(EventGangInfeasible, res.Message)
+		changed = g.SetOutcome(EventGangInfeasible, res.Message)
 	}
 	pl.mu.Unlock()
 	if !res.Feasible {
@@ -548,7 +553,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.Message)
 		pl.notifyStatus(key)
 	}
-	if plan != nil && g.plan == plan {
+	if plan != nil && g.Plan == plan {
 		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "members", plan.Left(), "nodes", len(plan.Nodes))
 	}
 	return placed, nil
@@ -632,10 +637,10 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.members), MayLead: g.mayLead(pod.UID)}
+	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.Members), MayLead: g.MayLead(pod.UID)}
 	if in.Counted < want {
-		g.unplaced[pod.UID] = struct{}{}
-		in.Reachable = existing-len(g.unplaced) >= want
+		g.Unplaced[pod.UID] = struct{}{}
+		in.Reachable = existing-len(g.Unplaced) >= want
 	}
 	d, victims := pl.stepLocked(g, in)
 	switch {
@@ -653,12 +658,12 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	// it may use): the attempt is retried after leadRetryDelay, not the back-off, with this member first.
 	retry := d.Lead
 	if retry {
-		g.setLead(pod)
+		g.SetLead(pod)
 		msg += "; retrying in a moment with it placed first"
 	} else {
-		g.clearLead()
+		g.ClearLead()
 	}
-	g.setOutcome(d.Reason, msg)
+	g.SetOutcome(d.Reason, msg)
 	pl.mu.Unlock()
 
 	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
@@ -694,18 +699,16 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: len(g.members), Timeout: pl.scheduleTimeout(pg)}
+	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: len(g.Members), Timeout: pl.scheduleTimeout(pg)}
 	in.Confirmed = in.Counted
-	if in.Counted >= want && !g.attemptInProgress() {
+	if in.Counted >= want && !g.InProgress() {
 		in.Confirmed = pl.confirmedCountLocked(g)
 	}
 	if d, _ := pl.stepLocked(g, in); d.Verdict == attempt.VerdictRefuse {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
 	}
-	g.set(pod.UID, reserved)
-	g.reservedOn[pod.UID] = nodeName
-	delete(g.unplaced, pod.UID)
-	if g.plan.Take(nodeName) {
+	g.CountReserved(pod.UID, nodeName)
+	if g.Plan.Take(nodeName) {
 		placementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()
 	}
 	return nil
@@ -731,8 +734,8 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		return
 	}
 	wasWaiting := pl.removeWaitingLocked(g, pod.UID)
-	wasReserved := g.clear(pod.UID, reserved)
-	count, attemptStart := len(g.members), g.Start
+	wasReserved := g.Clear(pod.UID, gang.Reserved)
+	count, attemptStart := len(g.Members), g.Start
 	d, victims := pl.stepLocked(g, attempt.Input{Kind: attempt.Unreserve, Now: now, WasWaiting: wasWaiting, WasReserved: wasReserved})
 	if d.RetryMember {
 		pl.mu.Unlock()
@@ -762,7 +765,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		msg = fmt.Sprintf("PodGroup %s rejected: member %s left the attempt before the quorum was reached; all waiting members were rejected", key, klog.KObj(pod))
 		reason, metricReason = EventGangRejected, reasonMemberRejected
 	}
-	g.setOutcome(reason, msg)
+	g.SetOutcome(reason, msg)
 	pl.mu.Unlock()
 
 	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(victims))
@@ -791,7 +794,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: len(g.members)}
+	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: len(g.Members)}
 	in.Confirmed = in.Counted
 	if in.Counted >= want && g.Phase != attempt.PhaseQuorum {
 		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
@@ -805,7 +808,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		// members for their timeout, and they would count until their Unreserves run.
 		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",
 			key, count, now.Sub(start).Round(time.Second), want)
-		g.setOutcome(d.Reason, msg)
+		g.SetOutcome(d.Reason, msg)
 		pl.mu.Unlock()
 		gangTimeouts.WithLabelValues(pl.profile).Inc()
 		gangRejections.WithLabelValues(pl.profile, reasonTimeout).Inc()

@@ -112,6 +112,9 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	pl := newPlugin(ctx, h, &args, clk, pgcache.Lister{Store: pgStore}, podIndexer)
 	pl.running.Store(true)
+	for _, p := range pods {
+		pl.counts.Track(p) // as the pod informer's handler does
+	}
 	return &testEnv{pl: pl, handle: h, clock: clk, pgs: pgStore, pods: podIndexer}
 }
 
@@ -267,7 +270,7 @@ func TestPermitQuorum(t *testing.T) {
 		if diff := cmp.Diff([]string{"ns/m0"}, env.handle.activated); diff != "" {
 			t.Errorf("members activated after the bind failure (-want,+got): %s", diff)
 		}
-		if got := len(env.pl.gangs["ns/g"].members); got != 2 {
+		if got := len(env.pl.gangs["ns/g"].Members); got != 2 {
 			t.Errorf("%d members count after one failed to bind, want 2", got)
 		}
 	})
@@ -296,8 +299,8 @@ func TestPermitQuorum(t *testing.T) {
 		}
 		// The sibling's own Unreserve is an echo and changes nothing.
 		env.pl.Unreserve(ctx, nil, pods[0], "n")
-		if len(g.members) != 0 {
-			t.Errorf("members = %v after every Unreserve, want none", g.members)
+		if len(g.Members) != 0 {
+			t.Errorf("members = %v after every Unreserve, want none", g.Members)
 		}
 		if s := env.pl.PreEnqueue(ctx, pods[2]); passed(s) {
 			t.Errorf("PreEnqueue during back-off = success, want gated")
@@ -392,6 +395,7 @@ func TestGateEventsDelayed(t *testing.T) {
 		if err := env.pods.Add(p); err != nil {
 			t.Fatal(err)
 		}
+		env.pl.counts.Track(p)
 		return p
 	}
 	a := add(member("a", "g", "1"))
@@ -508,7 +512,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 			t.Errorf("PostFilter = %v", ps)
 		}
 	}
-	first := env.pl.gangs["ns/g"].cacheKey
+	first := env.pl.gangs["ns/g"].CacheKey
 	// Three members rejected, one check made.
 	if got := counterValue(t, gangRejections, "test", reasonInfeasible) - before; got != 1 {
 		t.Errorf("the gang was checked %v times for 3 members, want once", got)
@@ -521,7 +525,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !passed(s) {
 		t.Fatalf("PreFilter after a node was added = %v, want success", s)
 	}
-	if env.pl.gangs["ns/g"].cacheKey.epoch == first.epoch {
+	if env.pl.gangs["ns/g"].CacheKey.Epoch == first.Epoch {
 		t.Errorf("the cached result was not recomputed after the epoch changed")
 	}
 }

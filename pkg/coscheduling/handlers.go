@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -48,19 +49,21 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-// onPodAdd also lets a group in once its last missing member appears. The scheduler broadcasts
-// unscheduled-pod additions to the queue only with the GenericWorkload feature gate, so the members
-// PreEnqueue held back are activated from here (this handler runs after the store has the new pod,
-// so PreEnqueue counts it).
+// onPodAdd also lets a group in when its last missing member appears (bound or not): the member that
+// brings the count to minMember activates the members PreEnqueue held back. The scheduler broadcasts
+// unscheduled-pod additions to the queue only with the GenericWorkload feature gate, and its hints and
+// PreEnqueue may have counted before this handler did (the count is this handler's, see
+// pgcache.Members): the activation comes after the count, so a member held back on the old count is
+// in the queue's unschedulable pool by then, and PreEnqueue lets it in.
 func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	pl.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !podgroup.IsMember(pod) || pod.Spec.SchedulerName != pl.profile {
+	if !ok || !podgroup.IsMember(pod) || pod.Spec.SchedulerName != pl.profile {
 		return
 	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil || pl.countMembers(pod.Namespace, name) < podgroup.MinMember(pg) {
+	if pg == nil || pl.countMembers(pod.Namespace, name) != podgroup.MinMember(pg) {
 		return
 	}
 	pl.activateGroup(pod.Namespace, name)
@@ -71,6 +74,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	if !ok {
 		return
 	}
+	pl.counts.Track(pod)
 	if !podgroup.IsLive(pod) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
@@ -85,18 +89,17 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	pl.mu.Lock()
 	delete(pl.gated, pod.UID)
-	var g *gang
+	var g *gang.Gang
 	if pg != nil {
 		g = pl.gangForLocked(pg)
 	} else if g = pl.gangs[podgroup.Key(pod.Namespace, name)]; g == nil {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
-		g = newGang(pod.Namespace, name)
-		pl.gangs[g.key()] = g
+		g = gang.New(pod.Namespace, name, "")
+		pl.gangs[g.Key()] = g
 		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 	}
 	// Bound: it counts from the informer now, not from a reservation.
-	g.members[pod.UID] = bound
-	delete(g.reservedOn, pod.UID)
+	g.CountBound(pod.UID)
 	pl.mu.Unlock()
 	pl.stamps.Delete(pod.UID)
 }
@@ -109,6 +112,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	if !ok {
 		return
 	}
+	pl.counts.Forget(pod)
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
@@ -164,7 +168,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	count := 0
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		in := attempt.Input{Kind: attempt.PodGroupEdited, Now: pl.clock.Now(), Want: podgroup.MinMember(pg), Counted: len(g.members)}
+		in := attempt.Input{Kind: attempt.PodGroupEdited, Now: pl.clock.Now(), Want: podgroup.MinMember(pg), Counted: len(g.Members)}
 		if in.Counted >= in.Want {
 			in.Confirmed = pl.confirmedCountLocked(g)
 		}
@@ -189,7 +193,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was deleted"})
-		g.resetHistory("")
+		stopTimers(g.ResetHistory(""))
 		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
 		_, victims = pl.stepLocked(g, attempt.Input{Kind: attempt.PodGroupDeleted, Now: pl.clock.Now()})
 		pl.dropIfUnusedLocked(g, pl.clock.Now())

@@ -18,7 +18,7 @@ import (
 // all gang members; each returns Queue only when the event can change this plugin's answer.
 
 // isSchedulableAfterPodAdded requeues a member when a pod of its own group is added and the group now
-// has minMember pods. The count is computed once per added pod, not once per waiting member.
+// has minMember pods (an O(1) count, see countMembers).
 func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	_, added, err := util.As[*v1.Pod](oldObj, newObj)
 	if err != nil {
@@ -35,19 +35,8 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 	if pg == nil {
 		return fwk.QueueSkip, nil
 	}
-	key := podgroup.Key(pod.Namespace, name)
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	memo := g.hint
-	pl.mu.Unlock()
-	if memo.uid != added.UID {
-		memo = hintCount{uid: added.UID, count: pl.countMembers(pod.Namespace, name)}
-		pl.mu.Lock()
-		g.hint = memo
-		pl.mu.Unlock()
-	}
-	if memo.count < podgroup.MinMember(pg) {
-		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", key, "members", memo.count)
+	if count := pl.countMembers(pod.Namespace, name); count < podgroup.MinMember(pg) {
+		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", podgroup.Key(pod.Namespace, name), "members", count)
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

@@ -32,6 +32,7 @@ func enqueue(t testing.TB, env *testEnv, pods ...*v1.Pod) {
 		if err := env.pods.Add(p); err != nil {
 			t.Fatal(err)
 		}
+		env.pl.counts.Track(p)
 	}
 	for _, p := range pods {
 		if s := env.pl.PreEnqueue(context.Background(), p); !passed(s) {
@@ -159,6 +160,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 			if err := env.pods.Add(p); err != nil {
 				t.Fatal(err)
 			}
+			env.pl.counts.Track(p)
 		}
 		if s := env.pl.PreEnqueue(ctx, fresh[0]); !strings.Contains(s.Message(), "2 of minMember 3 live pods") {
 			t.Errorf("PreEnqueue with 2 new pods beside 3 terminating = %v, want 2 of minMember 3", s)
@@ -169,7 +171,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		if s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), "3 more members") {
 			t.Fatalf("PreFilter = %v, want the whole new gang (3) checked and refused", s)
 		}
-		if got := len(env.pl.gangs["ns/g"].members); got != 0 {
+		if got := len(env.pl.gangs["ns/g"].Members); got != 0 {
 			t.Errorf("%d members count, want 0: terminating pods are not live", got)
 		}
 	})
@@ -204,7 +206,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		enqueue(t, env, gang...)
 		bound := placeGang(t, env, gang, nodes(3))
 		update(t, env, withPodPhase(bound[1], v1.PodFailed))
-		if got := len(env.pl.gangs["ns/g"].members); got != 2 {
+		if got := len(env.pl.gangs["ns/g"].Members); got != 2 {
 			t.Fatalf("%d members count after one failed, want 2", got)
 		}
 		replacement := member("r", "g", "1")
@@ -348,8 +350,8 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		for _, p := range gang[:2] {
 			env.pl.Unreserve(ctx, framework.NewCycleState(), p, "n")
 		}
-		if g := env.pl.gangs["ns/g"]; g.BackingOff(env.clock.Now()) || len(g.members) != 0 {
-			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.BackingOff(env.clock.Now()), g.members)
+		if g := env.pl.gangs["ns/g"]; g.BackingOff(env.clock.Now()) || len(g.Members) != 0 {
+			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.BackingOff(env.clock.Now()), g.Members)
 		}
 		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "1 of minMember 3") {
 			t.Errorf("Permit(m2) = %v, want Wait with 1 of minMember 3", s)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -51,32 +52,16 @@ func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 // narrowLocked is PreFilter's result for a member: the planned nodes it is offered (and the cycle is
 // marked), when the gang's attempt has a plan that still places members; else res (every node, or the
 // gang's domain).
-func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
-	if g.plan == nil || !pl.plannable(pod) {
+func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang.Gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
+	if g.Plan == nil || !pl.plannable(pod) {
 		return res
 	}
-	nodes := g.plan.Offer(int(pl.planArgs.CandidateNodes))
+	nodes := g.Plan.Offer(int(pl.planArgs.CandidateNodes))
 	if nodes.Len() == 0 {
 		return res
 	}
 	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
 	return &fwk.PreFilterResult{NodeNames: nodes}
-}
-
-// makePlanLocked keeps the plan a fresh whole-gang check made (nil when the gang does not fit or the
-// plan could not place it), unless the attempt already fell back from a plan or the gang's members are
-// nominated.
-func (pl *Coscheduling) makePlanLocked(g *gang, plan *gangfit.PlacementPlan) {
-	g.plan = nil
-	if plan == nil || g.noPlan || len(g.nominatedNodes) > 0 || g.reserve.held() {
-		return
-	}
-	g.plan = plan
-}
-
-// dropPlanLocked forgets the gang's plan and its fall-back (at the end of an attempt).
-func (g *gang) dropPlanLocked() {
-	g.plan, g.noPlan = nil, false
 }
 
 // missedPlan reports whether the cycle failed on the plan's nodes: the Filter plugins rejected one of
@@ -109,7 +94,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		g.plan, g.noPlan = nil, true
+		g.MissPlan()
 	}
 	pl.mu.Unlock()
 	placementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()

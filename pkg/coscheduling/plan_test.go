@@ -71,8 +71,8 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
 	res, s := c.env.pl.PreFilter(ctx, state, pod, c.infos())
 	var room []string
-	if g := c.env.pl.gangs["ns/g"]; g != nil && g.plan != nil {
-		for _, n := range g.plan.Nodes {
+	if g := c.env.pl.gangs["ns/g"]; g != nil && g.Plan != nil {
+		for _, n := range g.Plan.Nodes {
 			if n.Members > 0 {
 				room = append(room, n.Name)
 			}
@@ -173,8 +173,8 @@ func TestPlacementPlanNarrowsEachMember(t *testing.T) {
 			t.Errorf("%s not allowed at the quorum", p.Name)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.plan != nil {
-		t.Errorf("the plan outlived the quorum: %+v", g.plan.Nodes)
+	if g := env.pl.gangs["ns/g"]; g.Plan != nil {
+		t.Errorf("the plan outlived the quorum: %+v", g.Plan.Nodes)
 	}
 	if n := counterValue(t, placementPlanMembers, "test", planPlaced) - before; n != 4 {
 		t.Errorf("placed through the plan: %v, want 4", n)
@@ -210,14 +210,14 @@ func TestPlacementPlanFallback(t *testing.T) {
 		t.Errorf("m1 activated %d times, want twice (in flight, then out of its back-off)", n)
 	}
 	g := env.pl.gangs["ns/g"]
-	if g.plan != nil || !g.noPlan || len(g.unplaced) != 0 || len(g.waiting) != 1 || g.Phase.String() != "Gathering" {
-		t.Fatalf("after the fallback: plan %v, noPlan %v, unplaced %v, waiting %d, phase %v", g.plan, g.noPlan, g.unplaced, len(g.waiting), g.Phase)
+	if g.Plan != nil || !g.NoPlan || len(g.Unplaced) != 0 || len(g.Waiting) != 1 || g.Phase.String() != "Gathering" {
+		t.Fatalf("after the fallback: plan %v, noPlan %v, unplaced %v, waiting %d, phase %v", g.Plan, g.NoPlan, g.Unplaced, len(g.Waiting), g.Phase)
 	}
 	out = c.run(pods[1])
 	if out.node != "b" || out.narrowed || !out.status.IsSuccess() {
 		t.Fatalf("m1 retried: %+v", out)
 	}
-	if g.noPlan || g.plan != nil {
+	if g.NoPlan || g.Plan != nil {
 		t.Errorf("the fallback outlived the quorum")
 	}
 }
@@ -343,7 +343,7 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 			}
 			// The miss is retried at once, on every node: the next cycle of this member must not
 			// be narrowed.
-			if g := env.pl.gangs["ns/g"]; g.plan != nil {
+			if g := env.pl.gangs["ns/g"]; g.Plan != nil {
 				return fail("the plan survived its miss")
 			}
 		case !interfere && identical && len(placed) < minMember:
@@ -374,7 +374,7 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 		}
 	}
 	if len(placed) >= minMember {
-		if g := env.pl.gangs["ns/g"]; g.plan != nil || g.noPlan {
+		if g := env.pl.gangs["ns/g"]; g.Plan != nil || g.NoPlan {
 			return fail("the plan outlived the quorum")
 		}
 	}
@@ -409,8 +409,8 @@ func TestPlacementPlanMissKeepsTheAttemptUnplanned(t *testing.T) {
 			t.Fatalf("%s after the miss: %+v (want a full cycle that places it)", p.Name, out)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.noPlan || g.plan != nil {
-		t.Errorf("the attempt ended at its quorum, and the fall-back with it: noPlan %v, plan %v", g.noPlan, g.plan)
+	if g := env.pl.gangs["ns/g"]; g.NoPlan || g.Plan != nil {
+		t.Errorf("the attempt ended at its quorum, and the fall-back with it: noPlan %v, plan %v", g.NoPlan, g.Plan)
 	}
 }
 
@@ -437,8 +437,8 @@ func TestPlacementPlanAfterAnInfeasibleCheck(t *testing.T) {
 			t.Fatalf("%s: an infeasible cycle is marked planned", p.Name)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.plan != nil {
-		t.Errorf("the plan of the feasible check outlived the infeasible one: %+v", g.plan.Nodes)
+	if g := env.pl.gangs["ns/g"]; g.Plan != nil {
+		t.Errorf("the plan of the feasible check outlived the infeasible one: %+v", g.Plan.Nodes)
 	}
 }
 
@@ -463,8 +463,8 @@ func TestPlacementPlanOtherPreFilterRejection(t *testing.T) {
 	if n := counterValue(t, placementPlanMembers, "test", planFallback) - before; n != 0 {
 		t.Errorf("fallbacks counted: %v", n)
 	}
-	if g := env.pl.gangs["ns/g"]; g.plan == nil || g.noPlan {
-		t.Errorf("the plan was dropped for another plugin's rejection: plan %v, noPlan %v", g.plan, g.noPlan)
+	if g := env.pl.gangs["ns/g"]; g.Plan == nil || g.NoPlan {
+		t.Errorf("the plan was dropped for another plugin's rejection: plan %v, noPlan %v", g.Plan, g.NoPlan)
 	}
 	if len(env.handle.activated) != 0 {
 		t.Errorf("activated %v", env.handle.activated)

@@ -22,6 +22,7 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -85,10 +86,10 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	var changed bool
 	var msg string
 	if g != nil {
-		g.nominatedNodes = nil
-		if g.outcome.reason == EventPreempting && g.feasibility != nil && !g.feasibility.Feasible {
-			msg = g.feasibility.Message
-			changed = g.setOutcome(EventGangInfeasible, msg)
+		g.NominatedNodes = nil
+		if g.Outcome.Reason == EventPreempting && g.Feasibility != nil && !g.Feasibility.Feasible {
+			msg = g.Feasibility.Message
+			changed = g.SetOutcome(EventGangInfeasible, msg)
 		}
 	}
 	pl.mu.Unlock()
@@ -122,7 +123,7 @@ func (pl *Coscheduling) holdsReservation(key string) bool {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	g := pl.gangs[key]
-	return g != nil && g.reserve.held()
+	return g != nil && g.Reserve.Held()
 }
 
 // preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
@@ -170,13 +171,13 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	nominated := slices.Clone(g.nominatedNodes)
+	nominated := slices.Clone(g.NominatedNodes)
 	for _, m := range members {
 		if m.Status.NominatedNodeName != "" {
 			nominated = append(nominated, m.Status.NominatedNodeName)
 		}
 	}
-	candidates, _, countedN := splitMembersLocked(g, members)
+	candidates, _, countedN := g.Split(members)
 	need := podgroup.MinMember(pg) - countedN
 	pl.mu.Unlock()
 
@@ -227,11 +228,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		len(victimPods), prio, len(gangs), listed(gangs), singles, need, strings.Join(nodesUsed, ", "))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(victimPods), "gangs", gangs, "pdbViolations", violations)
 	pl.mu.Lock()
-	g.nominatedNodes = nodesUsed
-	g.setOutcome(EventPreempting, msg)
+	g.NominatedNodes = nodesUsed
+	g.SetOutcome(EventPreempting, msg)
 	// The victims' room is the gang's now: the next member checks again rather than reuse the
 	// infeasible answer, and so does every other gang.
-	g.feasibility = nil
+	g.Feasibility = nil
 	pl.mu.Unlock()
 	pl.epoch.Add(1)
 	pl.podGroupEvent(pg, v1.EventTypeNormal, EventPreempting, msg)
@@ -396,15 +397,15 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	msg := fmt.Sprintf("PodGroup %s rejected: member %s was preempted; all waiting members were rejected", podgroup.Key(victim.Namespace, name), klog.KObj(victim))
 	pl.mu.Lock()
 	g := pl.gangs[podgroup.Key(victim.Namespace, name)]
-	if g == nil || g.members[victim.UID]&reserved == 0 {
+	if g == nil || g.Members[victim.UID]&gang.Reserved == 0 {
 		pl.mu.Unlock()
 		return
 	}
 	pl.removeWaitingLocked(g, victim.UID)
-	g.clear(victim.UID, reserved)
+	g.Clear(victim.UID, gang.Reserved)
 	d, rest := pl.stepLocked(g, attempt.Input{Kind: attempt.Preempted, Now: now, WasReserved: true})
 	if d.RejectWaiting {
-		g.setOutcome(d.Reason, msg)
+		g.SetOutcome(d.Reason, msg)
 	}
 	pl.mu.Unlock()
 	if !d.RejectWaiting {

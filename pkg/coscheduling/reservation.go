@@ -15,9 +15,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -42,20 +42,6 @@ const (
 	reservationStallAfter = 3 * reservationRecheck
 )
 
-// reservation is a gang's reservation: its state machine's state (package reservation), the plan it
-// holds with each member's node, and the gang's timer.
-type reservation struct {
-	resv.State
-	plan gangfit.ReservationPlan
-	node map[types.UID]string
-	// timer fires Step's Timer event at timerAt: it ends a reservation at its timeout whatever the
-	// gang does, and brings a waiting or holding gang's members back for a recheck.
-	timer   clock.Timer
-	timerAt time.Time
-}
-
-func (r *reservation) held() bool { return r.Phase == resv.Held }
-
 // reservationDone is what a reservation step leaves to do outside the plugin's lock.
 type reservationDone struct {
 	end, endMessage, lost string
@@ -70,25 +56,25 @@ func (d reservationDone) empty() bool { return d.end == "" && d.lost == "" && !d
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
 // events, the status, activations) is returned, for finishReservation once pl.mu is released.
-func (pl *Coscheduling) stepReservationLocked(g *gang, in resv.Input) (resv.Effects, reservationDone) {
-	r := &g.reserve
+func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv.Effects, reservationDone) {
+	r := &g.Reserve
 	var e resv.Effects
 	r.State, e = resv.Step(r.State, pl.reservation, in)
 	d := reservationDone{end: e.End, endMessage: e.EndMessage, lost: e.Lost, activate: e.Activate}
-	if e.StopTimer && r.timer != nil {
-		r.timer.Stop()
-		r.timer, r.timerAt = nil, time.Time{}
+	if e.StopTimer && r.Timer != nil {
+		r.Timer.Stop()
+		r.Timer, r.TimerAt = nil, time.Time{}
 	}
 	if e.Wake {
 		pl.wakeLocked(g, e.WakeAt, in.Now)
 	}
 	if e.End != "" {
 		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
-		r.plan, r.node = gangfit.ReservationPlan{}, nil
+		r.Plan, r.Node = gangfit.ReservationPlan{}, nil
 		pl.reservationMetricsLocked()
 		for _, o := range pl.gangs {
-			if o != g && o.reserve.Phase == resv.Waiting && o.reserve.Lost == "" {
-				d.waiting = append(d.waiting, [2]string{o.namespace, o.name})
+			if o != g && o.Reserve.Phase == resv.Waiting && o.Reserve.Lost == "" {
+				d.waiting = append(d.waiting, [2]string{o.Namespace, o.Name})
 			}
 		}
 	}
@@ -97,13 +83,13 @@ func (pl *Coscheduling) stepReservationLocked(g *gang, in resv.Input) (resv.Effe
 
 // stepReservationAsyncLocked is stepReservationLocked for callers that cannot do the rest themselves
 // (they hold pl.mu): the rest is done in the background.
-func (pl *Coscheduling) stepReservationAsyncLocked(g *gang, in resv.Input) {
-	if g.reserve.Phase == resv.Idle && g.reserve.timer == nil {
+func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) {
+	if g.Reserve.Phase == resv.Idle && g.Reserve.Timer == nil {
 		// Nothing to move (the common case: every quorum, every member gone).
 		return
 	}
 	if _, d := pl.stepReservationLocked(g, in); !d.empty() {
-		namespace, name := g.namespace, g.name
+		namespace, name := g.Namespace, g.Name
 		go pl.finishReservation(pl.ctx, namespace, name, nil, d, nil)
 	}
 }
@@ -144,17 +130,17 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 }
 
 // wakeLocked arms g's timer for at (one timer per gang: an earlier time replaces a later one).
-func (pl *Coscheduling) wakeLocked(g *gang, at time.Time, now time.Time) {
-	r := &g.reserve
-	if r.timer != nil && !r.timerAt.After(at) && r.timerAt.After(now) {
+func (pl *Coscheduling) wakeLocked(g *gang.Gang, at time.Time, now time.Time) {
+	r := &g.Reserve
+	if r.Timer != nil && !r.TimerAt.After(at) && r.TimerAt.After(now) {
 		return
 	}
-	if r.timer != nil {
-		r.timer.Stop()
+	if r.Timer != nil {
+		r.Timer.Stop()
 	}
-	namespace, name := g.namespace, g.name
-	r.timerAt = at
-	r.timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.reservationTimer(namespace, name, at) })
+	namespace, name := g.Namespace, g.Name
+	r.TimerAt = at
+	r.Timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.reservationTimer(namespace, name, at) })
 }
 
 // reservationTimer is a gang's timer: it ends a reservation past its timeout, or whose gang fell
@@ -167,13 +153,13 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	live := pl.countMembers(namespace, name)
 	pl.mu.Lock()
 	g := pl.gangs[key]
-	if g == nil || !g.reserve.timerAt.Equal(at) {
+	if g == nil || !g.Reserve.TimerAt.Equal(at) {
 		pl.mu.Unlock()
 		return
 	}
-	g.reserve.timer, g.reserve.timerAt = nil, time.Time{}
-	in := resv.Input{Event: resv.Timer, Now: at, Live: live, Trying: g.attemptInProgress()}
-	if pg == nil || pg.UID != g.podGroupUID {
+	g.Reserve.Timer, g.Reserve.TimerAt = nil, time.Time{}
+	in := resv.Input{Event: resv.Timer, Now: at, Live: live, Trying: g.InProgress()}
+	if pg == nil || pg.UID != g.PodGroupUID {
 		in = resv.Input{Event: resv.Deleted, Now: at, Message: "the PodGroup was deleted"}
 	} else {
 		in.MinMember = podgroup.MinMember(pg)
@@ -204,9 +190,9 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	r := &g.reserve
+	r := &g.Reserve
 	var adopted reservationDone
-	if members != nil && !r.Seen && !r.held() {
+	if members != nil && !r.Seen && !r.Held() {
 		adopted = pl.adoptReservationLocked(g, cond, members, now)
 	}
 	in := resv.Input{Event: resv.NoRoom, Now: now, Prio: prio}
@@ -227,13 +213,13 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		pl.mu.Lock()
 		in := resv.Input{Event: resv.Planned, Now: now}
 		in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
-		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.plan.Same(p)}
+		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.Plan.Same(p)}
 		e, d = pl.stepReservationLocked(g, in)
 		if e.Start || e.Moved {
-			r.plan = p
-			r.node = make(map[types.UID]string, len(p.Assignment))
+			r.Plan = p
+			r.Node = make(map[types.UID]string, len(p.Assignment))
 			for _, a := range p.Assignment {
-				r.node[a.Pod.UID] = a.Node
+				r.Node[a.Pod.UID] = a.Node
 			}
 		}
 		if e.Start {
@@ -259,7 +245,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	}
 
 	pl.mu.RLock()
-	held, node, since, msg := r.held(), r.node[pod.UID], r.Since, r.plan.Message
+	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
 	pl.mu.RUnlock()
 	if !held {
 		if e.Why != "" {
@@ -286,7 +272,7 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 		return gangfit.ReservationPlan{Message: err.Error()}
 	}
 	pl.mu.RLock()
-	candidates, _, countedN := splitMembersLocked(pl.gangs[key], members)
+	candidates, _, countedN := pl.gangs[key].Split(members)
 	pl.mu.RUnlock()
 	// In a fixed order, so that the same room gives the same plan (the members come from a map).
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
@@ -297,7 +283,7 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 // adoptReservationLocked takes over a reservation a previous leader started: the PodGroup says it is
 // Reserved, and its members are nominated. Its start is the condition's. Only a gang this process
 // has not seen trying adopts (see reservation.Adopt).
-func (pl *Coscheduling) adoptReservationLocked(g *gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
+func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
 	node := map[types.UID]string{}
 	var p gangfit.ReservationPlan
 	for _, m := range members {
@@ -311,10 +297,10 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang, c *metav1.Condition, mem
 	}
 	p.OK, p.Message = true, c.Message
 	in := resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time}
-	in.Others, _ = pl.reservationQueueLocked(g, g.reserve.Prio, now)
+	in.Others, _ = pl.reservationQueueLocked(g, g.Reserve.Prio, now)
 	_, d := pl.stepReservationLocked(g, in)
-	if r := &g.reserve; r.held() {
-		r.plan, r.node = p, node
+	if r := &g.Reserve; r.Held() {
+		r.Plan, r.Node = p, node
 		pl.reservationMetricsLocked()
 	}
 	return d
@@ -334,7 +320,7 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
 		var d reservationDone
-		if !g.reserve.Seen && !g.reserve.held() {
+		if !g.Reserve.Seen && !g.Reserve.Held() {
 			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
 		}
 		pl.mu.Unlock()
@@ -348,8 +334,8 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 // that may reserve and holds none goes before g, of priority prio (see reservation.Eligible and
 // Before). Only gangs still trying count: one that fell below minMember or stopped trying blocks no
 // one. O(tracked groups).
-func (pl *Coscheduling) reservationQueueLocked(g *gang, prio int32, now time.Time) (others int, ahead bool) {
-	self := g.reserve.State
+func (pl *Coscheduling) reservationQueueLocked(g *gang.Gang, prio int32, now time.Time) (others int, ahead bool) {
+	self := g.Reserve.State
 	self.Prio = prio
 	if self.Phase == resv.Idle {
 		self.WaitingSince = now
@@ -359,9 +345,9 @@ func (pl *Coscheduling) reservationQueueLocked(g *gang, prio int32, now time.Tim
 			continue
 		}
 		switch {
-		case o.reserve.held():
+		case o.Reserve.Held():
 			others++
-		case !ahead && resv.Eligible(o.reserve.State, pl.reservation, now) && resv.Before(o.reserve.State, self):
+		case !ahead && resv.Eligible(o.Reserve.State, pl.reservation, now) && resv.Before(o.Reserve.State, self):
 			ahead = true
 		}
 	}
@@ -373,7 +359,7 @@ func (pl *Coscheduling) reservationQueueLocked(g *gang, prio int32, now time.Tim
 func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.PodGroup, keep map[types.UID]bool, msg string) {
 	pl.mu.Lock()
 	g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]
-	if g == nil || !g.reserve.held() {
+	if g == nil || !g.Reserve.Held() {
 		pl.mu.Unlock()
 		return
 	}
@@ -384,11 +370,11 @@ func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.P
 
 // belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember
 // live members exist.
-func (pl *Coscheduling) belowMinMemberLocked(g *gang, pg *v1alpha1.PodGroup, now time.Time) {
-	if g.reserve.Phase == resv.Idle || pg == nil {
+func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup, now time.Time) {
+	if g.Reserve.Phase == resv.Idle || pg == nil {
 		return
 	}
-	live, want := pl.countMembers(g.namespace, g.name), podgroup.MinMember(pg)
+	live, want := pl.countMembers(g.Namespace, g.Name), podgroup.MinMember(pg)
 	if live >= want {
 		return
 	}
@@ -402,10 +388,10 @@ func (pl *Coscheduling) reservationMetricsLocked() {
 	n, cpu, mem := 0, int64(0), int64(0)
 	var oldest time.Time
 	for _, g := range pl.gangs {
-		if r := &g.reserve; r.held() {
+		if r := &g.Reserve; r.Held() {
 			n++
-			cpu += r.plan.MilliCPU
-			mem += r.plan.Memory
+			cpu += r.Plan.MilliCPU
+			mem += r.Plan.Memory
 			if oldest.IsZero() || r.Since.Before(oldest) {
 				oldest = r.Since
 			}
@@ -434,11 +420,11 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	defer pl.mu.RUnlock()
 	var notes []string
 	for key, g := range pl.gangs {
-		r := &g.reserve
-		if !r.held() || r.Prio < prio || (g.namespace == pod.Namespace && g.name == own) {
+		r := &g.Reserve
+		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) {
 			continue
 		}
-		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.plan.Nodes, ", "), key, r.Since.UTC().Format(time.RFC3339)))
+		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.Plan.Nodes, ", "), key, r.Since.UTC().Format(time.RFC3339)))
 	}
 	return strings.Join(notes, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
@@ -47,13 +48,13 @@ func TestReservationQueue(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, args, nil, nil)
-			g := newGang("ns", "self")
-			g.reserve.State = tc.self
-			env.pl.gangs[g.key()] = g
+			g := gang.New("ns", "self", "")
+			g.Reserve.State = tc.self
+			env.pl.gangs[g.Key()] = g
 			for i, s := range tc.others {
-				o := newGang("ns", string(rune('a'+i)))
-				o.reserve.State = s
-				env.pl.gangs[o.key()] = o
+				o := gang.New("ns", string(rune('a'+i)), "")
+				o.Reserve.State = s
+				env.pl.gangs[o.Key()] = o
 			}
 			env.pl.mu.Lock()
 			others, ahead := env.pl.reservationQueueLocked(g, 10, now)

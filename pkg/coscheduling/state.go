@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -35,34 +37,33 @@ func (pl *Coscheduling) scheduleTimeout(pg *v1alpha1.PodGroup) time.Duration {
 
 // gangForLocked returns the state of pg's group, creating it. State built for an earlier PodGroup
 // of the same name (another UID) forgets that group's attempt history first.
-func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang {
+func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	g := pl.gangs[key]
 	if g == nil {
-		g = newGang(pg.Namespace, pg.Name)
-		g.podGroupUID = pg.UID
+		g = gang.New(pg.Namespace, pg.Name, pg.UID)
 		pl.gangs[key] = g
 		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 		return g
 	}
-	if g.podGroupUID != pg.UID {
+	if g.PodGroupUID != pg.UID {
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was recreated"})
-		g.resetHistory(pg.UID)
+		stopTimers(g.ResetHistory(pg.UID))
 	}
 	return g
 }
 
 // dropIfUnusedLocked drops a group's state once it holds nothing and no live pod of the group is
 // left, so the plugin's memory follows the groups that exist, not every group it ever saw.
-func (pl *Coscheduling) dropIfUnusedLocked(g *gang, now time.Time) {
-	if !g.holdsNothing(now) || pl.countMembers(g.namespace, g.name) > 0 {
+func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
+	if !g.HoldsNothing(now) || pl.countMembers(g.Namespace, g.Name) > 0 {
 		return
 	}
-	if g.backoffTimer != nil {
-		g.backoffTimer.Stop()
+	if g.BackoffTimer != nil {
+		g.BackoffTimer.Stop()
 	}
 	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "no live member is left"})
-	delete(pl.gangs, g.key())
+	delete(pl.gangs, g.Key())
 	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 }
 
@@ -78,108 +79,67 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	if g == nil {
 		return
 	}
-	delete(g.members, pod.UID)
-	delete(g.reservedOn, pod.UID)
-	delete(g.unplaced, pod.UID)
-	if g.lead == pod.UID {
-		g.clearLead()
-	}
-	pl.belowMinMemberLocked(g, pl.podGroups.Get(g.namespace, g.name), now)
+	g.Forget(pod.UID)
+	pl.belowMinMemberLocked(g, pl.podGroups.Get(g.Namespace, g.Name), now)
 	pl.dropIfUnusedLocked(g, now)
 }
 
-// setOutcome records the last attempt's result for the status; it reports whether it changed.
-func (g *gang) setOutcome(reason, message string) bool {
-	o := attemptOutcome{reason: reason, message: message}
-	if g.outcome == o {
-		return false
+// stopTimers stops the timers a gang's state let go of.
+func stopTimers(timers []clock.Timer) {
+	for _, t := range timers {
+		if t != nil {
+			t.Stop()
+		}
 	}
-	g.outcome = o
-	return true
 }
 
-func (pl *Coscheduling) addWaitingLocked(g *gang, pod *v1.Pod) {
-	if len(g.waiting) == 0 {
-		pl.waitingGangs++
-		gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
+func (pl *Coscheduling) addWaitingLocked(g *gang.Gang, pod *v1.Pod) {
+	if g.AddWaiting(pod) {
+		pl.waitingGangsChangedLocked(1)
 	}
-	g.waiting[pod.UID] = pod
 }
 
-func (pl *Coscheduling) removeWaitingLocked(g *gang, uid types.UID) bool {
-	if _, ok := g.waiting[uid]; !ok {
-		return false
+func (pl *Coscheduling) removeWaitingLocked(g *gang.Gang, uid types.UID) bool {
+	was, emptied := g.RemoveWaiting(uid)
+	if emptied {
+		pl.waitingGangsChangedLocked(-1)
 	}
-	delete(g.waiting, uid)
-	if len(g.waiting) == 0 {
-		pl.waitingGangs--
-		gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
-	}
-	return true
+	return was
 }
 
-// takeWaitingLocked empties the group's waiting set and returns what it held.
-func (pl *Coscheduling) takeWaitingLocked(g *gang) []*v1.Pod {
-	if len(g.waiting) == 0 {
-		return nil
-	}
-	out := make([]*v1.Pod, 0, len(g.waiting))
-	for _, p := range g.waiting {
-		out = append(out, p)
-	}
-	g.waiting = map[types.UID]*v1.Pod{}
-	pl.waitingGangs--
+// waitingGangsChangedLocked moves the count of gangs with members at Permit (the gauge).
+func (pl *Coscheduling) waitingGangsChangedLocked(by int) {
+	pl.waitingGangs += by
 	gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
-	return out
 }
 
-// stepLocked moves the gang's attempt on an event (see step) and applies what belongs to the
-// attempt: at a quorum, the waiting members are taken to be allowed and what the attempts before it
-// left (lead, unplaced members, nominations) is dropped; at a failure, the waiting members are taken
-// to be rejected and stop counting at once, the cached check and placement are dropped and the
-// back-off timer starts. It returns the decision and the members to allow or reject, which callers
-// do after releasing pl.mu; the outcome's message is theirs to set.
-func (pl *Coscheduling) stepLocked(g *gang, in attempt.Input) (attempt.Decision, []*v1.Pod) {
-	in.Waiting, in.Backoff = len(g.waiting), pl.backoff
-	var d attempt.Decision
-	g.Attempt, d = attempt.Step(g.Attempt, in)
+// stepLocked moves the gang's attempt on an event (see gang.Gang.Step) and does what the step leaves
+// to the plugin's state: the waiting gauge, the back-off timer after a failure, and the reservation's
+// QuorumReached. It returns the decision and the members to allow or reject, which callers do after
+// releasing pl.mu; the outcome's message is theirs to set.
+func (pl *Coscheduling) stepLocked(g *gang.Gang, in attempt.Input) (attempt.Decision, []*v1.Pod) {
+	waited := g.InProgress()
+	d, pods := g.Step(in, pl.backoff)
+	if waited && !g.InProgress() {
+		pl.waitingGangsChangedLocked(-1)
+	}
 	switch {
 	case d.AllowWaiting:
-		g.clearLead()
-		g.ledBy = nil
-		clear(g.unplaced)
-		g.nominatedNodes = nil
-		g.dropPlanLocked()
-		g.setOutcome(EventQuorumReached, "")
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: in.Now})
-		return d, pl.takeWaitingLocked(g)
-	case d.RejectWaiting:
-		clear(g.unplaced)
-		victims := pl.takeWaitingLocked(g)
-		// The victims stop counting now, not when their own Unreserve runs (asynchronously, in their
-		// binding cycles): a member reserved meanwhile must not see them as part of a quorum.
-		for _, v := range victims {
-			g.clear(v.UID, reserved)
-		}
-		g.feasibility = nil
-		g.placement = nil
-		g.dropPlanLocked()
-		if in.Kind != attempt.PodGroupDeleted {
-			pl.startBackoffLocked(g, d.Backoff)
-		}
-		return d, victims
+	case d.RejectWaiting && in.Kind != attempt.PodGroupDeleted:
+		pl.startBackoffLocked(g, d.Backoff)
 	}
-	return d, nil
+	return d, pods
 }
 
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
 // rejected members would otherwise wait for an event that concerns them).
-func (pl *Coscheduling) startBackoffLocked(g *gang, backoff time.Duration) {
-	if g.backoffTimer != nil {
-		g.backoffTimer.Stop()
+func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) {
+	if g.BackoffTimer != nil {
+		g.BackoffTimer.Stop()
 	}
-	namespace, name := g.namespace, g.name
-	g.backoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
+	namespace, name := g.Namespace, g.Name
+	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 }
 
 // allow lets waiting members through Permit (see onWaiting).
@@ -192,7 +152,7 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
 	led := false
 	if g := pl.gangs[podgroup.Key(namespace, name)]; g != nil {
-		led = g.lead != "" && len(g.nominatedNodes) == 0
+		led = g.Lead != "" && len(g.NominatedNodes) == 0
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.BackoffUntil)
 	}
@@ -295,7 +255,7 @@ func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.
 			continue
 		}
 		if g != nil {
-			if _, isMember := g.members[p.UID]; isMember {
+			if _, isMember := g.Members[p.UID]; isMember {
 				continue
 			}
 		}
@@ -321,45 +281,17 @@ func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
 	return out
 }
 
-// countMembers counts the group's live pods. It runs in PreEnqueue, so under the scheduling queue's
-// lock when the queue activates a whole group: ByIndex copies the group's pointers, where IndexKeys
-// would also sort the group's keys (a 1000-member group's activation sorted 1000 keys per member).
+// countMembers counts the group's live pods, O(1) (see pgcache.Members). It runs in PreEnqueue, so
+// under the scheduling queue's lock when the queue activates a whole group, and in the hints of every
+// member on every pod added: listing the group there made a group's activation quadratic.
 func (pl *Coscheduling) countMembers(namespace, name string) int {
-	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
-	if err != nil {
-		return 0
-	}
-	return len(objs)
+	return pl.counts.Count(namespace, name)
 }
 
-// splitMembersLocked splits a group's live pods into the members that count toward its quorum
-// (reserved here or bound) and the candidates still to be placed; countedN is the count, taking the
-// plugin's member set when it is ahead of the store.
-func splitMembersLocked(g *gang, members []*v1.Pod) (candidates, counted []*v1.Pod, countedN int) {
-	for _, m := range members {
-		if _, isMember := g.members[m.UID]; isMember || m.Spec.NodeName != "" {
-			counted = append(counted, m)
-		} else {
-			candidates = append(candidates, m)
-		}
-	}
-	return candidates, counted, max(len(counted), len(g.members))
-}
-
-// confirmedCountLocked counts the group's members on the pod store's word: live pods bound, plus
-// live pods reserved here. The member set is kept by the plugin's informer handler, which can lag the
-// store (and the scheduling queue's own handler) by a moment: a job restarted by deleting its pods and
-// creating new ones could have its new pods scheduled while the old ones still count. The store is
-// updated before any handler runs, so deciding a quorum on it never counts a pod that is gone. O(pods
-// of the group), so it is used only where the member count says the quorum is reached.
-func (pl *Coscheduling) confirmedCountLocked(g *gang) int {
-	n := 0
-	for _, p := range pl.membersOf(g.namespace, g.name) {
-		if p.Spec.NodeName != "" || g.members[p.UID]&reserved != 0 {
-			n++
-		}
-	}
-	return n
+// confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
+// O(pods of the group), so it is used only where the member count says the quorum is reached.
+func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
+	return g.Confirmed(pl.membersOf(g.Namespace, g.Name))
 }
 
 // attemptInfo returns the group's attempt state for the status updater.
@@ -370,12 +302,12 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	if g == nil {
 		return status.Attempt{}
 	}
-	snap := status.Attempt{Waiting: g.attemptInProgress(), Counted: len(g.members), Reason: g.outcome.reason, Message: g.outcome.message}
-	if g.placement != nil {
-		snap.PlacementLevel, snap.PlacementMessage = g.placement.Level, g.placement.Message
+	snap := status.Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message}
+	if g.Placement != nil {
+		snap.PlacementLevel, snap.PlacementMessage = g.Placement.Level, g.Placement.Message
 	}
-	if r := &g.reserve; r.held() {
-		snap.Reserved, snap.ReservedMessage = true, r.plan.Message
+	if r := &g.Reserve; r.Held() {
+		snap.Reserved, snap.ReservedMessage = true, r.Plan.Message
 	} else if r.Ended != "" {
 		snap.ReservationEnded, snap.ReservedMessage = r.Ended, r.EndMessage
 	}
@@ -427,11 +359,11 @@ const gateEventDelay = 5 * time.Second
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
 	g := pl.gangs[podgroup.Key(namespace, name)]
-	waiting := g != nil && g.attemptInProgress() && g.Phase == attempt.PhaseGathering && g.Start.Equal(start)
+	waiting := g != nil && g.InProgress() && g.Phase == attempt.PhaseGathering && g.Start.Equal(start)
 	var count int
 	var deadline time.Time
 	if waiting {
-		count, deadline = len(g.members), g.Deadline
+		count, deadline = len(g.Members), g.Deadline
 	}
 	pl.mu.RUnlock()
 	pg := pl.podGroups.Get(namespace, name)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -29,16 +30,16 @@ const (
 
 // busyDomainsLocked returns the domains ("key=value") chosen by other gangs whose attempt has members
 // waiting for the quorum. O(tracked groups); called once per attempt of a gang with a topology policy.
-func (pl *Coscheduling) busyDomainsLocked(self *gang) map[string]bool {
+func (pl *Coscheduling) busyDomainsLocked(self *gang.Gang) map[string]bool {
 	var busy map[string]bool
 	for _, g := range pl.gangs {
-		if g == self || g.Phase == attempt.PhaseQuorum || !g.attemptInProgress() || g.placement == nil || g.placement.Value == "" {
+		if g == self || g.Phase == attempt.PhaseQuorum || !g.InProgress() || g.Placement == nil || g.Placement.Value == "" {
 			continue
 		}
 		if busy == nil {
 			busy = map[string]bool{}
 		}
-		busy[g.placement.Key+"="+g.placement.Value] = true
+		busy[g.Placement.Key+"="+g.Placement.Value] = true
 	}
 	return busy
 }
@@ -50,7 +51,7 @@ func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, k
 	pl.mu.RLock()
 	var reservedOn []string
 	if g := pl.gangs[key]; g != nil {
-		reservedOn = g.reservedNodes()
+		reservedOn = g.ReservedNodes()
 	}
 	pl.mu.RUnlock()
 	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, reservedOn...))

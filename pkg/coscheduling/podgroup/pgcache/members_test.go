@@ -1,0 +1,141 @@
+package pgcache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+func gangPod(name, group string) *st.PodWrapper {
+	return st.MakePod().Namespace("ns").Name(name).UID(name).SchedulerName("test").Label(v1alpha1.PodGroupLabel, group)
+}
+
+func TestMembers(t *testing.T) {
+	type step struct {
+		pod    *v1.Pod
+		forget bool
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  map[string]int // group → count
+		len   int
+	}{
+		{name: "members of two groups", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("b", "g").Obj()}, {pod: gangPod("c", "h").Obj()}},
+			want: map[string]int{"g": 2, "h": 1}, len: 3},
+		{name: "tracked twice counts once", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("a", "g").Node("n").Obj()}},
+			want: map[string]int{"g": 1}, len: 1},
+		{name: "a finished member stops counting", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("a", "g").Phase(v1.PodSucceeded).Obj()}},
+			want: map[string]int{"g": 0}},
+		{name: "a terminating member stops counting", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("a", "g").Terminating().Obj()}},
+			want: map[string]int{"g": 0}},
+		{name: "a gated pod counts once ungated", steps: []step{{pod: gangPod("a", "g").SchedulingGates([]string{"kueue.x-k8s.io/admission"}).Obj()}},
+			want: map[string]int{"g": 0}},
+		{name: "ungated", steps: []step{{pod: gangPod("a", "g").SchedulingGates([]string{"x"}).Obj()}, {pod: gangPod("a", "g").Obj()}},
+			want: map[string]int{"g": 1}, len: 1},
+		{name: "another profile's pod does not count", steps: []step{{pod: gangPod("a", "g").SchedulerName("other").Obj()}},
+			want: map[string]int{"g": 0}},
+		{name: "a pod that moves group", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("a", "h").Obj()}},
+			want: map[string]int{"g": 0, "h": 1}, len: 1},
+		{name: "a pod whose label is removed", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: st.MakePod().Namespace("ns").Name("a").UID("a").SchedulerName("test").Obj()}},
+			want: map[string]int{"g": 0}},
+		{name: "deleted", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("b", "g").Obj()}, {pod: gangPod("a", "g").Obj(), forget: true}},
+			want: map[string]int{"g": 1}, len: 1},
+		{name: "deleted twice", steps: []step{{pod: gangPod("a", "g").Obj()}, {pod: gangPod("a", "g").Obj(), forget: true}, {pod: gangPod("a", "g").Obj(), forget: true}},
+			want: map[string]int{"g": 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMembers("test")
+			for _, s := range tc.steps {
+				if s.forget {
+					m.Forget(s.pod)
+				} else {
+					m.Track(s.pod)
+				}
+			}
+			for group, want := range tc.want {
+				if got := m.Count("ns", group); got != want {
+					t.Errorf("Count(%s) = %d, want %d", group, got, want)
+				}
+			}
+			if got := m.Len(); got != tc.len {
+				t.Errorf("Len = %d, want %d: state left behind", got, tc.len)
+			}
+		})
+	}
+}
+
+// TestMembersMatchTheIndex feeds random pod histories to Members and to an indexer with
+// podgroup.LiveIndexFunc (the store the count replaces) and checks that both count alike after every
+// event. SEED=<n> replays a run.
+func TestMembersMatchTheIndex(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("replay with SEED=%d", seed)
+		}
+	}()
+	groups := []string{"g", "h"}
+	for round := range 50 {
+		rng := rand.New(rand.NewPCG(seed, uint64(round)))
+		m := NewMembers("test")
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+		for ev := range 60 {
+			name := fmt.Sprintf("p%d", rng.IntN(8))
+			b := gangPod(name, groups[rng.IntN(len(groups))])
+			switch rng.IntN(8) {
+			case 0:
+				b = b.Phase(v1.PodFailed)
+			case 1:
+				b = b.Terminating()
+			case 2:
+				b = b.SchedulingGates([]string{"x"})
+			case 3:
+				b = b.SchedulerName("other")
+			case 4:
+				b = b.Node("n")
+			}
+			pod := b.Obj()
+			var what string
+			if rng.IntN(5) == 0 {
+				what = "delete"
+				if err := idx.Delete(pod); err != nil {
+					t.Fatal(err)
+				}
+				m.Forget(pod)
+			} else {
+				what = "add or update"
+				if err := idx.Update(pod); err != nil {
+					t.Fatal(err)
+				}
+				m.Track(pod)
+			}
+			for _, g := range groups {
+				objs, err := idx.ByIndex(podgroup.IndexName, podgroup.MemberKey("test", "ns", g))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := m.Count("ns", g); got != len(objs) {
+					t.Fatalf("round %d, event %d (%s %s): Count(%s) = %d, the index holds %d", round, ev, what, name, g, got, len(objs))
+				}
+			}
+		}
+	}
+}
