@@ -25,7 +25,7 @@ var forbidden = []string{
 	module + "pkg/coscheduling/leader",
 }
 
-// TestImportsArePure keeps gangfit pure: it names none of the forbidden packages itself, and no
+// TestImportsArePure keeps gangfit (and the plugin's other pure packages) pure: it names none of the forbidden packages itself, and no
 // package of this module it depends on does (or is one; the plugin package is one). The framework's
 // interface package, which gangfit reads NodeInfos through, does depend on client-go: a test over
 // every transitive dependency could not tell a pure package from another, so the rule is on what
@@ -50,7 +50,9 @@ func TestImportsArePure(t *testing.T) {
 			}
 		}
 	}
-	for _, dep := range list("-deps", ".") {
+	// The gang plugin's other pure packages: a gang's state and its transitions, the attempt's and
+	// the reservation's state machines.
+	for _, dep := range list("-deps", ".", "../gang", "../attempt", "../reservation") {
 		if !strings.HasPrefix(dep, module) {
 			continue
 		}
