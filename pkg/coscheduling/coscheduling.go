@@ -57,7 +57,7 @@ const (
 	// EventWaitingForMembers (pod, PodGroup): fewer than minMember live pods of the group exist.
 	EventWaitingForMembers = podgroup.ReasonWaitingForMembers
 	// EventGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was reserved.
-	EventGangInfeasible = "GangInfeasible"
+	EventGangInfeasible = podgroup.ReasonGangInfeasible
 	// EventWaitingForQuorum (PodGroup): an attempt has been under way for gateEventDelay; its members
 	// are reserved one by one and wait at Permit for the rest of the quorum.
 	EventWaitingForQuorum = podgroup.ReasonWaitingForQuorum
@@ -82,7 +82,7 @@ const (
 	// EventPreempting (PodGroup): the gang did not fit, so lower-priority pods (whole gangs among them)
 	// are being preempted to make room for it; its members are nominated to the freed nodes and the
 	// gang is placed once the victims are gone.
-	EventPreempting = "Preempting"
+	EventPreempting = podgroup.ReasonPreempting
 	// EventReserved (PodGroup): the gang waited reservation.afterSeconds for room, and now holds the
 	// room that frees on the nodes its missing members will use (its members are nominated there);
 	// the message says how many nodes and how much.

@@ -53,11 +53,8 @@ func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 // marked), when the gang's attempt has a plan that still places members; else res (every node, or the
 // gang's domain).
 func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang.Gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
-	if g.Plan == nil || !pl.plannable(pod) {
-		return res
-	}
-	nodes := g.Plan.Offer(int(pl.planArgs.CandidateNodes))
-	if nodes.Len() == 0 {
+	nodes := g.Offer(pl.plannable(pod), int(pl.planArgs.CandidateNodes))
+	if nodes == nil {
 		return res
 	}
 	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})

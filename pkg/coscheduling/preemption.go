@@ -86,11 +86,7 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	var changed bool
 	var msg string
 	if g != nil {
-		g.NominatedNodes = nil
-		if g.Outcome.Reason == EventPreempting && g.Feasibility != nil && !g.Feasibility.Feasible {
-			msg = g.Feasibility.Message
-			changed = g.SetOutcome(EventGangInfeasible, msg)
-		}
+		msg, changed = g.StoppedPreempting()
 	}
 	pl.mu.Unlock()
 	if changed {
@@ -228,12 +224,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		len(victimPods), prio, len(gangs), listed(gangs), singles, need, strings.Join(nodesUsed, ", "))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(victimPods), "gangs", gangs, "pdbViolations", violations)
 	pl.mu.Lock()
-	g.NominatedNodes = nodesUsed
-	g.SetOutcome(EventPreempting, msg)
-	// The victims' room is the gang's now: the next member checks again rather than reuse the
-	// infeasible answer, and so does every other gang.
-	g.Feasibility = nil
+	g.Preempted(nodesUsed, msg)
 	pl.mu.Unlock()
+	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
 	pl.podGroupEvent(pg, v1.EventTypeNormal, EventPreempting, msg)
 	pl.notifyStatus(key)

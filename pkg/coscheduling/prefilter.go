@@ -80,19 +80,14 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	if g.BackingOff(now) {
-		until := g.BackoffUntil
+	stage, msg := g.Stage(gang.PreFilterIn{Now: now, Member: pod.UID, Want: want, Confirmed: func() int { return pl.confirmedCountLocked(g) }})
+	switch stage {
+	case gang.Refuse:
 		pl.mu.Unlock()
-		return pl.rejectInPreFilter(state, backoffMessage(key, until))
-	}
-	if g.WaitsForLead(pod.UID) {
-		lead := g.LeadName
-		pl.mu.Unlock()
-		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", key, lead))
-	}
-	if g.InProgress() {
-		// An attempt is under way and was checked: the member goes where its attempt goes (its
-		// planned nodes, when the attempt has a plan; a plan is made only with a chosen placement).
+		return pl.rejectInPreFilter(state, msg)
+	case gang.Join:
+		// A plan is made only with a chosen placement; an attempt adopted without one (this process
+		// did not check it) pins it where its members already are.
 		if g.Placement == nil && !policy.Empty() {
 			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, g.ReservedNodes()...)), nodes)
 			g.Placement = &p
@@ -100,9 +95,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		res := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
 		pl.mu.Unlock()
 		return res, nil
-	}
-	if len(g.Members) >= want && pl.confirmedCountLocked(g) >= want {
-		// The quorum is met: this is an extra (late or replacement) member, placed on its own.
+	case gang.Extra:
 		pl.mu.Unlock()
 		if policy.Empty() {
 			return nil, nil
@@ -121,9 +114,8 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		return res, nil
 	}
 	candidates, counted, countedN := g.Split(members)
-	ck := gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation, Existing: len(members), Counted: countedN}
-	if g.Feasibility != nil && g.CacheKey.Matches(ck) && now.Sub(g.CacheKey.At) < feasibilityCacheTTL {
-		res := *g.Feasibility
+	ck := gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation, Existing: len(members), Counted: countedN, At: now}
+	if res, ok := g.Cached(ck, feasibilityCacheTTL); ok {
 		if !res.Feasible {
 			pl.mu.Unlock()
 			return pl.rejectInfeasible(state, res.Message)
@@ -157,19 +149,9 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		plan = gangfit.PlanPlacement(fit, chosen)
 	}
 	fit.Done()
-	ck.At = now
 	pl.mu.Lock()
-	g.Feasibility, g.CacheKey = &res, ck
-	// A fresh check replaces the plan of the one before (none when the gang does not fit).
-	g.KeepPlan(plan)
+	newDomain, changed := g.Checked(res, ck, chosen, plan)
 	placed := pl.narrowLocked(state, g, pod, chosen.PreFilterResult())
-	newDomain := chosen != nil && (g.Placement == nil || g.Placement.Key != chosen.Key || g.Placement.Value != chosen.Value || g.Placement.Level != chosen.Level)
-	g.Placement = chosen
-	var changed bool
-	if !res.Feasible && (g.Outcome.Reason != EventPreempting || len(g.NominatedNodes) == 0) {
-		// (A gang that preempted stays "Preempting" while the room it made is nominated to it.)
-		changed = g.SetOutcome(EventGangInfeasible, res.Message)
-	}
 	pl.mu.Unlock()
 	if !res.Feasible {
 		klog.FromContext(ctx).V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", key, "reason", res.Message)

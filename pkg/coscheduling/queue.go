@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -43,7 +44,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if g.BackingOff(now) {
 		until := g.BackoffUntil
 		pl.mu.Unlock()
-		return pl.gate(ctx, pod, "", backoffMessage(key, until))
+		return pl.gate(ctx, pod, "", gang.BackoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
 	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.Rank(pod)}

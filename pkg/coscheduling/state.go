@@ -166,10 +166,6 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.activateGroup(namespace, name)
 }
 
-func backoffMessage(key string, until time.Time) string {
-	return fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339))
-}
-
 // rejectWaiting rejects waiting members (see onWaiting).
 func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
 	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Reject(Name, msg) })

@@ -72,19 +72,28 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 		}
 		return cmp.Compare(f.free[a.i].node.Name, f.free[b.i].node.Name)
 	})
-	p := &PlacementPlan{index: map[string]int{}}
+	var planned []PlannedNode
+	left := 0
 	for _, c := range cands {
-		if p.left >= f.need {
+		if left >= f.need {
 			break
 		}
-		n := min(c.copies, f.need-p.left)
-		name := f.free[c.i].node.Name
-		p.index[name] = len(p.Nodes)
-		p.Nodes = append(p.Nodes, PlannedNode{Name: name, Members: n})
-		p.left += n
+		n := min(c.copies, f.need-left)
+		planned = append(planned, PlannedNode{Name: f.free[c.i].node.Name, Members: n})
+		left += n
 	}
-	if p.left < f.need {
+	if left < f.need {
 		return nil
+	}
+	return NewPlacementPlan(planned)
+}
+
+// NewPlacementPlan is the plan that places Members members on each of nodes, in their order.
+func NewPlacementPlan(nodes []PlannedNode) *PlacementPlan {
+	p := &PlacementPlan{Nodes: nodes, index: make(map[string]int, len(nodes))}
+	for i, n := range nodes {
+		p.index[n.Name] = i
+		p.left += n.Members
 	}
 	return p
 }

@@ -19,6 +19,8 @@ const (
 	ReasonBelowQuorum       = "BelowQuorum"
 	ReasonGangRejected      = "GangRejected"
 	ReasonGangTimedOut      = "GangTimedOut"
+	ReasonGangInfeasible    = "GangInfeasible"
+	ReasonPreempting        = "Preempting"
 )
 
 // IndexName names the index of the scheduler's pod informer by MemberKey (see LiveIndexFunc), and of
