@@ -155,7 +155,11 @@ func TestChecked(t *testing.T) {
 		{name: "fits without a policy, with a plan", gang: func() *Gang { return New("ns", "g", "") }, res: gangfit.Result{Feasible: true}, plan: plan("n1"), keepsPlan: true},
 		{name: "does not fit: infeasible, once", gang: func() *Gang { return New("ns", "g", "") }, res: gangfit.Result{Message: "no room"},
 			changed: true, outcome: podgroup.ReasonGangInfeasible},
-		{name: "does not fit, as before: no change", gang: func() *Gang { g := New("ns", "g", ""); g.SetOutcome(podgroup.ReasonGangInfeasible, "no room"); return g },
+		{name: "does not fit, as before: no change", gang: func() *Gang {
+			g := New("ns", "g", "")
+			g.SetOutcome(podgroup.ReasonGangInfeasible, "no room")
+			return g
+		},
 			res: gangfit.Result{Message: "no room"}, outcome: podgroup.ReasonGangInfeasible},
 		{name: "a gang that preempted stays Preempting while its room is nominated", gang: func() *Gang {
 			g := New("ns", "g", "")
