@@ -58,8 +58,7 @@ func (d reservationDone) empty() bool { return d.end == "" && d.lost == "" && !d
 // events, the status, activations) is returned, for finishReservation once pl.mu is released.
 func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv.Effects, reservationDone) {
 	r := &g.Reserve
-	var e resv.Effects
-	r.State, e = resv.Step(r.State, pl.reservation, in)
+	e := g.StepReservation(pl.reservation, in)
 	d := reservationDone{end: e.End, endMessage: e.EndMessage, lost: e.Lost, activate: e.Activate}
 	if e.StopTimer && r.Timer != nil {
 		r.Timer.Stop()
@@ -70,13 +69,8 @@ func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv
 	}
 	if e.End != "" {
 		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
-		r.Plan, r.Node = gangfit.ReservationPlan{}, nil
 		pl.reservationMetricsLocked()
-		for _, o := range pl.gangs {
-			if o != g && o.Reserve.Phase == resv.Waiting && o.Reserve.Lost == "" {
-				d.waiting = append(d.waiting, [2]string{o.Namespace, o.Name})
-			}
-		}
+		d.waiting = gang.WaitingBehind(pl.gangs, g)
 	}
 	return e, d
 }
@@ -216,11 +210,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.Plan.Same(p)}
 		e, d = pl.stepReservationLocked(g, in)
 		if e.Start || e.Moved {
-			r.Plan = p
-			r.Node = make(map[types.UID]string, len(p.Assignment))
-			for _, a := range p.Assignment {
-				r.Node[a.Pod.UID] = a.Node
-			}
+			r.Hold(p)
 		}
 		if e.Start {
 			pl.reservationMetricsLocked()
@@ -284,23 +274,15 @@ func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1
 // Reserved, and its members are nominated. Its start is the condition's. Only a gang this process
 // has not seen trying adopts (see reservation.Adopt).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
-	node := map[types.UID]string{}
-	var p gangfit.ReservationPlan
-	for _, m := range members {
-		if m.Spec.NodeName == "" && m.Status.NominatedNodeName != "" {
-			node[m.UID] = m.Status.NominatedNodeName
-			p.Assignment = append(p.Assignment, gangfit.Nomination{Pod: m, Node: m.Status.NominatedNodeName})
-		}
-	}
-	if len(node) == 0 {
+	p, ok := gang.Adoptable(members, c.Message)
+	if !ok {
 		return reservationDone{}
 	}
-	p.OK, p.Message = true, c.Message
 	in := resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time}
 	in.Others, _ = pl.reservationQueueLocked(g, g.Reserve.Prio, now)
 	_, d := pl.stepReservationLocked(g, in)
 	if r := &g.Reserve; r.Held() {
-		r.Plan, r.Node = p, node
+		r.Hold(p)
 		pl.reservationMetricsLocked()
 	}
 	return d
@@ -330,28 +312,10 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 	}
 }
 
-// reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one
-// that may reserve and holds none goes before g, of priority prio (see reservation.Eligible and
-// Before). Only gangs still trying count: one that fell below minMember or stopped trying blocks no
-// one. O(tracked groups).
+// reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one goes
+// before g in the order (see gang.Queue).
 func (pl *Coscheduling) reservationQueueLocked(g *gang.Gang, prio int32, now time.Time) (others int, ahead bool) {
-	self := g.Reserve.State
-	self.Prio = prio
-	if self.Phase == resv.Idle {
-		self.WaitingSince = now
-	}
-	for _, o := range pl.gangs {
-		if o == g {
-			continue
-		}
-		switch {
-		case o.Reserve.Held():
-			others++
-		case !ahead && resv.Eligible(o.Reserve.State, pl.reservation, now) && resv.Before(o.Reserve.State, self):
-			ahead = true
-		}
-	}
-	return others, ahead
+	return gang.Queue(pl.gangs, g, pl.reservation, prio, now)
 }
 
 // reservationPreempted ends the gang's reservation when it preempts instead: the nominations the
@@ -385,46 +349,26 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
 // called when a reservation starts or ends.
 func (pl *Coscheduling) reservationMetricsLocked() {
-	n, cpu, mem := 0, int64(0), int64(0)
-	var oldest time.Time
-	for _, g := range pl.gangs {
-		if r := &g.Reserve; r.Held() {
-			n++
-			cpu += r.Plan.MilliCPU
-			mem += r.Plan.Memory
-			if oldest.IsZero() || r.Since.Before(oldest) {
-				oldest = r.Since
-			}
-		}
-	}
-	pl.reserved.Store(int64(n))
-	reservedGangs.WithLabelValues(pl.profile).Set(float64(n))
-	reservedCapacity.WithLabelValues(pl.profile, "cpu").Set(float64(cpu) / 1000)
-	reservedCapacity.WithLabelValues(pl.profile, "memory").Set(float64(mem))
+	t := gang.Held(pl.gangs)
+	pl.reserved.Store(int64(t.Gangs))
+	reservedGangs.WithLabelValues(pl.profile).Set(float64(t.Gangs))
+	reservedCapacity.WithLabelValues(pl.profile, "cpu").Set(float64(t.MilliCPU) / 1000)
+	reservedCapacity.WithLabelValues(pl.profile, "memory").Set(float64(t.Memory))
 	start := 0.0
-	if !oldest.IsZero() {
-		start = float64(oldest.Unix())
+	if !t.OldestSince.IsZero() {
+		start = float64(t.OldestSince.Unix())
 	}
 	oldestReservationStart.WithLabelValues(pl.profile).Set(start)
 }
 
 // reservationNote names the reservations that keep a pod of its priority off their room, for the
-// pod's scheduling failure (empty when none does). O(tracked groups) while some gang holds one.
+// pod's scheduling failure (empty when none does; see gang.KeptOff). O(tracked groups) while some gang
+// holds one.
 func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	if pl.reserved.Load() == 0 {
 		return ""
 	}
-	prio := corev1helpers.PodPriority(pod)
-	own, _ := podgroup.Of(pod)
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	var notes []string
-	for key, g := range pl.gangs {
-		r := &g.Reserve
-		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) {
-			continue
-		}
-		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.Plan.Nodes, ", "), key, r.Since.UTC().Format(time.RFC3339)))
-	}
-	return strings.Join(notes, "; ")
+	return gang.KeptOff(pl.gangs, pod)
 }
