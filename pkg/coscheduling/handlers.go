@@ -3,7 +3,6 @@ package coscheduling
 import (
 	"fmt"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	v1 "k8s.io/api/core/v1"
@@ -164,23 +163,19 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 
 func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	var allowed []*v1.Pod
-	count := 0
+	var r gang.Result
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		in := attempt.Input{Kind: attempt.PodGroupEdited, Now: pl.clock.Now(), Want: podgroup.MinMember(pg), Counted: len(g.Members)}
-		if in.Counted >= in.Want {
-			in.Confirmed = pl.confirmedCountLocked(g)
-		}
-		count = in.Confirmed
-		_, allowed = pl.stepLocked(g, in)
-		pl.belowMinMemberLocked(g, pg, in.Now)
+		now, want := pl.clock.Now(), podgroup.MinMember(pg)
+		r = pl.stepLocked(g, func() gang.Result {
+			return g.OnEdited(now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
+		})
+		pl.belowMinMemberLocked(g, pg, now)
 	}
 	pl.mu.Unlock()
-	if len(allowed) > 0 {
-		pl.allow(allowed)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached,
-			fmt.Sprintf("minMember lowered to %d: %d live members reserved or bound; %d waiting members go on to bind", podgroup.MinMember(pg), count, len(allowed)))
+	if r.AllowWaiting && len(r.Pods) > 0 {
+		pl.allow(r.Pods)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, r.Message)
 	}
 	pl.activateGroup(pg.Namespace, pg.Name)
 	pl.notifyStatus(key)
@@ -188,20 +183,23 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 
 func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	msg := fmt.Sprintf("PodGroup %s was deleted; its waiting members were rejected", key)
-	var victims []*v1.Pod
+	var r gang.Result
 	pl.mu.Lock()
 	if g := pl.gangs[key]; g != nil {
-		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was deleted"})
-		stopTimers(g.ResetHistory(""))
-		// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
-		_, victims = pl.stepLocked(g, attempt.Input{Kind: attempt.PodGroupDeleted, Now: pl.clock.Now()})
-		pl.dropIfUnusedLocked(g, pl.clock.Now())
+		now := pl.clock.Now()
+		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})
+		r = pl.stepLocked(g, func() gang.Result {
+			r, timers := g.OnDeleted(now)
+			stopTimers(timers)
+			return r
+		})
+		pl.dropIfUnusedLocked(g, now)
 	}
 	pl.mu.Unlock()
-	pl.rejectWaiting(victims, msg)
-	for _, v := range victims {
-		pl.event(v, v1.EventTypeWarning, EventGangRejected, msg)
+	// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
+	pl.rejectWaiting(r.Pods, r.Message)
+	for _, v := range r.Pods {
+		pl.event(v, v1.EventTypeWarning, EventGangRejected, r.Message)
 	}
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.

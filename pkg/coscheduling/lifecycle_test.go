@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +18,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 )
 
 // Tests of a gang's whole life: only live members count, state is freed, PodGroup edits mid-attempt,
@@ -447,7 +446,8 @@ func TestQueueOrderIsStable(t *testing.T) {
 		}
 		env.clock.Step(2 * time.Minute)
 		env.pl.mu.Lock()
-		env.pl.stepLocked(env.pl.gangs["ns/old"], attempt.Input{Kind: attempt.NoNode, Now: env.clock.Now(), Want: 1})
+		g := env.pl.gangs["ns/old"]
+		env.pl.stepLocked(g, func() gang.Result { return g.OnNoNode(a, env.clock.Now(), 1, 0, env.pl.backoff) })
 		env.pl.mu.Unlock()
 		if !env.pl.Less(qa, qb) {
 			t.Errorf("the order of queued pods changed when the group failed")

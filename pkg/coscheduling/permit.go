@@ -48,46 +48,22 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	want := podgroup.MinMember(pg)
-	existing := pl.countMembers(pod.Namespace, name)
-	now := pl.clock.Now()
-
+	want, existing, now := podgroup.MinMember(pg), pl.countMembers(pod.Namespace, name), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.Members), MayLead: g.MayLead(pod.UID)}
-	if in.Counted < want {
-		g.Unplaced[pod.UID] = struct{}{}
-		in.Reachable = existing-len(g.Unplaced) >= want
-	}
-	d, victims := pl.stepLocked(g, in)
+	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff) })
+	pl.mu.Unlock()
 	switch {
-	case d.Verdict == attempt.VerdictPreemptAlone:
-		pl.mu.Unlock()
+	case r.Verdict == attempt.VerdictPreemptAlone:
 		// The gang has its quorum: this member is placed alone, like a plain pod.
 		return pl.preemptForPod(ctx, state, pod, m)
-	case !d.RejectWaiting:
+	case !r.Failed():
 		// Enough other members exist to reach the quorum without those that found no node.
-		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	msg := fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", key, klog.KObj(pod), want)
-	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
-	// it may use): the attempt is retried after leadRetryDelay, not the back-off, with this member first.
-	retry := d.Lead
-	if retry {
-		g.SetLead(pod)
-		msg += "; retrying in a moment with it placed first"
-	} else {
-		g.ClearLead()
-	}
-	g.SetOutcome(d.Reason, msg)
-	pl.mu.Unlock()
-
-	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(victims), "retryWithItFirst", retry)
-	gangRejections.WithLabelValues(pl.profile, reasonMemberUnschedulable).Inc()
-	pl.rejectWaiting(victims, msg)
-	pl.reportFailure(pg, EventGangRejected, msg, append(victims, pod))
-	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(r.Pods), "retryWithItFirst", r.Lead)
+	pl.failed(pg, r, reasonMemberUnschedulable, pod)
+	return nil, fwk.NewStatus(fwk.Unschedulable, r.Message)
 }
 
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
@@ -111,21 +87,19 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	if pg == nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
-	want := podgroup.MinMember(pg)
-	now := pl.clock.Now()
+	want, timeout, now := podgroup.MinMember(pg), pl.scheduleTimeout(pg), pl.clock.Now()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: len(g.Members), Timeout: pl.scheduleTimeout(pg)}
-	in.Confirmed = in.Counted
-	if in.Counted >= want && !g.InProgress() {
-		in.Confirmed = pl.confirmedCountLocked(g)
+	var planned bool
+	r := pl.stepLocked(g, func() (r gang.Result) {
+		r, planned = g.OnReserve(pod.UID, nodeName, now, want, timeout, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
+		return r
+	})
+	if r.Verdict == attempt.VerdictRefuse {
+		return fwk.NewStatus(fwk.Unschedulable, r.Message)
 	}
-	if d, _ := pl.stepLocked(g, in); d.Verdict == attempt.VerdictRefuse {
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s backs off after a failed attempt", key))
-	}
-	g.CountReserved(pod.UID, nodeName)
-	if g.Plan.Take(nodeName) {
+	if planned {
 		placementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()
 	}
 	return nil
@@ -150,11 +124,8 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		pl.mu.Unlock()
 		return
 	}
-	wasWaiting := pl.removeWaitingLocked(g, pod.UID)
-	wasReserved := g.Clear(pod.UID, gang.Reserved)
-	count, attemptStart := len(g.Members), g.Start
-	d, victims := pl.stepLocked(g, attempt.Input{Kind: attempt.Unreserve, Now: now, WasWaiting: wasWaiting, WasReserved: wasReserved})
-	if d.RetryMember {
+	r := pl.stepLocked(g, func() gang.Result { return g.OnUnreserve(pod, now, pl.backoff) })
+	if r.RetryMember {
 		pl.mu.Unlock()
 		// A bind failure after the quorum: retry the member ahead of other work (Activate skips its
 		// back-off; it passes Permit at once while the rest of the quorum holds).
@@ -165,30 +136,19 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		pl.notifyStatus(key)
 		return
 	}
-	if !d.RejectWaiting {
+	if !r.Failed() {
 		// Never reserved here, or the echo of a rejection this plugin made.
 		pl.dropIfUnusedLocked(g, now)
 		pl.mu.Unlock()
 		return
 	}
-	timedOut := d.Reason == EventGangTimedOut
-	var msg, reason, metricReason string
-	if timedOut {
-		msg = fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember; all waiting members were rejected",
-			key, count+1, now.Sub(attemptStart).Round(time.Second))
-		reason, metricReason = EventGangTimedOut, reasonTimeout
-		gangTimeouts.WithLabelValues(pl.profile).Inc()
-	} else {
-		msg = fmt.Sprintf("PodGroup %s rejected: member %s left the attempt before the quorum was reached; all waiting members were rejected", key, klog.KObj(pod))
-		reason, metricReason = EventGangRejected, reasonMemberRejected
-	}
-	g.SetOutcome(reason, msg)
 	pl.mu.Unlock()
-
-	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(victims))
-	gangRejections.WithLabelValues(pl.profile, metricReason).Inc()
-	pl.rejectWaiting(victims, msg)
-	pl.reportFailure(pl.podGroups.Get(pod.Namespace, name), reason, msg, append(victims, pod))
+	timedOut, metricReason := r.Reason == EventGangTimedOut, reasonMemberRejected
+	if timedOut {
+		metricReason = reasonTimeout
+	}
+	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(r.Pods))
+	pl.failed(pl.podGroups.Get(pod.Namespace, name), r, metricReason, pod)
 }
 
 // Permit lets a member through once minMember live members of its group are reserved or bound, and
@@ -206,68 +166,42 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if pg == nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was deleted", key)), 0
 	}
-	want := podgroup.MinMember(pg)
-	now := pl.clock.Now()
-
+	want, now := podgroup.MinMember(pg), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: len(g.Members)}
-	in.Confirmed = in.Counted
-	if in.Counted >= want && g.Phase != attempt.PhaseQuorum {
-		// The attempt's quorum is decided once, on the pod store's word (see confirmedCountLocked).
-		in.Confirmed = pl.confirmedCountLocked(g)
-	}
-	count, start := in.Confirmed, g.Start
-	d, pods := pl.stepLocked(g, in)
+	r := pl.stepLocked(g, func() gang.Result {
+		return g.OnPermit(pod, now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
+	})
+	pl.mu.Unlock()
 	switch {
-	case d.RejectWaiting:
-		// Past the attempt's deadline no quorum is declared: the framework is rejecting the waiting
-		// members for their timeout, and they would count until their Unreserves run.
-		msg := fmt.Sprintf("PodGroup %s timed out: %d members were reserved or bound within %s, fewer than minMember %d; all waiting members were rejected",
-			key, count, now.Sub(start).Round(time.Second), want)
-		g.SetOutcome(d.Reason, msg)
-		pl.mu.Unlock()
-		gangTimeouts.WithLabelValues(pl.profile).Inc()
-		gangRejections.WithLabelValues(pl.profile, reasonTimeout).Inc()
-		pl.rejectWaiting(pods, msg)
-		pl.reportFailure(pg, EventGangTimedOut, msg, append(pods, pod))
-		return fwk.NewStatus(fwk.Unschedulable, msg), 0
-	case d.AllowWaiting:
-		pl.mu.Unlock()
-		pl.allow(pods)
-		if d.FirstQuorum {
+	case r.Failed():
+		pl.failed(pg, r, reasonTimeout, pod)
+		return fwk.NewStatus(fwk.Unschedulable, r.Message), 0
+	case r.AllowWaiting:
+		pl.allow(r.Pods)
+		if r.FirstQuorum {
 			// Members beyond the quorum that found no node while the attempt gathered it (they were
 			// not needed then, so they did not preempt) are retried now: placed like any pod, they
 			// may preempt.
 			pl.activateSiblings(state, pod)
-			timeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(start).Seconds())
-			msg := fmt.Sprintf("%d of minMember %d live members reserved or bound; %d waiting members go on to bind", count, want, len(pods))
-			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "allowed", len(pods))
-			pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, msg)
+			timeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(r.Start).Seconds())
+			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", r.Count, "allowed", len(r.Pods))
+			pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, r.Message)
 			pl.notifyStatus(key)
 		}
 		return nil, 0
-	case d.Verdict == attempt.VerdictRefuse:
-		pl.mu.Unlock()
-		if d.Refusal == attempt.RefusedFailed {
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s was rejected in this attempt", key)), 0
-		}
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s timed out waiting for its quorum", key)), 0
+	case r.Verdict == attempt.VerdictRefuse:
+		return fwk.NewStatus(fwk.Unschedulable, r.Message), 0
 	}
-	remaining := d.WaitFor
-	pl.addWaitingLocked(g, pod)
-	pl.mu.Unlock()
-
-	msg := fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the rest",
-		count, want, key, remaining.Round(time.Second))
-	logger.V(4).Info("Gang member waits for the quorum", "pod", klog.KObj(pod), "podGroup", key, "members", count, "minMember", want)
-	if d.ActivateSiblings {
+	logger.V(4).Info("Gang member waits for the quorum", "pod", klog.KObj(pod), "podGroup", key, "members", r.Count, "minMember", want)
+	if r.ActivateSiblings {
 		// The attempt has begun: bring the group's other unscheduled members forward so they are
 		// tried next, together, instead of whenever their own back-off ends.
 		pl.activateSiblings(state, pod)
+		start := r.Start
 		pl.clock.AfterFunc(gateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, start) })
 	}
 	// The status shows the count; notifications of a burst are coalesced into one patch.
 	pl.notifyStatus(key)
-	return fwk.NewStatus(fwk.Wait, msg), remaining
+	return fwk.NewStatus(fwk.Wait, r.Message), r.WaitFor
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -387,26 +385,18 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 		return
 	}
 	now := pl.clock.Now()
-	msg := fmt.Sprintf("PodGroup %s rejected: member %s was preempted; all waiting members were rejected", podgroup.Key(victim.Namespace, name), klog.KObj(victim))
 	pl.mu.Lock()
 	g := pl.gangs[podgroup.Key(victim.Namespace, name)]
-	if g == nil || g.Members[victim.UID]&gang.Reserved == 0 {
-		pl.mu.Unlock()
-		return
-	}
-	pl.removeWaitingLocked(g, victim.UID)
-	g.Clear(victim.UID, gang.Reserved)
-	d, rest := pl.stepLocked(g, attempt.Input{Kind: attempt.Preempted, Now: now, WasReserved: true})
-	if d.RejectWaiting {
-		g.SetOutcome(d.Reason, msg)
+	var r gang.Result
+	var wasReserved bool
+	if g != nil {
+		r = pl.stepLocked(g, func() gang.Result { r, wasReserved = g.OnEvicted(victim, now, pl.backoff); return r })
 	}
 	pl.mu.Unlock()
-	if !d.RejectWaiting {
+	if !wasReserved || !r.Failed() {
 		return
 	}
-	gangRejections.WithLabelValues(pl.profile, reasonMemberRejected).Inc()
-	pl.rejectWaiting(rest, msg)
-	pl.reportFailure(pl.podGroups.Get(victim.Namespace, name), EventGangRejected, msg, rest)
+	pl.failed(pl.podGroups.Get(victim.Namespace, name), r, reasonMemberRejected)
 }
 
 // evictionRetry bounds the retries of a failed eviction of a gang member whose siblings are leaving.

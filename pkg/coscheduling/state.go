@@ -93,43 +93,44 @@ func stopTimers(timers []clock.Timer) {
 	}
 }
 
-func (pl *Coscheduling) addWaitingLocked(g *gang.Gang, pod *v1.Pod) {
-	if g.AddWaiting(pod) {
-		pl.waitingGangsChangedLocked(1)
-	}
-}
-
-func (pl *Coscheduling) removeWaitingLocked(g *gang.Gang, uid types.UID) bool {
-	was, emptied := g.RemoveWaiting(uid)
-	if emptied {
-		pl.waitingGangsChangedLocked(-1)
-	}
-	return was
-}
-
 // waitingGangsChangedLocked moves the count of gangs with members at Permit (the gauge).
 func (pl *Coscheduling) waitingGangsChangedLocked(by int) {
 	pl.waitingGangs += by
 	gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
 }
 
-// stepLocked moves the gang's attempt on an event (see gang.Gang.Step) and does what the step leaves
-// to the plugin's state: the waiting gauge, the back-off timer after a failure, and the reservation's
-// QuorumReached. It returns the decision and the members to allow or reject, which callers do after
-// releasing pl.mu; the outcome's message is theirs to set.
-func (pl *Coscheduling) stepLocked(g *gang.Gang, in attempt.Input) (attempt.Decision, []*v1.Pod) {
+// stepLocked runs one of a gang's steps (package gang: OnPermit, OnReserve, ...) and does what the step
+// leaves to the plugin's state: the waiting gauge, the back-off timer after a failure (none for a
+// deleted PodGroup) and the reservation's QuorumReached. The I/O its Result asks for (allow, reject,
+// events, status) is the caller's, after releasing pl.mu.
+func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.Result {
 	waited := g.InProgress()
-	d, pods := g.Step(in, pl.backoff)
-	if waited && !g.InProgress() {
+	r := step()
+	switch waits := g.InProgress(); {
+	case waited && !waits:
 		pl.waitingGangsChangedLocked(-1)
+	case !waited && waits:
+		pl.waitingGangsChangedLocked(1)
 	}
 	switch {
-	case d.AllowWaiting:
-		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: in.Now})
-	case d.RejectWaiting && in.Kind != attempt.PodGroupDeleted:
-		pl.startBackoffLocked(g, d.Backoff)
+	case r.AllowWaiting:
+		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: r.Now})
+	case r.RejectWaiting && r.Event != attempt.PodGroupDeleted:
+		pl.startBackoffLocked(g, r.Backoff)
 	}
-	return d, pods
+	return r
+}
+
+// failed reports a failed attempt, after pl.mu is released: the metrics, the waiting members rejected,
+// the event on the PodGroup and on each member it concerns (the waiting ones and those named), and the
+// status.
+func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReason string, concerned ...*v1.Pod) {
+	if r.Reason == EventGangTimedOut {
+		gangTimeouts.WithLabelValues(pl.profile).Inc()
+	}
+	gangRejections.WithLabelValues(pl.profile, metricReason).Inc()
+	pl.rejectWaiting(r.Pods, r.Message)
+	pl.reportFailure(pg, r.Reason, r.Message, append(r.Pods, concerned...))
 }
 
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
