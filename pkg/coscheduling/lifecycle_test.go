@@ -516,3 +516,27 @@ func TestQueueOrderIsStable(t *testing.T) {
 		}
 	})
 }
+
+// TestPreEnqueueCountsOnTheStoreBelowTheQuorum: the scheduling queue runs PreEnqueue for a new pod
+// before the plugin's pod handler may have counted it. Below minMember the count comes from the store,
+// so a member held back is held back on the store's word and its message counts every member; at
+// minMember and above the handler's O(1) count answers.
+func TestPreEnqueueCountsOnTheStoreBelowTheQuorum(t *testing.T) {
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Time{})}, nil)
+	a, b, c := member("a", "g", "1"), member("b", "g", "1"), member("c", "g", "1")
+	for _, p := range []*v1.Pod{a, b} {
+		if err := env.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.pl.counts.Track(a) // the handler has seen a, not b yet
+	if s := env.pl.PreEnqueue(context.Background(), b); !strings.Contains(s.Message(), "2 of minMember 3 live pods") {
+		t.Errorf("PreEnqueue(b) = %v, want it held back counting a and b", s)
+	}
+	if err := env.pods.Add(c); err != nil {
+		t.Fatal(err)
+	}
+	if s := env.pl.PreEnqueue(context.Background(), c); !passed(s) {
+		t.Errorf("PreEnqueue(c) with 3 members in the store = %v, want it let in", s)
+	}
+}

@@ -278,11 +278,28 @@ func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
 	return out
 }
 
-// countMembers counts the group's live pods, O(1) (see pgcache.Members). It runs in PreEnqueue, so
-// under the scheduling queue's lock when the queue activates a whole group, and in the hints of every
-// member on every pod added: listing the group there made a group's activation quadratic.
+// countMembers counts the group's live pods, O(1) (see pgcache.Members): what the hints and the
+// handlers count. It trails the pod store by the handler's delay.
 func (pl *Coscheduling) countMembers(namespace, name string) int {
 	return pl.counts.Count(namespace, name)
+}
+
+// countMembersUpTo is PreEnqueue's count: O(1) while it reaches want (the common case, and the whole
+// of a complete group's activation, which runs under the scheduling queue's lock: listing the group
+// there made a 1000-member activation quadratic); below want, the store's index answers, so that a
+// member held back is held back on the store's word and its message counts every member that exists
+// (the queue's own handler runs PreEnqueue for a new pod before this plugin's handler may have
+// counted it). A member let in on a count that still holds a pod just gone is no risk: the quorum is
+// decided on the store (Confirmed).
+func (pl *Coscheduling) countMembersUpTo(namespace, name string, want int) int {
+	if n := pl.countMembers(namespace, name); n >= want {
+		return n
+	}
+	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
+	if err != nil {
+		return 0
+	}
+	return len(objs)
 }
 
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
