@@ -62,12 +62,12 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 type queueStamp struct {
 	at  time.Time
 	key string
-	// rank orders the members of one group (see gang.rank).
+	// rank orders the members of one group (see gang.Gang.Rank).
 	rank uint8
 }
 
 // Less orders the queue by priority, then by the group's time, then by group, then by the member's
-// rank (see gang.rank), then by pod creation time and by the time each pod entered the queue. Members
+// rank (see gang.Gang.Rank), then by pod creation time and by the time each pod entered the queue. Members
 // of one group are therefore adjacent, and a group whose attempt just failed goes behind the others.
 // The group's time, key and rank are fixed for each member by PreEnqueue as it enters the queue
 // (every way into the active and backoff queues runs PreEnqueue first), so the order of pods already
@@ -92,7 +92,7 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 		return sa.key < sb.key
 	}
 	if sa.key != "" {
-		// Members of one group: the attempt's lead, then constrained members (see gang.rank), then in
+		// Members of one group: the attempt's lead, then constrained members (see gang.Gang.Rank), then in
 		// creation order (a Job's index order), then queue order.
 		if sa.rank != sb.rank {
 			return sa.rank < sb.rank

@@ -9,7 +9,7 @@ import (
 )
 
 // LeadRetryDelay is the back-off of an attempt retried with another member first (see the plugin's
-// gang.lead): long enough for the rejected members' reservations and nominations to be released, so
+// gang.Gang.Lead): long enough for the rejected members' reservations and nominations to be released, so
 // that the lead does not meet them again.
 const LeadRetryDelay = time.Second
 
@@ -92,7 +92,7 @@ type Input struct {
 	// counted: live members reserved here or bound (the plugin's member set), the event's member
 	// included when it counts.
 	Counted int
-	// confirmed: the same count on the pod store's word (see confirmedCountLocked), which decides
+	// confirmed: the same count on the pod store's word (see gang.Gang.Confirmed), which decides
 	// a quorum; the caller computes it only when counted >= want.
 	Confirmed int
 	// waiting: members waiting at Permit, before the event.
