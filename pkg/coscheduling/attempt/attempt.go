@@ -8,7 +8,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
-// LeadRetryDelay is the back-off of an attempt retried with another member first (see the plugin's
+// LeadRetryDelay is the back-off of an attempt retried with another member first (see
 // gang.Gang.Lead): long enough for the rejected members' reservations and nominations to be released, so
 // that the lead does not meet them again.
 const LeadRetryDelay = time.Second
