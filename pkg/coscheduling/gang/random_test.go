@@ -3,8 +3,6 @@ package gang
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 )
 
 // TestStepsKeepTheGangConsistent drives one gang through random orderings of its steps, as the
@@ -25,23 +24,7 @@ import (
 //
 // SEED=<n> replays a run.
 func TestStepsKeepTheGangConsistent(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("replay with SEED=%d", seed)
-		}
-	}()
-	for round := range 300 {
-		if !stepRound(t, rand.New(rand.NewPCG(seed, uint64(round))), round) {
-			return
-		}
-	}
+	gangtest.RunSeeded(t, 300, stepRound)
 }
 
 func stepRound(t *testing.T, rng *rand.Rand, round int) bool {

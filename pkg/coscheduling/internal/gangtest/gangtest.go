@@ -5,6 +5,10 @@ package gangtest
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -116,5 +120,28 @@ func PodGroup(ns, name string, minMember int32, created time.Time) *v1alpha1.Pod
 	return &v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(created), ResourceVersion: "1"},
 		Spec:       v1alpha1.PodGroupSpec{MinMember: minMember},
+	}
+}
+
+// RunSeeded runs rounds of a randomized test, round r with its own generator from the seed (SEED=<n>
+// replays one run; otherwise the time), until a round fails; then it prints the seed to replay.
+func RunSeeded(t *testing.T, rounds int, round func(t *testing.T, rng *rand.Rand, round int) bool) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("replay with SEED=%d", seed)
+		}
+	}()
+	for r := range rounds {
+		if !round(t, rand.New(rand.NewPCG(seed, uint64(r))), r) {
+			return
+		}
 	}
 }

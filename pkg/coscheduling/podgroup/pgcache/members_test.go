@@ -3,16 +3,14 @@ package pgcache
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -80,62 +78,55 @@ func TestMembers(t *testing.T) {
 // podgroup.LiveIndexFunc (the store the count replaces) and checks that both count alike after every
 // event. SEED=<n> replays a run.
 func TestMembersMatchTheIndex(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("replay with SEED=%d", seed)
-		}
-	}()
+	gangtest.RunSeeded(t, 50, func(t *testing.T, rng *rand.Rand, round int) bool {
+		return membersRound(t, rng, round)
+	})
+}
+
+func membersRound(t *testing.T, rng *rand.Rand, round int) bool {
 	groups := []string{"g", "h"}
-	for round := range 50 {
-		rng := rand.New(rand.NewPCG(seed, uint64(round)))
-		m := NewMembers("test")
-		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
-		for ev := range 60 {
-			name := fmt.Sprintf("p%d", rng.IntN(8))
-			b := gangPod(name, groups[rng.IntN(len(groups))])
-			switch rng.IntN(8) {
-			case 0:
-				b = b.Phase(v1.PodFailed)
-			case 1:
-				b = b.Terminating()
-			case 2:
-				b = b.SchedulingGates([]string{"x"})
-			case 3:
-				b = b.SchedulerName("other")
-			case 4:
-				b = b.Node("n")
+	m := NewMembers("test")
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	for ev := range 60 {
+		name := fmt.Sprintf("p%d", rng.IntN(8))
+		b := gangPod(name, groups[rng.IntN(len(groups))])
+		switch rng.IntN(8) {
+		case 0:
+			b = b.Phase(v1.PodFailed)
+		case 1:
+			b = b.Terminating()
+		case 2:
+			b = b.SchedulingGates([]string{"x"})
+		case 3:
+			b = b.SchedulerName("other")
+		case 4:
+			b = b.Node("n")
+		}
+		pod := b.Obj()
+		var what string
+		if rng.IntN(5) == 0 {
+			what = "delete"
+			if err := idx.Delete(pod); err != nil {
+				t.Fatal(err)
 			}
-			pod := b.Obj()
-			var what string
-			if rng.IntN(5) == 0 {
-				what = "delete"
-				if err := idx.Delete(pod); err != nil {
-					t.Fatal(err)
-				}
-				m.Forget(pod)
-			} else {
-				what = "add or update"
-				if err := idx.Update(pod); err != nil {
-					t.Fatal(err)
-				}
-				m.Track(pod)
+			m.Forget(pod)
+		} else {
+			what = "add or update"
+			if err := idx.Update(pod); err != nil {
+				t.Fatal(err)
 			}
-			for _, g := range groups {
-				objs, err := idx.ByIndex(podgroup.IndexName, podgroup.MemberKey("test", "ns", g))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := m.Count("ns", g); got != len(objs) {
-					t.Fatalf("round %d, event %d (%s %s): Count(%s) = %d, the index holds %d", round, ev, what, name, g, got, len(objs))
-				}
+			m.Track(pod)
+		}
+		for _, g := range groups {
+			objs, err := idx.ByIndex(podgroup.IndexName, podgroup.MemberKey("test", "ns", g))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Count("ns", g); got != len(objs) {
+				t.Errorf("round %d, event %d (%s %s): Count(%s) = %d, the index holds %d", round, ev, what, name, g, got, len(objs))
+				return false
 			}
 		}
 	}
+	return true
 }
