@@ -127,6 +127,9 @@ type Coscheduling struct {
 	// counts is each group's member count, O(1) (see pgcache.Members), kept by podEventHandler: what
 	// PreEnqueue, the hints and the pod handlers count.
 	counts *pgcache.Members
+	// podsSynced reports whether podEventHandler has been handed the pod informer's initial list (nil:
+	// no informer, in unit tests).
+	podsSynced cache.InformerSynced
 
 	mu    sync.RWMutex
 	gangs map[string]*gang.Gang
@@ -201,9 +204,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)
-	if _, err := podInformer.AddEventHandler(pl.podEventHandler()); err != nil {
+	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
+	if err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
+	pl.podsSynced = reg.HasSynced
 	if _, err := podInformer.AddEventHandler(pl.capacityEventHandler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}

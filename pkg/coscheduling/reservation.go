@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -293,6 +294,11 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition
 // gang whose members never reach PostFilter again (below minMember, held back) still has its
 // reservation ended by its timeout, or as below minMember or stalled, and its nominations cleared.
 func (pl *Coscheduling) adoptReservations(ctx context.Context) {
+	// A process may lead before its pod informer has listed the pods: a reservation adopted from an
+	// empty store would find no member nominated and be left alone (no timer would ever end it).
+	if pl.podsSynced != nil && !cache.WaitForCacheSync(ctx.Done(), pl.podsSynced) {
+		return
+	}
 	for _, pg := range pl.podGroups.List() {
 		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
 		if c == nil || c.Status != metav1.ConditionTrue {
