@@ -50,6 +50,15 @@ var (
 	_ fwk.SignPlugin        = &Coscheduling{}
 )
 
+// Pod annotations that give a gang a topology policy when its PodGroup cannot (for PodGroups created
+// by operators that do not know the field). The PodGroup's spec.topologyPolicy wins.
+const (
+	// AnnotationTopologyRequired names a node label key: all members in one domain of it, or none placed.
+	AnnotationTopologyRequired = gangfit.AnnotationTopologyRequired
+	// AnnotationTopologyPreferred lists node label keys, narrowest first, separated by commas.
+	AnnotationTopologyPreferred = gangfit.AnnotationTopologyPreferred
+)
+
 // Event reasons. The same words are the reasons of the PodGroup's Scheduled condition.
 const (
 	// EventPodGroupNotFound (pod): the pod's PodGroup does not exist; the pod waits without holding anything.

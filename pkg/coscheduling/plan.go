@@ -7,12 +7,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -41,25 +38,6 @@ const (
 	planPlaced   = "placed"
 	planFallback = "fallback"
 )
-
-// plannable reports whether a member's cycle may be narrowed by a plan: the plan is on, the member's
-// constraints are all modelled, and it is not nominated (a nominated member goes where its nomination,
-// from preemption or a reservation, holds room).
-func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
-	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
-}
-
-// narrowLocked is PreFilter's result for a member: the planned nodes it is offered (and the cycle is
-// marked), when the gang's attempt has a plan that still places members; else res (every node, or the
-// gang's domain).
-func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang.Gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
-	nodes := g.Offer(pl.plannable(pod), int(pl.planArgs.CandidateNodes))
-	if nodes == nil {
-		return res
-	}
-	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
-	return &fwk.PreFilterResult{NodeNames: nodes}
-}
 
 // missedPlan reports whether the cycle failed on the plan's nodes: the Filter plugins rejected one of
 // the offered nodes, or the offered nodes were never filtered because they are gone or another

@@ -131,7 +131,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	var chosen *gangfit.Placement
 	if res.Feasible && !policy.Empty() {
 		pl.mu.RLock()
-		busy := pl.busyDomainsLocked(g)
+		busy := gang.BusyDomains(pl.gangs, g)
 		reservedOn := g.ReservedNodes()
 		pl.mu.RUnlock()
 		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes, reservedOn...))
@@ -214,3 +214,55 @@ func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragm
 
 // signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
 const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
+
+// plannable reports whether a member's cycle may be narrowed by a plan: the plan is on, the member's
+// constraints are all modelled, and it is not nominated (a nominated member goes where its nomination,
+// from preemption or a reservation, holds room).
+func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
+	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
+}
+
+// narrowLocked is PreFilter's result for a member: the planned nodes it is offered (and the cycle is
+// marked), when the gang's attempt has a plan that still places members; else res (every node, or the
+// gang's domain).
+func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang.Gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
+	nodes := g.Offer(pl.plannable(pod), int(pl.planArgs.CandidateNodes))
+	if nodes == nil {
+		return res
+	}
+	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
+	return &fwk.PreFilterResult{NodeNames: nodes}
+}
+
+func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(rejectedByPreFilterKey, rejectedMark{})
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// rejectInfeasible rejects a gang that does not fit the free resources, marking the cycle for
+// PostFilter to preempt.
+func (pl *Coscheduling) rejectInfeasible(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(infeasibleKey, rejectedMark{})
+	return pl.rejectInPreFilter(state, msg)
+}
+
+type rejectedMark struct{}
+
+func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
+
+// extraMemberPlacement is where a member of a gang whose quorum is met goes (see
+// gangfit.ExtraMemberPlacement), checked against the room nominated to pods of its priority or more.
+func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy gangfit.Policy, nodes []fwk.NodeInfo) *gangfit.Placement {
+	name, _ := podgroup.Of(pod)
+	pl.mu.RLock()
+	var reservedOn []string
+	if g := pl.gangs[key]; g != nil {
+		reservedOn = g.ReservedNodes()
+	}
+	pl.mu.RUnlock()
+	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, reservedOn...))
+	f := gangfit.New(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.Against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
+	p := gangfit.ExtraMemberPlacement(f, policy, pinned, nodes)
+	f.Done()
+	return &p
+}

@@ -434,22 +434,6 @@ func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	}
 }
 
-func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(rejectedByPreFilterKey, rejectedMark{})
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// rejectInfeasible rejects a gang that does not fit the free resources, marking the cycle for
-// PostFilter to preempt.
-func (pl *Coscheduling) rejectInfeasible(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(infeasibleKey, rejectedMark{})
-	return pl.rejectInPreFilter(state, msg)
-}
-
-type rejectedMark struct{}
-
-func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
-
 func (pl *Coscheduling) notifyStatus(key string) {
 	if pl.status != nil {
 		pl.status.Enqueue(key)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -125,4 +126,21 @@ func (g *Gang) Preempted(nodes []string, message string) {
 	g.NominatedNodes = nodes
 	g.SetOutcome(podgroup.ReasonPreempting, message)
 	g.Feasibility = nil
+}
+
+// BusyDomains are the domains ("key=value") chosen by the gangs other than self whose attempt has
+// members waiting for the quorum: a gang choosing its domain avoids them while another fits. O(gangs);
+// called once per attempt of a gang with a topology policy.
+func BusyDomains(gangs map[string]*Gang, self *Gang) map[string]bool {
+	var busy map[string]bool
+	for _, g := range gangs {
+		if g == self || g.Phase == attempt.PhaseQuorum || !g.InProgress() || g.Placement == nil || g.Placement.Value == "" {
+			continue
+		}
+		if busy == nil {
+			busy = map[string]bool{}
+		}
+		busy[g.Placement.Key+"="+g.Placement.Value] = true
+	}
+	return busy
 }

@@ -7,9 +7,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestStage is every stage a member's PreFilter can take, in the order the conditions are read, and
@@ -222,5 +224,32 @@ func TestPreemptionOutcomes(t *testing.T) {
 	fits.Checked(gangfit.Result{Feasible: true}, FeasibilityKey{}, nil, nil)
 	if _, changed := fits.StoppedPreempting(); changed || fits.Outcome.Reason != podgroup.ReasonPreempting {
 		t.Errorf("a gang whose check fits turned infeasible when preemption stopped")
+	}
+}
+
+func TestBusyDomains(t *testing.T) {
+	inRack := func(name, rack string, phase attempt.Phase, waiting bool) *Gang {
+		g := New("ns", name, "")
+		if waiting {
+			g.AddWaiting(gangtest.Member(name+"-0", name, "1"))
+		}
+		g.Phase = phase
+		if rack != "" {
+			g.Placement = &gangfit.Placement{Key: "rack", Value: rack}
+		}
+		return g
+	}
+	self := inRack("self", "a", attempt.PhaseGathering, true)
+	all := gangs(self,
+		inRack("gathering", "b", attempt.PhaseGathering, true),
+		inRack("quorum", "c", attempt.PhaseQuorum, true),
+		inRack("idle", "d", attempt.PhaseGathering, false),
+		inRack("anywhere", "", attempt.PhaseGathering, true),
+	)
+	if diff := cmp.Diff(map[string]bool{"rack=b": true}, BusyDomains(all, self)); diff != "" {
+		t.Errorf("busy domains (-want,+got):\n%s", diff)
+	}
+	if got := BusyDomains(gangs(self), self); got != nil {
+		t.Errorf("a gang alone sees busy domains %v", got)
 	}
 }
