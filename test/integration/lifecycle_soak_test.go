@@ -455,8 +455,12 @@ func (w *soakWorld) reconcile() {
 func (w *soakWorld) runPending() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// An action may schedule others (a delayed replacement created gated schedules its ungate): they
+	// are added to w.pending while the due ones run, and kept.
+	due := w.pending
+	w.pending = nil
 	var later []soakPending
-	for _, p := range w.pending {
+	for _, p := range due {
 		if p.dueTick > w.tick {
 			later = append(later, p)
 			continue
@@ -464,7 +468,7 @@ func (w *soakWorld) runPending() {
 		p.run()
 		w.logf("   (delayed) %s", p.what)
 	}
-	w.pending = later
+	w.pending = append(later, w.pending...)
 }
 
 // later runs an action d from now on the logical clock (see soakTick).
@@ -1344,11 +1348,15 @@ func (w *soakWorld) makeRoom() {
 
 // runPendingLocked runs every delayed action now; callers hold mu.
 func (w *soakWorld) runPendingLocked() {
-	for _, p := range w.pending {
-		p.run()
-		w.logf("   (delayed, run early) %s", p.what)
+	// Until none is left: an action run early may schedule others.
+	for len(w.pending) > 0 {
+		due := w.pending
+		w.pending = nil
+		for _, p := range due {
+			p.run()
+			w.logf("   (delayed, run early) %s", p.what)
+		}
 	}
-	w.pending = nil
 }
 
 // unsettled describes each gang that is not fully bound and each group that is partially bound.
