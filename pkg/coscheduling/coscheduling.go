@@ -142,6 +142,11 @@ type Coscheduling struct {
 
 	mu    sync.RWMutex
 	gangs map[string]*gang.Gang
+	// ended keeps how the last reservation of a gang whose state was dropped ended (its reason and
+	// message), for the status and for the gang's next state: the status writer keeps a Reserved
+	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that
+	// ended just before its gang's state was dropped would otherwise show as held.
+	ended map[string][2]string
 	// gated is the last gating reason per pod, so each reason is reported once per pod (see gate).
 	gated        map[types.UID]gateState
 	gateEpisodes uint64
@@ -257,6 +262,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		pods:      pods,
 		counts:    pgcache.NewMembers(""),
 		gangs:     map[string]*gang.Gang{},
+		ended:     map[string][2]string{},
 		gated:     map[types.UID]gateState{},
 		ctx:       ctx,
 	}

@@ -185,6 +185,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
+	delete(pl.ended, key)
 	if g := pl.gangs[key]; g != nil {
 		now := pl.clock.Now()
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})

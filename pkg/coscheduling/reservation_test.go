@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
@@ -63,5 +64,39 @@ func TestReservationQueue(t *testing.T) {
 				t.Errorf("reservationQueueLocked = %d, %v, want %d, %v", others, ahead, tc.wantOthers, tc.wantAhead)
 			}
 		})
+	}
+}
+
+// TestEndedReservationOutlivesTheGangsState: a reservation that ended just before its gang's state was
+// dropped (every member gone) still shows as ended to the status writer, which would otherwise keep
+// the PodGroup's Reserved condition True (it keeps one it has no word on, for a new leader to adopt),
+// and the gang's next state starts from that end; a deleted PodGroup forgets it.
+func TestEndedReservationOutlivesTheGangsState(t *testing.T) {
+	pg := makePG("ns", "g", 2, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+	env.pl.mu.Lock()
+	g := env.pl.gangForLocked(pg)
+	g.Reserve.Ended, g.Reserve.EndMessage = resv.EndBelowMinMember, "1 of minMember 2 live members exist"
+	env.pl.dropIfUnusedLocked(g, env.clock.Now())
+	_, tracked := env.pl.gangs["ns/g"]
+	env.pl.mu.Unlock()
+	if tracked {
+		t.Fatal("the gang's state was not dropped")
+	}
+	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != resv.EndBelowMinMember || a.Reserved {
+		t.Errorf("attemptInfo after the drop = %+v, want the reservation ended (BelowMinMember)", a)
+	}
+	env.pl.mu.Lock()
+	again := env.pl.gangForLocked(pg)
+	env.pl.mu.Unlock()
+	if again.Reserve.Ended != resv.EndBelowMinMember {
+		t.Errorf("the gang's next state starts with reservation end %q, want BelowMinMember", again.Reserve.Ended)
+	}
+	env.pl.mu.Lock()
+	env.pl.dropIfUnusedLocked(again, env.clock.Now())
+	env.pl.mu.Unlock()
+	env.pl.onPodGroupDelete(pg)
+	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != "" {
+		t.Errorf("attemptInfo after the PodGroup was deleted = %+v, want nothing", a)
 	}
 }

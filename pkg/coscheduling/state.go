@@ -42,6 +42,10 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 	g := pl.gangs[key]
 	if g == nil {
 		g = gang.New(pg.Namespace, pg.Name, pg.UID)
+		if e, ok := pl.ended[key]; ok {
+			g.Reserve.Ended, g.Reserve.EndMessage = e[0], e[1]
+			delete(pl.ended, key)
+		}
 		pl.gangs[key] = g
 		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 		return g
@@ -63,6 +67,9 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
 		g.BackoffTimer.Stop()
 	}
 	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "no live member is left"})
+	if r := &g.Reserve; r.Ended != "" {
+		pl.ended[g.Key()] = [2]string{r.Ended, r.EndMessage}
+	}
 	delete(pl.gangs, g.Key())
 	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 }
@@ -314,6 +321,9 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	defer pl.mu.RUnlock()
 	g := pl.gangs[key]
 	if g == nil {
+		if e, ok := pl.ended[key]; ok {
+			return status.Attempt{ReservationEnded: e[0], ReservedMessage: e[1]}
+		}
 		return status.Attempt{}
 	}
 	snap := status.Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message}
