@@ -48,7 +48,9 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if pg == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	want, existing, now := podgroup.MinMember(pg), pl.countMembers(pod.Namespace, name), pl.clock.Now()
+	// Whether the quorum can still be reached is decided on the store, as the quorum itself is (the
+	// handler's count may still hold a pod just deleted).
+	want, existing, now := podgroup.MinMember(pg), pl.storeCount(pod.Namespace, name), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff) })

@@ -302,6 +302,12 @@ func (pl *Coscheduling) countMembersUpTo(namespace, name string, want int) int {
 	if n := pl.countMembers(namespace, name); n >= want {
 		return n
 	}
+	return pl.storeCount(namespace, name)
+}
+
+// storeCount counts the group's live pods on the pod store's word (O(members)), for the decisions
+// that must not trail it: a member held back, and whether an attempt can still reach its quorum.
+func (pl *Coscheduling) storeCount(namespace, name string) int {
 	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
 	if err != nil {
 		return 0
