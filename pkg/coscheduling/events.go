@@ -48,3 +48,9 @@ func (pl *Coscheduling) reportFailure(pg *v1alpha1.PodGroup, reason, msg string,
 		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 	}
 }
+
+func (pl *Coscheduling) notifyStatus(key string) {
+	if pl.status != nil {
+		pl.status.Enqueue(key)
+	}
+}

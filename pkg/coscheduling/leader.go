@@ -4,10 +4,15 @@ import (
 	"context"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // Leadership. The PodGroup status updater must run in the replica that schedules, and only there,
@@ -44,4 +49,33 @@ func (pl *Coscheduling) startBackground() {
 
 func (pl *Coscheduling) backgroundStarted() bool {
 	return pl.status != nil && pl.status.Started.Load()
+}
+
+// adoptReservations takes over, when this process starts leading, the reservations a previous leader
+// left (see adoptReservationLocked), so that their timers run from now on whatever their gangs do: a
+// gang whose members never reach PostFilter again (below minMember, held back) still has its
+// reservation ended by its timeout, or as below minMember or stalled, and its nominations cleared.
+func (pl *Coscheduling) adoptReservations(ctx context.Context) {
+	// A process may lead before its pod informer has listed the pods: a reservation adopted from an
+	// empty store would find no member nominated and be left alone (no timer would ever end it).
+	if pl.podsSynced != nil && !cache.WaitForCacheSync(ctx.Done(), pl.podsSynced) {
+		return
+	}
+	for _, pg := range pl.podGroups.List() {
+		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			continue
+		}
+		members := pl.membersOf(pg.Namespace, pg.Name)
+		pl.mu.Lock()
+		g := pl.gangForLocked(pg)
+		var d reservationDone
+		if !g.Reserve.Seen && !g.Reserve.Held() {
+			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
+		}
+		pl.mu.Unlock()
+		if !d.empty() {
+			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
+		}
+	}
 }

@@ -18,56 +18,6 @@ import (
 // The rest of a member's cycle: PostFilter (a member that found no node, preemption and
 // reservation), Reserve and Unreserve (counting toward the quorum), Permit (waiting for it).
 
-// PostFilter is the profile's preemption (it replaces DefaultPreemption, see preemption.go) and
-// fails gang attempts that cannot succeed:
-//   - a gang found not to fit the free resources (PreFilter) preempts lower-priority pods as a whole;
-//   - a plain pod, or an extra member of a gang that has its quorum, preempts as DefaultPreemption
-//     would, except that a gang member is only ever evicted with its whole gang;
-//   - a member of an attempt that found no node: if the gang cannot reach its quorum without it, the
-//     attempt fails, every waiting member is rejected (releasing what it holds) and the group backs
-//     off, so that it does not hold resources another gang could use.
-func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	name, ok := podgroup.Of(pod)
-	if !ok {
-		return pl.preemptForPod(ctx, state, pod, m)
-	}
-	if mark, err := state.Read(plannedKey); err == nil && missedPlan(mark.(plannedMark).offered, m) {
-		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
-	}
-	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
-		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
-		if _, err := state.Read(infeasibleKey); err == nil {
-			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
-				return pl.preemptOrReserve(ctx, pod, pg)
-			}
-		}
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	key := podgroup.Key(pod.Namespace, name)
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	// Whether the quorum can still be reached is decided on the store, as the quorum itself is (the
-	// handler's count may still hold a pod just deleted).
-	want, existing, now := podgroup.MinMember(pg), pl.storeCount(pod.Namespace, name), pl.clock.Now()
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff) })
-	pl.mu.Unlock()
-	switch {
-	case r.Verdict == attempt.VerdictPreemptAlone:
-		// The gang has its quorum: this member is placed alone, like a plain pod.
-		return pl.preemptForPod(ctx, state, pod, m)
-	case !r.Failed():
-		// Enough other members exist to reach the quorum without those that found no node.
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(r.Pods), "retryWithItFirst", r.Lead)
-	pl.failed(pg, r, reasonMemberUnschedulable, pod)
-	return nil, fwk.NewStatus(fwk.Unschedulable, r.Message)
-}
-
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.
 func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -91,33 +89,6 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 		pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, msg)
 		pl.notifyStatus(key)
 	}
-}
-
-// preemptOrReserve is PostFilter for a gang found not to fit: it preempts lower-priority pods when
-// that makes room (see preemptForGang), and otherwise reserves the room that frees once the gang has
-// waited long enough (see reservation.go). A preemption ends the gang's reservation: its nominations
-// are the preemption's now.
-func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
-	res, st, result := pl.preemptForGang(ctx, pod, pg)
-	switch result {
-	case "preempted", "waiting", "error":
-		return res, st
-	}
-	if rres, rst, held := pl.reserveRoom(ctx, pod, pg); held {
-		return rres, rst
-	}
-	return res, st
-}
-
-// holdsReservation reports whether the gang holds a reservation (its nominations are kept).
-func (pl *Coscheduling) holdsReservation(key string) bool {
-	if pl.reserved.Load() == 0 {
-		return false
-	}
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
-	g := pl.gangs[key]
-	return g != nil && g.Reserve.Held()
 }
 
 // preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
@@ -274,92 +245,6 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victi
 		return true
 	})
 	return pl.preempt.Evict(ctx, p, victims, violations)
-}
-
-// nominate records each member's node in the scheduler's nominator (so that pods of lower priority
-// do not take the room) and in the member's status (the framework writes the preemptor's own), and
-// clears the nominations of lower-priority pods to those nodes. It returns the nodes, sorted.
-func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []gangfit.Nomination, prio int32) []string {
-	logger := klog.FromContext(ctx)
-	nodes := map[string]bool{}
-	var patch []*v1.Pod
-	var to []string
-	for _, a := range assignment {
-		m, node := a.Pod, a.Node
-		nodes[node] = true
-		pi, err := framework.NewPodInfo(m)
-		if err != nil {
-			continue
-		}
-		pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
-		// Claimed at once, not when the status patch comes back through the informer: a gang that
-		// preempts next must not count this room as free.
-		claimed := m.DeepCopy()
-		claimed.Status.NominatedNodeName = node
-		pl.claims.Set(claimed)
-		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
-			patch, to = append(patch, m), append(to, node)
-		}
-	}
-	var others []*v1.Pod
-	for node := range nodes {
-		for _, np := range pl.handle.NominatedPodsForNode(node) {
-			if p := np.GetPod(); corev1helpers.PodPriority(p) < prio {
-				others = append(others, p)
-			}
-		}
-	}
-	all := append(patch, others...)
-	pl.handle.Parallelizer().Until(ctx, len(all), func(i int) {
-		p, node := all[i], ""
-		if i < len(patch) {
-			node = to[i]
-		}
-		st := p.Status.DeepCopy()
-		st.NominatedNodeName = node
-		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
-			logger.V(2).Info("Could not set a pod's nominated node", "pod", klog.KObj(p), "node", node, "err", err)
-		}
-	}, Name)
-	out := make([]string, 0, len(nodes))
-	for n := range nodes {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// clearNominations drops the nominations of a gang's members (in the nominator and in their
-// status), when the gang no longer preempts: preemption cannot place it, or its PodGroup is gone.
-// The preemptor's own status is left to the framework (except is its UID, or empty).
-func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
-	logger := klog.FromContext(ctx)
-	var clear []*v1.Pod
-	for _, m := range members {
-		// A nomination recorded here whose status patch failed is cleared too: the informer's copy
-		// does not show it, but the claim and the nominator's entry hold its room.
-		inStatus := m.Status.NominatedNodeName != ""
-		if m.Spec.NodeName != "" || (!inStatus && !pl.claims.Has(m.UID)) {
-			continue
-		}
-		if pi, err := framework.NewPodInfo(m); err == nil {
-			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
-		}
-		if pl.claims.Forget(m) {
-			pl.epoch.Add(1)
-		}
-		if inStatus && m.UID != except {
-			clear = append(clear, m)
-		}
-	}
-	pl.handle.Parallelizer().Until(ctx, len(clear), func(i int) {
-		p := clear[i]
-		st := p.Status.DeepCopy()
-		st.NominatedNodeName = ""
-		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
-			logger.V(2).Info("Could not clear a pod's nominated node", "pod", klog.KObj(p), "err", err)
-		}
-	}, Name)
 }
 
 // onEvicted counts an eviction upstream's Executor made for this plugin, and follows it (see

@@ -3,26 +3,18 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
@@ -164,113 +156,6 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
 }
 
-// reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter). It reports handled when the gang holds a reservation: the member's
-// result and status are then the reservation's.
-func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
-		return nil, nil, false
-	}
-	logger := klog.FromContext(ctx)
-	prio := corev1helpers.PodPriority(pod)
-	now := pl.clock.Now()
-	// The members are listed (O(members)) only when a step needs them: to adopt a reservation a
-	// previous leader left, or to plan one.
-	var members []*v1.Pod
-	cond := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-	if cond != nil && cond.Status == metav1.ConditionTrue {
-		members = pl.membersOf(pg.Namespace, pg.Name)
-	}
-
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	r := &g.Reserve
-	var adopted reservationDone
-	if members != nil && !r.Seen && !r.Held() {
-		adopted = pl.adoptReservationLocked(g, cond, members, now)
-	}
-	in := resv.Input{Event: resv.NoRoom, Now: now, Prio: prio}
-	in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
-	e, d := pl.stepReservationLocked(g, in)
-	pl.mu.Unlock()
-	for _, done := range []reservationDone{adopted, d} {
-		if !done.empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, done, nil)
-		}
-	}
-
-	if e.Plan {
-		if members == nil {
-			members = pl.membersOf(pg.Namespace, pg.Name)
-		}
-		p := pl.planReservation(ctx, pod, pg, members, prio)
-		pl.mu.Lock()
-		in := resv.Input{Event: resv.Planned, Now: now}
-		in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
-		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.Plan.Same(p)}
-		e, d = pl.stepReservationLocked(g, in)
-		if e.Start || e.Moved {
-			r.Hold(p)
-		}
-		if e.Start {
-			pl.reservationMetricsLocked()
-		}
-		pl.mu.Unlock()
-		if !d.empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-		}
-		if e.Start || e.Moved {
-			pl.nominate(ctx, pod, p.Assignment, prio)
-		}
-		switch {
-		case e.Start:
-			logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-			pl.podGroupEvent(pg, v1.EventTypeNormal, EventReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
-			pl.notifyStatus(key)
-		case e.Moved:
-			logger.V(3).Info("Gang's reservation moved: the room it counts on changed", "podGroup", key, "nodes", p.Nodes)
-		case !p.OK && !e.Hold:
-			logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
-		}
-	}
-
-	pl.mu.RLock()
-	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
-	pl.mu.RUnlock()
-	if !held {
-		if e.Why != "" {
-			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
-		}
-		return nil, nil, false
-	}
-	st := fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, msg, since.UTC().Format(time.RFC3339)))
-	if node == "" {
-		return nil, st, true
-	}
-	return framework.NewPostFilterResultWithNominatedNode(node), st, true
-}
-
-// planReservation plans where the gang's missing members hold room (see gangfit.PlanReservation).
-func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, members []*v1.Pod, prio int32) gangfit.ReservationPlan {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return gangfit.ReservationPlan{Message: err.Error()}
-	}
-	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
-	if err != nil {
-		return gangfit.ReservationPlan{Message: err.Error()}
-	}
-	pl.mu.RLock()
-	candidates, _, countedN := pl.gangs[key].Split(members)
-	pl.mu.RUnlock()
-	// In a fixed order, so that the same room gives the same plan (the members come from a map).
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
-	f := gangfit.NewReservable(klog.FromContext(ctx), key, candidates, podgroup.MinMember(pg)-countedN, nodes, pl.claims.Against(prio, key), prio)
-	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
-}
-
 // adoptReservationLocked takes over a reservation a previous leader started: the PodGroup says it is
 // Reserved, and its members are nominated. Its start is the condition's. Only a gang this process
 // has not seen trying adopts (see reservation.Adopt).
@@ -287,35 +172,6 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition
 		pl.reservationMetricsLocked()
 	}
 	return d
-}
-
-// adoptReservations takes over, when this process starts leading, the reservations a previous leader
-// left (see adoptReservationLocked), so that their timers run from now on whatever their gangs do: a
-// gang whose members never reach PostFilter again (below minMember, held back) still has its
-// reservation ended by its timeout, or as below minMember or stalled, and its nominations cleared.
-func (pl *Coscheduling) adoptReservations(ctx context.Context) {
-	// A process may lead before its pod informer has listed the pods: a reservation adopted from an
-	// empty store would find no member nominated and be left alone (no timer would ever end it).
-	if pl.podsSynced != nil && !cache.WaitForCacheSync(ctx.Done(), pl.podsSynced) {
-		return
-	}
-	for _, pg := range pl.podGroups.List() {
-		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-		if c == nil || c.Status != metav1.ConditionTrue {
-			continue
-		}
-		members := pl.membersOf(pg.Namespace, pg.Name)
-		pl.mu.Lock()
-		g := pl.gangForLocked(pg)
-		var d reservationDone
-		if !g.Reserve.Seen && !g.Reserve.Held() {
-			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
-		}
-		pl.mu.Unlock()
-		if !d.empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-		}
-	}
 }
 
 // reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one goes
@@ -377,4 +233,15 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	return gang.KeptOff(pl.gangs, pod)
+}
+
+// holdsReservation reports whether the gang holds a reservation (its nominations are kept).
+func (pl *Coscheduling) holdsReservation(key string) bool {
+	if pl.reserved.Load() == 0 {
+		return false
+	}
+	pl.mu.RLock()
+	defer pl.mu.RUnlock()
+	g := pl.gangs[key]
+	return g != nil && g.Reserve.Held()
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -22,8 +20,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
-// The plugin's bookkeeping of gangs: creating and dropping their state, the waiting members of an
-// attempt, failing an attempt, and listing a group's live pods. Callers of *Locked methods hold pl.mu.
+// The plugin's bookkeeping of gangs: creating and dropping their state, running a gang's steps
+// (stepLocked) and reporting a failed attempt, the back-off, held-back members, and the status
+// updater's view of an attempt. Callers of *Locked methods hold pl.mu.
 
 // scheduleTimeout is the PodGroup's spec.scheduleTimeoutSeconds, else the plugin's default, capped at
 // the framework's 15-minute limit.
@@ -150,11 +149,6 @@ func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) 
 	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 }
 
-// allow lets waiting members through Permit (see onWaiting).
-func (pl *Coscheduling) allow(pods []*v1.Pod) {
-	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
-}
-
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
@@ -172,153 +166,6 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 		pl.clearNominations(pl.ctx, pl.membersOf(namespace, name), "")
 	}
 	pl.activateGroup(namespace, name)
-}
-
-// rejectWaiting rejects waiting members (see onWaiting).
-func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
-	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Reject(Name, msg) })
-}
-
-// onWaiting applies fn to each member waiting at Permit. A member whose Permit returned Wait but that
-// the framework has not registered as waiting yet is retried briefly, so that no straggler is left
-// waiting (allowed: holding its quorum's last member back until its timeout; rejected: holding
-// resources until then).
-func (pl *Coscheduling) onWaiting(pods []*v1.Pod, f func(fwk.WaitingPod)) {
-	// One stop of a waiting pod at a time (see gangpreemption.Preemption.WaitingLock).
-	fn := func(wp fwk.WaitingPod) {
-		pl.waitingMu.Lock()
-		defer pl.waitingMu.Unlock()
-		f(wp)
-	}
-	for _, p := range pods {
-		if wp := pl.handle.GetWaitingPod(p.UID); wp != nil {
-			fn(wp)
-			continue
-		}
-		uid := p.UID
-		go func() {
-			_ = wait.PollUntilContextTimeout(pl.ctx, 20*time.Millisecond, 2*time.Second, false, func(context.Context) (bool, error) {
-				if wp := pl.handle.GetWaitingPod(uid); wp != nil {
-					fn(wp)
-					return true, nil
-				}
-				return false, nil
-			})
-		}()
-	}
-}
-
-// activateSiblings asks the framework to move the group's other unscheduled members to the active
-// queue at the end of this scheduling cycle.
-func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
-	name, _ := podgroup.Of(pod)
-	data, err := state.Read(framework.PodsToActivateKey)
-	if err != nil {
-		return
-	}
-	toActivate, ok := data.(*framework.PodsToActivate)
-	if !ok {
-		return
-	}
-	pods := pl.unscheduledMembers(pod.Namespace, name, pod.UID)
-	if len(pods) == 0 {
-		return
-	}
-	toActivate.Lock()
-	defer toActivate.Unlock()
-	for _, p := range pods {
-		toActivate.Map[p.Namespace+"/"+p.Name] = p
-	}
-}
-
-// activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
-// the PodGroup appears or changes). PreEnqueue runs again on the way.
-func (pl *Coscheduling) activateGroup(namespace, name string) {
-	if !pl.running.Load() {
-		return
-	}
-	pods := pl.unscheduledMembers(namespace, name, "")
-	if len(pods) == 0 {
-		return
-	}
-	m := make(map[string]*v1.Pod, len(pods))
-	for _, p := range pods {
-		m[p.Namespace+"/"+p.Name] = p
-	}
-	pl.handle.Activate(klog.FromContext(pl.ctx), m)
-}
-
-// unscheduledMembers are the group's live pods without a node and not reserved here, except one.
-func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
-	members := pl.membersOf(namespace, name)
-	pl.mu.RLock()
-	g := pl.gangs[podgroup.Key(namespace, name)]
-	var out []*v1.Pod
-	for _, p := range members {
-		if p.UID == except || p.Spec.NodeName != "" {
-			continue
-		}
-		if g != nil {
-			if _, isMember := g.Members[p.UID]; isMember {
-				continue
-			}
-		}
-		out = append(out, p)
-	}
-	pl.mu.RUnlock()
-	return out
-}
-
-// membersOf lists the group's members (live, ungated pods of this profile) from the scheduler's pod
-// cache.
-func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
-	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
-	if err != nil {
-		return nil
-	}
-	out := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// countMembers counts the group's live pods, O(1) (see pgcache.Members): what the hints and the
-// handlers count. It trails the pod store by the handler's delay.
-func (pl *Coscheduling) countMembers(namespace, name string) int {
-	return pl.counts.Count(namespace, name)
-}
-
-// countMembersUpTo is PreEnqueue's count: O(1) while it reaches want (the common case, and the whole
-// of a complete group's activation, which runs under the scheduling queue's lock: listing the group
-// there made a 1000-member activation quadratic); below want, the store's index answers, so that a
-// member held back is held back on the store's word and its message counts every member that exists
-// (the queue's own handler runs PreEnqueue for a new pod before this plugin's handler may have
-// counted it). A member let in on a count that still holds a pod just gone is no risk: the quorum is
-// decided on the store (Confirmed).
-func (pl *Coscheduling) countMembersUpTo(namespace, name string, want int) int {
-	if n := pl.countMembers(namespace, name); n >= want {
-		return n
-	}
-	return pl.storeCount(namespace, name)
-}
-
-// storeCount counts the group's live pods on the pod store's word (O(members)), for the decisions
-// that must not trail it: a member held back, and whether an attempt can still reach its quorum.
-func (pl *Coscheduling) storeCount(namespace, name string) int {
-	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
-	if err != nil {
-		return 0
-	}
-	return len(objs)
-}
-
-// confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
-// O(pods of the group), so it is used only where the member count says the quorum is reached.
-func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
-	return g.Confirmed(pl.membersOf(g.Namespace, g.Name))
 }
 
 // attemptInfo returns the group's attempt state for the status updater.
@@ -405,13 +252,6 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
 }
 
-// gateState is why a pod is held back: the reason, the latest message, and the episode of that reason
-// (a delayed event is recorded only if its episode is still the pod's).
-type gateState struct {
-	reason, msg string
-	episode     uint64
-}
-
 // gate reports a member held back by PreEnqueue or PreFilter: the status message always, an event once
 // per reason (for the reasons that usually pass in a moment, only if the pod is still held back for it
 // gateEventDelay later).
@@ -447,11 +287,5 @@ func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	pl.mu.RUnlock()
 	if ok && st.episode == episode {
 		pl.event(pod, v1.EventTypeNormal, st.reason, st.msg)
-	}
-}
-
-func (pl *Coscheduling) notifyStatus(key string) {
-	if pl.status != nil {
-		pl.status.Enqueue(key)
 	}
 }

@@ -1,0 +1,151 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Setting the plugin up: New (args, informers, handlers, the status writer, preemption) and the
+// cluster events that requeue members (EventsToRegister). The top floor of the package: it wires the
+// files below and nothing below calls it.
+
+// New builds the plugin: it validates the args, starts a PodGroup informer on the scheduler's
+// connection and waits for it to sync, and indexes the scheduler's pods by PodGroup.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.CoschedulingArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args of type CoschedulingArgs, got %T", obj)
+	}
+	if err := validation.ValidateCoschedulingArgs(nil, args); err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(ctx)
+	cfg := h.KubeConfig()
+	if cfg == nil {
+		return nil, fmt.Errorf("%s needs a connection to the apiserver to read PodGroups", Name)
+	}
+	client, err := pgcache.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pgInformer := pgcache.NewInformer(client)
+	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	if err := addPodGroupIndex(podInformer); err != nil {
+		return nil, err
+	}
+
+	pl := newPlugin(ctx, h, args, clock.RealClock{}, pgcache.Lister{Store: pgInformer.GetStore()}, podInformer.GetIndexer())
+	if pl.preempt, err = gangpreemption.New(ctx, h, Name); err != nil {
+		return nil, err
+	}
+	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
+	pl.preempt.WaitingLock = &pl.waitingMu
+	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.podGroupEvent, Profile: pl.profile})
+	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
+	// release the queue's goroutines when it stops.
+	context.AfterFunc(ctx, pl.status.ShutDown)
+	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	pl.podsSynced = reg.HasSynced
+	if _, err := podInformer.AddEventHandler(pl.capacityEventHandler()); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	if _, err := pgInformer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
+		return nil, fmt.Errorf("watching PodGroups: %w", err)
+	}
+	go pgInformer.RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, podGroupSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), pgInformer.HasSynced) {
+		return nil, fmt.Errorf("the PodGroup cache (%s.%s) did not sync within %v: install the CRD from manifests/crds and let the scheduler list and watch podgroups",
+			podGroupResource, v1alpha1.GroupName, podGroupSyncTimeout)
+	}
+	go pl.awaitLeadership(ctx)
+	logger.V(2).Info("Coscheduling ready", "profile", pl.profile, "permitWaitingTime", pl.permitTimeout, "podGroupBackoff", pl.backoff)
+	return pl, nil
+}
+
+// newPlugin builds the plugin from its parts without starting anything; tests drive it directly.
+func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups pgcache.Lister, pods cache.Indexer) *Coscheduling {
+	RegisterMetrics()
+	pl := &Coscheduling{
+		handle:          h,
+		clock:           clk,
+		permitTimeout:   time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
+		backoff:         time.Duration(args.PodGroupBackoffSeconds) * time.Second,
+		defaultTopology: args.DefaultTopologyPolicy,
+		reservation: resv.Args{
+			After:      time.Duration(args.Reservation.AfterSeconds) * time.Second,
+			Timeout:    time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
+			MaxGangs:   int(args.Reservation.MaxGangs),
+			Recheck:    reservationRecheck,
+			StallAfter: reservationStallAfter,
+		},
+		planArgs:  args.PlacementPlan,
+		podGroups: podGroups,
+		pods:      pods,
+		counts:    pgcache.NewMembers(""),
+		gangs:     map[string]*gang.Gang{},
+		ended:     map[string][2]string{},
+		gated:     map[types.UID]gateState{},
+		ctx:       ctx,
+	}
+	if h != nil {
+		pl.recorder = h.EventRecorder()
+		pl.profile = h.ProfileName()
+		pl.counts = pgcache.NewMembers(pl.profile)
+	}
+	// The reservation series exist from the start (dashboards and alerts read them before any
+	// reservation was made).
+	pl.reservationMetricsLocked()
+	for _, reason := range resv.Reasons {
+		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
+	}
+	return pl
+}
+
+// Name returns the plugin's name.
+func (pl *Coscheduling) Name() string { return Name }
+
+// EventsToRegister returns the events that can make a gang member schedulable, with hints that only
+// requeue the members they concern.
+func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A new member may complete its group (PreEnqueue counts members). The scheduler reports
+		// unscheduled pods added only with the GenericWorkload gate; without it, the plugin's own pod
+		// handler activates the group.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
+		// Freed capacity may make an infeasible gang fit (this includes reservations released by a
+		// rejected gang: the scheduler reports those as assigned pods deleted).
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.isSchedulableAfterCapacityFreed},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		// A PodGroup created, or its spec changed (e.g. minMember lowered), may let its members in.
+		// Status-only updates (the plugin's own status patches) requeue nobody.
+		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
+		// A member refused for malformed topology annotations is retried once they are fixed.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
+	}, nil
+}
