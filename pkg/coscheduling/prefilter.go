@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -52,8 +51,9 @@ type allowedNodes struct {
 func (a *allowedNodes) Clone() fwk.StateData { return a }
 
 // preFilter checks, once per gang attempt and before any member is reserved, whether the members
-// still missing from the quorum fit the snapshot's nodes at once (see checkFeasible), and, for a gang
-// with a topology policy, chooses its domain (see topology.go). An infeasible gang is rejected here,
+// still missing from the quorum fit the snapshot's nodes at once and, for a gang with a topology
+// policy, chooses its domain: the gang's step (gang.Gang.PreFilter) decides over a snapshot taken
+// under the plugin's lock, and preFilter applies what it returns. An infeasible gang is rejected here,
 // holding nothing, until an event frees capacity. Every member of a gang with a domain gets the
 // domain's nodes as its PreFilterResult, so the framework evaluates only them.
 func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
@@ -67,110 +67,61 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	key := podgroup.Key(pod.Namespace, name)
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
-		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key))
+		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key), false)
 	}
 	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
 		pl.gate(ctx, pod, EventInvalidTopologyPolicy, msg)
-		return pl.rejectInPreFilter(state, msg)
+		return pl.rejectInPreFilter(state, msg, false)
 	}
-	want := podgroup.MinMember(pg)
-	now := pl.clock.Now()
-
+	in := gang.PreFilterIn{
+		Now: pl.clock.Now(), Logger: klog.FromContext(ctx), Member: pod,
+		Want: podgroup.MinMember(pg), UID: pg.UID, Generation: pg.Generation, MinResources: pg.Spec.MinResources,
+		Policy: policy, Nodes: nodes, Epoch: pl.epoch.Load(),
+		Plannable: pl.plannable(pod), CandidateNodes: int(pl.planArgs.CandidateNodes), CacheTTL: feasibilityCacheTTL,
+		Members: func() []*v1.Pod { return pl.membersOf(pod.Namespace, name) },
+		Claimed: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) },
+		Gangs:   pl.gangs, Fit: &pl.fit,
+	}
+	// One lock for the whole decision: the check it may make (once per attempt) reads the gangs'
+	// domains and records its result with nothing in between.
 	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	stage, msg := g.Stage(gang.PreFilterIn{Now: now, Member: pod.UID, Want: want, Confirmed: func() int { return pl.confirmedCountLocked(g) }})
-	switch stage {
-	case gang.Refuse:
-		pl.mu.Unlock()
-		return pl.rejectInPreFilter(state, msg)
-	case gang.Join:
-		// A plan is made only with a chosen placement; an attempt adopted without one (this process
-		// did not check it) pins it where its members already are.
-		if g.Placement == nil && !policy.Empty() {
-			p := gangfit.PinnedPlacement(policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, g.ReservedNodes()...)), nodes)
-			g.Placement = &p
-		}
-		res := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
-		pl.mu.Unlock()
-		return res, nil
-	case gang.Extra:
-		pl.mu.Unlock()
-		if policy.Empty() {
-			return nil, nil
-		}
-		return pl.extraMemberPlacement(ctx, pod, key, policy, nodes).PreFilterResult(), nil
-	}
+	out := pl.gangForLocked(pg).PreFilter(in)
 	pl.mu.Unlock()
+	return pl.appliedPreFilter(ctx, state, pod, pg, out)
+}
 
-	// The first member of an attempt: list the group's live pods (outside the lock) and check the
-	// members still missing from the quorum as a whole.
-	members := pl.membersOf(pod.Namespace, name)
-	pl.mu.Lock()
-	if g.InProgress() {
-		res := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
-		pl.mu.Unlock()
-		return res, nil
-	}
-	candidates, counted, countedN := g.Split(members)
-	ck := gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation, Existing: len(members), Counted: countedN, At: now}
-	if res, ok := g.Cached(ck, feasibilityCacheTTL); ok {
-		if !res.Feasible {
-			pl.mu.Unlock()
-			return pl.rejectInfeasible(state, res.Message)
-		}
-		placed := pl.narrowLocked(state, g, pod, g.Placement.PreFilterResult())
-		pl.mu.Unlock()
-		return placed, nil
-	}
-	pl.mu.Unlock()
-
-	claimed := pl.claims.Against(corev1helpers.PodPriority(pod), key)
-	res, fit := gangfit.Check(klog.FromContext(ctx), key, candidates, want-countedN, nodes, pg.Spec.MinResources, counted, claimed, &pl.fit)
-	var chosen *gangfit.Placement
-	if res.Feasible && !policy.Empty() {
-		pl.mu.RLock()
-		busy := gang.BusyDomains(pl.gangs, g)
-		reservedOn := g.ReservedNodes()
-		pl.mu.RUnlock()
-		pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes, reservedOn...))
-		if fit == nil {
-			p := gangfit.PinnedPlacement(policy, pinned, nodes)
-			chosen = &p
-		} else if p, ok := gangfit.ChoosePlacement(fit, policy, pinned, busy); ok {
-			chosen = &p
-		} else {
-			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, policy.Source, p.Message)}
-		}
-	}
-	var plan *gangfit.PlacementPlan
-	if res.Feasible && pl.plannable(pod) {
-		plan = gangfit.PlanPlacement(fit, chosen)
-	}
-	fit.Done()
-	pl.mu.Lock()
-	newDomain, changed := g.Checked(res, ck, chosen, plan)
-	placed := pl.narrowLocked(state, g, pod, chosen.PreFilterResult())
-	pl.mu.Unlock()
-	if !res.Feasible {
-		klog.FromContext(ctx).V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", key, "reason", res.Message)
+// appliedPreFilter does what a member's PreFilter step returned: the PodGroup's events and status for
+// a fresh check, the cycle's marks (rejected, infeasible, offered its plan), and the result.
+func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	if out.Checked && out.Infeasible {
+		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		gangRejections.WithLabelValues(pl.profile, reasonInfeasible).Inc()
-		if changed {
-			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, res.Message)
-			pl.notifyStatus(key)
+		if out.InfeasibleChanged {
+			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, out.Message)
+			pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 		}
-		return pl.rejectInfeasible(state, res.Message)
 	}
-	if newDomain {
-		klog.FromContext(ctx).V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", key, "placement", chosen.Message)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, chosen.Message)
-		pl.notifyStatus(key)
+	if out.Reject {
+		return pl.rejectInPreFilter(state, out.Message, out.Infeasible)
 	}
-	if plan != nil && g.Plan == plan {
-		klog.FromContext(ctx).V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", key, "members", plan.Left(), "nodes", len(plan.Nodes))
+	if out.DomainChosen {
+		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, out.Placement.Message)
+		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 	}
-	return placed, nil
+	if out.Plan != nil {
+		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
+	}
+	if out.Offered {
+		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
+	}
+	if out.Nodes == nil {
+		return nil, nil
+	}
+	return &fwk.PreFilterResult{NodeNames: out.Nodes}, nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
@@ -222,47 +173,17 @@ func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
 }
 
-// narrowLocked is PreFilter's result for a member: the planned nodes it is offered (and the cycle is
-// marked), when the gang's attempt has a plan that still places members; else res (every node, or the
-// gang's domain).
-func (pl *Coscheduling) narrowLocked(state fwk.CycleState, g *gang.Gang, pod *v1.Pod, res *fwk.PreFilterResult) *fwk.PreFilterResult {
-	nodes := g.Offer(pl.plannable(pod), int(pl.planArgs.CandidateNodes))
-	if nodes == nil {
-		return res
+// rejectInPreFilter refuses a member in PreFilter, marking the cycle for PostFilter: rejected as a
+// whole (nothing is held), and, for a gang that does not fit the free resources, infeasible
+// (PostFilter preempts for it).
+func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string, infeasible bool) (*fwk.PreFilterResult, *fwk.Status) {
+	if infeasible {
+		state.Write(infeasibleKey, rejectedMark{})
 	}
-	state.Write(plannedKey, plannedMark{offered: sets.List(nodes)})
-	return &fwk.PreFilterResult{NodeNames: nodes}
-}
-
-func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
 	state.Write(rejectedByPreFilterKey, rejectedMark{})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// rejectInfeasible rejects a gang that does not fit the free resources, marking the cycle for
-// PostFilter to preempt.
-func (pl *Coscheduling) rejectInfeasible(state fwk.CycleState, msg string) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(infeasibleKey, rejectedMark{})
-	return pl.rejectInPreFilter(state, msg)
 }
 
 type rejectedMark struct{}
 
 func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
-
-// extraMemberPlacement is where a member of a gang whose quorum is met goes (see
-// gangfit.ExtraMemberPlacement), checked against the room nominated to pods of its priority or more.
-func (pl *Coscheduling) extraMemberPlacement(ctx context.Context, pod *v1.Pod, key string, policy gangfit.Policy, nodes []fwk.NodeInfo) *gangfit.Placement {
-	name, _ := podgroup.Of(pod)
-	pl.mu.RLock()
-	var reservedOn []string
-	if g := pl.gangs[key]; g != nil {
-		reservedOn = g.ReservedNodes()
-	}
-	pl.mu.RUnlock()
-	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(pl.membersOf(pod.Namespace, name), nodes, reservedOn...))
-	f := gangfit.New(klog.FromContext(ctx), key, []*v1.Pod{pod}, 1, nodes, nil, pl.claims.Against(corev1helpers.PodPriority(pod), key), &pl.fit, false)
-	p := gangfit.ExtraMemberPlacement(f, policy, pinned, nodes)
-	f.Done()
-	return &p
-}

@@ -4,18 +4,24 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
-// PreFilter's decisions for a member. The plugin reads the gang under its lock, asks Stage what the
-// member's cycle is, and then: refuses it (Refuse); narrows it to where its attempt goes (Join, see
-// Offer); places it on its own (Extra); or, for the first member of an attempt, checks the gang whole,
-// from the cache while it answers (Cached) or afresh, and records the check (Checked).
+// PreFilter's decision for a member, one step (PreFilter) over a snapshot (PreFilterIn): Stage says
+// what the member's cycle is, and then the step refuses it (Refuse); narrows it to where its attempt
+// goes (Join, see Offer); places it on its own (Extra); or, for the first member of an attempt,
+// checks the gang whole, from the cache while it answers (Cached) or afresh, and records the check
+// (Checked). The plugin applies what it returns (PreFilterOut): the cycle's result and marks, the
+// PodGroup's events, the status.
 
 // Stage is what a member's PreFilter does.
 type Stage uint8
@@ -35,8 +41,8 @@ const (
 
 func (s Stage) String() string { return [...]string{"Refuse", "Join", "Extra", "Check"}[s] }
 
-// PreFilterIn is what PreFilter knows of a member's cycle besides the gang.
-type PreFilterIn struct {
+// StageIn is what Stage reads of a member's cycle besides the gang.
+type StageIn struct {
 	Now    time.Time
 	Member types.UID
 	// Want is the PodGroup's minMember.
@@ -49,7 +55,7 @@ type PreFilterIn struct {
 // Stage decides what a member's PreFilter does: refused while the group backs off or while it must
 // wait for the attempt's lead; joined to an attempt under way; placed on its own once the quorum is
 // met; otherwise the first member of an attempt.
-func (g *Gang) Stage(in PreFilterIn) (Stage, string) {
+func (g *Gang) Stage(in StageIn) (Stage, string) {
 	switch {
 	case g.BackingOff(in.Now):
 		return Refuse, BackoffMessage(g.Key(), g.BackoffUntil)
@@ -143,4 +149,168 @@ func BusyDomains(gangs map[string]*Gang, self *Gang) map[string]bool {
 		busy[g.Placement.Key+"="+g.Placement.Value] = true
 	}
 	return busy
+}
+
+// PreFilterIn is the snapshot a member's PreFilter decides on: the member, its PodGroup's rules, the
+// cycle's nodes, and the reads the decision may need. Members and Claimed are called at most once
+// each (they list the group, the claims), and only by the first member of an attempt or an extra
+// member; Gangs is the plugin's map of gangs (read for the domains others gather in).
+type PreFilterIn struct {
+	Now    time.Time
+	Logger klog.Logger
+	Member *v1.Pod
+	// Want is the PodGroup's minMember; UID, Generation and MinResources the rest of its spec the
+	// check reads.
+	Want         int
+	UID          types.UID
+	Generation   int64
+	MinResources v1.ResourceList
+	Policy       gangfit.Policy
+	Nodes        []fwk.NodeInfo
+	// Epoch counts the cluster events that freed capacity (a cached check from an older one is stale).
+	Epoch uint64
+	// Plannable: the member may be narrowed by a plan (see the plugin's plannable); CandidateNodes is
+	// how many planned nodes it is offered at most.
+	Plannable      bool
+	CandidateNodes int
+	// CacheTTL bounds how long a check answers for the members of one burst.
+	CacheTTL time.Duration
+	// Members lists the group's live pods; Claimed the pods nominated to nodes that a member of this
+	// priority must leave room for (the gang's own aside).
+	Members func() []*v1.Pod
+	Claimed func(prio int32) []*v1.Pod
+	Gangs   map[string]*Gang
+	Fit     *gangfit.Shared
+}
+
+// PreFilterOut is what a member's PreFilter does, for the plugin to apply outside its lock.
+type PreFilterOut struct {
+	Stage Stage
+	// Reject: the member holds nothing this cycle, for Message; Infeasible: because its gang does not
+	// fit (PostFilter preempts for it).
+	Reject, Infeasible bool
+	Message            string
+	// Nodes the member may use (nil: every node); Offered: they are its plan's offer.
+	Nodes   sets.Set[string]
+	Offered bool
+	// Checked: the gang was checked afresh this cycle (not answered from the cache).
+	Checked bool
+	// InfeasibleChanged: the gang's outcome became GangInfeasible (an event and the status);
+	// DomainChosen: the check chose a domain the attempt did not have (Placement says which).
+	InfeasibleChanged, DomainChosen bool
+	Placement                       *gangfit.Placement
+	// Plan is the plan the check made, when the gang kept it.
+	Plan *gangfit.PlacementPlan
+}
+
+// PreFilter is a member's whole PreFilter decision (see Stage): it moves the gang's state (a fresh
+// check, an adopted attempt's pinned placement) and returns what the plugin does with the cycle.
+func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
+	members := memo(in.Members)
+	stage, msg := g.Stage(StageIn{Now: in.Now, Member: in.Member.UID, Want: in.Want, Confirmed: func() int { return g.Confirmed(members()) }})
+	out := PreFilterOut{Stage: stage}
+	switch stage {
+	case Refuse:
+		out.Reject, out.Message = true, msg
+		return out
+	case Join:
+		// A plan is made only with a chosen placement; an attempt adopted without one (this process
+		// did not check it) pins it where its members already are.
+		if g.Placement == nil && !in.Policy.Empty() {
+			p := gangfit.PinnedPlacement(in.Policy, gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members(), in.Nodes, g.ReservedNodes()...)), in.Nodes)
+			g.Placement = &p
+		}
+		return g.narrow(in, out, g.Placement)
+	case Extra:
+		if !in.Policy.Empty() {
+			out.Nodes = placementNodes(g.extraPlacement(in, members()))
+		}
+		return out
+	}
+	return g.check(in, out, members())
+}
+
+// check is the first member's PreFilter: the members still missing from the quorum are checked as a
+// whole (or the cache answers), a gang with a topology policy is given its domain, and a plan is made.
+func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFilterOut {
+	candidates, counted, countedN := g.Split(members)
+	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Existing: len(members), Counted: countedN, At: in.Now}
+	if res, ok := g.Cached(ck, in.CacheTTL); ok {
+		if !res.Feasible {
+			out.Reject, out.Infeasible, out.Message = true, true, res.Message
+			return out
+		}
+		return g.narrow(in, out, g.Placement)
+	}
+	key := g.Key()
+	res, fit := gangfit.Check(in.Logger, key, candidates, in.Want-countedN, in.Nodes, in.MinResources, counted, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit)
+	var chosen *gangfit.Placement
+	if res.Feasible && !in.Policy.Empty() {
+		pinned := gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
+		if fit == nil {
+			p := gangfit.PinnedPlacement(in.Policy, pinned, in.Nodes)
+			chosen = &p
+		} else if p, ok := gangfit.ChoosePlacement(fit, in.Policy, pinned, BusyDomains(in.Gangs, g)); ok {
+			chosen = &p
+		} else {
+			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, in.Policy.Source, p.Message)}
+		}
+	}
+	var plan *gangfit.PlacementPlan
+	if res.Feasible && in.Plannable {
+		plan = gangfit.PlanPlacement(fit, chosen)
+	}
+	fit.Done()
+	out.Checked = true
+	out.DomainChosen, out.InfeasibleChanged = g.Checked(res, ck, chosen, plan)
+	out.Placement = chosen
+	if !res.Feasible {
+		out.Reject, out.Infeasible, out.Message = true, true, res.Message
+		return out
+	}
+	if plan != nil && g.Plan == plan {
+		out.Plan = plan
+	}
+	return g.narrow(in, out, chosen)
+}
+
+// narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that
+// still places members; else its placement's domain (nil: every node).
+func (g *Gang) narrow(in PreFilterIn, out PreFilterOut, p *gangfit.Placement) PreFilterOut {
+	if nodes := g.Offer(in.Plannable, in.CandidateNodes); nodes != nil {
+		out.Nodes, out.Offered = nodes, true
+		return out
+	}
+	out.Nodes = placementNodes(p)
+	return out
+}
+
+// extraPlacement is where a member of a gang whose quorum is met goes (see
+// gangfit.ExtraMemberPlacement), checked against the room nominated to pods of its priority or more.
+func (g *Gang) extraPlacement(in PreFilterIn, members []*v1.Pod) *gangfit.Placement {
+	pinned := gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
+	f := gangfit.New(in.Logger, g.Key(), []*v1.Pod{in.Member}, 1, in.Nodes, nil, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit, false)
+	p := gangfit.ExtraMemberPlacement(f, in.Policy, pinned, in.Nodes)
+	f.Done()
+	return &p
+}
+
+// placementNodes are a placement's nodes (nil: every node, for no placement or anywhere).
+func placementNodes(p *gangfit.Placement) sets.Set[string] {
+	if r := p.PreFilterResult(); r != nil {
+		return r.NodeNames
+	}
+	return nil
+}
+
+// memo calls f once, when first asked.
+func memo[T any](f func() T) func() T {
+	var v T
+	done := false
+	return func() T {
+		if !done {
+			v, done = f(), true
+		}
+		return v
+	}
 }

@@ -65,7 +65,7 @@ func TestStage(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := false
-			in := PreFilterIn{Now: t0, Member: tc.member, Want: tc.want, Confirmed: func() int { asked = true; return tc.confirmed }}
+			in := StageIn{Now: t0, Member: tc.member, Want: tc.want, Confirmed: func() int { asked = true; return tc.confirmed }}
 			stage, msg := tc.gang().Stage(in)
 			if stage != tc.stage {
 				t.Errorf("stage %v, want %v", stage, tc.stage)

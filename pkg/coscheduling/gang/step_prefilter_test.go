@@ -1,0 +1,264 @@
+package gang
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// bound is a member of "g" bound to node.
+func bound(name, node, cpu string) *v1.Pod {
+	p := gangtest.Member(name, "g", cpu)
+	p.Spec.NodeName = node
+	return p
+}
+
+// reservedOn is a gang whose member name is reserved on node and waits at Permit.
+func reservedOn(name, node string) *Gang {
+	g := New("ns", "g", "uid")
+	p := gangtest.Member(name, "g", "1")
+	g.CountReserved(p.UID, node)
+	g.AddWaiting(p)
+	return g
+}
+
+func cpuNodes(cpu string, names ...string) []fwk.NodeInfo {
+	var out []fwk.NodeInfo
+	for _, n := range names {
+		out = append(out, gangtest.Node(n, cpu))
+	}
+	return out
+}
+
+var rackPolicy = gangfit.Policy{Required: gangtest.RackKey, Source: "spec"}
+
+// TestPreFilter is every outcome of a member's PreFilter step: a row per way the member is refused,
+// joined, placed on its own or checked, with the nodes it gets, what it asks the plugin to report, and
+// how often it lists the group and the claims (at most once each, and never for a refused or joining
+// member whose attempt has a placement).
+func TestPreFilter(t *testing.T) {
+	rackR1 := &gangfit.Placement{Key: gangtest.RackKey, Value: "r1", Level: gangfit.LevelRequired, Nodes: sets.New("r1-0", "r1-1"), Message: "rack r1"}
+	cases := []struct {
+		name    string
+		gang    func() *Gang
+		member  *v1.Pod
+		members []*v1.Pod
+		// want is minMember (default 2).
+		want      int
+		nodes     []fwk.NodeInfo
+		policy    gangfit.Policy
+		plannable bool
+		others    map[string]*Gang
+
+		stage                           Stage
+		reject, infeasible, checked     bool
+		infeasibleChanged, domainChosen bool
+		offered, planned                bool
+		msg                             string
+		nodesOut                        []string
+		listed, claimed                 int
+		check                           func(t *testing.T, g *Gang)
+	}{
+		{name: "backing off: refused, nothing read", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.BackoffUntil = t0.Add(time.Second)
+			return g
+		}, stage: Refuse, reject: true, msg: "backs off until"},
+		{name: "a sibling of the last attempt's lead waits for it", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.SetLead(gangtest.Member("lead", "g", "1"))
+			return g
+		}, stage: Refuse, reject: true, msg: "places member lead first"},
+		{name: "an attempt under way, no domain nor plan: joined, every node", gang: func() *Gang { return withWaiting([]string{"a"}) },
+			stage: Join},
+		{name: "joined to the attempt's domain", gang: func() *Gang {
+			g := withWaiting([]string{"a"})
+			g.Placement = rackR1
+			return g
+		}, policy: rackPolicy, stage: Join, nodesOut: []string{"r1-0", "r1-1"}},
+		{name: "joined and offered the attempt's plan", gang: func() *Gang {
+			g := withWaiting([]string{"a"})
+			g.Placement, g.Plan = rackR1, plan("r1-1", "r1-0")
+			return g
+		}, policy: rackPolicy, plannable: true, stage: Join, offered: true, nodesOut: []string{"r1-1"}},
+		{name: "joined but not plannable: the domain, not the offer", gang: func() *Gang {
+			g := withWaiting([]string{"a"})
+			g.Placement, g.Plan = rackR1, plan("r1-1")
+			return g
+		}, policy: rackPolicy, stage: Join, nodesOut: []string{"r1-0", "r1-1"}},
+		{name: "an adopted attempt without a domain: pinned where its members are", gang: func() *Gang { return reservedOn("a", "r2-0") },
+			members: []*v1.Pod{gangtest.Member("a", "g", "1")}, nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Join, nodesOut: []string{"r2-0", "r2-1", "r2-2", "r2-3"}, listed: 1,
+			check: func(t *testing.T, g *Gang) {
+				if g.Placement == nil || g.Placement.Value != "r2" {
+					t.Errorf("placement %+v, want the adopted attempt pinned to rack r2", g.Placement)
+				}
+			}},
+		{name: "the quorum is bound: an extra member without a policy gets every node", gang: func() *Gang { return withWaiting(nil, "a", "b") },
+			members: []*v1.Pod{bound("a", "n1", "1"), bound("b", "n1", "1"), gangtest.Member("c", "g", "1")}, nodes: cpuNodes("4", "n1"),
+			stage: Extra, listed: 1},
+		{name: "an extra member with a required policy goes to its gang's rack", gang: func() *Gang { return withWaiting(nil, "a", "b") },
+			members: []*v1.Pod{bound("a", "r1-0", "1"), bound("b", "r1-0", "1"), gangtest.Member("c", "g", "1")}, nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Extra, nodesOut: []string{"r1-0", "r1-1"}, listed: 1, claimed: 1},
+		{name: "the member set says quorum, the store does not: a new attempt is checked", gang: func() *Gang { return withWaiting(nil, "a", "b") },
+			members: []*v1.Pod{gangtest.Member("a", "g", "1"), gangtest.Member("b", "g", "1")}, nodes: cpuNodes("4", "n1"),
+			stage: Check, checked: true, listed: 1, claimed: 1},
+		{name: "the first member, the gang fits: checked, every node", gang: func() *Gang { return New("ns", "g", "uid") },
+			members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
+			stage: Check, checked: true, listed: 1, claimed: 1,
+			check: func(t *testing.T, g *Gang) {
+				if g.Feasibility == nil || !g.Feasibility.Feasible || g.CacheKey.Existing != 2 {
+					t.Errorf("the check was not recorded: %+v %+v", g.Feasibility, g.CacheKey)
+				}
+			}},
+		{name: "the first member, the gang does not fit: infeasible, the outcome changes", gang: func() *Gang { return New("ns", "g", "uid") },
+			members: gangtest.GangOf(2, "3"), nodes: cpuNodes("4", "n1"),
+			stage: Check, reject: true, infeasible: true, checked: true, infeasibleChanged: true, msg: "ns/g", listed: 1, claimed: 1,
+			check: func(t *testing.T, g *Gang) {
+				if g.Outcome.Reason != podgroup.ReasonGangInfeasible {
+					t.Errorf("outcome %q, want GangInfeasible", g.Outcome.Reason)
+				}
+			}},
+		{name: "a gang whose preemption's room is nominated stays Preempting when it does not fit yet", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.Preempted([]string{"n1"}, "preempting 2 pods")
+			return g
+		}, members: gangtest.GangOf(2, "3"), nodes: cpuNodes("4", "n1"),
+			stage: Check, reject: true, infeasible: true, checked: true, listed: 1, claimed: 1,
+			check: func(t *testing.T, g *Gang) {
+				if g.Outcome.Reason != podgroup.ReasonPreempting {
+					t.Errorf("outcome %q, want Preempting kept", g.Outcome.Reason)
+				}
+			}},
+		{name: "the cache answers infeasible: refused without a check", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-time.Second)}, nil, nil)
+			return g
+		}, members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
+			stage: Check, reject: true, infeasible: true, msg: "no room", listed: 1},
+		{name: "the cache answers feasible: the cached domain, without a check", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.Checked(gangfit.Result{Feasible: true}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-time.Second)}, rackR1, nil)
+			return g
+		}, members: gangtest.GangOf(2, "1"), nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Check, nodesOut: []string{"r1-0", "r1-1"}, listed: 1},
+		{name: "a stale cache (older than its TTL) is checked again", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-2 * time.Second)}, nil, nil)
+			return g
+		}, members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
+			stage: Check, checked: true, listed: 1, claimed: 1},
+		{name: "a required policy: the tightest rack that holds the gang is chosen", gang: func() *Gang { return New("ns", "g", "uid") },
+			members: gangtest.GangOf(2, "4"), nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Check, checked: true, domainChosen: true, nodesOut: []string{"r1-0", "r1-1"}, listed: 1, claimed: 1},
+		{name: "a rack another gang gathers in is avoided while another fits", gang: func() *Gang { return New("ns", "g", "uid") },
+			others: map[string]*Gang{"ns/other": func() *Gang {
+				o := New("ns", "other", "other")
+				p := gangtest.Member("o1", "other", "1")
+				o.CountReserved(p.UID, "r1-0")
+				o.AddWaiting(p)
+				o.Placement = rackR1
+				o.Phase = attempt.PhaseGathering
+				return o
+			}()},
+			members: gangtest.GangOf(2, "4"), nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Check, checked: true, domainChosen: true, nodesOut: []string{"r3-0", "r3-1", "r3-2"}, listed: 1, claimed: 1},
+		{name: "a required policy no rack can hold: infeasible, the message names the policy", gang: func() *Gang { return New("ns", "g", "uid") },
+			members: gangtest.GangOf(5, "4"), want: 5, nodes: gangtest.RackedCluster(), policy: rackPolicy,
+			stage: Check, reject: true, infeasible: true, checked: true, infeasibleChanged: true, msg: "(topology policy from spec)", listed: 1, claimed: 1},
+		{name: "plannable: the check's plan is kept and offers its nodes", gang: func() *Gang { return New("ns", "g", "uid") },
+			members: gangtest.GangOf(2, "2"), nodes: cpuNodes("4", "n1", "n2", "n3"), plannable: true,
+			stage: Check, checked: true, offered: true, planned: true, nodesOut: []string{"n1"}, listed: 1, claimed: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.gang()
+			gangs := map[string]*Gang{g.Key(): g}
+			for k, o := range tc.others {
+				gangs[k] = o
+			}
+			member := tc.member
+			if member == nil {
+				member = gangtest.Member("m0", "g", "1")
+			}
+			want := tc.want
+			if want == 0 {
+				want = 2
+			}
+			listed, claimed := 0, 0
+			in := PreFilterIn{
+				Now: t0, Logger: klog.Background(), Member: member, Want: want, UID: "uid",
+				Policy: tc.policy, Nodes: tc.nodes, Plannable: tc.plannable, CandidateNodes: 1, CacheTTL: 2 * time.Second,
+				Members: func() []*v1.Pod { listed++; return tc.members },
+				Claimed: func(int32) []*v1.Pod { claimed++; return nil },
+				Gangs:   gangs, Fit: &gangfit.Shared{},
+			}
+			out := g.PreFilter(in)
+			if out.Stage != tc.stage {
+				t.Errorf("stage %v, want %v", out.Stage, tc.stage)
+			}
+			got := struct{ Reject, Infeasible, Checked, InfeasibleChanged, DomainChosen, Offered, Planned bool }{
+				out.Reject, out.Infeasible, out.Checked, out.InfeasibleChanged, out.DomainChosen, out.Offered, out.Plan != nil}
+			wantFlags := struct{ Reject, Infeasible, Checked, InfeasibleChanged, DomainChosen, Offered, Planned bool }{
+				tc.reject, tc.infeasible, tc.checked, tc.infeasibleChanged, tc.domainChosen, tc.offered, tc.planned}
+			if diff := cmp.Diff(wantFlags, got); diff != "" {
+				t.Errorf("what the plugin is asked to do (-want +got):\n%s", diff)
+			}
+			if tc.msg != "" && !strings.Contains(out.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
+			}
+			if !tc.reject && out.Message != "" {
+				t.Errorf("message %q for a member that is not refused", out.Message)
+			}
+			var nodes []string
+			if out.Nodes != nil {
+				nodes = sets.List(out.Nodes)
+			}
+			if diff := cmp.Diff(tc.nodesOut, nodes); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s", diff)
+			}
+			if out.DomainChosen && (out.Placement == nil || out.Placement.Message == "") {
+				t.Errorf("a chosen domain without its placement: %+v", out.Placement)
+			}
+			if listed != tc.listed || claimed != tc.claimed {
+				t.Errorf("listed the group %d times and the claims %d, want %d and %d", listed, claimed, tc.listed, tc.claimed)
+			}
+			if tc.check != nil {
+				tc.check(t, g)
+			}
+		})
+	}
+}
+
+// TestPreFilterRecordsOnce: the members of one burst after a fresh check are answered from it (one
+// check per attempt), and a later member of a joined attempt lists nothing.
+func TestPreFilterRecordsOnce(t *testing.T) {
+	g := New("ns", "g", "uid")
+	members := gangtest.GangOf(3, "1")
+	checks := 0
+	in := PreFilterIn{Now: t0, Logger: klog.Background(), Want: 3, UID: "uid", Nodes: cpuNodes("4", "n1"), CacheTTL: 2 * time.Second,
+		Members: func() []*v1.Pod { return members },
+		Claimed: func(int32) []*v1.Pod { checks++; return nil },
+		Gangs:   map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{}}
+	for i, m := range members {
+		in.Member = m
+		in.Now = t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		if out := g.PreFilter(in); out.Reject {
+			t.Fatalf("member %s refused: %s", m.Name, out.Message)
+		}
+	}
+	if checks != 1 {
+		t.Errorf("%d whole-gang checks for one burst, want 1", checks)
+	}
+}
