@@ -185,8 +185,16 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
+	g := pl.gangs[key]
+	if g != nil && g.PodGroupUID != "" && pg.UID != "" && g.PodGroupUID != pg.UID {
+		// The state is a newer PodGroup's of the same name already (a scheduling cycle read it from
+		// the store before this handler was told of the old one's delete, and started afresh):
+		// nothing of it, its waiting members nor their nominations, is the old one's.
+		pl.mu.Unlock()
+		return
+	}
 	delete(pl.ended, key)
-	if g := pl.gangs[key]; g != nil {
+	if g != nil {
 		now := pl.clock.Now()
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})
 		r = pl.stepLocked(g, func() gang.Result {

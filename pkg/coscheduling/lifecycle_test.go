@@ -259,6 +259,35 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 	})
 }
 
+// TestLateDeleteOfARecreatedPodGroup: a scheduling cycle may read a recreated PodGroup from the store
+// before the handler is told of the old one's delete; the late delete leaves the new PodGroup's
+// attempt alone (it rejected the new attempt's waiting members before).
+func TestLateDeleteOfARecreatedPodGroup(t *testing.T) {
+	old := makePG("ns", "g", 2, time.Time{})
+	old.UID = "old"
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{old}, nil)
+	gang := members("m", "g", 2)
+	enqueue(t, env, gang...)
+	if err := env.pgs.Delete(old); err != nil {
+		t.Fatal(err)
+	}
+	recreated := old.DeepCopy()
+	recreated.UID = "new"
+	if err := env.pgs.Add(recreated); err != nil {
+		t.Fatal(err)
+	}
+	if s := reserveAndPermit(t, env, gang[0]); !s.IsWait() {
+		t.Fatalf("Permit(m0) under the recreated PodGroup = %v, want Wait", s)
+	}
+	env.pl.podGroupEventHandler().OnDelete(old)
+	if w := env.handle.waiting[gang[0].UID]; w.rejected != "" {
+		t.Errorf("the old PodGroup's late delete rejected the new one's member: %q", w.rejected)
+	}
+	if s := reserveAndPermit(t, env, gang[1]); !passed(s) {
+		t.Errorf("Permit(m1) = %v, want Success: the new attempt reaches its quorum", s)
+	}
+}
+
 func TestPodGroupEditsMidAttempt(t *testing.T) {
 	ctx := context.Background()
 	setup := func(t *testing.T) (*testEnv, *v1alpha1.PodGroup, []*v1.Pod) {
