@@ -241,24 +241,33 @@ func TestPreFilter(t *testing.T) {
 	}
 }
 
-// TestPreFilterRecordsOnce: the members of one burst after a fresh check are answered from it (one
-// check per attempt), and a later member of a joined attempt lists nothing.
+// TestPreFilterRecordsOnce: after the first member's fresh check, the other members of one burst are
+// answered from it (the cache), so a burst costs one whole-gang check; each member still lists the
+// group once (the cache key counts its members).
 func TestPreFilterRecordsOnce(t *testing.T) {
 	g := New("ns", "g", "uid")
 	members := gangtest.GangOf(3, "1")
-	checks := 0
+	listed, claimsRead := 0, 0
 	in := PreFilterIn{Now: t0, Logger: klog.Background(), Want: 3, UID: "uid", Nodes: cpuNodes("4", "n1"), CacheTTL: 2 * time.Second,
-		Members: func() []*v1.Pod { return members },
-		Claimed: func(int32) []*v1.Pod { checks++; return nil },
+		Members: func() []*v1.Pod { listed++; return members },
+		// A fresh check reads the claims once; the cache reads none.
+		Claimed: func(int32) []*v1.Pod { claimsRead++; return nil },
 		Gangs:   map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{}}
 	for i, m := range members {
 		in.Member = m
 		in.Now = t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		if out := g.PreFilter(in); out.Reject {
+		out := g.PreFilter(in)
+		if out.Reject {
 			t.Fatalf("member %s refused: %s", m.Name, out.Message)
 		}
+		if want := i == 0; out.Checked != want {
+			t.Errorf("member %s: checked afresh %v, want %v", m.Name, out.Checked, want)
+		}
 	}
-	if checks != 1 {
-		t.Errorf("%d whole-gang checks for one burst, want 1", checks)
+	if claimsRead != 1 {
+		t.Errorf("%d whole-gang checks for one burst, want 1", claimsRead)
+	}
+	if listed != len(members) {
+		t.Errorf("the group was listed %d times for %d members, want once each", listed, len(members))
 	}
 }
