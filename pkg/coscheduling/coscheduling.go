@@ -147,6 +147,10 @@ type Coscheduling struct {
 	gateEpisodes uint64
 	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
 	waitingGangs int
+	// retired are the reservations of PodGroups recreated under their names, for endRetired, which
+	// retiring wakes.
+	retired  []retiredReservation
+	retiring chan struct{}
 
 	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
 	// member enters the queue, so that Less never reads state that changes while the pod is in the heap.

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,13 @@ func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 	}
 }
 
+// activatedPods are the pods activated so far (namespace/name).
+func (h *fakeHandle) activatedPods() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.activated)
+}
+
 func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return nil }
 func (h *fakeHandle) ProfileName() string                       { return "test" }
 
@@ -96,6 +104,8 @@ type testEnv struct {
 func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodGroup, pods []*v1.Pod) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx) // ends the plugin's background work with the test
+	t.Cleanup(cancel)
 	pgStore := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for _, pg := range pgs {
 		if err := pgStore.Add(pg); err != nil {

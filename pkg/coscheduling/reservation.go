@@ -81,6 +81,42 @@ func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) 
 	}
 }
 
+// retiredReservation is the reservation of a PodGroup recreated under its name (see
+// gang.Gang.Recreated), found at at.
+type retiredReservation struct {
+	namespace, name string
+	at              time.Time
+	r               gang.Reservation
+}
+
+// endRetired ends the reservations of recreated PodGroups (see gangForLocked) as the PodGroup's
+// delete would have: the reservation's Deleted step, then finishReservation (the members'
+// nominations cleared, ReservationEnded, the gangs waiting behind activated). It runs until ctx ends.
+func (pl *Coscheduling) endRetired(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pl.retiring:
+		}
+		pl.mu.Lock()
+		todo := pl.retired
+		pl.retired = nil
+		done := make([]reservationDone, len(todo))
+		for i, o := range todo {
+			old := gang.New(o.namespace, o.name, "")
+			old.Reserve = o.r
+			_, done[i] = pl.stepReservationLocked(old, resv.Input{Event: resv.Deleted, Now: o.at, Message: "the PodGroup was recreated"})
+		}
+		pl.mu.Unlock()
+		for i, d := range done {
+			if !d.empty() {
+				pl.finishReservation(ctx, todo[i].namespace, todo[i].name, nil, d, nil)
+			}
+		}
+	}
+}
+
 // finishReservation does what a reservation step left: at an end, the members' nominations are
 // cleared (except those keep names, a preemption's), ReservationEnded is recorded and the gangs
 // waiting behind are activated; the status is written; the gang's members are activated for a

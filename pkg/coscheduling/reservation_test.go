@@ -1,8 +1,18 @@
 package coscheduling
 
 import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -98,5 +108,71 @@ func TestEndedReservationOutlivesTheGangsState(t *testing.T) {
 	env.pl.onPodGroupDelete(pg)
 	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != "" {
 		t.Errorf("attemptInfo after the PodGroup was deleted = %+v, want nothing", a)
+	}
+}
+
+// TestRecreatedPodGroupEndsItsReservation: a scheduling cycle that reads a PodGroup recreated under
+// its name (another UID) before the handler hears of the old one's delete starts afresh, and the old
+// PodGroup's reservation is ended as its delete would have ended it, outside that cycle: its timer
+// stopped, ReservationEnded recorded, the members' nominations cleared, the gauge back to none, and a
+// gang waiting behind it activated.
+func TestRecreatedPodGroupEndsItsReservation(t *testing.T) {
+	m0, m1, w0 := member("m0", "g", "1"), member("m1", "g", "1"), member("w0", "w", "1")
+	m0.Status.NominatedNodeName, m1.Status.NominatedNodeName = "n0", "n1"
+	old, waiting := makePG("ns", "g", 2, time.Time{}), makePG("ns", "w", 1, time.Time{})
+	old.UID = "old"
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{old, waiting}, []*v1.Pod{m0, m1, w0})
+	h := &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
+	env.pl.handle = h
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	var fired atomic.Bool
+
+	env.pl.mu.Lock()
+	g := env.pl.gangForLocked(old)
+	g.Reserve.Phase, g.Reserve.Since = resv.Held, env.clock.Now()
+	g.Reserve.Hold(gangfit.ReservationPlan{OK: true, Message: "holds room on 2 nodes",
+		Assignment: []gangfit.Nomination{{Pod: m0, Node: "n0"}, {Pod: m1, Node: "n1"}}})
+	g.Reserve.Timer = env.clock.AfterFunc(time.Minute, func() { fired.Store(true) })
+	env.pl.gangForLocked(waiting).Reserve.Phase = resv.Waiting
+	env.pl.reservationMetricsLocked()
+	env.pl.mu.Unlock()
+
+	recreated := old.DeepCopy()
+	recreated.UID = "new"
+	if err := env.pgs.Update(recreated); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.mu.Lock()
+	held := env.pl.gangForLocked(recreated).Reserve.Held()
+	env.pl.mu.Unlock()
+	if held {
+		t.Error("the recreated PodGroup's state holds the old one's reservation")
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, EventReservationEnded) || !strings.Contains(e, "the PodGroup was recreated") {
+			t.Errorf("event %q, want ReservationEnded for the recreated PodGroup", e)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("the old PodGroup's reservation was never ended")
+	}
+	// The event is recorded after the nominations are cleared, before the waiting gang is activated.
+	for _, m := range []string{"m0", "m1"} {
+		if n, ok := h.nominated[m]; !ok || n != "" {
+			t.Errorf("%s's nomination after the end: %q (cleared: %v), want cleared", m, n, ok)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return slices.Contains(env.handle.activatedPods(), "ns/w0"), nil
+	}); err != nil {
+		t.Errorf("activated %v, want the gang waiting behind the reservation (ns/w0)", env.handle.activatedPods())
+	}
+	if v, err := testutil.GetGaugeMetricValue(reservedGangs.WithLabelValues("test")); err != nil || v != 0 {
+		t.Errorf("reserved gangs gauge = %v (%v), want 0", v, err)
+	}
+	env.clock.Step(2 * time.Minute)
+	if fired.Load() {
+		t.Error("the old reservation's timer fired after the PodGroup was recreated")
 	}
 }

@@ -110,8 +110,10 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		gangs:     map[string]*gang.Gang{},
 		ended:     map[string][2]string{},
 		gated:     map[types.UID]gateState{},
+		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,
 	}
+	go pl.endRetired(ctx)
 	if h != nil {
 		pl.recorder = h.EventRecorder()
 		pl.profile = h.ProfileName()

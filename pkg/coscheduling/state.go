@@ -50,8 +50,14 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 		return g
 	}
 	if g.PodGroupUID != pg.UID {
-		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: pl.clock.Now(), Message: "the PodGroup was recreated"})
-		stopTimers(g.ResetHistory(pg.UID))
+		// The old PodGroup's reservation is ended by endRetired, outside this cycle and its lock.
+		if old, end := g.Recreated(pg.UID); end {
+			pl.retired = append(pl.retired, retiredReservation{namespace: pg.Namespace, name: pg.Name, at: pl.clock.Now(), r: old})
+			select {
+			case pl.retiring <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return g
 }

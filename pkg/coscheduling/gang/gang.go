@@ -221,6 +221,21 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	return timers
 }
 
+// Recreated makes g the state of a PodGroup recreated under its name (uid): what earlier attempts
+// left behind is forgotten (see ResetHistory) and its timers are stopped. The old PodGroup's
+// reservation, when it waited or held one, is returned for the caller to end (the room it nominated is
+// not the new PodGroup's); its timer is stopped too.
+func (g *Gang) Recreated(uid types.UID) (old Reservation, end bool) {
+	old = g.Reserve
+	for _, t := range g.ResetHistory(uid) {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	old.Timer, old.TimerAt = nil, time.Time{}
+	return old, old.Phase != resv.Idle
+}
+
 // SetOutcome records the last attempt's result for the status; it reports whether it changed.
 func (g *Gang) SetOutcome(reason, message string) bool {
 	o := Outcome{Reason: reason, Message: message}

@@ -441,3 +441,26 @@ func TestFeasibilityKey(t *testing.T) {
 		}
 	}
 }
+
+func TestRecreated(t *testing.T) {
+	for _, tc := range []struct {
+		phase   resv.Phase
+		wantEnd bool
+	}{{resv.Idle, false}, {resv.Waiting, true}, {resv.Held, true}} {
+		clk := testingclock.NewFakeClock(t0)
+		g := dirty(withWaiting([]string{"a"}, "b"))
+		backoff, timer := clk.NewTimer(time.Minute), clk.NewTimer(time.Minute)
+		g.BackoffTimer = backoff
+		g.Reserve = Reservation{State: resv.State{Phase: tc.phase}, Timer: timer, TimerAt: t0.Add(time.Minute)}
+		old, end := g.Recreated("new")
+		if end != tc.wantEnd || old.Phase != tc.phase || old.Timer != nil || !old.TimerAt.IsZero() {
+			t.Errorf("%v: Recreated = phase %v, timer %v at %v, end %v; want phase %v, no timer, end %v", tc.phase, old.Phase, old.Timer, old.TimerAt, end, tc.phase, tc.wantEnd)
+		}
+		if backoff.Stop() || timer.Stop() {
+			t.Errorf("%v: Recreated left a timer running", tc.phase)
+		}
+		if g.PodGroupUID != "new" || g.Reserve.Phase != resv.Idle || g.BackoffTimer != nil || len(g.Members) != 2 {
+			t.Errorf("%v: state after Recreated: %+v", tc.phase, g)
+		}
+	}
+}
