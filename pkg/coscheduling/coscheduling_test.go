@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/component-base/metrics"
+	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -369,9 +370,9 @@ func TestPermitQuorum(t *testing.T) {
 			t.Errorf("second member waits %v, want the 2s left of the group's deadline", d)
 		}
 		env.clock.Step(2 * time.Second)
-		before := counterValue(t, gangTimeouts, "test")
+		before := counterValue(t, metrics.GangTimeouts, "test")
 		env.pl.Unreserve(ctx, nil, pods[0], "n")
-		if got := counterValue(t, gangTimeouts, "test"); got != before+1 {
+		if got := counterValue(t, metrics.GangTimeouts, "test"); got != before+1 {
 			t.Errorf("timeouts counter = %v, want %v", got, before+1)
 		}
 		if w := env.handle.waiting[pods[1].UID]; !strings.Contains(w.rejected, "timed out") {
@@ -510,7 +511,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	pods := []*v1.Pod{member("m0", "g", "3"), member("m1", "g", "3"), member("m2", "g", "3")}
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Time{})}, pods)
 	nodes := []fwk.NodeInfo{node("a", "4"), node("b", "4")}
-	before := counterValue(t, gangRejections, "test", reasonInfeasible)
+	before := counterValue(t, metrics.GangRejections, "test", metrics.ReasonInfeasible)
 	for _, p := range pods {
 		state := framework.NewCycleState()
 		_, s := env.pl.PreFilter(ctx, state, p, nodes)
@@ -524,7 +525,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	}
 	first := env.pl.gangs["ns/g"].CacheKey
 	// Three members rejected, one check made.
-	if got := counterValue(t, gangRejections, "test", reasonInfeasible) - before; got != 1 {
+	if got := counterValue(t, metrics.GangRejections, "test", metrics.ReasonInfeasible) - before; got != 1 {
 		t.Errorf("the gang was checked %v times for 3 members, want once", got)
 	}
 	// A node added (the hint bumps the epoch) invalidates the cached answer.
@@ -553,7 +554,7 @@ func TestNewRejectsInvalidArgs(t *testing.T) {
 	}
 }
 
-func counterValue(t *testing.T, c *metrics.CounterVec, labels ...string) float64 {
+func counterValue(t *testing.T, c *k8smetrics.CounterVec, labels ...string) float64 {
 	t.Helper()
 	v, err := testutil.GetCounterMetricValue(c.WithLabelValues(labels...))
 	if err != nil {

@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
@@ -95,7 +96,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
 		g = gang.New(pod.Namespace, name, "")
 		pl.gangs[g.Key()] = g
-		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 	}
 	// Bound: it counts from the informer now, not from a reservation.
 	g.CountBound(pod.UID)

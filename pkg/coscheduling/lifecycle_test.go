@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -395,7 +396,7 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		nodes := []fwk.NodeInfo{node("a", "1"), node("b", "1")}
 		check := func() float64 {
 			_, _ = env.pl.PreFilter(ctx, framework.NewCycleState(), gang[0], nodes)
-			return counterValue(t, gangRejections, "test", reasonInfeasible)
+			return counterValue(t, metrics.GangRejections, "test", metrics.ReasonInfeasible)
 		}
 		first := check()
 		statusOnly := pg.DeepCopy()
@@ -450,7 +451,7 @@ func TestStateIsFreed(t *testing.T) {
 	if groups, gated, stamps := env.pl.stateSize(); groups+gated+stamps != 0 {
 		t.Errorf("state after 1000 finished gangs: %d groups, %d gated pods, %d queue stamps; want none", groups, gated, stamps)
 	}
-	if v, err := testutil.GetGaugeMetricValue(trackedGroups.WithLabelValues("test")); err != nil || v != 0 {
+	if v, err := testutil.GetGaugeMetricValue(metrics.TrackedGroups.WithLabelValues("test")); err != nil || v != 0 {
 		t.Errorf("tracked_pod_groups = %v (%v), want 0", v, err)
 	}
 	if env.pl.waitingGangs != 0 {

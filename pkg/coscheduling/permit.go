@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -52,7 +53,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 		return fwk.NewStatus(fwk.Unschedulable, r.Message)
 	}
 	if planned {
-		placementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()
+		metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planPlaced).Inc()
 	}
 	return nil
 }
@@ -95,9 +96,9 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		return
 	}
 	pl.mu.Unlock()
-	timedOut, metricReason := r.Reason == EventGangTimedOut, reasonMemberRejected
+	timedOut, metricReason := r.Reason == EventGangTimedOut, metrics.ReasonMemberRejected
 	if timedOut {
-		metricReason = reasonTimeout
+		metricReason = metrics.ReasonTimeout
 	}
 	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(r.Pods))
 	pl.failed(pl.podGroups.Get(pod.Namespace, name), r, metricReason, pod)
@@ -127,7 +128,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	pl.mu.Unlock()
 	switch {
 	case r.Failed():
-		pl.failed(pg, r, reasonTimeout, pod)
+		pl.failed(pg, r, metrics.ReasonTimeout, pod)
 		return fwk.NewStatus(fwk.Unschedulable, r.Message), 0
 	case r.AllowWaiting:
 		pl.allow(r.Pods)
@@ -136,7 +137,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 			// not needed then, so they did not preempt) are retried now: placed like any pod, they
 			// may preempt.
 			pl.activateSiblings(state, pod)
-			timeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(r.Start).Seconds())
+			metrics.TimeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(r.Start).Seconds())
 			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", r.Count, "allowed", len(r.Pods))
 			pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, r.Message)
 			pl.notifyStatus(key)

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ type plannedMark struct{ offered []string }
 
 func (m plannedMark) Clone() fwk.StateData { return m }
 
-// The outcome labels of placementPlanMembers.
+// The outcome labels of metrics.PlacementPlanMembers.
 const (
 	planPlaced   = "placed"
 	planFallback = "fallback"
@@ -72,7 +73,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 		g.MissPlan()
 	}
 	pl.mu.Unlock()
-	placementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
+	metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
 	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), rejectedNodes(offered, m))
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -149,7 +150,7 @@ func TestPlacementPlanNarrowsEachMember(t *testing.T) {
 		nodeWith("half", "4", running("x", "", "half", "2", 0)),
 		nodeWith("most", "4", running("y", "", "most", "3", 0)),
 	}}
-	before := counterValue(t, placementPlanMembers, "test", planPlaced)
+	before := counterValue(t, metrics.PlacementPlanMembers, "test", planPlaced)
 	var got []string
 	for _, p := range pods {
 		out := c.run(p)
@@ -176,7 +177,7 @@ func TestPlacementPlanNarrowsEachMember(t *testing.T) {
 	if g := env.pl.gangs["ns/g"]; g.Plan != nil {
 		t.Errorf("the plan outlived the quorum: %+v", g.Plan.Nodes)
 	}
-	if n := counterValue(t, placementPlanMembers, "test", planPlaced) - before; n != 4 {
+	if n := counterValue(t, metrics.PlacementPlanMembers, "test", planPlaced) - before; n != 4 {
 		t.Errorf("placed through the plan: %v, want 4", n)
 	}
 }
@@ -193,13 +194,13 @@ func TestPlacementPlanFallback(t *testing.T) {
 	}
 	// A pod of another scheduler takes the rest of a, the node the plan keeps for m1.
 	c.node("a").AddPod(running("intruder", "", "a", "2", 0))
-	before := counterValue(t, placementPlanMembers, "test", planFallback)
+	before := counterValue(t, metrics.PlacementPlanMembers, "test", planFallback)
 	out := c.run(pods[1])
 	if out.node != "" || out.status.Code() != fwk.Unschedulable || !strings.Contains(out.status.Message(), "retried at once without the plan") ||
 		!strings.Contains(out.status.Message(), "a: Insufficient cpu") {
 		t.Fatalf("m1 on the used-up plan: %+v", out)
 	}
-	if n := counterValue(t, placementPlanMembers, "test", planFallback) - before; n != 1 {
+	if n := counterValue(t, metrics.PlacementPlanMembers, "test", planFallback) - before; n != 1 {
 		t.Errorf("fallbacks counted: %v", n)
 	}
 	if !slices.Contains(env.handle.activated, "ns/m1") {
@@ -456,11 +457,11 @@ func TestPlacementPlanOtherPreFilterRejection(t *testing.T) {
 	}
 	statuses := framework.NewDefaultNodeToStatus()
 	statuses.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "pod has unbound immediate PersistentVolumeClaims").WithPlugin("VolumeBinding"))
-	before := counterValue(t, placementPlanMembers, "test", planFallback)
+	before := counterValue(t, metrics.PlacementPlanMembers, "test", planFallback)
 	if _, s := env.pl.PostFilter(ctx, state, pods[0], statuses); strings.Contains(s.Message(), "planned nodes") {
 		t.Fatalf("PostFilter = %v: taken as a miss of the plan", s)
 	}
-	if n := counterValue(t, placementPlanMembers, "test", planFallback) - before; n != 0 {
+	if n := counterValue(t, metrics.PlacementPlanMembers, "test", planFallback) - before; n != 0 {
 		t.Errorf("fallbacks counted: %v", n)
 	}
 	if g := env.pl.gangs["ns/g"]; g.Plan == nil || g.NoPlan {

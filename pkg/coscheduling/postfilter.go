@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"sort"
 	"time"
 
@@ -73,7 +74,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	klog.FromContext(ctx).V(3).Info("Gang attempt failed: a member found no node", "pod", klog.KObj(pod), "podGroup", key, "rejectedWaiting", len(r.Pods), "retryWithItFirst", r.Lead)
-	pl.failed(pg, r, reasonMemberUnschedulable, pod)
+	pl.failed(pg, r, metrics.ReasonMemberUnschedulable, pod)
 	return nil, fwk.NewStatus(fwk.Unschedulable, r.Message)
 }
 

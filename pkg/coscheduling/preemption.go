@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +57,7 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 	case !st.IsSuccess():
 		result = "unschedulable"
 	}
-	preemptionAttempts.WithLabelValues(pl.profile, "pod", result).Inc()
+	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "pod", result).Inc()
 	msg := st.Message()
 	if msg != "" {
 		msg = "preemption: " + msg
@@ -104,7 +105,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	prio := corev1helpers.PodPriority(pod)
 	members := pl.membersOf(pg.Namespace, pg.Name)
 	done := func(r string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status, string) {
-		preemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
 		if r == "not_eligible" || r == "not_helpful" {
 			pl.stoppedPreempting(pg)
 		}
@@ -252,9 +253,9 @@ func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victi
 func (pl *Coscheduling) onEvicted(victim *v1.Pod, preemptorType string, victims []*v1.Pod) {
 	pl.victimEvicted(victim)
 	kind := gangpreemption.MetricsKind(preemptorType)
-	preemptionVictimPods.WithLabelValues(pl.profile, kind).Inc()
+	metrics.PreemptionVictimPods.WithLabelValues(pl.profile, kind).Inc()
 	if gangpreemption.FirstOfItsGang(victim, victims) {
-		preemptionVictimGangs.WithLabelValues(pl.profile, kind).Inc()
+		metrics.PreemptionVictimGangs.WithLabelValues(pl.profile, kind).Inc()
 	}
 }
 
@@ -281,7 +282,7 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	if !wasReserved || !r.Failed() {
 		return
 	}
-	pl.failed(pl.podGroups.Get(victim.Namespace, name), r, reasonMemberRejected)
+	pl.failed(pl.podGroups.Get(victim.Namespace, name), r, metrics.ReasonMemberRejected)
 }
 
 // evictionRetry bounds the retries of a failed eviction of a gang member whose siblings are leaving.
@@ -324,7 +325,7 @@ func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.C
 				idle++
 				return idle > 3, nil
 			}
-			preemptionEvictionRetries.WithLabelValues(pl.profile).Inc()
+			metrics.PreemptionEvictionRetries.WithLabelValues(pl.profile).Inc()
 			if _, err := pl.preempt.EvictOnce(ctx, c, p, victim, Name); err != nil {
 				logger.V(2).Info("Retrying the eviction of a member of a gang being preempted", "pod", klog.KObj(victim), "err", err)
 				return false, nil

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -98,7 +99,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 	logger := klog.FromContext(ctx)
 	if out.Checked && out.Infeasible {
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
-		gangRejections.WithLabelValues(pl.profile, reasonInfeasible).Inc()
+		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
 		if out.InfeasibleChanged {
 			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, out.Message)
 			pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv
 		pl.wakeLocked(g, e.WakeAt, in.Now)
 	}
 	if e.End != "" {
-		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
+		metrics.ReservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
 		pl.reservationMetricsLocked()
 		d.waiting = gang.WaitingBehind(pl.gangs, g)
 	}
@@ -249,14 +250,14 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 func (pl *Coscheduling) reservationMetricsLocked() {
 	t := gang.Held(pl.gangs)
 	pl.reserved.Store(int64(t.Gangs))
-	reservedGangs.WithLabelValues(pl.profile).Set(float64(t.Gangs))
-	reservedCapacity.WithLabelValues(pl.profile, "cpu").Set(float64(t.MilliCPU) / 1000)
-	reservedCapacity.WithLabelValues(pl.profile, "memory").Set(float64(t.Memory))
+	metrics.ReservedGangs.WithLabelValues(pl.profile).Set(float64(t.Gangs))
+	metrics.ReservedCapacity.WithLabelValues(pl.profile, "cpu").Set(float64(t.MilliCPU) / 1000)
+	metrics.ReservedCapacity.WithLabelValues(pl.profile, "memory").Set(float64(t.Memory))
 	start := 0.0
 	if !t.OldestSince.IsZero() {
 		start = float64(t.OldestSince.Unix())
 	}
-	oldestReservationStart.WithLabelValues(pl.profile).Set(start)
+	metrics.OldestReservationStart.WithLabelValues(pl.profile).Set(start)
 }
 
 // reservationNote names the reservations that keep a pod of its priority off their room, for the

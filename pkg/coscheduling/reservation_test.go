@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -168,7 +169,7 @@ func TestRecreatedPodGroupEndsItsReservation(t *testing.T) {
 	}); err != nil {
 		t.Errorf("activated %v, want the gang waiting behind the reservation (ns/w0)", env.handle.activatedPods())
 	}
-	if v, err := testutil.GetGaugeMetricValue(reservedGangs.WithLabelValues("test")); err != nil || v != 0 {
+	if v, err := testutil.GetGaugeMetricValue(metrics.ReservedGangs.WithLabelValues("test")); err != nil || v != 0 {
 		t.Errorf("reserved gangs gauge = %v (%v), want 0", v, err)
 	}
 	env.clock.Step(2 * time.Minute)

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"strings"
 	"time"
 
@@ -89,7 +90,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 
 // newPlugin builds the plugin from its parts without starting anything; tests drive it directly.
 func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs, clk clock.WithDelayedExecution, podGroups pgcache.Lister, pods cache.Indexer) *Coscheduling {
-	RegisterMetrics()
+	metrics.Register()
 	pl := &Coscheduling{
 		handle:          h,
 		clock:           clk,
@@ -123,7 +124,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 	// reservation was made).
 	pl.reservationMetricsLocked()
 	for _, reason := range resv.Reasons {
-		reservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
+		metrics.ReservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
 	}
 	return pl
 }

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"time"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -46,7 +47,7 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 			delete(pl.ended, key)
 		}
 		pl.gangs[key] = g
-		trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 		return g
 	}
 	if g.PodGroupUID != pg.UID {
@@ -76,7 +77,7 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
 		pl.ended[g.Key()] = [2]string{r.Ended, r.EndMessage}
 	}
 	delete(pl.gangs, g.Key())
-	trackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+	metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 }
 
 // forgetLocked stops counting a pod that is gone or no longer live (deleted, being deleted, or
@@ -108,7 +109,7 @@ func stopTimers(timers []clock.Timer) {
 // waitingGangsChangedLocked moves the count of gangs with members at Permit (the gauge).
 func (pl *Coscheduling) waitingGangsChangedLocked(by int) {
 	pl.waitingGangs += by
-	gangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
+	metrics.GangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
 }
 
 // stepLocked runs one of a gang's steps (package gang: OnPermit, OnReserve, ...) and does what the step
@@ -138,9 +139,9 @@ func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.R
 // status.
 func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReason string, concerned ...*v1.Pod) {
 	if r.Reason == EventGangTimedOut {
-		gangTimeouts.WithLabelValues(pl.profile).Inc()
+		metrics.GangTimeouts.WithLabelValues(pl.profile).Inc()
 	}
-	gangRejections.WithLabelValues(pl.profile, metricReason).Inc()
+	metrics.GangRejections.WithLabelValues(pl.profile, metricReason).Inc()
 	pl.rejectWaiting(r.Pods, r.Message)
 	pl.reportFailure(pg, r.Reason, r.Message, append(r.Pods, concerned...))
 }
