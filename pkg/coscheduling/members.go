@@ -2,10 +2,8 @@ package coscheduling
 
 import (
 	"context"
-	"sort"
-	"time"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 
-	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -14,8 +12,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -25,128 +21,25 @@ import (
 // the active queue, letting them through or rejecting them at Permit, and nominating them to nodes or
 // clearing their nominations. The files above decide; these are the hands.
 
-// nominate records each member's node in the scheduler's nominator (so that pods of lower priority
-// do not take the room) and in the member's status (the framework writes the preemptor's own), and
-// clears the nominations of lower-priority pods to those nodes. It returns the nodes, sorted.
-func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []gangfit.Nomination, prio int32) []string {
-	logger := klog.FromContext(ctx)
-	nodes := map[string]bool{}
-	var patch []*v1.Pod
-	var to []string
-	for _, a := range assignment {
-		m, node := a.Pod, a.Node
-		nodes[node] = true
-		pi, err := framework.NewPodInfo(m)
-		if err != nil {
-			continue
-		}
-		pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
-		// Claimed at once, not when the status patch comes back through the informer: a gang that
-		// preempts next must not count this room as free.
-		claimed := m.DeepCopy()
-		claimed.Status.NominatedNodeName = node
-		pl.claims.Set(claimed)
-		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
-			patch, to = append(patch, m), append(to, node)
-		}
-	}
-	var others []*v1.Pod
-	for node := range nodes {
-		for _, np := range pl.handle.NominatedPodsForNode(node) {
-			if p := np.GetPod(); corev1helpers.PodPriority(p) < prio {
-				others = append(others, p)
-			}
-		}
-	}
-	all := append(patch, others...)
-	pl.handle.Parallelizer().Until(ctx, len(all), func(i int) {
-		p, node := all[i], ""
-		if i < len(patch) {
-			node = to[i]
-		}
-		st := p.Status.DeepCopy()
-		st.NominatedNodeName = node
-		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
-			logger.V(2).Info("Could not set a pod's nominated node", "pod", klog.KObj(p), "node", node, "err", err)
-		}
-	}, Name)
-	out := make([]string, 0, len(nodes))
-	for n := range nodes {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// clearNominations drops the nominations of a gang's members (in the nominator and in their
-// status), when the gang no longer preempts: preemption cannot place it, or its PodGroup is gone.
-// The preemptor's own status is left to the framework (except is its UID, or empty).
-func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
-	logger := klog.FromContext(ctx)
-	var clear []*v1.Pod
-	for _, m := range members {
-		// A nomination recorded here whose status patch failed is cleared too: the informer's copy
-		// does not show it, but the claim and the nominator's entry hold its room.
-		inStatus := m.Status.NominatedNodeName != ""
-		if m.Spec.NodeName != "" || (!inStatus && !pl.claims.Has(m.UID)) {
-			continue
-		}
-		if pi, err := framework.NewPodInfo(m); err == nil {
-			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
-		}
-		if pl.claims.Forget(m) {
-			pl.epoch.Add(1)
-		}
-		if inStatus && m.UID != except {
-			clear = append(clear, m)
-		}
-	}
-	pl.handle.Parallelizer().Until(ctx, len(clear), func(i int) {
-		p := clear[i]
-		st := p.Status.DeepCopy()
-		st.NominatedNodeName = ""
-		if err := schedutil.PatchPodStatus(ctx, pl.handle.ClientSet(), p.Name, p.Namespace, &p.Status, st); err != nil {
-			logger.V(2).Info("Could not clear a pod's nominated node", "pod", klog.KObj(p), "err", err)
-		}
-	}, Name)
-}
-
-// allow lets waiting members through Permit (see onWaiting).
+// allow lets waiting members through Permit (see effects.OnWaiting).
 func (pl *Coscheduling) allow(pods []*v1.Pod) {
-	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
+	effects.OnWaiting(pl.ctx, pl.handle, &pl.waitingMu, pods, func(wp fwk.WaitingPod) { wp.Allow(Name) })
 }
 
-// rejectWaiting rejects waiting members (see onWaiting).
+// rejectWaiting rejects waiting members (see effects.OnWaiting).
 func (pl *Coscheduling) rejectWaiting(pods []*v1.Pod, msg string) {
-	pl.onWaiting(pods, func(wp fwk.WaitingPod) { wp.Reject(Name, msg) })
+	effects.OnWaiting(pl.ctx, pl.handle, &pl.waitingMu, pods, func(wp fwk.WaitingPod) { wp.Reject(Name, msg) })
 }
 
-// onWaiting applies fn to each member waiting at Permit. A member whose Permit returned Wait but that
-// the framework has not registered as waiting yet is retried briefly, so that no straggler is left
-// waiting (allowed: holding its quorum's last member back until its timeout; rejected: holding
-// resources until then).
-func (pl *Coscheduling) onWaiting(pods []*v1.Pod, f func(fwk.WaitingPod)) {
-	// One stop of a waiting pod at a time (see gangpreemption.Preemption.WaitingLock).
-	fn := func(wp fwk.WaitingPod) {
-		pl.waitingMu.Lock()
-		defer pl.waitingMu.Unlock()
-		f(wp)
-	}
-	for _, p := range pods {
-		if wp := pl.handle.GetWaitingPod(p.UID); wp != nil {
-			fn(wp)
-			continue
-		}
-		uid := p.UID
-		go func() {
-			_ = wait.PollUntilContextTimeout(pl.ctx, 20*time.Millisecond, 2*time.Second, false, func(context.Context) (bool, error) {
-				if wp := pl.handle.GetWaitingPod(uid); wp != nil {
-					fn(wp)
-					return true, nil
-				}
-				return false, nil
-			})
-		}()
+// nominate nominates members to nodes (see effects.Nominate) and returns the nodes, sorted.
+func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignment []gangfit.Nomination, prio int32) []string {
+	return effects.Nominate(ctx, pl.handle, &pl.claims, Name, preemptor, assignment, prio)
+}
+
+// clearNominations drops members' nominations (see effects.ClearNominations).
+func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
+	if effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except) {
+		pl.epoch.Add(1)
 	}
 }
 

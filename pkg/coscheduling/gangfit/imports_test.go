@@ -23,6 +23,8 @@ var forbidden = []string{
 	module + "pkg/coscheduling/status",
 	module + "pkg/coscheduling/gangpreemption",
 	module + "pkg/coscheduling/leader",
+	module + "pkg/coscheduling/effects",
+	module + "pkg/coscheduling/metrics",
 }
 
 // TestImportsArePure keeps gangfit (and the plugin's other pure packages) pure: it names none of the forbidden packages itself, and no
