@@ -117,7 +117,7 @@ func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
 	if w := env.handle.waiting[pods[1].UID]; w.rejected == "" {
 		t.Errorf("m1, waiting beside the victim, was not rejected")
 	}
-	if _, evicted := env.pl.evicted.Load(pods[0].UID); !evicted {
+	if !env.pl.evicted.Has(pods[0].UID) {
 		t.Errorf("the victim is not remembered as leaving")
 	}
 	// After the back-off, the third member cannot complete a quorum with the victim.

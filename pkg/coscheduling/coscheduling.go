@@ -173,9 +173,8 @@ type Coscheduling struct {
 	claims claims.Claims
 	// fit is what the whole-gang checks share: free capacity per node and members' requests.
 	fit gangfit.Shared
-	// evicted holds the UIDs of pods this plugin preempted (types.UID → time.Time of the eviction), for
-	// evictedMemory (see leaving).
-	evicted sync.Map
+	// evicted are the pods this plugin preempted, remembered for a while (see gangpreemption.Evicted).
+	evicted gangpreemption.Evicted
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).
 	preempt     *gangpreemption.Preemption
 	startStatus sync.Once

@@ -4,7 +4,6 @@ import (
 	"context"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 
-
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"

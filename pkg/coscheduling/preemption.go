@@ -6,12 +6,10 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"slices"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -165,7 +163,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
 	}
 	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes))
-	plan := gangfit.PlanPreemption(f, nodes, policy, pinned, prio, key, pl.leaving, pdbs)
+	plan := gangfit.PlanPreemption(f, nodes, policy, pinned, prio, key, pl.evicted.Leaving, pdbs)
 	if !plan.Fits {
 		msg := fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)
 		if plan.Units == 0 {
@@ -217,34 +215,11 @@ func listed(names []string) string {
 	return " (" + strings.Join(names, ", ") + ")"
 }
 
-// evictedMemory is how long an evicted pod is remembered: longer than any scheduling cycle's snapshot
-// can still show it after its delete (it is a UID that never comes back).
-const evictedMemory = time.Minute
-
-// leaving reports whether a pod is on its way out for an earlier preemption: terminating with the
-// scheduler's DisruptionTarget condition, or evicted by this plugin within evictedMemory (a victim with
-// no grace period is deleted at once, and a snapshot taken before the cache learned it still shows it).
-// Its room is claimed by that preemptor's nominations, so counting the pod as well would count the
-// room twice, and more pods would be evicted than needed.
-func (pl *Coscheduling) leaving(p *v1.Pod) bool {
-	if preemption.PodTerminatingByPreemption(p) {
-		return true
-	}
-	_, evicted := pl.evicted.Load(p.UID)
-	return evicted
-}
-
-// evict forgets the victims of earlier preemptions that are long gone (see leaving), then evicts
-// these (see gangpreemption.Evict); a victim counts as leaving once its eviction succeeded (see
-// victimEvicted).
+// evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),
+// then evicts these (see gangpreemption.Evict); a victim counts as leaving once its eviction succeeded
+// (see victimEvicted).
 func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victims []*v1.Pod, violations int) error {
-	now := pl.clock.Now()
-	pl.evicted.Range(func(uid, at any) bool {
-		if now.Sub(at.(time.Time)) > evictedMemory {
-			pl.evicted.Delete(uid)
-		}
-		return true
-	})
+	pl.evicted.ForgetOld(pl.clock.Now())
 	return pl.preempt.Evict(ctx, p, victims, violations)
 }
 
@@ -259,13 +234,13 @@ func (pl *Coscheduling) onEvicted(victim *v1.Pod, preemptorType string, victims 
 	}
 }
 
-// victimEvicted records a victim whose eviction succeeded: it counts as leaving (see leaving) from
+// victimEvicted records a victim whose eviction succeeded: it counts as leaving (see gangpreemption.Evicted) from
 // now on, never before its delete succeeded. A victim that was reserved here (waiting at Permit, where
 // upstream's Executor rejects it in memory, or on its way to bind) stops counting toward its gang's
 // quorum at once, and an attempt still gathering its quorum fails at once: the victim's Unreserve runs
 // later, in its binding cycle, and a sibling's Permit in between must not complete a quorum with it.
 func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
-	pl.evicted.Store(victim.UID, pl.clock.Now())
+	pl.evicted.Remember(victim.UID, pl.clock.Now())
 	name, ok := podgroup.Of(victim)
 	if !ok {
 		return
@@ -285,56 +260,11 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	pl.failed(pl.podGroups.Get(victim.Namespace, name), r, metrics.ReasonMemberRejected)
 }
 
-// evictionRetry bounds the retries of a failed eviction of a gang member whose siblings are leaving.
-var evictionRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 40}
-
-// victimEvictionFailed follows a gang member whose eviction failed (an API error): a victim gang is
-// evicted whole, so while any other member of its gang in the same preemption is leaving, the
-// eviction is retried in the background until it succeeds or the pod is gone. A gang none of whose
-// members was evicted is left alone (nothing of it is partial).
+// victimEvictionFailed retries a failed eviction of a gang member whose siblings are leaving (see
+// gangpreemption.RetryEviction).
 func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod) {
-	name, ok := podgroup.Of(victim)
-	if !ok {
-		return
-	}
-	var siblings []*v1.Pod
-	for _, v := range c.Victims().Pods {
-		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
-			siblings = append(siblings, v)
-		}
-	}
-	if len(siblings) == 0 {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	go func() {
-		// The preemption's other evictions run in parallel with this one: give them a moment.
-		idle := 0
-		_ = wait.ExponentialBackoffWithContext(pl.ctx, evictionRetry, func(ctx context.Context) (bool, error) {
-			if pl.victimGone(victim) {
-				return true, nil
-			}
-			leaving := false
-			for _, s := range siblings {
-				if pl.leaving(s) || pl.victimGone(s) {
-					leaving = true
-					break
-				}
-			}
-			if !leaving {
-				idle++
-				return idle > 3, nil
-			}
-			metrics.PreemptionEvictionRetries.WithLabelValues(pl.profile).Inc()
-			if _, err := pl.preempt.EvictOnce(ctx, c, p, victim, Name); err != nil {
-				logger.V(2).Info("Retrying the eviction of a member of a gang being preempted", "pod", klog.KObj(victim), "err", err)
-				return false, nil
-			}
-			pl.victimEvicted(victim)
-			logger.V(2).Info("Evicted a member of a gang being preempted after a failed attempt", "pod", klog.KObj(victim))
-			return true, nil
-		})
-	}()
+	pl.preempt.RetryEviction(ctx, pl.ctx, c, p, victim, gangpreemption.Follow{Gone: pl.victimGone, Leaving: pl.evicted.Leaving,
+		Retried: func() { metrics.PreemptionEvictionRetries.WithLabelValues(pl.profile).Inc() }, Evicted: pl.victimEvicted})
 }
 
 // victimGone reports whether the scheduler's pod informer no longer holds the victim live (deleted,
