@@ -125,12 +125,10 @@ type Coscheduling struct {
 	planArgs        config.PlacementPlanArgs
 
 	podGroups pgcache.Lister
-	// pods is the scheduler's pod informer store (non-terminal pods), indexed by podgroup.IndexName, which
-	// holds live pods only: a group's members are listed from it, and a quorum is decided on it.
-	pods cache.Indexer
-	// counts is each group's member count, O(1) (see pgcache.Members), kept by podEventHandler: what
-	// PreEnqueue, the hints and the pod handlers count.
-	counts *pgcache.Members
+	// members are the groups' members, listed from the scheduler's pod informer store (where a quorum
+	// is decided) and counted in O(1) by podEventHandler (what PreEnqueue, the hints and the pod
+	// handlers count); see pgcache.Pods.
+	members pgcache.Pods
 	// podsSynced reports whether podEventHandler has been handed the pod informer's initial list (nil:
 	// no informer, in unit tests).
 	podsSynced cache.InformerSynced

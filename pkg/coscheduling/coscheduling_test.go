@@ -124,7 +124,7 @@ func newTestEnv(t testing.TB, args config.CoschedulingArgs, pgs []*v1alpha1.PodG
 	pl := newPlugin(ctx, h, &args, clk, pgcache.Lister{Store: pgStore}, podIndexer)
 	pl.running.Store(true)
 	for _, p := range pods {
-		pl.counts.Track(p) // as the pod informer's handler does
+		pl.members.Counts.Track(p) // as the pod informer's handler does
 	}
 	return &testEnv{pl: pl, handle: h, clock: clk, pgs: pgStore, pods: podIndexer}
 }
@@ -406,7 +406,7 @@ func TestGateEventsDelayed(t *testing.T) {
 		if err := env.pods.Add(p); err != nil {
 			t.Fatal(err)
 		}
-		env.pl.counts.Track(p)
+		env.pl.members.Counts.Track(p)
 		return p
 	}
 	a := add(member("a", "g", "1"))

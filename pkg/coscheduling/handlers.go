@@ -63,7 +63,7 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil || pl.countMembers(pod.Namespace, name) != podgroup.MinMember(pg) {
+	if pg == nil || pl.members.Count(pod.Namespace, name) != podgroup.MinMember(pg) {
 		return
 	}
 	pl.activateGroup(pod.Namespace, name)
@@ -74,7 +74,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	if !ok {
 		return
 	}
-	pl.counts.Track(pod)
+	pl.members.Counts.Track(pod)
 	if !podgroup.IsLive(pod) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
@@ -112,7 +112,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	if !ok {
 		return
 	}
-	pl.counts.Forget(pod)
+	pl.members.Counts.Forget(pod)
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
@@ -213,6 +213,6 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	}
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.
-		go pl.clearNominations(pl.ctx, pl.membersOf(pg.Namespace, pg.Name), "")
+		go pl.clearNominations(pl.ctx, pl.members.Of(pg.Namespace, pg.Name), "")
 	}
 }

@@ -18,7 +18,7 @@ import (
 // all gang members; each returns Queue only when the event can change this plugin's answer.
 
 // isSchedulableAfterPodAdded requeues a member when a pod of its own group is added and the group now
-// has minMember pods (an O(1) count, see countMembers).
+// has minMember pods (an O(1) count, see pgcache.Pods.Count).
 func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	_, added, err := util.As[*v1.Pod](oldObj, newObj)
 	if err != nil {
@@ -35,7 +35,7 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 	if pg == nil {
 		return fwk.QueueSkip, nil
 	}
-	if count := pl.countMembers(pod.Namespace, name); count < podgroup.MinMember(pg) {
+	if count := pl.members.Count(pod.Namespace, name); count < podgroup.MinMember(pg) {
 		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", podgroup.Key(pod.Namespace, name), "members", count)
 		return fwk.QueueSkip, nil
 	}

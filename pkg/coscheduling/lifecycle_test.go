@@ -32,7 +32,7 @@ func enqueue(t testing.TB, env *testEnv, pods ...*v1.Pod) {
 		if err := env.pods.Add(p); err != nil {
 			t.Fatal(err)
 		}
-		env.pl.counts.Track(p)
+		env.pl.members.Counts.Track(p)
 	}
 	for _, p := range pods {
 		if s := env.pl.PreEnqueue(context.Background(), p); !passed(s) {
@@ -160,7 +160,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 			if err := env.pods.Add(p); err != nil {
 				t.Fatal(err)
 			}
-			env.pl.counts.Track(p)
+			env.pl.members.Counts.Track(p)
 		}
 		if s := env.pl.PreEnqueue(ctx, fresh[0]); !strings.Contains(s.Message(), "2 of minMember 3 live pods") {
 			t.Errorf("PreEnqueue with 2 new pods beside 3 terminating = %v, want 2 of minMember 3", s)
@@ -559,7 +559,7 @@ func TestPreEnqueueCountsOnTheStoreBelowTheQuorum(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.pl.counts.Track(a) // the handler has seen a, not b yet
+	env.pl.members.Counts.Track(a) // the handler has seen a, not b yet
 	if s := env.pl.PreEnqueue(context.Background(), b); !strings.Contains(s.Message(), "2 of minMember 3 live pods") {
 		t.Errorf("PreEnqueue(b) = %v, want it held back counting a and b", s)
 	}

@@ -84,7 +84,7 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 
 // unscheduledMembers are the group's live pods without a node and not reserved here, except one.
 func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
-	members := pl.membersOf(namespace, name)
+	members := pl.members.Of(namespace, name)
 	pl.mu.RLock()
 	g := pl.gangs[podgroup.Key(namespace, name)]
 	var out []*v1.Pod
@@ -103,54 +103,8 @@ func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.
 	return out
 }
 
-// membersOf lists the group's members (live, ungated pods of this profile) from the scheduler's pod
-// cache.
-func (pl *Coscheduling) membersOf(namespace, name string) []*v1.Pod {
-	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
-	if err != nil {
-		return nil
-	}
-	out := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// countMembers counts the group's live pods, O(1) (see pgcache.Members): what the hints and the
-// handlers count. It trails the pod store by the handler's delay.
-func (pl *Coscheduling) countMembers(namespace, name string) int {
-	return pl.counts.Count(namespace, name)
-}
-
-// countMembersUpTo is PreEnqueue's count: O(1) while it reaches want (the common case, and the whole
-// of a complete group's activation, which runs under the scheduling queue's lock: listing the group
-// there made a 1000-member activation quadratic); below want, the store's index answers, so that a
-// member held back is held back on the store's word and its message counts every member that exists
-// (the queue's own handler runs PreEnqueue for a new pod before this plugin's handler may have
-// counted it). A member let in on a count that still holds a pod just gone is no risk: the quorum is
-// decided on the store (Confirmed).
-func (pl *Coscheduling) countMembersUpTo(namespace, name string, want int) int {
-	if n := pl.countMembers(namespace, name); n >= want {
-		return n
-	}
-	return pl.storeCount(namespace, name)
-}
-
-// storeCount counts the group's live pods on the pod store's word (O(members)), for the decisions
-// that must not trail it: a member held back, and whether an attempt can still reach its quorum.
-func (pl *Coscheduling) storeCount(namespace, name string) int {
-	objs, err := pl.pods.ByIndex(podgroup.IndexName, podgroup.MemberKey(pl.profile, namespace, name))
-	if err != nil {
-		return 0
-	}
-	return len(objs)
-}
-
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
 // O(pods of the group), so it is used only where the member count says the quorum is reached.
 func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
-	return g.Confirmed(pl.membersOf(g.Namespace, g.Name))
+	return g.Confirmed(pl.members.Of(g.Namespace, g.Name))
 }

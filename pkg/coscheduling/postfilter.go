@@ -60,7 +60,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	}
 	// Whether the quorum can still be reached is decided on the store, as the quorum itself is (the
 	// handler's count may still hold a pod just deleted).
-	want, existing, now := podgroup.MinMember(pg), pl.storeCount(pod.Namespace, name), pl.clock.Now()
+	want, existing, now := podgroup.MinMember(pg), pl.members.StoreCount(pod.Namespace, name), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff) })
@@ -110,7 +110,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	var members []*v1.Pod
 	cond := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
 	if cond != nil && cond.Status == metav1.ConditionTrue {
-		members = pl.membersOf(pg.Namespace, pg.Name)
+		members = pl.members.Of(pg.Namespace, pg.Name)
 	}
 
 	pl.mu.Lock()
@@ -132,7 +132,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 
 	if e.Plan {
 		if members == nil {
-			members = pl.membersOf(pg.Namespace, pg.Name)
+			members = pl.members.Of(pg.Namespace, pg.Name)
 		}
 		p := pl.planReservation(ctx, pod, pg, members, prio)
 		pl.mu.Lock()

@@ -101,7 +101,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
-	members := pl.membersOf(pg.Namespace, pg.Name)
+	members := pl.members.Of(pg.Namespace, pg.Name)
 	done := func(r string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status, string) {
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
 		if r == "not_eligible" || r == "not_helpful" {
@@ -270,7 +270,7 @@ func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.C
 // victimGone reports whether the scheduler's pod informer no longer holds the victim live (deleted,
 // terminating, or another pod under its name).
 func (pl *Coscheduling) victimGone(victim *v1.Pod) bool {
-	obj, ok, err := pl.pods.GetByKey(victim.Namespace + "/" + victim.Name)
+	obj, ok, err := pl.members.Store.GetByKey(victim.Namespace + "/" + victim.Name)
 	if err != nil || !ok {
 		return true
 	}

@@ -35,7 +35,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
 	}
 	want := podgroup.MinMember(pg)
-	if existing := pl.countMembersUpTo(pod.Namespace, name, want); existing < want {
+	if existing := pl.members.CountUpTo(pod.Namespace, name, want); existing < want {
 		return pl.gate(ctx, pod, EventWaitingForMembers,
 			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist; the pod waits for the rest without holding resources", existing, want, key))
 	}

@@ -130,7 +130,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	logger := klog.FromContext(ctx)
 	if d.end != "" {
 		var clear []*v1.Pod
-		for _, m := range pl.membersOf(namespace, name) {
+		for _, m := range pl.members.Of(namespace, name) {
 			if !keep[m.UID] {
 				clear = append(clear, m)
 			}
@@ -174,7 +174,7 @@ func (pl *Coscheduling) wakeLocked(g *gang.Gang, at time.Time, now time.Time) {
 func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	key := podgroup.Key(namespace, name)
 	pg := pl.podGroups.Get(namespace, name)
-	live := pl.countMembers(namespace, name)
+	live := pl.members.Count(namespace, name)
 	pl.mu.Lock()
 	g := pl.gangs[key]
 	if g == nil || !g.Reserve.TimerAt.Equal(at) {
@@ -237,7 +237,7 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 	if g.Reserve.Phase == resv.Idle || pg == nil {
 		return
 	}
-	live, want := pl.countMembers(g.Namespace, g.Name), podgroup.MinMember(pg)
+	live, want := pl.members.Count(g.Namespace, g.Name), podgroup.MinMember(pg)
 	if live >= want {
 		return
 	}

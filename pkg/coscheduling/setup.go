@@ -106,8 +106,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		},
 		planArgs:  args.PlacementPlan,
 		podGroups: podGroups,
-		pods:      pods,
-		counts:    pgcache.NewMembers(""),
+		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
 		gangs:     map[string]*gang.Gang{},
 		ended:     map[string][2]string{},
 		gated:     map[types.UID]gateState{},
@@ -118,7 +117,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 	if h != nil {
 		pl.recorder = h.EventRecorder()
 		pl.profile = h.ProfileName()
-		pl.counts = pgcache.NewMembers(pl.profile)
+		pl.members.Profile, pl.members.Counts = pl.profile, pgcache.NewMembers(pl.profile)
 	}
 	// The reservation series exist from the start (dashboards and alerts read them before any
 	// reservation was made).

@@ -66,7 +66,7 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 // dropIfUnusedLocked drops a group's state once it holds nothing and no live pod of the group is
 // left, so the plugin's memory follows the groups that exist, not every group it ever saw.
 func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
-	if !g.HoldsNothing(now) || pl.countMembers(g.Namespace, g.Name) > 0 {
+	if !g.HoldsNothing(now) || pl.members.Count(g.Namespace, g.Name) > 0 {
 		return
 	}
 	if g.BackoffTimer != nil {
@@ -170,7 +170,7 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 		// Members rejected at Permit may keep the node the scheduler nominated them to while they
 		// waited; a sibling's inter-pod anti-affinity would still see them there. The gang did not
 		// preempt, so none of its nominations keeps room it made.
-		pl.clearNominations(pl.ctx, pl.membersOf(namespace, name), "")
+		pl.clearNominations(pl.ctx, pl.members.Of(namespace, name), "")
 	}
 	pl.activateGroup(namespace, name)
 }

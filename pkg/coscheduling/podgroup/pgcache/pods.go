@@ -1,0 +1,59 @@
+package pgcache
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// Pods are one scheduler profile's gang members: listed from the scheduler's pod store (Store,
+// indexed by podgroup.IndexName, which holds live, ungated pods only) and counted in O(1) (Counts, see
+// Members).
+type Pods struct {
+	Store   cache.Indexer
+	Counts  *Members
+	Profile string
+}
+
+// Of lists the group's members from the pod store. O(members).
+func (p Pods) Of(namespace, name string) []*v1.Pod {
+	objs, err := p.Store.ByIndex(podgroup.IndexName, podgroup.MemberKey(p.Profile, namespace, name))
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if pod, ok := o.(*v1.Pod); ok {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// Count counts the group's members in O(1) (see Members): what the hints and the handlers count. It
+// trails the pod store by the pod handler's delay.
+func (p Pods) Count(namespace, name string) int { return p.Counts.Count(namespace, name) }
+
+// StoreCount counts the group's members on the pod store's word (O(members)), for the decisions that
+// must not trail it: a member held back, and whether an attempt can still reach its quorum.
+func (p Pods) StoreCount(namespace, name string) int {
+	objs, err := p.Store.ByIndex(podgroup.IndexName, podgroup.MemberKey(p.Profile, namespace, name))
+	if err != nil {
+		return 0
+	}
+	return len(objs)
+}
+
+// CountUpTo is PreEnqueue's count: O(1) while it reaches want (the common case, and the whole of a
+// complete group's activation, which runs under the scheduling queue's lock: listing the group there
+// made a 1000-member activation quadratic); below want, the store answers, so that a member held back
+// is held back on the store's word and its message counts every member that exists (the queue's own
+// handler runs PreEnqueue for a new pod before the plugin's handler may have counted it). A member
+// let in on a count that still holds a pod just gone is no risk: the quorum is decided on the store.
+func (p Pods) CountUpTo(namespace, name string, want int) int {
+	if n := p.Count(namespace, name); n >= want {
+		return n
+	}
+	return p.StoreCount(namespace, name)
+}

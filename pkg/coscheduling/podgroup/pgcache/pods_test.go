@@ -1,0 +1,53 @@
+package pgcache
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// TestPods: members are listed and counted on the store's word (live, ungated pods of the profile's
+// group); Count is the O(1) count, which trails the store; CountUpTo reads the store only below want.
+func TestPods(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
+	add := func(p *v1.Pod, track bool) {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		if track {
+			pods.Counts.Track(p)
+		}
+	}
+	add(gangPod("a", "g").Obj(), true)
+	add(gangPod("b", "g").Obj(), false) // the handler has not counted it yet
+	add(gangPod("c", "g").Terminating().Obj(), true)
+	add(gangPod("d", "h").Obj(), true)
+	add(gangPod("e", "g").SchedulerName("other").Obj(), true)
+
+	var names []string
+	for _, p := range pods.Of("ns", "g") {
+		names = append(names, p.Name)
+	}
+	if len(names) != 2 || !(names[0] == "a" && names[1] == "b" || names[0] == "b" && names[1] == "a") {
+		t.Errorf("Of(g) = %v, want a and b (live members of this profile)", names)
+	}
+	for _, tc := range []struct {
+		name string
+		got  int
+		want int
+	}{
+		{"StoreCount(g)", pods.StoreCount("ns", "g"), 2},
+		{"Count(g), trailing the store", pods.Count("ns", "g"), 1},
+		{"CountUpTo(g, 1): the O(1) count reaches want", pods.CountUpTo("ns", "g", 1), 1},
+		{"CountUpTo(g, 2): below want, the store answers", pods.CountUpTo("ns", "g", 2), 2},
+		{"StoreCount(missing)", pods.StoreCount("ns", "missing"), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
