@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -62,28 +61,12 @@ func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if oldNode == nil || nodeGainedRoom(oldNode, newNode) {
+	if oldNode == nil || gangfit.NodeGainedRoom(oldNode, newNode) {
 		pl.epoch.Add(1)
 		return fwk.Queue, nil
 	}
 	logger.V(5).Info("Node update does not make room for a gang", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 	return fwk.QueueSkip, nil
-}
-
-// nodeGainedRoom reports whether a node update can let more pods onto it.
-func nodeGainedRoom(oldNode, newNode *v1.Node) bool {
-	for name, q := range newNode.Status.Allocatable {
-		if old, ok := oldNode.Status.Allocatable[name]; !ok || q.Cmp(old) > 0 {
-			return true
-		}
-	}
-	if oldNode.Spec.Unschedulable && !newNode.Spec.Unschedulable {
-		return true
-	}
-	if !equality.Semantic.DeepEqual(oldNode.Spec.Taints, newNode.Spec.Taints) {
-		return true
-	}
-	return !equality.Semantic.DeepEqual(oldNode.Labels, newNode.Labels)
 }
 
 // isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or whose spec
