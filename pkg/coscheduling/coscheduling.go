@@ -191,3 +191,11 @@ type gateState struct {
 	reason, msg string
 	episode     uint64
 }
+
+// retiredReservation is the reservation of a PodGroup recreated under its name (see
+// gang.Gang.Recreated), found at at.
+type retiredReservation struct {
+	namespace, name string
+	at              time.Time
+	r               gang.Reservation
+}

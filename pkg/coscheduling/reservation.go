@@ -82,14 +82,6 @@ func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) 
 	}
 }
 
-// retiredReservation is the reservation of a PodGroup recreated under its name (see
-// gang.Gang.Recreated), found at at.
-type retiredReservation struct {
-	namespace, name string
-	at              time.Time
-	r               gang.Reservation
-}
-
 // endRetired ends the reservations of recreated PodGroups (see gangForLocked) as the PodGroup's
 // delete would have: the reservation's Deleted step, then finishReservation (the members'
 // nominations cleared, ReservationEnded, the gangs waiting behind activated). It runs until ctx ends.
