@@ -213,6 +213,6 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	}
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.
-		go pl.clearNominations(pl.ctx, pl.members.Of(pg.Namespace, pg.Name), "")
+		go pl.clearNominations(pl.ctx, pl.members.InGroup(pg.Namespace, pg.Name), "")
 	}
 }

@@ -66,7 +66,7 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		if c == nil || c.Status != metav1.ConditionTrue {
 			continue
 		}
-		members := pl.members.Of(pg.Namespace, pg.Name)
+		members := pl.members.InGroup(pg.Namespace, pg.Name)
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
 		var d reservationDone

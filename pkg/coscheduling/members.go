@@ -84,7 +84,7 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 
 // unscheduledMembers are the group's live pods without a node and not reserved here, except one.
 func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
-	members := pl.members.Of(namespace, name)
+	members := pl.members.InGroup(namespace, name)
 	pl.mu.RLock()
 	g := pl.gangs[podgroup.Key(namespace, name)]
 	var out []*v1.Pod
@@ -106,5 +106,5 @@ func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
 // O(pods of the group), so it is used only where the member count says the quorum is reached.
 func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
-	return g.Confirmed(pl.members.Of(g.Namespace, g.Name))
+	return g.Confirmed(pl.members.InGroup(g.Namespace, g.Name))
 }

@@ -110,7 +110,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	var members []*v1.Pod
 	cond := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
 	if cond != nil && cond.Status == metav1.ConditionTrue {
-		members = pl.members.Of(pg.Namespace, pg.Name)
+		members = pl.members.InGroup(pg.Namespace, pg.Name)
 	}
 
 	pl.mu.Lock()
@@ -132,7 +132,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 
 	if e.Plan {
 		if members == nil {
-			members = pl.members.Of(pg.Namespace, pg.Name)
+			members = pl.members.InGroup(pg.Namespace, pg.Name)
 		}
 		p := pl.planReservation(ctx, pod, pg, members, prio)
 		pl.mu.Lock()

@@ -101,7 +101,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
-	members := pl.members.Of(pg.Namespace, pg.Name)
+	members := pl.members.InGroup(pg.Namespace, pg.Name)
 	done := func(r string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status, string) {
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
 		if r == "not_eligible" || r == "not_helpful" {

@@ -81,7 +81,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		Want: podgroup.MinMember(pg), UID: pg.UID, Generation: pg.Generation, MinResources: pg.Spec.MinResources,
 		Policy: policy, Nodes: nodes, Epoch: pl.epoch.Load(),
 		Plannable: pl.plannable(pod), CandidateNodes: int(pl.planArgs.CandidateNodes), CacheTTL: feasibilityCacheTTL,
-		Members: func() []*v1.Pod { return pl.members.Of(pod.Namespace, name) },
+		Members: func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) },
 		Claimed: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) },
 		Gangs:   pl.gangs, Fit: &pl.fit,
 	}

@@ -122,7 +122,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	logger := klog.FromContext(ctx)
 	if d.end != "" {
 		var clear []*v1.Pod
-		for _, m := range pl.members.Of(namespace, name) {
+		for _, m := range pl.members.InGroup(namespace, name) {
 			if !keep[m.UID] {
 				clear = append(clear, m)
 			}

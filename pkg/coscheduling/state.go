@@ -170,7 +170,7 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 		// Members rejected at Permit may keep the node the scheduler nominated them to while they
 		// waited; a sibling's inter-pod anti-affinity would still see them there. The gang did not
 		// preempt, so none of its nominations keeps room it made.
-		pl.clearNominations(pl.ctx, pl.members.Of(namespace, name), "")
+		pl.clearNominations(pl.ctx, pl.members.InGroup(namespace, name), "")
 	}
 	pl.activateGroup(namespace, name)
 }

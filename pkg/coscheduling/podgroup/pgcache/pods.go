@@ -16,8 +16,8 @@ type Pods struct {
 	Profile string
 }
 
-// Of lists the group's members from the pod store. O(members).
-func (p Pods) Of(namespace, name string) []*v1.Pod {
+// InGroup lists the group's members from the pod store. O(members).
+func (p Pods) InGroup(namespace, name string) []*v1.Pod {
 	objs, err := p.Store.ByIndex(podgroup.IndexName, podgroup.MemberKey(p.Profile, namespace, name))
 	if err != nil {
 		return nil

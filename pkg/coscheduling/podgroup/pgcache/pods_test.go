@@ -29,11 +29,11 @@ func TestPods(t *testing.T) {
 	add(gangPod("e", "g").SchedulerName("other").Obj(), true)
 
 	var names []string
-	for _, p := range pods.Of("ns", "g") {
+	for _, p := range pods.InGroup("ns", "g") {
 		names = append(names, p.Name)
 	}
 	if len(names) != 2 || !(names[0] == "a" && names[1] == "b" || names[0] == "b" && names[1] == "a") {
-		t.Errorf("Of(g) = %v, want a and b (live members of this profile)", names)
+		t.Errorf("InGroup(g) = %v, want a and b (live members of this profile)", names)
 	}
 	for _, tc := range []struct {
 		name string
