@@ -85,7 +85,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
 	res, st, result := pl.preemptForGang(ctx, pod, pg)
 	switch result {
-	case "preempted", "waiting", "error":
+	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
 		return res, st
 	}
 	if rres, rst, held := pl.reserveRoom(ctx, pod, pg); held {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
-	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -18,7 +18,6 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -90,129 +89,87 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	}
 }
 
-// preemptForGang looks for the cheapest set of lower-priority victims whose eviction lets the
-// gang's missing members all fit at once, evicts it, and nominates the members to the nodes the
-// placement gives them. It is called when PreFilter found the gang infeasible on free resources.
-// result is the preemption_attempts_total outcome.
+// preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
+// snapshot, takes the gang's split under the lock, lets the step decide (gang.Preempt), and applies
+// the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
+// reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable), "not_eligible"
+		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
-	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	prio := corev1helpers.PodPriority(pod)
-	members := pl.members.InGroup(pg.Namespace, pg.Name)
-	done := func(r string, res *fwk.PostFilterResult, st *fwk.Status) (*fwk.PostFilterResult, *fwk.Status, string) {
-		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", r).Inc()
-		if r == "not_eligible" || r == "not_helpful" {
-			pl.stoppedPreempting(pg)
-		}
-		return res, st, r
+	infos := pl.handle.SnapshotSharedLister().NodeInfos()
+	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: pl.members.InGroup(pg.Namespace, pg.Name),
+		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
+		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
+		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
+		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
+	out := gang.PreemptOut{Result: gang.PreemptError}
+	var err error
+	if in.Nodes, err = infos.List(); err != nil {
+		out.Err = err
+	} else {
+		pl.mu.Lock()
+		in.Candidates, in.Need, in.Nominated = pl.gangForLocked(pg).SplitForPreemption(in.Members, podgroup.MinMember(pg))
+		pl.mu.Unlock()
+		out = gang.Preempt(in)
 	}
-	// notHelpful drops the nominations a gang's earlier preemption made, unless they are its
-	// reservation's.
-	notHelpful := func(msg string) (*fwk.PostFilterResult, *fwk.Status, string) {
-		if pl.holdsReservation(key) {
-			return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable, msg))
-		}
-		pl.clearNominations(ctx, members, pod.UID)
-		return done("not_helpful", framework.NewPostFilterResultWithNominatedNode(""), fwk.NewStatus(fwk.Unschedulable, msg))
-	}
-	for _, m := range members {
-		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
-			return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))))
-		}
-	}
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return done("error", nil, fwk.AsStatus(err))
-	}
-	if !gangfit.AnyPodBelow(nodes, prio) {
-		// A cluster of one priority (or the gang at the lowest): nothing could be evicted, so the
-		// simulation is not built. Every member of an infeasible gang comes here on every attempt.
-		return notHelpful(fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key))
-	}
+	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out)
+	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
+	return res, st, out.Result
+}
 
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	nominated := slices.Clone(g.NominatedNodes)
-	for _, m := range members {
-		if m.Status.NominatedNodeName != "" {
-			nominated = append(nominated, m.Status.NominatedNodeName)
+// appliedPreemption applies a gang preemption's decision (see preemptForGang); out.Result becomes
+// PreemptError when an eviction fails.
+func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut) (*fwk.PostFilterResult, *fwk.Status) {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	st := fwk.NewStatus(fwk.Unschedulable)
+	if out.Message != "" {
+		st = fwk.NewStatus(fwk.Unschedulable, out.Message)
+	}
+	switch out.Result {
+	case gang.PreemptError:
+		return nil, fwk.AsStatus(out.Err)
+	case gang.PreemptNotEligible, gang.PreemptNotHelpful:
+		pl.stoppedPreempting(pg)
+		if !out.DropNominations || pl.holdsReservation(key) {
+			return nil, st
 		}
+		// The nominations a gang's earlier preemption made keep no room for it now.
+		pl.clearNominations(ctx, in.Members, pod.UID)
+		return framework.NewPostFilterResultWithNominatedNode(""), st
+	case gang.PreemptWaiting:
+		return nil, st
 	}
-	candidates, _, countedN := g.Split(members)
-	need := podgroup.MinMember(pg) - countedN
-	pl.mu.Unlock()
-
-	if n := gangpreemption.TerminatingVictims(pl.handle.SnapshotSharedLister().NodeInfos(), nominated, prio); n > 0 {
-		msg := fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)
-		return done("waiting", nil, fwk.NewStatus(fwk.Unschedulable, msg))
+	plan, prio := out.Plan, corev1helpers.PodPriority(pod)
+	if err := pl.evict(ctx, gangpreemption.NewGang(pg, in.Members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
+		out.Result = gang.PreemptError
+		return nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err))
 	}
-	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
-	if err != nil {
-		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable, err.Error()))
-	}
-	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(logger, key, candidates, need, nodes, pg.Spec.MinResources, pl.claims.Against(prio, key), &pl.fit, true)
-	if f == nil {
-		return done("not_eligible", nil, fwk.NewStatus(fwk.Unschedulable))
-	}
-	pdbs, err := pl.preempt.PDBs.List(labels.Everything())
-	if err != nil {
-		return done("error", nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err)))
-	}
-	pinned := gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes))
-	plan := gangfit.PlanPreemption(f, nodes, policy, pinned, prio, key, pl.evicted.Leaving, pdbs)
-	if !plan.Fits {
-		msg := fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)
-		if plan.Units == 0 {
-			msg = fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)
-		}
-		return notHelpful(msg)
-	}
-	if len(plan.Victims) == 0 {
-		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
-		return done("not_helpful", nil, fwk.NewStatus(fwk.Unschedulable))
-	}
-	victimPods, gangs, singles, violations, assignment := plan.Victims, plan.Gangs, plan.Singles, plan.Violations, plan.Assignment
-	preemptorObj := gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName)
-	if err := pl.evict(ctx, preemptorObj, victimPods, violations); err != nil {
-		return done("error", nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err)))
-	}
-	nodesUsed := pl.nominate(ctx, pod, assignment, prio)
+	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
+	msg := gang.PreemptingMessage(plan, prio, in.Need, nodesUsed)
 	// A reservation the gang held ends: the preemption's nominations are the gang's now.
-	keep := make(map[types.UID]bool, len(assignment))
-	for _, a := range assignment {
+	keep := make(map[types.UID]bool, len(plan.Assignment))
+	for _, a := range plan.Assignment {
 		keep[a.Pod.UID] = true
 	}
-	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(victimPods), strings.Join(nodesUsed, ", ")))
-
-	msg := fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit; members nominated to %s",
-		len(victimPods), prio, len(gangs), listed(gangs), singles, need, strings.Join(nodesUsed, ", "))
-	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(victimPods), "gangs", gangs, "pdbViolations", violations)
+	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
+	klog.FromContext(ctx).V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
-	g.Preempted(nodesUsed, msg)
+	pl.gangForLocked(pg).Preempted(nodesUsed, msg)
 	pl.mu.Unlock()
 	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
 	pl.podGroupEvent(pg, v1.EventTypeNormal, EventPreempting, msg)
 	pl.notifyStatus(key)
 	var res *fwk.PostFilterResult
-	for _, a := range assignment {
+	for _, a := range plan.Assignment {
 		if a.Pod.UID == pod.UID {
 			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
 		}
 	}
-	return done("preempted", res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg))
-}
-
-// listed formats names for a message: " (a, b)", or nothing.
-func listed(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(names, ", ") + ")"
+	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
 }
 
 // evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),

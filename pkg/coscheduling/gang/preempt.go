@@ -1,0 +1,152 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// A gang's preemption, decided in one step (Preempt) over a snapshot (PreemptIn), for a member of a
+// gang found not to fit the free resources: whether the gang may preempt, whether its earlier
+// preemption's victims are still leaving, and which lower-priority units to evict so that its missing
+// members all fit at once (gangfit.PlanPreemption). The plugin evicts, nominates and records the
+// outcome (Preempted) after it.
+
+// Results of a gang's preemption, the bounded values of preemption_attempts_total's result label.
+const (
+	// PreemptNotEligible: the gang may not preempt (a member's preemptionPolicy is Never, its topology
+	// annotations are malformed, nothing is left to place).
+	PreemptNotEligible = "not_eligible"
+	// PreemptNotHelpful: evicting what the gang may evict would not make it fit, or it fits without.
+	PreemptNotHelpful = "not_helpful"
+	// PreemptWaiting: the victims of the gang's earlier preemption are still terminating.
+	PreemptWaiting = "waiting"
+	// PreemptError: a read failed.
+	PreemptError = "error"
+	// PreemptVictims: victims were chosen; the plugin evicts them ("preempted" once it did).
+	PreemptVictims = "preempted"
+)
+
+// PreemptIn is what a gang's preemption decides on: the member whose PostFilter runs, its PodGroup,
+// the group's live pods, the nodes, the gang's split (read under the plugin's lock, see Gang.Split)
+// and the readers of what the step may need, called only when it gets that far.
+type PreemptIn struct {
+	Pod      *v1.Pod
+	PodGroup *v1alpha1.PodGroup
+	Members  []*v1.Pod
+	Nodes    []fwk.NodeInfo
+	// Candidates are the members still to place and Need how many of them the quorum needs;
+	// Nominated the nodes the gang's earlier preemption and its members' statuses name.
+	Candidates []*v1.Pod
+	Need       int
+	Nominated  []string
+
+	DefaultTopology config.TopologyPolicy
+	Fit             *gangfit.Shared
+	Logger          klog.Logger
+	// Terminating counts the pods of priority below prio still terminating on nodes.
+	Terminating func(nodes []string, prio int32) int
+	// Claims are the pods nominated to nodes that this gang must count as taken (see claims.Against).
+	Claims func() []*v1.Pod
+	// PDBs lists the PodDisruptionBudgets; Leaving reports a pod on its way out for an earlier
+	// preemption (see gangpreemption.Evicted.Leaving).
+	PDBs    func() ([]*policy.PodDisruptionBudget, error)
+	Leaving func(*v1.Pod) bool
+}
+
+// PreemptOut is a gang preemption's decision.
+type PreemptOut struct {
+	// Result is one of the Preempt* results.
+	Result string
+	// Message is the member's status message ("" for none); Err the failed read (PreemptError).
+	Message string
+	Err     error
+	// DropNominations: the gang's earlier nominations stop keeping room (PreemptNotHelpful: preemption
+	// cannot place it), unless they are its reservation's.
+	DropNominations bool
+	// Plan is the victims and where the members go (PreemptVictims).
+	Plan gangfit.Plan
+}
+
+// SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
+// quorum needs of them, and the nodes its earlier preemption and its members' statuses name.
+func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates []*v1.Pod, need int, nominated []string) {
+	nominated = slices.Clone(g.NominatedNodes)
+	for _, m := range members {
+		if m.Status.NominatedNodeName != "" {
+			nominated = append(nominated, m.Status.NominatedNodeName)
+		}
+	}
+	candidates, _, counted := g.Split(members)
+	return candidates, minMember - counted, nominated
+}
+
+// Preempt decides a gang's preemption: refused when a member may not preempt; not helpful when no pod
+// of lower priority runs anywhere (a cluster of one priority, checked before any simulation is built:
+// every member of an infeasible gang comes here on every attempt); waiting while the victims of its
+// earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
+// fit at once (per node, in the gang's required domain), or not helpful when none do.
+func Preempt(in PreemptIn) PreemptOut {
+	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
+	prio := corev1helpers.PodPriority(in.Pod)
+	for _, m := range in.Members {
+		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
+			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))}
+		}
+	}
+	if !gangfit.AnyPodBelow(in.Nodes, prio) {
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)}
+	}
+	if n := in.Terminating(in.Nominated, prio); n > 0 {
+		return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)}
+	}
+	pol, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
+	if err != nil {
+		return PreemptOut{Result: PreemptNotEligible, Message: err.Error()}
+	}
+	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
+	f := gangfit.New(in.Logger, key, in.Candidates, in.Need, in.Nodes, in.PodGroup.Spec.MinResources, in.Claims(), in.Fit, true)
+	if f == nil {
+		return PreemptOut{Result: PreemptNotEligible}
+	}
+	pdbs, err := in.PDBs()
+	if err != nil {
+		return PreemptOut{Result: PreemptError, Err: fmt.Errorf("listing PodDisruptionBudgets: %w", err)}
+	}
+	pinned := gangfit.PinnedDomains(pol, gangfit.BoundNodes(in.Members, in.Nodes))
+	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, key, in.Leaving, pdbs)
+	switch {
+	case !plan.Fits && plan.Units == 0:
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)}
+	case !plan.Fits:
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+			Message: fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)}
+	case len(plan.Victims) == 0:
+		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
+		return PreemptOut{Result: PreemptNotHelpful}
+	}
+	return PreemptOut{Result: PreemptVictims, Plan: plan}
+}
+
+// PreemptingMessage says what a gang's preemption does, once its members are nominated to nodes.
+func PreemptingMessage(plan gangfit.Plan, prio int32, need int, nodes []string) string {
+	gangs := ""
+	if len(plan.Gangs) > 0 {
+		gangs = " (" + strings.Join(plan.Gangs, ", ") + ")"
+	}
+	return fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit; members nominated to %s",
+		len(plan.Victims), prio, len(plan.Gangs), gangs, plan.Singles, need, strings.Join(nodes, ", "))
+}

@@ -1,0 +1,208 @@
+package gang
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+)
+
+// preemptor is a member of "g" at priority 100 requesting cpu.
+func preemptor(name, cpu string) *v1.Pod {
+	p := gangtest.Member(name, "g", cpu)
+	p.Spec.Priority = ptr.To[int32](100)
+	return p
+}
+
+// taintedNode is a 4-CPU node with a NoSchedule taint no member tolerates, and pods on it.
+func taintedNode(name string, pods ...*v1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).
+		Taints([]v1.Taint{{Key: "dedicated", Value: "other", Effect: v1.TaintEffectNoSchedule}}).Obj())
+	return ni
+}
+
+// TestPreempt is every outcome of a gang's preemption step: a row per way the gang may not preempt,
+// waits, would not be helped, or preempts, with the victims and where its members go, and which of
+// the step's readers it called (none past the point it decided).
+func TestPreempt(t *testing.T) {
+	low := func(name, node, cpu string) *v1.Pod { return gangtest.Running(name, "", node, cpu, 10) }
+	leaving := low("leaving", "a", "4")
+	never := preemptor("m1", "4")
+	never.Spec.PreemptionPolicy = ptr.To(v1.PreemptNever)
+	badTopology := preemptor("m0", "4")
+	badTopology.Annotations = map[string]string{gangfit.AnnotationTopologyRequired: "not a label key/"}
+	claim := st.MakePod().Namespace("other").Name("c").UID("c").Priority(100).Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	claim.Status.NominatedNodeName = "a"
+
+	type calls struct{ terminating, claims, pdbs int }
+	cases := []struct {
+		name        string
+		pod         *v1.Pod
+		members     []*v1.Pod
+		need        int
+		nodes       []fwk.NodeInfo
+		terminating int
+		claimed     []*v1.Pod
+		pdbErr      error
+		want        PreemptOut
+		wantVictims []string
+		wantAssign  map[string]string
+		wantCalls   calls
+	}{
+		{name: "a member whose preemptionPolicy is Never: the gang may not preempt",
+			members: []*v1.Pod{preemptor("m0", "4"), never}, need: 2, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
+			want: PreemptOut{Result: PreemptNotEligible, Message: "preemption: PodGroup ns/g: member ns/m1 has preemptionPolicy Never"}},
+		{name: "no pod of lower priority anywhere: not helpful, before any simulation",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("hi", "", "a", "4", 100))},
+			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Message: "preemption: PodGroup ns/g does not fit, and no pod of lower priority runs on any node"}},
+		{name: "the earlier preemption's victims still terminate: wait for them",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, terminating: 2,
+			want:      PreemptOut{Result: PreemptWaiting, Message: "preemption: PodGroup ns/g waits for 2 pods it preempted to terminate"},
+			wantCalls: calls{terminating: 1}},
+		{name: "malformed topology annotations: the gang may not preempt",
+			pod: badTopology, need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
+			want:      PreemptOut{Result: PreemptNotEligible, Message: "x"},
+			wantCalls: calls{terminating: 1}},
+		{name: "nothing left to place", need: 0, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
+			want: PreemptOut{Result: PreemptNotEligible}, wantCalls: calls{terminating: 1, claims: 1}},
+		{name: "the budgets cannot be read", need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, pdbErr: errors.New("boom"),
+			want: PreemptOut{Result: PreemptError}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "evicting every lower pod would not make room for both members: not helpful, nothing evicted",
+			members: []*v1.Pod{preemptor("m0", "4"), preemptor("m1", "4")}, need: 2, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
+			want:      PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Message: "preemption: PodGroup ns/g does not fit even if all 1 lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"},
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "lower pods run only where the members may not go",
+			members: []*v1.Pod{preemptor("m0", "4"), preemptor("m1", "4")}, need: 2, nodes: []fwk.NodeInfo{taintedNode("t", low("x", "t", "4")), gangtest.Node("b", "4")},
+			want:      PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Message: "preemption: PodGroup ns/g does not fit, and no pod of lower priority runs on the nodes its members may use"},
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "it fits without evicting anything: not helpful, the nominations stay",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4")), gangtest.Node("b", "4")},
+			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "a pod leaving for an earlier preemption is no victim, and its room counts free",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", leaving)},
+			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "a single lower pod is evicted and the member goes where it ran",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"m0": "a"},
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "a lower gang is evicted whole, though one of its pods would do",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("v0", "v", "a", "4", 10)), gangtest.NodeWith("b", "4", gangtest.Running("v1", "v", "b", "2", 10))},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"v0", "v1"}, wantAssign: map[string]string{"m0": "a"},
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "room nominated to a preemptor of this priority is not free: a victim elsewhere",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", low("x", "b", "4"))}, claimed: []*v1.Pod{claim},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"m0": "b"},
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := tc.pod
+			if pod == nil {
+				pod = preemptor("m0", "4")
+			}
+			members := tc.members
+			if members == nil {
+				members = []*v1.Pod{pod}
+			}
+			var got calls
+			in := PreemptIn{Pod: pod, PodGroup: gangtest.PodGroup("ns", "g", int32(len(members)), t0), Members: members, Nodes: tc.nodes,
+				Candidates: members, Need: tc.need, Nominated: []string{"a"}, Fit: &gangfit.Shared{}, Logger: klog.Background(),
+				Terminating: func(nodes []string, prio int32) int {
+					got.terminating++
+					if prio != 100 || len(nodes) != 1 || nodes[0] != "a" {
+						t.Errorf("Terminating(%v, %d), want the gang's nominated nodes at its priority", nodes, prio)
+					}
+					return tc.terminating
+				},
+				Claims:  func() []*v1.Pod { got.claims++; return tc.claimed },
+				PDBs:    func() ([]*policy.PodDisruptionBudget, error) { got.pdbs++; return nil, tc.pdbErr },
+				Leaving: func(p *v1.Pod) bool { return p == leaving },
+			}
+			out := Preempt(in)
+			if tc.want.Result == PreemptNotEligible && tc.want.Message == "x" {
+				// The policy's own words.
+				if !strings.Contains(out.Message, "not a label key/") {
+					t.Errorf("message %q, want the malformed annotation named", out.Message)
+				}
+				tc.want.Message = out.Message
+			}
+			if (out.Err != nil) != (tc.pdbErr != nil) || (tc.pdbErr != nil && !errors.Is(out.Err, tc.pdbErr)) {
+				t.Errorf("error %v, want one wrapping %v", out.Err, tc.pdbErr)
+			}
+			if diff := cmp.Diff(tc.want, PreemptOut{Result: out.Result, Message: out.Message, DropNominations: out.DropNominations}); diff != "" {
+				t.Errorf("Preempt (-want,+got):\n%s", diff)
+			}
+			var victims []string
+			for _, v := range out.Plan.Victims {
+				victims = append(victims, v.Name)
+			}
+			assign := map[string]string{}
+			for _, a := range out.Plan.Assignment {
+				assign[a.Pod.Name] = a.Node
+			}
+			if tc.wantAssign == nil {
+				tc.wantAssign = map[string]string{}
+			}
+			if diff := cmp.Diff(tc.wantVictims, victims); diff != "" {
+				t.Errorf("victims (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantAssign, assign); out.Result == PreemptVictims && diff != "" {
+				t.Errorf("assignment (-want,+got):\n%s", diff)
+			}
+			if got != tc.wantCalls {
+				t.Errorf("readers called %+v, want %+v", got, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// TestSplitForPreemption: the members to place are those neither reserved here nor bound; the quorum
+// needs minMember less those counted; the nodes named are the gang's earlier preemption's and its
+// members' nominations.
+func TestSplitForPreemption(t *testing.T) {
+	g := reservedOn("m0", "a")
+	g.NominatedNodes = []string{"b"}
+	m1, m2, m3 := gangtest.Member("m1", "g", "1"), bound("m2", "c", "1"), gangtest.Member("m3", "g", "1")
+	m3.Status.NominatedNodeName = "d"
+	candidates, need, nominated := g.SplitForPreemption([]*v1.Pod{gangtest.Member("m0", "g", "1"), m1, m2, m3}, 4)
+	var names []string
+	for _, c := range candidates {
+		names = append(names, c.Name)
+	}
+	if diff := cmp.Diff([]string{"m1", "m3"}, names); diff != "" {
+		t.Errorf("candidates (-want,+got):\n%s", diff)
+	}
+	if need != 2 {
+		t.Errorf("need %d, want 2 (minMember 4 less m0 reserved and m2 bound)", need)
+	}
+	if diff := cmp.Diff([]string{"b", "d"}, nominated); diff != "" {
+		t.Errorf("nominated (-want,+got):\n%s", diff)
+	}
+	if len(g.NominatedNodes) != 1 {
+		t.Errorf("the gang's own nominations changed: %v", g.NominatedNodes)
+	}
+}
+
+func TestPreemptingMessage(t *testing.T) {
+	plan := gangfit.Plan{Victims: make([]*v1.Pod, 3), Gangs: []string{"ns/a", "ns/b"}, Singles: 1}
+	want := "preempting 3 pods of lower priority than 100 (2 gangs (ns/a, ns/b), 1 single pods) so that 2 members fit; members nominated to n0, n1"
+	if got := PreemptingMessage(plan, 100, 2, []string{"n0", "n1"}); got != want {
+		t.Errorf("PreemptingMessage = %q, want %q", got, want)
+	}
+	want = "preempting 1 pods of lower priority than 5 (0 gangs, 1 single pods) so that 1 members fit; members nominated to n0"
+	if got := PreemptingMessage(gangfit.Plan{Victims: make([]*v1.Pod, 1), Singles: 1}, 5, 1, []string{"n0"}); got != want {
+		t.Errorf("PreemptingMessage = %q, want %q", got, want)
+	}
+}
