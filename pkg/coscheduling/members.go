@@ -2,17 +2,17 @@ package coscheduling
 
 import (
 	"context"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 
-	fwk "k8s.io/kube-scheduler/framework"
-
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // A group's members and what is done to them, with no gang state changed here: listing and counting

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 )
 

@@ -3,11 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"time"
-
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -16,6 +12,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
