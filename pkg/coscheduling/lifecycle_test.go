@@ -503,14 +503,14 @@ func TestQueueOrderIsStable(t *testing.T) {
 			groupOf := map[types.UID]string{}
 			for g := range rng.IntN(6) + 1 {
 				name := fmt.Sprintf("g%d", g)
-				stamp := queueStamp{at: t0.Add(time.Duration(rng.IntN(3)) * time.Minute), key: "ns/" + name}
+				stamp := gang.QueueStamp{At: t0.Add(time.Duration(rng.IntN(3)) * time.Minute), Key: "ns/" + name}
 				prio := int32(rng.IntN(2))
 				for i := range rng.IntN(5) + 1 {
 					p := st.MakePod().SchedulerName("test").Namespace("ns").Name(fmt.Sprintf("%s-%d", name, i)).UID(fmt.Sprintf("%s-%d", name, i)).
 						Label(v1alpha1.PodGroupLabel, name).Priority(prio).Obj()
 					p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(rng.IntN(3)) * time.Second))
 					env.pl.stamps.Store(p.UID, stamp)
-					groupOf[p.UID] = stamp.key
+					groupOf[p.UID] = stamp.Key
 					entities = append(entities, queued(t, p, t0.Add(time.Duration(rng.IntN(4))*time.Minute)))
 				}
 			}

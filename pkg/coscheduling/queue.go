@@ -3,10 +3,10 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -48,28 +48,16 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, "", gang.BackoffMessage(key, until))
 	}
 	delete(pl.gated, pod.UID)
-	stamp := queueStamp{at: pg.CreationTimestamp.Time, key: key, rank: g.Rank(pod)}
-	if g.LastFailure.After(stamp.at) {
-		stamp.at = g.LastFailure
-	}
+	stamp := g.Stamp(pod, pg.CreationTimestamp.Time)
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)
 	return nil
 }
 
-// queueStamp is a member's queue order key: its group's time (the PodGroup's creation, or the group's
-// last failure when the member entered the queue after it) and the group's key.
-type queueStamp struct {
-	at  time.Time
-	key string
-	// rank orders the members of one group (see gang.Gang.Rank).
-	rank uint8
-}
-
-// Less orders the queue by priority, then by the group's time, then by group, then by the member's
-// rank (see gang.Gang.Rank), then by pod creation time and by the time each pod entered the queue. Members
-// of one group are therefore adjacent, and a group whose attempt just failed goes behind the others.
-// The group's time, key and rank are fixed for each member by PreEnqueue as it enters the queue
+// Less orders the queue by priority, then as gang.Less orders entities of one priority: by the group's
+// time, then by group, then by the member's rank and creation, then by the time each entered the
+// queue, so that members of one group are adjacent and a group whose attempt just failed goes behind
+// the others. A member's group time, key and rank are fixed by PreEnqueue as it enters the queue
 // (every way into the active and backoff queues runs PreEnqueue first), so the order of pods already
 // in the queue never changes under the heap. Pods without a group (or members that did not pass this
 // PreEnqueue) are ordered as PrioritySort orders them.
@@ -79,38 +67,35 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 		return pa > pb
 	}
 	podA, podB := podOf(a), podOf(b)
-	if !hasGroupLabel(podA) && !hasGroupLabel(podB) {
+	if !podgroup.Labelled(podA) && !podgroup.Labelled(podB) {
 		// Neither has a stamp: what follows would compare their queue times (PrioritySort's order),
 		// so do it without looking the stamps up.
 		return a.GetTimestamp().Before(b.GetTimestamp())
 	}
-	sa, sb := pl.queueStamp(a, podA), pl.queueStamp(b, podB)
-	if !sa.at.Equal(sb.at) {
-		return sa.at.Before(sb.at)
-	}
-	if sa.key != sb.key {
-		return sa.key < sb.key
-	}
-	if sa.key != "" {
-		// Members of one group: the attempt's lead, then constrained members (see gang.Gang.Rank), then in
-		// creation order (a Job's index order), then queue order.
-		if sa.rank != sb.rank {
-			return sa.rank < sb.rank
-		}
-		ca, cb := podA.CreationTimestamp.Time, podB.CreationTimestamp.Time
-		if !ca.Equal(cb) {
-			return ca.Before(cb)
-		}
-	}
-	return a.GetTimestamp().Before(b.GetTimestamp())
+	return gang.Less(pl.queueEntry(a, podA), pl.queueEntry(b, podB))
 }
 
-// queueStamp is an entity's order key for Less: a member's stamp from PreEnqueue, else its queue time.
-func (pl *Coscheduling) queueStamp(e fwk.QueuedEntityInfo, pod *v1.Pod) queueStamp {
+// queueEntry is what gang.Less compares of an entity: a member's stamp from PreEnqueue (else its queue
+// time), its creation and its queue time.
+func (pl *Coscheduling) queueEntry(e fwk.QueuedEntityInfo, pod *v1.Pod) gang.QueueEntry {
+	q := gang.QueueEntry{Stamp: gang.QueueStamp{At: e.GetTimestamp()}, Queued: e.GetTimestamp()}
 	if pod != nil {
+		q.Created = pod.CreationTimestamp.Time
 		if v, ok := pl.stamps.Load(pod.UID); ok {
-			return v.(queueStamp)
+			q.Stamp = v.(gang.QueueStamp)
 		}
 	}
-	return queueStamp{at: e.GetTimestamp()}
+	return q
+}
+
+// podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
+func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if q, ok := e.(*framework.QueuedPodInfo); ok {
+		// The scheduling queue's own type: no interface lookup.
+		return q.Pod
+	}
+	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
+		return withPod.GetPodInfo().GetPod()
+	}
+	return nil
 }

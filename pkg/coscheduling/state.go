@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -205,27 +204,6 @@ func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
 	pl.mu.RUnlock()
 	pl.stamps.Range(func(any, any) bool { stamps++; return true })
 	return groups, gated, stamps
-}
-
-// podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
-func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
-	if q, ok := e.(*framework.QueuedPodInfo); ok {
-		// The scheduling queue's own type: no interface lookup.
-		return q.Pod
-	}
-	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
-		return withPod.GetPodInfo().GetPod()
-	}
-	return nil
-}
-
-// hasGroupLabel reports whether pod (nil: not a pod) names a PodGroup.
-func hasGroupLabel(pod *v1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	_, ok := pod.Labels[v1alpha1.PodGroupLabel]
-	return ok
 }
 
 // gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers

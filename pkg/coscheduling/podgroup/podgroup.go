@@ -33,6 +33,15 @@ func Of(pod *v1.Pod) (string, bool) {
 	return name, ok && name != ""
 }
 
+// Labelled reports whether pod (nil: not a pod) carries the PodGroup label, even an empty one.
+func Labelled(pod *v1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	_, ok := pod.Labels[v1alpha1.PodGroupLabel]
+	return ok
+}
+
 // Key is a group's "namespace/name".
 func Key(namespace, name string) string { return namespace + "/" + name }
 
