@@ -173,27 +173,12 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.activateGroup(namespace, name)
 }
 
-// attemptInfo returns the group's attempt state for the status updater.
+// attemptInfo returns the group's attempt state for the status updater (see status.AttemptOf).
 func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	g := pl.gangs[key]
-	if g == nil {
-		if e, ok := pl.ended[key]; ok {
-			return status.Attempt{ReservationEnded: e[0], ReservedMessage: e[1]}
-		}
-		return status.Attempt{}
-	}
-	snap := status.Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message}
-	if g.Placement != nil {
-		snap.PlacementLevel, snap.PlacementMessage = g.Placement.Level, g.Placement.Message
-	}
-	if r := &g.Reserve; r.Held() {
-		snap.Reserved, snap.ReservedMessage = true, r.Plan.Message
-	} else if r.Ended != "" {
-		snap.ReservationEnded, snap.ReservedMessage = r.Ended, r.EndMessage
-	}
-	return snap
+	e := pl.ended[key]
+	return status.AttemptOf(pl.gangs[key], e[0], e[1])
 }
 
 // stateSize is how much per-group and per-pod state the plugin holds (groups, gated pods, queue

@@ -1,0 +1,21 @@
+package status
+
+import "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+
+// AttemptOf is what the status says of a gang's state (nil: none is tracked); ended, ended's message
+// are how the last reservation of a gang whose state was dropped ended.
+func AttemptOf(g *gang.Gang, ended, endMessage string) Attempt {
+	if g == nil {
+		return Attempt{ReservationEnded: ended, ReservedMessage: endMessage}
+	}
+	a := Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message}
+	if g.Placement != nil {
+		a.PlacementLevel, a.PlacementMessage = g.Placement.Level, g.Placement.Message
+	}
+	if r := &g.Reserve; r.Held() {
+		a.Reserved, a.ReservedMessage = true, r.Plan.Message
+	} else if r.Ended != "" {
+		a.ReservationEnded, a.ReservedMessage = r.Ended, r.EndMessage
+	}
+	return a
+}
