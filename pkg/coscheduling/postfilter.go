@@ -3,7 +3,6 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,10 +16,8 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
-	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
@@ -95,79 +92,58 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 }
 
 // reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter). It reports handled when the gang holds a reservation: the member's
-// result and status are then the reservation's.
+// does not help (see PostFilter): one step under the lock (gang.Gang.ReserveRoom: adopt, no room,
+// plan), then what it leaves: an end's I/O, the members nominated to a reservation that started or
+// moved, the event. It reports handled when the gang holds a reservation: the member's result and
+// status are then the reservation's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
 		return nil, nil, false
 	}
 	logger := klog.FromContext(ctx)
-	prio := corev1helpers.PodPriority(pod)
 	now := pl.clock.Now()
-	// The members are listed (O(members)) only when a step needs them: to adopt a reservation a
-	// previous leader left, or to plan one.
-	var members []*v1.Pod
-	cond := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-	if cond != nil && cond.Status == metav1.ConditionTrue {
-		members = pl.members.InGroup(pg.Namespace, pg.Name)
+	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger,
+		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
+		Nodes:   pl.handle.SnapshotSharedLister().NodeInfos().List,
+		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
+	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
+		in.Adopt = c
 	}
-
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
+	in.Queue = func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) }
+	out := g.ReserveRoom(in)
+	done := make([]reservationDone, len(out.Steps))
+	for i, e := range out.Steps {
+		done[i] = pl.appliedReservationLocked(g, e, now)
+	}
+	e := out.Last()
+	if out.Adopted || e.Start {
+		pl.reservationMetricsLocked()
+	}
 	r := &g.Reserve
-	var adopted reservationDone
-	if members != nil && !r.Seen && !r.Held() {
-		adopted = pl.adoptReservationLocked(g, cond, members, now)
-	}
-	in := resv.Input{Event: resv.NoRoom, Now: now, Prio: prio}
-	in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
-	e, d := pl.stepReservationLocked(g, in)
+	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
 	pl.mu.Unlock()
-	for _, done := range []reservationDone{adopted, d} {
-		if !done.empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, done, nil)
-		}
-	}
-
-	if e.Plan {
-		if members == nil {
-			members = pl.members.InGroup(pg.Namespace, pg.Name)
-		}
-		p := pl.planReservation(ctx, pod, pg, members, prio)
-		pl.mu.Lock()
-		in := resv.Input{Event: resv.Planned, Now: now}
-		in.Others, in.Ahead = pl.reservationQueueLocked(g, prio, now)
-		in.Plan = resv.Plan{OK: p.OK, Message: p.Message, Same: r.Plan.Same(p)}
-		e, d = pl.stepReservationLocked(g, in)
-		if e.Start || e.Moved {
-			r.Hold(p)
-		}
-		if e.Start {
-			pl.reservationMetricsLocked()
-		}
-		pl.mu.Unlock()
+	for _, d := range done {
 		if !d.empty() {
 			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
 		}
-		if e.Start || e.Moved {
-			pl.nominate(ctx, pod, p.Assignment, prio)
-		}
-		switch {
-		case e.Start:
-			logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-			pl.podGroupEvent(pg, v1.EventTypeNormal, EventReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
-			pl.notifyStatus(key)
-		case e.Moved:
-			logger.V(3).Info("Gang's reservation moved: the room it counts on changed", "podGroup", key, "nodes", p.Nodes)
-		case !p.OK && !e.Hold:
-			logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
-		}
 	}
-
-	pl.mu.RLock()
-	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
-	pl.mu.RUnlock()
+	p, prio := out.Plan, corev1helpers.PodPriority(pod)
+	switch {
+	case !out.Planned:
+	case e.Start:
+		pl.nominate(ctx, pod, p.Assignment, prio)
+		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, EventReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
+		pl.notifyStatus(key)
+	case e.Moved:
+		pl.nominate(ctx, pod, p.Assignment, prio)
+		logger.V(3).Info("Gang's reservation moved: the room it counts on changed", "podGroup", key, "nodes", p.Nodes)
+	case !p.OK && !e.Hold:
+		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
+	}
 	if !held {
 		if e.Why != "" {
 			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
@@ -179,24 +155,4 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, st, true
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), st, true
-}
-
-// planReservation plans where the gang's missing members hold room (see gangfit.PlanReservation).
-func (pl *Coscheduling) planReservation(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, members []*v1.Pod, prio int32) gangfit.ReservationPlan {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return gangfit.ReservationPlan{Message: err.Error()}
-	}
-	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
-	if err != nil {
-		return gangfit.ReservationPlan{Message: err.Error()}
-	}
-	pl.mu.RLock()
-	candidates, _, countedN := pl.gangs[key].Split(members)
-	pl.mu.RUnlock()
-	// In a fixed order, so that the same room gives the same plan (the members come from a map).
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
-	f := gangfit.NewReservable(klog.FromContext(ctx), key, candidates, podgroup.MinMember(pg)-countedN, nodes, pl.claims.Against(prio, key), prio)
-	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
 }

@@ -51,22 +51,28 @@ func (d reservationDone) empty() bool { return d.end == "" && d.lost == "" && !d
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
 // events, the status, activations) is returned, for finishReservation once pl.mu is released.
 func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv.Effects, reservationDone) {
-	r := &g.Reserve
 	e := g.StepReservation(pl.reservation, in)
+	return e, pl.appliedReservationLocked(g, e, in.Now)
+}
+
+// appliedReservationLocked applies what a step of g's reservation (e, at now) asks of the plugin's
+// state (the timer, the metrics, the gangs waiting behind an end) and returns the rest.
+func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, now time.Time) reservationDone {
+	r := &g.Reserve
 	d := reservationDone{end: e.End, endMessage: e.EndMessage, lost: e.Lost, activate: e.Activate}
 	if e.StopTimer && r.Timer != nil {
 		r.Timer.Stop()
 		r.Timer, r.TimerAt = nil, time.Time{}
 	}
 	if e.Wake {
-		pl.wakeLocked(g, e.WakeAt, in.Now)
+		pl.wakeLocked(g, e.WakeAt, now)
 	}
 	if e.End != "" {
 		metrics.ReservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
 		pl.reservationMetricsLocked()
 		d.waiting = gang.WaitingBehind(pl.gangs, g)
 	}
-	return e, d
+	return d
 }
 
 // stepReservationAsyncLocked is stepReservationLocked for callers that cannot do the rest themselves
@@ -185,19 +191,15 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
 }
 
-// adoptReservationLocked takes over a reservation a previous leader started: the PodGroup says it is
-// Reserved, and its members are nominated. Its start is the condition's. Only a gang this process
-// has not seen trying adopts (see reservation.Adopt).
+// adoptReservationLocked takes over a reservation a previous leader started (see
+// gang.Gang.AdoptReservation).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
-	p, ok := gang.Adoptable(members, c.Message)
+	e, ok := g.AdoptReservation(pl.reservation, c, members, now, func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) })
 	if !ok {
 		return reservationDone{}
 	}
-	in := resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time}
-	in.Others, _ = pl.reservationQueueLocked(g, g.Reserve.Prio, now)
-	_, d := pl.stepReservationLocked(g, in)
-	if r := &g.Reserve; r.Held() {
-		r.Hold(p)
+	d := pl.appliedReservationLocked(g, e, now)
+	if g.Reserve.Held() {
 		pl.reservationMetricsLocked()
 	}
 	return d

@@ -7,9 +7,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -29,6 +34,114 @@ func (g *Gang) StepReservation(args resv.Args, in resv.Input) resv.Effects {
 		r.Plan, r.Node = gangfit.ReservationPlan{}, nil
 	}
 	return e
+}
+
+// ReserveIn is a reservation step's snapshot, for a member of a gang found not to fit whose
+// preemption does not help (see ReserveRoom): the member, its PodGroup and, read only when the step
+// needs them, the group's live pods (to adopt or to plan), the nodes and the claims (to plan).
+type ReserveIn struct {
+	Args     resv.Args
+	Now      time.Time
+	Pod      *v1.Pod
+	PodGroup *v1alpha1.PodGroup
+	// Adopt is the PodGroup's Reserved condition when it is True: a previous leader's reservation.
+	Adopt *metav1.Condition
+	// Members lists the group's live pods; it is called at most once.
+	Members func() []*v1.Pod
+	// Queue counts the other gangs that hold a reservation and reports whether one goes before this
+	// gang at priority prio (see Queue).
+	Queue           func(prio int32) (others int, ahead bool)
+	Nodes           func() ([]fwk.NodeInfo, error)
+	Claims          func(prio int32) []*v1.Pod
+	DefaultTopology config.TopologyPolicy
+	Logger          klog.Logger
+}
+
+// ReserveOut is what a reservation step leaves to the plugin.
+type ReserveOut struct {
+	// Steps are the reservation machine's effects in the order it made them (adopting, no room,
+	// planned): the plugin applies each (the timer, the gauges, an end).
+	Steps []resv.Effects
+	// Adopted: a previous leader's reservation is held here now.
+	Adopted bool
+	// Planned: the reservation was planned (Plan); the last step says whether it started or moved.
+	Planned bool
+	Plan    gangfit.ReservationPlan
+}
+
+// Last is the effects of the step's last event.
+func (o ReserveOut) Last() resv.Effects { return o.Steps[len(o.Steps)-1] }
+
+// ReserveRoom is a reservation's step for a member that found no room: a reservation a previous
+// leader left is adopted by a gang this process has not seen trying; the machine hears NoRoom; when
+// it asks for a plan, the gang plans where its missing members hold room (PlanRoom) and the machine
+// hears Planned; a reservation that starts or moves holds its plan.
+func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
+	var members []*v1.Pod
+	listed := false
+	list := func() []*v1.Pod {
+		if !listed {
+			members, listed = in.Members(), true
+		}
+		return members
+	}
+	var out ReserveOut
+	r := &g.Reserve
+	if in.Adopt != nil && !r.Seen && !r.Held() {
+		if e, ok := g.AdoptReservation(in.Args, in.Adopt, list(), in.Now, in.Queue); ok {
+			out.Steps, out.Adopted = append(out.Steps, e), r.Held()
+		}
+	}
+	prio := corev1helpers.PodPriority(in.Pod)
+	others, ahead := in.Queue(prio)
+	e := g.StepReservation(in.Args, resv.Input{Event: resv.NoRoom, Now: in.Now, Prio: prio, Others: others, Ahead: ahead})
+	out.Steps = append(out.Steps, e)
+	if !e.Plan {
+		return out
+	}
+	out.Planned, out.Plan = true, g.PlanRoom(in, list(), prio)
+	others, ahead = in.Queue(prio)
+	plan := resv.Plan{OK: out.Plan.OK, Message: out.Plan.Message, Same: r.Plan.Same(out.Plan)}
+	e = g.StepReservation(in.Args, resv.Input{Event: resv.Planned, Now: in.Now, Others: others, Ahead: ahead, Plan: plan})
+	out.Steps = append(out.Steps, e)
+	if e.Start || e.Moved {
+		r.Hold(out.Plan)
+	}
+	return out
+}
+
+// AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
+// condition c is True and members are nominated (see Adoptable). Its start is the condition's. The
+// machine decides whether to adopt (see reservation.Adopt: only a gang this process has not seen
+// trying does); ok is false when nothing is left to adopt.
+func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, now time.Time, queue func(prio int32) (int, bool)) (e resv.Effects, ok bool) {
+	p, ok := Adoptable(members, c.Message)
+	if !ok {
+		return resv.Effects{}, false
+	}
+	others, _ := queue(g.Reserve.Prio)
+	e = g.StepReservation(args, resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time, Others: others})
+	if g.Reserve.Held() {
+		g.Reserve.Hold(p)
+	}
+	return e, true
+}
+
+// PlanRoom plans where the gang's missing members hold room (see gangfit.PlanReservation), with
+// the members in a fixed order, so that the same room gives the same plan.
+func (g *Gang) PlanRoom(in ReserveIn, members []*v1.Pod, prio int32) gangfit.ReservationPlan {
+	nodes, err := in.Nodes()
+	if err != nil {
+		return gangfit.ReservationPlan{Message: err.Error()}
+	}
+	policy, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
+	if err != nil {
+		return gangfit.ReservationPlan{Message: err.Error()}
+	}
+	candidates, _, counted := g.Split(members)
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
+	f := gangfit.NewReservable(in.Logger, g.Key(), candidates, podgroup.MinMember(in.PodGroup)-counted, nodes, in.Claims(prio), prio)
+	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
 }
 
 // Hold makes p the plan the gang holds: each member's node is where it is nominated.
