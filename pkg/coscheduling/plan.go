@@ -3,13 +3,13 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -40,27 +40,6 @@ const (
 	planFallback = "fallback"
 )
 
-// missedPlan reports whether the cycle failed on the plan's nodes: the Filter plugins rejected one of
-// the offered nodes, or the offered nodes were never filtered because they are gone or another
-// plugin's PreFilterResult excludes them (the framework then gives the absent nodes a status of no
-// plugin). A cycle that another plugin's PreFilter rejected (every node has that plugin's status) is
-// no miss of the plan. Without statuses (nil) it cannot tell, and takes the cycle as a miss.
-func missedPlan(offered []string, m fwk.NodeToStatusReader) bool {
-	if m == nil {
-		return true
-	}
-	absent := m.Get("")
-	if absent == nil || absent.Plugin() == "" {
-		return true
-	}
-	for _, name := range offered {
-		if m.Get(name) != absent {
-			return true
-		}
-	}
-	return false
-}
-
 // planMissed is PostFilter for a member whose cycle the plan narrowed and that fitted none of the
 // offered nodes: the plan is dropped, and no new one is made, until the attempt ends (it was made on a
 // cluster that has changed, or misses a constraint), and the member is retried at once without it (on
@@ -74,7 +53,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	}
 	pl.mu.Unlock()
 	metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
-	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), rejectedNodes(offered, m))
+	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), gang.RejectedNodes(offered, m))
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {
 		// The pod is in flight: the first call makes the queue take it back as soon as its back-off
@@ -85,22 +64,4 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 		pl.clock.AfterFunc(planRetryDelay, func() { pl.handle.Activate(logger, pods) })
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
-}
-
-// rejectedNodes names the offered nodes with the first reason each was rejected for, at most a few.
-func rejectedNodes(offered []string, m fwk.NodeToStatusReader) string {
-	var parts []string
-	for _, name := range offered {
-		reason := "rejected"
-		if m != nil {
-			if s := m.Get(name); s != nil && len(s.Reasons()) > 0 {
-				reason = s.Reasons()[0]
-			}
-		}
-		parts = append(parts, name+": "+reason)
-	}
-	if len(parts) > 4 {
-		parts = append(parts[:4], fmt.Sprintf("and %d more", len(parts)-4))
-	}
-	return strings.Join(parts, "; ")
 }

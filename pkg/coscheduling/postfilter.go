@@ -38,7 +38,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
 	}
-	if mark, err := state.Read(plannedKey); err == nil && missedPlan(mark.(plannedMark).offered, m) {
+	if mark, err := state.Read(plannedKey); err == nil && gang.MissedPlan(mark.(plannedMark).offered, m) {
 		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
