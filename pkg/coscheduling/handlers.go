@@ -1,8 +1,6 @@
 package coscheduling
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -13,18 +11,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
-
-// addPodGroupIndex adds the live PodGroup index to a pod informer, unless another profile's instance
-// of this plugin already did.
-func addPodGroupIndex(informer cache.SharedIndexInformer) error {
-	if _, exists := informer.GetIndexer().GetIndexers()[podgroup.IndexName]; exists {
-		return nil
-	}
-	if err := informer.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc}); err != nil {
-		return fmt.Errorf("indexing pods by PodGroup: %w", err)
-	}
-	return nil
-}
 
 // podEventHandler keeps the quorum counts current from the scheduler's pod informer: a live member
 // that is bound counts (also after a restart, from the initial list); a member that is deleted, gets

@@ -1,10 +1,7 @@
 package coscheduling
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -77,19 +74,10 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	obj, err := meta.Accessor(newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("reading a PodGroup event: %w", err)
+	if changed, err := podgroup.SpecChanged(pod.Namespace, name, oldObj, newObj); err != nil || changed {
+		return fwk.Queue, err
 	}
-	if obj.GetNamespace() != pod.Namespace || obj.GetName() != name {
-		return fwk.QueueSkip, nil
-	}
-	if oldObj != nil {
-		if old, err := meta.Accessor(oldObj); err == nil && old.GetUID() == obj.GetUID() && old.GetGeneration() == obj.GetGeneration() {
-			return fwk.QueueSkip, nil
-		}
-	}
-	return fwk.Queue, nil
+	return fwk.QueueSkip, nil
 }
 
 // isSchedulableAfterOwnUpdate requeues a member refused for malformed topology annotations once an

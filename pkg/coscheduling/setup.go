@@ -49,7 +49,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	pgInformer := pgcache.NewInformer(client)
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
-	if err := addPodGroupIndex(podInformer); err != nil {
+	if err := pgcache.AddIndex(podInformer); err != nil {
 		return nil, err
 	}
 

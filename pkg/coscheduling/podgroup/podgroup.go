@@ -4,7 +4,10 @@
 package podgroup
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -40,6 +43,25 @@ func Labelled(pod *v1.Pod) bool {
 	}
 	_, ok := pod.Labels[v1alpha1.PodGroupLabel]
 	return ok
+}
+
+// SpecChanged reports whether a PodGroup event (objects typed or unstructured) concerns the PodGroup
+// namespace/name and creates it or changes its spec (its generation, or its UID: recreated).
+// Status-only updates change nothing.
+func SpecChanged(namespace, name string, oldObj, newObj interface{}) (bool, error) {
+	obj, err := meta.Accessor(newObj)
+	if err != nil {
+		return false, fmt.Errorf("reading a PodGroup event: %w", err)
+	}
+	if obj.GetNamespace() != namespace || obj.GetName() != name {
+		return false, nil
+	}
+	if oldObj != nil {
+		if old, err := meta.Accessor(oldObj); err == nil && old.GetUID() == obj.GetUID() && old.GetGeneration() == obj.GetGeneration() {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Key is a group's "namespace/name".

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -66,5 +68,31 @@ func TestMinMember(t *testing.T) {
 func TestMemberKey(t *testing.T) {
 	if got, want := MemberKey("prof", "ns", "g"), "prof|"+Key("ns", "g"); got != want {
 		t.Errorf("MemberKey = %q, want %q", got, want)
+	}
+}
+
+func TestSpecChanged(t *testing.T) {
+	pg := func(name string, uid types.UID, gen int64) *v1alpha1.PodGroup {
+		return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, Generation: gen}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new interface{}
+		want     bool
+	}{
+		{"created", nil, pg("g", "a", 1), true},
+		{"its spec changed", pg("g", "a", 1), pg("g", "a", 2), true},
+		{"recreated under its name", pg("g", "a", 1), pg("g", "b", 1), true},
+		{"a status-only update", pg("g", "a", 1), pg("g", "a", 1), false},
+		{"another PodGroup", nil, pg("h", "a", 1), false},
+		{"unstructured, spec changed", &unstructured.Unstructured{Object: map[string]interface{}{"metadata": map[string]interface{}{"namespace": "ns", "name": "g", "uid": "a", "generation": int64(1)}}},
+			&unstructured.Unstructured{Object: map[string]interface{}{"metadata": map[string]interface{}{"namespace": "ns", "name": "g", "uid": "a", "generation": int64(2)}}}, true},
+	} {
+		if got, err := SpecChanged("ns", "g", tc.old, tc.new); err != nil || got != tc.want {
+			t.Errorf("%s: SpecChanged = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := SpecChanged("ns", "g", nil, "not an object"); err == nil {
+		t.Error("SpecChanged of a non-object: no error")
 	}
 }

@@ -1,6 +1,8 @@
 package pgcache
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -56,4 +58,16 @@ func (p Pods) CountUpTo(namespace, name string, want int) int {
 		return n
 	}
 	return p.StoreCount(namespace, name)
+}
+
+// AddIndex adds the live-member index (podgroup.IndexName) to a pod informer, unless another
+// profile's instance of the plugin already did.
+func AddIndex(informer cache.SharedIndexInformer) error {
+	if _, exists := informer.GetIndexer().GetIndexers()[podgroup.IndexName]; exists {
+		return nil
+	}
+	if err := informer.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc}); err != nil {
+		return fmt.Errorf("indexing pods by PodGroup: %w", err)
+	}
+	return nil
 }
