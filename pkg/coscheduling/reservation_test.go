@@ -177,3 +177,26 @@ func TestRecreatedPodGroupEndsItsReservation(t *testing.T) {
 		t.Error("the old reservation's timer fired after the PodGroup was recreated")
 	}
 }
+
+// TestEndOutlivesALostWait: a gang whose reservation ended (it fell below minMember) and whose last
+// member is then gone has its state dropped; the status writer must still hear that the reservation
+// ended, or it keeps the PodGroup's Reserved condition True (it keeps a condition it has no word on)
+// until the gang is placed.
+func TestEndOutlivesALostWait(t *testing.T) {
+	pg := makePG("ns", "g", 3, time.Time{})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+	now := env.clock.Now()
+	env.pl.mu.Lock()
+	g := env.pl.gangForLocked(pg)
+	g.Reserve.State = resv.State{Phase: resv.Held, WaitingSince: now, Since: now, Seen: true}
+	env.pl.stepReservationLocked(g, resv.Input{Event: resv.BelowMinMember, Now: now, Message: "2 of minMember 3 live members exist"})
+	env.pl.dropIfUnusedLocked(g, now) // no live member is left
+	_, tracked := env.pl.gangs["ns/g"]
+	env.pl.mu.Unlock()
+	if tracked {
+		t.Fatal("the gang's state was not dropped")
+	}
+	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != resv.EndBelowMinMember || a.Reserved {
+		t.Errorf("attemptInfo after the drop = %+v, want the reservation ended (BelowMinMember)", a)
+	}
+}
