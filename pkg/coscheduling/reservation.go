@@ -194,10 +194,7 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 // adoptReservationLocked takes over a reservation a previous leader started (see
 // gang.Gang.AdoptReservation).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
-	e, ok := g.AdoptReservation(pl.reservation, c, members, now, func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) })
-	if !ok {
-		return reservationDone{}
-	}
+	e := g.AdoptReservation(pl.reservation, c, members, now, func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) })
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {
 		pl.reservationMetricsLocked()

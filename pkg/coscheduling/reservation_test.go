@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/testutil"
@@ -19,6 +20,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // TestReservationQueue: which other gangs count as holding a reservation, and which go before a
@@ -198,5 +200,27 @@ func TestEndOutlivesALostWait(t *testing.T) {
 	}
 	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != resv.EndBelowMinMember || a.Reserved {
 		t.Errorf("attemptInfo after the drop = %+v, want the reservation ended (BelowMinMember)", a)
+	}
+}
+
+// TestNewLeaderEndsAReservationItCannotAdopt: a Reserved condition a previous leader left True, none
+// of whose members is nominated any more (it ended there, and the status write did not land), holds
+// no room; the new leader ends it, so that the status says so instead of keeping the condition True
+// until the gang is placed.
+func TestNewLeaderEndsAReservationItCannotAdopt(t *testing.T) {
+	pg := makePG("ns", "g", 2, time.Time{})
+	pg.Status.Conditions = []metav1.Condition{{Type: status.ConditionReserved, Status: metav1.ConditionTrue, Reason: status.ReasonRoomHeld,
+		Message: "holds room for 2 members on 2 nodes", LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")})
+	env.pl.reservation.MaxGangs = 1
+	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	env.pl.adoptReservations(context.Background())
+	if a := env.pl.attemptInfo("ns/g"); a.Reserved || a.ReservationEnded != resv.EndNoRoom {
+		t.Errorf("attemptInfo = %+v, want the reservation ended (NoRoom), not held", a)
+	}
+	if got := drainEvents(rec); len(got) != 1 || !strings.Contains(got[0], EventReservationEnded) {
+		t.Errorf("events %v, want one ReservationEnded", got)
 	}
 }

@@ -88,9 +88,8 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	var out ReserveOut
 	r := &g.Reserve
 	if in.Adopt != nil && !r.Seen && !r.Held() {
-		if e, ok := g.AdoptReservation(in.Args, in.Adopt, list(), in.Now, in.Queue); ok {
-			out.Steps, out.Adopted = append(out.Steps, e), r.Held()
-		}
+		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Now, in.Queue))
+		out.Adopted = r.Held()
 	}
 	prio := corev1helpers.PodPriority(in.Pod)
 	others, ahead := in.Queue(prio)
@@ -111,20 +110,18 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 }
 
 // AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
-// condition c is True and members are nominated (see Adoptable). Its start is the condition's. The
-// machine decides whether to adopt (see reservation.Adopt: only a gang this process has not seen
-// trying does); ok is false when nothing is left to adopt.
-func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, now time.Time, queue func(prio int32) (int, bool)) (e resv.Effects, ok bool) {
-	p, ok := Adoptable(members, c.Message)
-	if !ok {
-		return resv.Effects{}, false
-	}
+// condition c is True, and its plan is read from the members' nominations (see Adoptable). Its start
+// is the condition's. The machine decides (see reservation.Adopt): only a gang this process has not
+// seen trying adopts, and one it does not take over (nothing nominated, over maxGangs, reservation
+// off) ends, so that the condition does not stay True.
+func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, now time.Time, queue func(prio int32) (int, bool)) resv.Effects {
+	p, nominated := Adoptable(members, c.Message)
 	others, _ := queue(g.Reserve.Prio)
-	e = g.StepReservation(args, resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time, Others: others})
+	e := g.StepReservation(args, resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time, Others: others, Nominated: nominated})
 	if g.Reserve.Held() {
 		g.Reserve.Hold(p)
 	}
-	return e, true
+	return e
 }
 
 // PlanRoom plans where the gang's missing members hold room (see gangfit.PlanReservation), with

@@ -141,9 +141,14 @@ func TestReserveRoom(t *testing.T) {
 				return g
 			}, adopt: reserved, members: []*v1.Pod{nominated},
 			wantSteps: 1, wantLast: func(e resv.Effects) bool { return !e.Hold }},
-		{name: "no member is nominated: nothing is left to adopt",
+		{name: "no member is nominated: the previous leader's reservation holds no room and ends (its condition must not stay True)",
 			gang: func() *Gang { return New("ns", "g", "uid") }, adopt: reserved, members: []*v1.Pod{m0},
-			wantSteps: 1, wantLast: func(e resv.Effects) bool { return !e.Hold }, wantReads: reads{members: 1}},
+			wantSteps: 2, wantLast: func(e resv.Effects) bool { return !e.Hold }, wantReads: reads{members: 1},
+			check: func(t *testing.T, g *Gang, out ReserveOut) {
+				if out.Steps[0].End != resv.EndNoRoom || g.Reserve.Ended != resv.EndNoRoom {
+					t.Errorf("adopt step's end %q, state's %q; want NoRoom", out.Steps[0].End, g.Reserve.Ended)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,21 +196,21 @@ func TestReserveRoom(t *testing.T) {
 }
 
 // TestAdoptReservation: the adopted plan is read from the members' nominations (those not bound),
-// its start is the condition's, and a gang over the limit of reservations adopts nothing.
+// its start is the condition's, and one over the limit of reservations is not taken over: it ends.
 func TestAdoptReservation(t *testing.T) {
 	args := resv.Args{After: time.Minute, Timeout: 10 * time.Minute, MaxGangs: 1, Recheck: 10 * time.Second, StallAfter: 30 * time.Second}
 	c := &metav1.Condition{Type: "Reserved", Status: metav1.ConditionTrue, Message: "holds room on a, b", LastTransitionTime: metav1.NewTime(t0.Add(-time.Minute))}
 	m0, m1, m2 := gangtest.Member("m0", "g", "1"), gangtest.Member("m1", "g", "1"), bound("m2", "c", "1")
 	m0.Status.NominatedNodeName, m1.Status.NominatedNodeName = "a", "b"
 	g := New("ns", "g", "uid")
-	if _, ok := g.AdoptReservation(args, c, []*v1.Pod{m0, m1, m2}, t0, func(int32) (int, bool) { return 0, false }); !ok || !g.Reserve.Held() {
-		t.Fatalf("adopted %v, held %v; want both", ok, g.Reserve.Held())
+	if e := g.AdoptReservation(args, c, []*v1.Pod{m0, m1, m2}, t0, func(int32) (int, bool) { return 0, false }); !e.Hold || !g.Reserve.Held() {
+		t.Fatalf("adopt effects %+v, held %v; want it held", e, g.Reserve.Held())
 	}
 	if g.Reserve.Node["m0"] != "a" || g.Reserve.Node["m1"] != "b" || len(g.Reserve.Node) != 2 || !strings.Contains(g.Reserve.Plan.Message, "a, b") {
 		t.Errorf("adopted plan %v (%q), want m0 on a and m1 on b with the condition's message", g.Reserve.Node, g.Reserve.Plan.Message)
 	}
 	full := New("ns", "g", "uid")
-	if _, ok := full.AdoptReservation(args, c, []*v1.Pod{m0}, t0, func(int32) (int, bool) { return 1, false }); !ok || full.Reserve.Held() {
-		t.Errorf("over the limit: stepped %v, held %v; want the machine asked, nothing held", ok, full.Reserve.Held())
+	if e := full.AdoptReservation(args, c, []*v1.Pod{m0}, t0, func(int32) (int, bool) { return 1, false }); e.End != resv.EndNoRoom || full.Reserve.Held() {
+		t.Errorf("over the limit: effects %+v, held %v; want it ended, nothing held", e, full.Reserve.Held())
 	}
 }

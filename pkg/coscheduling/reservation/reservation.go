@@ -152,8 +152,10 @@ type Input struct {
 	// way (members wait at Permit) (Timer).
 	Live, MinMember int
 	Trying          bool
-	// AdoptSince: the start of the reservation found on the PodGroup (Adopt).
+	// AdoptSince: the start of the reservation found on the PodGroup; Nominated: some of its members
+	// are nominated to its room (Adopt).
 	AdoptSince time.Time
+	Nominated  bool
 	// Message: the caller's words for the end (BelowMinMember, Preempting, Deleted).
 	Message string
 }
@@ -378,7 +380,22 @@ func Step(s State, a Args, in Input) (State, Effects) {
 		// Only a gang this process has not seen trying adopts (never a reservation it ended itself,
 		// whose condition a coalesced status write may not have cleared yet), and only within
 		// MaxGangs.
-		if s.Seen || s.Phase == Held || a.MaxGangs <= 0 || in.Others >= a.MaxGangs {
+		if s.Seen || s.Phase == Held {
+			return s, e
+		}
+		if a.MaxGangs <= 0 || in.Others >= a.MaxGangs || !in.Nominated {
+			// Not taken over: it ends here, so that the condition the previous leader left does not
+			// stay True until the gang is placed, and its members' nominations keep no room. It is
+			// never adopted again (Seen).
+			msg := "no member is nominated to the room a previous leader reserved"
+			switch {
+			case a.MaxGangs <= 0:
+				msg = "reservation is turned off"
+			case in.Others >= a.MaxGangs:
+				msg = fmt.Sprintf("%d gangs hold reservations, the most allowed", in.Others)
+			}
+			s.Ended, s.EndMessage, s.Seen = EndNoRoom, msg, true
+			e.End, e.EndMessage = EndNoRoom, msg
 			return s, e
 		}
 		s.Phase, s.Since, s.PlannedAt, s.LastTried, s.Lost, s.Unfit = Held, in.AdoptSince, in.AdoptSince, now, "", false

@@ -181,23 +181,32 @@ func TestReservationTransitions(t *testing.T) {
 			wantE: Effects{End: EndPodGroupDeleted, EndMessage: "the PodGroup was deleted", StopTimer: true}},
 		{name: "a PodGroup deleted ends its wait", from: eligible, in: Input{Event: Deleted, Now: at(45)}, want: State{}, wantE: Effects{StopTimer: true}},
 		{name: "a wait that ends keeps how the last reservation ended (the gang's state is dropped with it)",
-			from: with(eligible, func(s *State) { s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "2 of minMember 3 live members exist" }),
+			from: with(eligible, func(s *State) {
+				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "2 of minMember 3 live members exist"
+			}),
 			in:   Input{Event: Deleted, Now: at(45), Message: "no live member is left"},
 			want: State{Ended: EndBelowMinMember, EndMessage: "2 of minMember 3 live members exist"}, wantE: Effects{StopTimer: true}},
 
 		// Adopt: a reservation a previous leader left.
 		{name: "a fresh gang adopts a reservation; its start is the condition's", from: State{},
-			in:    Input{Event: Adopt, Now: at(100), AdoptSince: at(40)},
+			in:    Input{Event: Adopt, Now: at(100), AdoptSince: at(40), Nominated: true},
 			want:  State{Phase: Held, WaitingSince: at(40), LastTried: at(100), Since: at(40), PlannedAt: at(40)},
 			wantE: Effects{Hold: true, Wake: true, WakeAt: at(110)}},
 		{name: "an adopted reservation past its timeout ends at once", from: State{},
-			in:    Input{Event: Adopt, Now: at(400), AdoptSince: at(40)},
+			in:    Input{Event: Adopt, Now: at(400), AdoptSince: at(40), Nominated: true},
 			want:  State{Phase: Waiting, WaitingSince: at(400), LastTried: at(400), PlannedAt: at(400), Ended: EndTimedOut, EndMessage: "the reservation timed out after 5m0s"},
 			wantE: Effects{End: EndTimedOut, EndMessage: "the reservation timed out after 5m0s", Wake: true, WakeAt: at(430)}},
 		{name: "a reservation this process ended is not adopted again", from: State{Phase: Waiting, WaitingSince: at(340), Ended: EndTimedOut, Seen: true},
 			in: Input{Event: Adopt, Now: at(341), AdoptSince: at(40)}, want: State{Phase: Waiting, WaitingSince: at(340), Ended: EndTimedOut, Seen: true}},
-		{name: "no adoption beyond maxGangs", from: State{}, in: Input{Event: Adopt, Now: at(100), AdoptSince: at(40), Others: 1}, want: State{}},
-		{name: "no adoption with reservation turned off", args: &off, from: State{}, in: Input{Event: Adopt, Now: at(100), AdoptSince: at(40)}, want: State{}},
+		{name: "beyond maxGangs the reservation is not adopted: it ends, once", from: State{}, in: Input{Event: Adopt, Now: at(100), AdoptSince: at(40), Others: 1, Nominated: true},
+			want:  State{Ended: EndNoRoom, EndMessage: "1 gangs hold reservations, the most allowed", Seen: true},
+			wantE: Effects{End: EndNoRoom, EndMessage: "1 gangs hold reservations, the most allowed"}},
+		{name: "with reservation turned off it is not adopted: it ends", args: &off, from: State{}, in: Input{Event: Adopt, Now: at(100), AdoptSince: at(40), Nominated: true},
+			want:  State{Ended: EndNoRoom, EndMessage: "reservation is turned off", Seen: true},
+			wantE: Effects{End: EndNoRoom, EndMessage: "reservation is turned off"}},
+		{name: "a reservation none of whose members is nominated holds no room: it ends", from: State{}, in: Input{Event: Adopt, Now: at(100), AdoptSince: at(40)},
+			want:  State{Ended: EndNoRoom, EndMessage: "no member is nominated to the room a previous leader reserved", Seen: true},
+			wantE: Effects{End: EndNoRoom, EndMessage: "no member is nominated to the room a previous leader reserved"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
