@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -45,6 +47,11 @@ func TestPreempt(t *testing.T) {
 	badTopology.Annotations = map[string]string{gangfit.AnnotationTopologyRequired: "not a label key/"}
 	claim := st.MakePod().Namespace("other").Name("c").UID("c").Priority(100).Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
 	claim.Status.NominatedNodeName = "a"
+	guarded := low("guarded", "a", "4")
+	guarded.Labels = map[string]string{"app": "db"}
+	budget := &policy.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec:   policy.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+		Status: policy.PodDisruptionBudgetStatus{DisruptionsAllowed: 0}}
 
 	type calls struct{ terminating, claims, pdbs int }
 	cases := []struct {
@@ -56,10 +63,13 @@ func TestPreempt(t *testing.T) {
 		terminating int
 		claimed     []*v1.Pod
 		pdbErr      error
+		pdbs        []*policy.PodDisruptionBudget
 		want        PreemptOut
-		wantVictims []string
-		wantAssign  map[string]string
-		wantCalls   calls
+		// wantViolations counts the victims whose eviction breaks a budget.
+		wantViolations int
+		wantVictims    []string
+		wantAssign     map[string]string
+		wantCalls      calls
 	}{
 		{name: "a member whose preemptionPolicy is Never: the gang may not preempt",
 			members: []*v1.Pod{preemptor("m0", "4"), never}, need: 2, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
@@ -101,6 +111,10 @@ func TestPreempt(t *testing.T) {
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("v0", "v", "a", "4", 10)), gangtest.NodeWith("b", "4", gangtest.Running("v1", "v", "b", "2", 10))},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"v0", "v1"}, wantAssign: map[string]string{"m0": "a"},
 			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+		{name: "a victim whose eviction breaks its budget is still evicted when nothing else makes room, and counted",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", guarded)}, pdbs: []*policy.PodDisruptionBudget{budget},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"guarded"}, wantAssign: map[string]string{"m0": "a"}, wantViolations: 1,
+			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
 		{name: "room nominated to a preemptor of this priority is not free: a victim elsewhere",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", low("x", "b", "4"))}, claimed: []*v1.Pod{claim},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"m0": "b"},
@@ -127,7 +141,7 @@ func TestPreempt(t *testing.T) {
 					return tc.terminating
 				},
 				Claims:  func() []*v1.Pod { got.claims++; return tc.claimed },
-				PDBs:    func() ([]*policy.PodDisruptionBudget, error) { got.pdbs++; return nil, tc.pdbErr },
+				PDBs:    func() ([]*policy.PodDisruptionBudget, error) { got.pdbs++; return tc.pdbs, tc.pdbErr },
 				Leaving: func(p *v1.Pod) bool { return p == leaving },
 			}
 			out := Preempt(in)
@@ -160,6 +174,9 @@ func TestPreempt(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantAssign, assign); out.Result == PreemptVictims && diff != "" {
 				t.Errorf("assignment (-want,+got):\n%s", diff)
+			}
+			if out.Plan.Violations != tc.wantViolations {
+				t.Errorf("budget violations %d, want %d", out.Plan.Violations, tc.wantViolations)
 			}
 			if got != tc.wantCalls {
 				t.Errorf("readers called %+v, want %+v", got, tc.wantCalls)
