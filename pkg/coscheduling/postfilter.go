@@ -105,7 +105,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	now := pl.clock.Now()
 	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		Nodes:   pl.handle.SnapshotSharedLister().NodeInfos().List,
+		Nodes:   func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
 		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
 	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
 		in.Adopt = c

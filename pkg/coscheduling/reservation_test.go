@@ -208,10 +208,7 @@ func TestEndOutlivesALostWait(t *testing.T) {
 // no room; the new leader ends it, so that the status says so instead of keeping the condition True
 // until the gang is placed.
 func TestNewLeaderEndsAReservationItCannotAdopt(t *testing.T) {
-	pg := makePG("ns", "g", 2, time.Time{})
-	pg.Status.Conditions = []metav1.Condition{{Type: status.ConditionReserved, Status: metav1.ConditionTrue, Reason: status.ReasonRoomHeld,
-		Message: "holds room for 2 members on 2 nodes", LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
-	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")})
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{reservedPG()}, []*v1.Pod{member("m0", "g", "1"), member("m1", "g", "1")})
 	env.pl.reservation.MaxGangs = 1
 	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
 	rec := events.NewFakeRecorder(10)
@@ -222,5 +219,66 @@ func TestNewLeaderEndsAReservationItCannotAdopt(t *testing.T) {
 	}
 	if got := drainEvents(rec); len(got) != 1 || !strings.Contains(got[0], EventReservationEnded) {
 		t.Errorf("events %v, want one ReservationEnded", got)
+	}
+}
+
+// reservedPG is a PodGroup of minMember 2 whose Reserved condition a previous leader left True.
+func reservedPG() *v1alpha1.PodGroup {
+	pg := makePG("ns", "g", 2, time.Time{})
+	pg.Status.Conditions = []metav1.Condition{{Type: status.ConditionReserved, Status: metav1.ConditionTrue, Reason: status.ReasonRoomHeld,
+		Message: "holds room for 2 members on 2 nodes", LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	return pg
+}
+
+// TestNewLeaderLeavesAPlacedGangToTheStatus: a Reserved condition left True on a gang whose members
+// are all bound (the failover came before the status write) is no reservation to end: the new leader
+// records no end, and the status writer says how the gang was placed.
+func TestNewLeaderLeavesAPlacedGangToTheStatus(t *testing.T) {
+	m0, m1 := member("m0", "g", "1"), member("m1", "g", "1")
+	m0.Spec.NodeName, m1.Spec.NodeName = "n0", "n1"
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{reservedPG()}, []*v1.Pod{m0, m1})
+	env.pl.reservation.MaxGangs = 1
+	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	env.pl.adoptReservations(context.Background())
+	if a := env.pl.attemptInfo("ns/g"); a.Reserved || a.ReservationEnded != "" {
+		t.Errorf("attemptInfo = %+v, want no word on the reservation (the status writes QuorumReached once placed)", a)
+	}
+	if got := drainEvents(rec); len(got) != 0 {
+		t.Errorf("events %v, want none", got)
+	}
+}
+
+// TestAReservationEndedHereIsNotEndedAgain: a reservation this process ended (its gang fell below
+// minMember, then lost every member, so its state was dropped) is not taken for a previous leader's
+// when a new member arrives while the PodGroup still shows Reserved True: no second end.
+func TestAReservationEndedHereIsNotEndedAgain(t *testing.T) {
+	pg := reservedPG()
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, nil)
+	env.pl.reservation.MaxGangs, env.pl.reservation.After = 1, time.Hour // no plan this test
+	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
+	now := env.clock.Now()
+	env.pl.mu.Lock()
+	g := env.pl.gangForLocked(pg)
+	g.Reserve.State = resv.State{Phase: resv.Held, WaitingSince: now, Since: now, Seen: true}
+	env.pl.stepReservationLocked(g, resv.Input{Event: resv.BelowMinMember, Now: now, Message: "1 of minMember 2 live members exist"})
+	env.pl.dropIfUnusedLocked(g, now)
+	env.pl.mu.Unlock()
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder = rec
+	m0 := member("m0", "g", "1")
+	if err := env.pods.Add(m0); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.members.Counts.Track(m0)
+	if _, _, held := env.pl.reserveRoom(context.Background(), m0, pg); held {
+		t.Error("reserveRoom holds a reservation")
+	}
+	if got := drainEvents(rec); len(got) != 0 {
+		t.Errorf("events %v, want none (the reservation ended once already)", got)
+	}
+	if a := env.pl.attemptInfo("ns/g"); a.ReservationEnded != resv.EndBelowMinMember {
+		t.Errorf("attemptInfo = %+v, want the first end (BelowMinMember) kept", a)
 	}
 }

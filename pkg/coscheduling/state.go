@@ -41,7 +41,8 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 	if g == nil {
 		g = gang.New(pg.Namespace, pg.Name, pg.UID)
 		if e, ok := pl.ended[key]; ok {
-			g.Reserve.Ended, g.Reserve.EndMessage = e[0], e[1]
+			// This process ended it: it is never adopted again from a condition not yet cleared.
+			g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true
 			delete(pl.ended, key)
 		}
 		pl.gangs[key] = g

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -112,10 +113,16 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 // AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
 // condition c is True, and its plan is read from the members' nominations (see Adoptable). Its start
 // is the condition's. The machine decides (see reservation.Adopt): only a gang this process has not
-// seen trying adopts, and one it does not take over (nothing nominated, over maxGangs, reservation
-// off) ends, so that the condition does not stay True.
+// seen trying adopts, and one it does not take over (over maxGangs, reservation off, or none of its
+// members nominated while some still need a node) ends, so that the condition does not stay True. A
+// gang whose members are all bound is left alone: the status writes how it was placed.
 func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, now time.Time, queue func(prio int32) (int, bool)) resv.Effects {
 	p, nominated := Adoptable(members, c.Message)
+	if !nominated && !slices.ContainsFunc(members, func(m *v1.Pod) bool { return m.Spec.NodeName == "" }) {
+		// Every member is bound (or none is left): the gang needs no room, and the status says
+		// how it was placed (or nothing, with no member).
+		return resv.Effects{}
+	}
 	others, _ := queue(g.Reserve.Prio)
 	e := g.StepReservation(args, resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time, Others: others, Nominated: nominated})
 	if g.Reserve.Held() {

@@ -375,7 +375,7 @@ func Step(s State, a Args, in Input) (State, Effects) {
 		}
 		// How the last reservation ended stays: a gang whose state is dropped once no live member is
 		// left must still show that end (the status would otherwise keep the Reserved condition).
-		s = State{Ended: s.Ended, EndMessage: s.EndMessage}
+		s = State{Ended: s.Ended, EndMessage: s.EndMessage, Seen: s.Seen}
 	case Adopt:
 		// Only a gang this process has not seen trying adopts (never a reservation it ended itself,
 		// whose condition a coalesced status write may not have cleared yet), and only within

@@ -179,13 +179,13 @@ func TestReservationTransitions(t *testing.T) {
 		{name: "a PodGroup deleted ends its reservation", from: held, in: Input{Event: Deleted, Now: at(45), Message: "the PodGroup was deleted"},
 			want:  State{Prio: 5, Ended: EndPodGroupDeleted, EndMessage: "the PodGroup was deleted", Seen: true},
 			wantE: Effects{End: EndPodGroupDeleted, EndMessage: "the PodGroup was deleted", StopTimer: true}},
-		{name: "a PodGroup deleted ends its wait", from: eligible, in: Input{Event: Deleted, Now: at(45)}, want: State{}, wantE: Effects{StopTimer: true}},
-		{name: "a wait that ends keeps how the last reservation ended (the gang's state is dropped with it)",
+		{name: "a PodGroup deleted ends its wait (what this process saw stays)", from: eligible, in: Input{Event: Deleted, Now: at(45)}, want: State{Seen: true}, wantE: Effects{StopTimer: true}},
+		{name: "a wait that ends keeps how the last reservation ended and that this process saw it (the gang's state is dropped with it)",
 			from: with(eligible, func(s *State) {
 				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "2 of minMember 3 live members exist"
 			}),
 			in:   Input{Event: Deleted, Now: at(45), Message: "no live member is left"},
-			want: State{Ended: EndBelowMinMember, EndMessage: "2 of minMember 3 live members exist"}, wantE: Effects{StopTimer: true}},
+			want: State{Ended: EndBelowMinMember, EndMessage: "2 of minMember 3 live members exist", Seen: true}, wantE: Effects{StopTimer: true}},
 
 		// Adopt: a reservation a previous leader left.
 		{name: "a fresh gang adopts a reservation; its start is the condition's", from: State{},
