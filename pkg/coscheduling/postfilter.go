@@ -114,22 +114,28 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	g := pl.gangForLocked(pg)
 	in.Queue = func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) }
 	out := g.ReserveRoom(in)
-	done := make([]reservationDone, len(out.Steps))
-	for i, e := range out.Steps {
-		done[i] = pl.appliedReservationLocked(g, e, now)
+	done := make([]reservationDone, 0, len(out.Steps)+1)
+	for _, e := range out.Steps {
+		done = append(done, pl.appliedReservationLocked(g, e, now))
 	}
-	e := out.Last()
-	if out.Adopted || e.Start {
+	if out.Adopted {
 		pl.reservationMetricsLocked()
 	}
-	r := &g.Reserve
-	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
 	pl.mu.Unlock()
-	for _, d := range done {
-		if !d.empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
+	pl.finishReservations(ctx, pg, done)
+	if out.Room != nil {
+		// The plan reads every pod of every node: made outside the lock, then handed back.
+		p := gang.PlanRoom(in, *out.Room)
+		pl.mu.Lock()
+		g.Planned(in, p, &out)
+		d := pl.appliedReservationLocked(g, out.Last(), now)
+		if out.Last().Start {
+			pl.reservationMetricsLocked()
 		}
+		pl.mu.Unlock()
+		pl.finishReservations(ctx, pg, []reservationDone{d})
 	}
+	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
 	switch {
 	case !out.Planned:
@@ -144,6 +150,10 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case !p.OK && !e.Hold:
 		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 	}
+	pl.mu.RLock()
+	r := &g.Reserve
+	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
+	pl.mu.RUnlock()
 	if !held {
 		if e.Why != "" {
 			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
@@ -155,4 +165,13 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, st, true
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), st, true
+}
+
+// finishReservations does what reservation steps left (see finishReservation), in order.
+func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []reservationDone) {
+	for _, d := range done {
+		if !d.empty() {
+			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
+		}
+	}
 }

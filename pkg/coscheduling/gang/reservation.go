@@ -65,18 +65,28 @@ type ReserveOut struct {
 	Steps []resv.Effects
 	// Adopted: a previous leader's reservation is held here now.
 	Adopted bool
+	// Room is what to plan (nil: the machine asked for no plan). The plugin plans it (PlanRoom)
+	// outside its lock, since a plan reads every pod of every node, and hands the plan to Planned.
+	Room *Room
 	// Planned: the reservation was planned (Plan); the last step says whether it started or moved.
 	Planned bool
 	Plan    gangfit.ReservationPlan
+}
+
+// Room is the gang's part of a reservation plan, read under the plugin's lock: the group's live
+// pods, the members still to place (in a fixed order, so that the same room gives the same plan) and
+// how many of them the quorum needs.
+type Room struct {
+	Members, Candidates []*v1.Pod
+	Need                int
 }
 
 // Last is the effects of the step's last event.
 func (o ReserveOut) Last() resv.Effects { return o.Steps[len(o.Steps)-1] }
 
 // ReserveRoom is a reservation's step for a member that found no room: a reservation a previous
-// leader left is adopted by a gang this process has not seen trying; the machine hears NoRoom; when
-// it asks for a plan, the gang plans where its missing members hold room (PlanRoom) and the machine
-// hears Planned; a reservation that starts or moves holds its plan.
+// leader left is adopted by a gang this process has not seen trying, and the machine hears NoRoom.
+// When it asks for a plan, out.Room says what to plan; PlanRoom plans it and Planned ends the step.
 func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	var members []*v1.Pod
 	listed := false
@@ -96,18 +106,25 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	others, ahead := in.Queue(prio)
 	e := g.StepReservation(in.Args, resv.Input{Event: resv.NoRoom, Now: in.Now, Prio: prio, Others: others, Ahead: ahead})
 	out.Steps = append(out.Steps, e)
-	if !e.Plan {
-		return out
-	}
-	out.Planned, out.Plan = true, g.PlanRoom(in, list(), prio)
-	others, ahead = in.Queue(prio)
-	plan := resv.Plan{OK: out.Plan.OK, Message: out.Plan.Message, Same: r.Plan.Same(out.Plan)}
-	e = g.StepReservation(in.Args, resv.Input{Event: resv.Planned, Now: in.Now, Others: others, Ahead: ahead, Plan: plan})
-	out.Steps = append(out.Steps, e)
-	if e.Start || e.Moved {
-		r.Hold(out.Plan)
+	if e.Plan {
+		all := list()
+		candidates, _, counted := g.Split(all)
+		sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
+		out.Room = &Room{Members: all, Candidates: candidates, Need: podgroup.MinMember(in.PodGroup) - counted}
 	}
 	return out
+}
+
+// Planned hands a plan made for out.Room to the reservation machine (Planned, after the order is
+// read again) and holds it when the reservation starts or moves; out records the step.
+func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut) {
+	others, ahead := in.Queue(corev1helpers.PodPriority(in.Pod))
+	plan := resv.Plan{OK: p.OK, Message: p.Message, Same: g.Reserve.Plan.Same(p)}
+	e := g.StepReservation(in.Args, resv.Input{Event: resv.Planned, Now: in.Now, Others: others, Ahead: ahead, Plan: plan})
+	out.Steps, out.Planned, out.Plan = append(out.Steps, e), true, p
+	if e.Start || e.Moved {
+		g.Reserve.Hold(p)
+	}
 }
 
 // AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
@@ -131,9 +148,9 @@ func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*
 	return e
 }
 
-// PlanRoom plans where the gang's missing members hold room (see gangfit.PlanReservation), with
-// the members in a fixed order, so that the same room gives the same plan.
-func (g *Gang) PlanRoom(in ReserveIn, members []*v1.Pod, prio int32) gangfit.ReservationPlan {
+// PlanRoom plans where a gang's missing members hold room (see gangfit.PlanReservation). It reads
+// no gang state, so the plugin runs it outside its lock.
+func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 	nodes, err := in.Nodes()
 	if err != nil {
 		return gangfit.ReservationPlan{Message: err.Error()}
@@ -142,10 +159,10 @@ func (g *Gang) PlanRoom(in ReserveIn, members []*v1.Pod, prio int32) gangfit.Res
 	if err != nil {
 		return gangfit.ReservationPlan{Message: err.Error()}
 	}
-	candidates, _, counted := g.Split(members)
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
-	f := gangfit.NewReservable(in.Logger, g.Key(), candidates, podgroup.MinMember(in.PodGroup)-counted, nodes, in.Claims(prio), prio)
-	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(members, nodes)))
+	prio := corev1helpers.PodPriority(in.Pod)
+	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
+	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.Claims(prio), prio)
+	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(room.Members, nodes)))
 }
 
 // Hold makes p the plan the gang holds: each member's node is where it is nominated.

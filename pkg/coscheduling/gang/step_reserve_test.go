@@ -168,7 +168,11 @@ func TestReserveRoom(t *testing.T) {
 				Nodes:   func() ([]fwk.NodeInfo, error) { got.nodes++; return tc.nodes, tc.nodesErr },
 				Claims:  func(int32) []*v1.Pod { got.claims++; return nil },
 			}
+			// As the plugin does: the step under its lock, the plan outside it, then Planned.
 			out := g.ReserveRoom(in)
+			if out.Room != nil {
+				g.Planned(in, PlanRoom(in, *out.Room), &out)
+			}
 			if len(out.Steps) != tc.wantSteps {
 				t.Fatalf("%d machine steps, want %d", len(out.Steps), tc.wantSteps)
 			}
