@@ -78,9 +78,9 @@ func Nominate(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string
 
 // ClearNominations drops the nominations of a gang's members (in the nominator and in their
 // status), when the gang no longer preempts: preemption cannot place it, or its PodGroup is gone.
-// The preemptor's own status is left to the framework (except is its UID, or empty). It reports
-// whether a claim was forgotten (room moved, so cached checks are stale).
-func ClearNominations(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string, members []*v1.Pod, except types.UID) (forgot bool) {
+// The preemptor's own status is left to the framework (except is its UID, or empty). forgot is
+// called for each claim forgotten (room moved, so cached checks are stale), before any status patch.
+func ClearNominations(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string, members []*v1.Pod, except types.UID, forgot func()) {
 	logger := klog.FromContext(ctx)
 	var clear []*v1.Pod
 	for _, m := range members {
@@ -94,7 +94,7 @@ func ClearNominations(ctx context.Context, h fwk.Handle, c *claims.Claims, plugi
 			h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride})
 		}
 		if c.Forget(m) {
-			forgot = true
+			forgot()
 		}
 		if inStatus && m.UID != except {
 			clear = append(clear, m)
@@ -108,7 +108,6 @@ func ClearNominations(ctx context.Context, h fwk.Handle, c *claims.Claims, plugi
 			logger.V(2).Info("Could not clear a pod's nominated node", "pod", klog.KObj(p), "err", err)
 		}
 	}, plugin)
-	return forgot
 }
 
 // OnWaiting applies f to each member waiting at Permit. A member whose Permit returned Wait but that
