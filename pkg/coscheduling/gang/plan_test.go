@@ -24,6 +24,8 @@ func TestMissedPlan(t *testing.T) {
 		{"an offered node was filtered out", []string{"a"}, filtered(), true},
 		{"the offered nodes were never filtered (absent nodes have no plugin)", []string{"b"}, framework.NewDefaultNodeToStatus(), true},
 		{"another plugin's PreFilter rejected every node: no miss of the plan", []string{"a", "b"}, framework.NewNodeToStatus(nil, other), false},
+		{"another plugin's PreFilter rejected the rest, and a Filter rejected an offered node: a miss",
+			[]string{"a", "b"}, framework.NewNodeToStatus(map[string]*fwk.Status{"a": fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu").WithPlugin("NodeResourcesFit")}, other), true},
 	} {
 		if got := MissedPlan(tc.offered, tc.m); got != tc.want {
 			t.Errorf("%s: MissedPlan = %v, want %v", tc.name, got, tc.want)

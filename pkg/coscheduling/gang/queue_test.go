@@ -41,6 +41,8 @@ func TestLess(t *testing.T) {
 		{"within a group and rank: by creation", member("ns/a", 1, 2, 1, 5), member("ns/a", 1, 2, 2, 0)},
 		{"then by the time each entered the queue", member("ns/a", 1, 2, 1, 1), member("ns/a", 1, 2, 1, 2)},
 		{"plain pods: by queue time, never by creation", plain(1, 5), plain(2, 0)},
+		{"entities of no group at one time: by queue time, never by rank or creation",
+			QueueEntry{Stamp: QueueStamp{At: at(1), Rank: 2}, Created: at(5), Queued: at(1)}, QueueEntry{Stamp: QueueStamp{At: at(1), Rank: 0}, Created: at(0), Queued: at(2)}},
 		{"a plain pod queued before a group's time goes first", plain(0, 0), member("ns/a", 1, 0, 0, 0)},
 	} {
 		if !Less(tc.first, tc.second) || Less(tc.second, tc.first) {

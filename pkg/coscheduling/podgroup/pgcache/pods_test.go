@@ -27,6 +27,7 @@ func TestPods(t *testing.T) {
 	add(gangPod("c", "g").Terminating().Obj(), true)
 	add(gangPod("d", "h").Obj(), true)
 	add(gangPod("e", "g").SchedulerName("other").Obj(), true)
+	add(gangPod("f", "g").SchedulingGates([]string{"example.com/admission"}).Obj(), true)
 
 	var names []string
 	for _, p := range pods.InGroup("ns", "g") {
