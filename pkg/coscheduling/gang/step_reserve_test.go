@@ -225,3 +225,29 @@ func TestAdoptReservation(t *testing.T) {
 		t.Errorf("over the limit: effects %+v, held %v; want it ended, nothing held", e, full.Reserve.Held())
 	}
 }
+
+// TestPlannedReadsTheOrderAgain: the plan is made between two lock holds, so Planned reads the order
+// again: a gang whose last free slot another gang took meanwhile starts nothing, and holds nothing.
+func TestPlannedReadsTheOrderAgain(t *testing.T) {
+	args := resv.Args{After: time.Minute, Timeout: 10 * time.Minute, MaxGangs: 1, Recheck: 10 * time.Second, StallAfter: 30 * time.Second}
+	m0 := preemptor("m0", "4")
+	g := New("ns", "g", "uid")
+	g.Reserve.State = resv.State{Phase: resv.Waiting, WaitingSince: t0.Add(-2 * time.Minute), LastTried: t0.Add(-time.Second), Prio: 100}
+	others := 0
+	in := ReserveIn{Args: args, Now: t0, Pod: m0, PodGroup: gangtest.PodGroup("ns", "g", 1, t0), Logger: klog.Background(),
+		Members: func() []*v1.Pod { return []*v1.Pod{m0} },
+		Queue:   func(int32) (int, bool) { return others, false },
+		Nodes:   func() ([]fwk.NodeInfo, error) { return []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("low", "", "a", "4", 10))}, nil },
+		Claims:  func(int32) []*v1.Pod { return nil },
+	}
+	out := g.ReserveRoom(in)
+	if out.Room == nil {
+		t.Fatal("no plan asked for")
+	}
+	p := PlanRoom(in, *out.Room)
+	others = 1 // another gang reserved while the plan was made
+	g.Planned(in, p, &out)
+	if !p.OK || out.Last().Start || g.Reserve.Held() {
+		t.Errorf("plan OK %v, started %v, held %v; want a good plan that starts nothing while the slot is taken", p.OK, out.Last().Start, g.Reserve.Held())
+	}
+}
