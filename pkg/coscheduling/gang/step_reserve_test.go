@@ -237,8 +237,10 @@ func TestPlannedReadsTheOrderAgain(t *testing.T) {
 	in := ReserveIn{Args: args, Now: t0, Pod: m0, PodGroup: gangtest.PodGroup("ns", "g", 1, t0), Logger: klog.Background(),
 		Members: func() []*v1.Pod { return []*v1.Pod{m0} },
 		Queue:   func(int32) (int, bool) { return others, false },
-		Nodes:   func() ([]fwk.NodeInfo, error) { return []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("low", "", "a", "4", 10))}, nil },
-		Claims:  func(int32) []*v1.Pod { return nil },
+		Nodes: func() ([]fwk.NodeInfo, error) {
+			return []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("low", "", "a", "4", 10))}, nil
+		},
+		Claims: func(int32) []*v1.Pod { return nil },
 	}
 	out := g.ReserveRoom(in)
 	if out.Room == nil {
