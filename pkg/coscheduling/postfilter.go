@@ -92,8 +92,9 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 }
 
 // reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter): one step under the lock (gang.Gang.ReserveRoom: adopt, no room,
-// plan), then what it leaves: an end's I/O, the members nominated to a reservation that started or
+// does not help (see PostFilter): gang.Gang.ReserveRoom under the lock (adopt, no room), the plan
+// outside it when the machine asks for one (gang.PlanRoom), gang.Gang.Planned under the lock again,
+// then what the steps leave: an end's I/O, the members nominated to a reservation that started or
 // moved, the event. It reports handled when the gang holds a reservation: the member's result and
 // status are then the reservation's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {

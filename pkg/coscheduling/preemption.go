@@ -90,7 +90,7 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 }
 
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
-// snapshot, takes the gang's split under the lock, lets the step decide (gang.Preempt), and applies
+// snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.Preempt), and applies
 // the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
 // reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
@@ -110,9 +110,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if in.Nodes, err = infos.List(); err != nil {
 		out.Err = err
 	} else {
-		pl.mu.Lock()
-		in.Candidates, in.Need, in.Nominated = pl.gangForLocked(pg).SplitForPreemption(in.Members, podgroup.MinMember(pg))
-		pl.mu.Unlock()
+		in.Split = func() ([]*v1.Pod, int, []string) {
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			return pl.gangForLocked(pg).SplitForPreemption(in.Members, podgroup.MinMember(pg))
+		}
 		out = gang.Preempt(in)
 	}
 	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out)
@@ -148,7 +150,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 		return nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err))
 	}
 	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
-	msg := gang.PreemptingMessage(plan, prio, in.Need, nodesUsed)
+	msg := gang.PreemptingMessage(plan, prio, out.Need, nodesUsed)
 	// A reservation the gang held ends: the preemption's nominations are the gang's now.
 	keep := make(map[types.UID]bool, len(plan.Assignment))
 	for _, a := range plan.Assignment {

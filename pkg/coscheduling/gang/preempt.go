@@ -46,11 +46,10 @@ type PreemptIn struct {
 	PodGroup *v1alpha1.PodGroup
 	Members  []*v1.Pod
 	Nodes    []fwk.NodeInfo
-	// Candidates are the members still to place and Need how many of them the quorum needs;
-	// Nominated the nodes the gang's earlier preemption and its members' statuses name.
-	Candidates []*v1.Pod
-	Need       int
-	Nominated  []string
+	// Split reads the gang's part under the plugin's lock (see Gang.SplitForPreemption): the members
+	// still to place, how many of them the quorum needs, and the nodes the gang's earlier preemption
+	// and its members' statuses name. It is called once, past the checks that need no gang state.
+	Split func() (candidates []*v1.Pod, need int, nominated []string)
 
 	DefaultTopology config.TopologyPolicy
 	Fit             *gangfit.Shared
@@ -75,8 +74,10 @@ type PreemptOut struct {
 	// DropNominations: the gang's earlier nominations stop keeping room (PreemptNotHelpful: preemption
 	// cannot place it), unless they are its reservation's.
 	DropNominations bool
-	// Plan is the victims and where the members go (PreemptVictims).
+	// Plan is the victims and where the members go (PreemptVictims); Need the members the quorum
+	// needs placed.
 	Plan gangfit.Plan
+	Need int
 }
 
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
@@ -109,7 +110,8 @@ func Preempt(in PreemptIn) PreemptOut {
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)}
 	}
-	if n := in.Terminating(in.Nominated, prio); n > 0 {
+	candidates, need, nominated := in.Split()
+	if n := in.Terminating(nominated, prio); n > 0 {
 		return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)}
 	}
 	pol, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
@@ -117,7 +119,7 @@ func Preempt(in PreemptIn) PreemptOut {
 		return PreemptOut{Result: PreemptNotEligible, Message: err.Error()}
 	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(in.Logger, key, in.Candidates, in.Need, in.Nodes, in.PodGroup.Spec.MinResources, in.Claims(), in.Fit, true)
+	f := gangfit.New(in.Logger, key, candidates, need, in.Nodes, in.PodGroup.Spec.MinResources, in.Claims(), in.Fit, true)
 	if f == nil {
 		return PreemptOut{Result: PreemptNotEligible}
 	}
@@ -138,7 +140,7 @@ func Preempt(in PreemptIn) PreemptOut {
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
 		return PreemptOut{Result: PreemptNotHelpful}
 	}
-	return PreemptOut{Result: PreemptVictims, Plan: plan}
+	return PreemptOut{Result: PreemptVictims, Plan: plan, Need: need}
 }
 
 // PreemptingMessage says what a gang's preemption does, once its members are nominated to nodes.

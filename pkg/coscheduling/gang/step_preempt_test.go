@@ -53,7 +53,7 @@ func TestPreempt(t *testing.T) {
 		Spec:   policy.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
 		Status: policy.PodDisruptionBudgetStatus{DisruptionsAllowed: 0}}
 
-	type calls struct{ terminating, claims, pdbs int }
+	type calls struct{ split, terminating, claims, pdbs int }
 	cases := []struct {
 		name        string
 		pod         *v1.Pod
@@ -80,45 +80,45 @@ func TestPreempt(t *testing.T) {
 		{name: "the earlier preemption's victims still terminate: wait for them",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, terminating: 2,
 			want:      PreemptOut{Result: PreemptWaiting, Message: "preemption: PodGroup ns/g waits for 2 pods it preempted to terminate"},
-			wantCalls: calls{terminating: 1}},
+			wantCalls: calls{split: 1, terminating: 1}},
 		{name: "malformed topology annotations: the gang may not preempt",
 			pod: badTopology, need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
 			want:      PreemptOut{Result: PreemptNotEligible, Message: "x"},
-			wantCalls: calls{terminating: 1}},
+			wantCalls: calls{split: 1, terminating: 1}},
 		{name: "nothing left to place", need: 0, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
-			want: PreemptOut{Result: PreemptNotEligible}, wantCalls: calls{terminating: 1, claims: 1}},
+			want: PreemptOut{Result: PreemptNotEligible}, wantCalls: calls{split: 1, terminating: 1, claims: 1}},
 		{name: "the budgets cannot be read", need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, pdbErr: errors.New("boom"),
-			want: PreemptOut{Result: PreemptError}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			want: PreemptOut{Result: PreemptError}, wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "evicting every lower pod would not make room for both members: not helpful, nothing evicted",
 			members: []*v1.Pod{preemptor("m0", "4"), preemptor("m1", "4")}, need: 2, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
 			want:      PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Message: "preemption: PodGroup ns/g does not fit even if all 1 lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"},
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "lower pods run only where the members may not go",
 			members: []*v1.Pod{preemptor("m0", "4"), preemptor("m1", "4")}, need: 2, nodes: []fwk.NodeInfo{taintedNode("t", low("x", "t", "4")), gangtest.Node("b", "4")},
 			want:      PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Message: "preemption: PodGroup ns/g does not fit, and no pod of lower priority runs on the nodes its members may use"},
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "it fits without evicting anything: not helpful, the nominations stay",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4")), gangtest.Node("b", "4")},
-			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "a pod leaving for an earlier preemption is no victim, and its room counts free",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", leaving)},
-			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			want: PreemptOut{Result: PreemptNotHelpful}, wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "a single lower pod is evicted and the member goes where it ran",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"m0": "a"},
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "a lower gang is evicted whole, though one of its pods would do",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", gangtest.Running("v0", "v", "a", "4", 10)), gangtest.NodeWith("b", "4", gangtest.Running("v1", "v", "b", "2", 10))},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"v0", "v1"}, wantAssign: map[string]string{"m0": "a"},
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "a victim whose eviction breaks its budget is still evicted when nothing else makes room, and counted",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", guarded)}, pdbs: []*policy.PodDisruptionBudget{budget},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"guarded"}, wantAssign: map[string]string{"m0": "a"}, wantViolations: 1,
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 		{name: "room nominated to a preemptor of this priority is not free: a victim elsewhere",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", low("x", "b", "4"))}, claimed: []*v1.Pod{claim},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"m0": "b"},
-			wantCalls: calls{terminating: 1, claims: 1, pdbs: 1}},
+			wantCalls: calls{split: 1, terminating: 1, claims: 1, pdbs: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +132,8 @@ func TestPreempt(t *testing.T) {
 			}
 			var got calls
 			in := PreemptIn{Pod: pod, PodGroup: gangtest.PodGroup("ns", "g", int32(len(members)), t0), Members: members, Nodes: tc.nodes,
-				Candidates: members, Need: tc.need, Nominated: []string{"a"}, Fit: &gangfit.Shared{}, Logger: klog.Background(),
+				Split: func() ([]*v1.Pod, int, []string) { got.split++; return members, tc.need, []string{"a"} },
+				Fit:   &gangfit.Shared{}, Logger: klog.Background(),
 				Terminating: func(nodes []string, prio int32) int {
 					got.terminating++
 					if prio != 100 || len(nodes) != 1 || nodes[0] != "a" {
@@ -177,6 +178,9 @@ func TestPreempt(t *testing.T) {
 			}
 			if out.Plan.Violations != tc.wantViolations {
 				t.Errorf("budget violations %d, want %d", out.Plan.Violations, tc.wantViolations)
+			}
+			if out.Result == PreemptVictims && out.Need != tc.need {
+				t.Errorf("need %d, want %d (for the Preempting message)", out.Need, tc.need)
 			}
 			if got != tc.wantCalls {
 				t.Errorf("readers called %+v, want %+v", got, tc.wantCalls)
