@@ -315,7 +315,7 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	nodes := []fwk.NodeInfo{node("a", "4")}
 	preempted := func(nominated ...string) {
 		g := env.pl.gangForLocked(pg)
-		g.SetOutcome(EventPreempting, "preempting 1 pod")
+		g.SetOutcome(podgroup.ReasonPreempting, "preempting 1 pod")
 		g.NominatedNodes = nominated
 		g.Feasibility = nil
 	}
@@ -323,14 +323,14 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != EventPreempting {
-		t.Errorf("outcome %q while the victims' room is nominated to the gang, want %q", got, EventPreempting)
+	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != podgroup.ReasonPreempting {
+		t.Errorf("outcome %q while the victims' room is nominated to the gang, want %q", got, podgroup.ReasonPreempting)
 	}
 	// The preemption's room went elsewhere and preemption can no longer place the gang.
 	env.pl.stoppedPreempting(pg)
 	g := env.pl.gangs["ns/g"]
-	if g.Outcome.Reason != EventGangInfeasible || len(g.NominatedNodes) != 0 {
-		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.Outcome.Reason, g.NominatedNodes, EventGangInfeasible)
+	if g.Outcome.Reason != podgroup.ReasonGangInfeasible || len(g.NominatedNodes) != 0 {
+		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.Outcome.Reason, g.NominatedNodes, podgroup.ReasonGangInfeasible)
 	}
 	// A gang whose nominations were dropped elsewhere says so at its next check.
 	preempted()
@@ -338,8 +338,8 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != EventGangInfeasible {
-		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, EventGangInfeasible)
+	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != podgroup.ReasonGangInfeasible {
+		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, podgroup.ReasonGangInfeasible)
 	}
 }
 

@@ -23,7 +23,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
@@ -51,48 +50,6 @@ const (
 	AnnotationTopologyRequired = gangfit.AnnotationTopologyRequired
 	// AnnotationTopologyPreferred lists node label keys, narrowest first, separated by commas.
 	AnnotationTopologyPreferred = gangfit.AnnotationTopologyPreferred
-)
-
-// Event reasons. The same words are the reasons of the PodGroup's Scheduled condition.
-const (
-	// EventPodGroupNotFound (pod): the pod's PodGroup does not exist; the pod waits without holding anything.
-	EventPodGroupNotFound = "PodGroupNotFound"
-	// EventWaitingForMembers (pod, PodGroup): fewer than minMember live pods of the group exist.
-	EventWaitingForMembers = podgroup.ReasonWaitingForMembers
-	// EventGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was reserved.
-	EventGangInfeasible = podgroup.ReasonGangInfeasible
-	// EventWaitingForQuorum (PodGroup): an attempt has been under way for gateEventDelay; its members
-	// are reserved one by one and wait at Permit for the rest of the quorum.
-	EventWaitingForQuorum = podgroup.ReasonWaitingForQuorum
-	// EventQuorumReached (PodGroup): minMember live members are reserved or bound; the waiting ones
-	// go on to bind.
-	EventQuorumReached = podgroup.ReasonQuorumReached
-	// EventGangRejected (pod, PodGroup): the attempt failed (a member could not be placed, was
-	// rejected, or the PodGroup was deleted); every waiting member was rejected and released what it held.
-	EventGangRejected = podgroup.ReasonGangRejected
-	// EventGangTimedOut (pod, PodGroup): the quorum was not reached within the schedule timeout.
-	EventGangTimedOut = podgroup.ReasonGangTimedOut
-	// EventDomainChosen (PodGroup): a gang with a topology policy was given a domain for its attempt;
-	// the message says which and at which level of the policy.
-	EventDomainChosen = "DomainChosen"
-	// EventInvalidTopologyPolicy (pod): the member's topology annotations are malformed; it is not
-	// placed until they are fixed.
-	EventInvalidTopologyPolicy = "InvalidTopologyPolicy"
-	// EventBelowQuorum (PodGroup): some but fewer than minMember live members have been bound for
-	// longer than the group's schedule timeout (e.g. a member's bind failed after the quorum and it
-	// cannot be placed again, or members were evicted).
-	EventBelowQuorum = podgroup.ReasonBelowQuorum
-	// EventPreempting (PodGroup): the gang did not fit, so lower-priority pods (whole gangs among them)
-	// are being preempted to make room for it; its members are nominated to the freed nodes and the
-	// gang is placed once the victims are gone.
-	EventPreempting = podgroup.ReasonPreempting
-	// EventReserved (PodGroup): the gang waited reservation.afterSeconds for room, and now holds the
-	// room that frees on the nodes its missing members will use (its members are nominated there);
-	// the message says how many nodes and how much.
-	EventReserved = "Reserved"
-	// EventReservationEnded (PodGroup): the gang holds its room no more (it timed out, or the room it
-	// counted on is gone); the message says why.
-	EventReservationEnded = "ReservationEnded"
 )
 
 const (

@@ -425,7 +425,7 @@ func TestGateEventsDelayed(t *testing.T) {
 	}
 	env.clock.Step(gateEventDelay / 2)
 	got := drainEvents(rec)
-	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForMembers) || !strings.Contains(got[0], "2 of minMember 3") {
+	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForMembers) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after a's delay = %v, want one WaitingForMembers (for a, with the latest count)", got)
 	}
 	// b's group completes before its delay ends.
@@ -458,12 +458,12 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 		t.Fatalf("the quick gang's last member: Permit = %v, want Success", s)
 	}
 	got := drainEvents(rec)
-	if len(got) != 1 || !strings.Contains(got[0], EventQuorumReached) {
+	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonQuorumReached) {
 		t.Fatalf("events before the delay = %v, want the quick gang's QuorumReached alone", got)
 	}
 	env.clock.Step(gateEventDelay / 2)
 	got = drainEvents(rec)
-	if len(got) != 1 || !strings.Contains(got[0], EventWaitingForQuorum) || !strings.Contains(got[0], "2 of minMember 3") {
+	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForQuorum) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after the delay = %v, want one WaitingForQuorum for the slow gang, with the latest count", got)
 	}
 	env.clock.Step(gateEventDelay)

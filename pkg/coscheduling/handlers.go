@@ -161,7 +161,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	pl.mu.Unlock()
 	if r.AllowWaiting && len(r.Pods) > 0 {
 		pl.allow(r.Pods)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, r.Message)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
 	}
 	pl.activateGroup(pg.Namespace, pg.Name)
 	pl.notifyStatus(key)
@@ -194,7 +194,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
 	pl.rejectWaiting(r.Pods, r.Message)
 	for _, v := range r.Pods {
-		pl.event(v, v1.EventTypeWarning, EventGangRejected, r.Message)
+		pl.event(v, v1.EventTypeWarning, podgroup.ReasonGangRejected, r.Message)
 	}
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.

@@ -95,7 +95,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		return
 	}
 	pl.mu.Unlock()
-	timedOut, metricReason := r.Reason == EventGangTimedOut, metrics.ReasonMemberRejected
+	timedOut, metricReason := r.Reason == podgroup.ReasonGangTimedOut, metrics.ReasonMemberRejected
 	if timedOut {
 		metricReason = metrics.ReasonTimeout
 	}
@@ -138,7 +138,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 			pl.activateSiblings(state, pod)
 			metrics.TimeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(r.Start).Seconds())
 			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", r.Count, "allowed", len(r.Pods))
-			pl.podGroupEvent(pg, v1.EventTypeNormal, EventQuorumReached, r.Message)
+			pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
 			pl.notifyStatus(key)
 		}
 		return nil, 0

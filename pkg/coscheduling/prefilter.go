@@ -73,7 +73,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
-		pl.gate(ctx, pod, EventInvalidTopologyPolicy, msg)
+		pl.gate(ctx, pod, podgroup.ReasonInvalidTopologyPolicy, msg)
 		return pl.rejectInPreFilter(state, msg, false)
 	}
 	in := gang.PreFilterIn{
@@ -101,7 +101,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
 		if out.InfeasibleChanged {
-			pl.podGroupEvent(pg, v1.EventTypeWarning, EventGangInfeasible, out.Message)
+			pl.podGroupEvent(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message)
 			pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 		}
 	}
@@ -110,7 +110,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	if out.DomainChosen {
 		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, EventDomainChosen, out.Placement.Message)
+		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message)
 		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 	}
 	if out.Plan != nil {

@@ -31,12 +31,12 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	key := podgroup.Key(pod.Namespace, name)
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
-		return pl.gate(ctx, pod, EventPodGroupNotFound,
+		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,
 			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
 	}
 	want := podgroup.MinMember(pg)
 	if existing := pl.members.CountUpTo(pod.Namespace, name, want); existing < want {
-		return pl.gate(ctx, pod, EventWaitingForMembers,
+		return pl.gate(ctx, pod, podgroup.ReasonWaitingForMembers,
 			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist; the pod waits for the rest without holding resources", existing, want, key))
 	}
 	now := pl.clock.Now()

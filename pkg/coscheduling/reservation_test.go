@@ -19,6 +19,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
@@ -154,7 +155,7 @@ func TestRecreatedPodGroupEndsItsReservation(t *testing.T) {
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, EventReservationEnded) || !strings.Contains(e, "the PodGroup was recreated") {
+		if !strings.Contains(e, podgroup.ReasonReservationEnded) || !strings.Contains(e, "the PodGroup was recreated") {
 			t.Errorf("event %q, want ReservationEnded for the recreated PodGroup", e)
 		}
 	case <-time.After(wait.ForeverTestTimeout):
@@ -217,7 +218,7 @@ func TestNewLeaderEndsAReservationItCannotAdopt(t *testing.T) {
 	if a := env.pl.attemptInfo("ns/g"); a.Reserved || a.ReservationEnded != resv.EndNoRoom {
 		t.Errorf("attemptInfo = %+v, want the reservation ended (NoRoom), not held", a)
 	}
-	if got := drainEvents(rec); len(got) != 1 || !strings.Contains(got[0], EventReservationEnded) {
+	if got := drainEvents(rec); len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonReservationEnded) {
 		t.Errorf("events %v, want one ReservationEnded", got)
 	}
 }

@@ -137,7 +137,7 @@ func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.R
 // the event on the PodGroup and on each member it concerns (the waiting ones and those named), and the
 // status.
 func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReason string, concerned ...*v1.Pod) {
-	if r.Reason == EventGangTimedOut {
+	if r.Reason == podgroup.ReasonGangTimedOut {
 		metrics.GangTimeouts.WithLabelValues(pl.profile).Inc()
 	}
 	metrics.GangRejections.WithLabelValues(pl.profile, metricReason).Inc()
@@ -217,7 +217,7 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	if !waiting || pg == nil {
 		return
 	}
-	pl.podGroupEvent(pg, v1.EventTypeNormal, EventWaitingForQuorum,
+	pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum,
 		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
 			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
 }
@@ -239,7 +239,7 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 		pl.mu.Unlock()
 		if changed {
 			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
-			if reason == EventPodGroupNotFound || reason == EventWaitingForMembers {
+			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers {
 				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, st.episode) })
 			} else {
 				pl.event(pod, v1.EventTypeNormal, reason, msg)

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 var podGroupGVR = schema.GroupVersionResource{Group: v1alpha1.GroupName, Version: "v1alpha1", Resource: "podgroups"}
@@ -259,13 +259,13 @@ func TestCoscheduling(t *testing.T) {
 		// The PodGroup gets QuorumReached; a gang placed at once gets no WaitingForQuorum (it is recorded
 		// only for an attempt still waiting 5 s after it started; see TestCoschedulingReleasesOnMemberFailure),
 		// and the waiting members get no event.
-		waitForEvent(t, ns, "train", coscheduling.EventQuorumReached, schedulerName)
+		waitForEvent(t, ns, "train", podgroup.ReasonQuorumReached, schedulerName)
 		// The delayed WaitingForQuorum would come 5 s after the attempt started; it must not come.
 		quietUntil := time.Now().Add(6 * time.Second)
-		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
+		if c := waitForPodGroupCondition(t, ns, "train", podgroup.ReasonQuorumReached); c.Status != metav1.ConditionTrue {
 			t.Errorf("Scheduled condition %+v, want True", c)
 		}
-		assertNoPodEvents(t, ns, names, coscheduling.EventWaitingForQuorum)
+		assertNoPodEvents(t, ns, names, podgroup.ReasonWaitingForQuorum)
 		waitFor(t, ns, "the PodGroup status to say Scheduled with 4 scheduled", func(context.Context) (bool, error) {
 			pg := getPodGroup(t, ns, "train")
 			return pg.Status.Phase == v1alpha1.PodGroupScheduled && pg.Status.Scheduled == 4 && !pg.Status.ScheduleStartTime.IsZero(), nil
@@ -279,7 +279,7 @@ func TestCoscheduling(t *testing.T) {
 			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 4, nil
 		})
 		time.Sleep(time.Until(quietUntil))
-		assertNoEvents(t, ns, "PodGroup", []string{"train"}, coscheduling.EventWaitingForQuorum)
+		assertNoEvents(t, ns, "PodGroup", []string{"train"}, podgroup.ReasonWaitingForQuorum)
 		// Members finish one by one. A finished pod leaves the scheduler's informer; the status still
 		// counts it, and the Scheduled condition stays QuorumReached: succeeded members count as placed, so
 		// a gang finishing member by member is neither BelowQuorum nor Failed.
@@ -290,7 +290,7 @@ func TestCoscheduling(t *testing.T) {
 			return pg.Status.Phase == v1alpha1.PodGroupRunning && pg.Status.Running == 2 && pg.Status.Succeeded == 2 &&
 				pg.Status.Scheduled == 2, nil
 		})
-		if c := waitForPodGroupCondition(t, ns, "train", coscheduling.EventQuorumReached); c.Status != metav1.ConditionTrue {
+		if c := waitForPodGroupCondition(t, ns, "train", podgroup.ReasonQuorumReached); c.Status != metav1.ConditionTrue {
 			t.Errorf("Scheduled condition %+v while members finish, want QuorumReached True", c)
 		}
 		setPhase(t, ns, names[2], v1.PodSucceeded)
@@ -305,13 +305,13 @@ func TestCoscheduling(t *testing.T) {
 		ns := testNamespace(t)
 		cosNodes(t, "late", 3, "2")
 		createPod(t, gangPod(ns, "late-0", "late", "1"))
-		ev := waitForEvent(t, ns, "late-0", coscheduling.EventPodGroupNotFound, schedulerName)
+		ev := waitForEvent(t, ns, "late-0", podgroup.ReasonPodGroupNotFound, schedulerName)
 		if !strings.Contains(ev.Message, "does not exist") {
 			t.Errorf("PodGroupNotFound event %q does not say why", ev.Message)
 		}
 		createPodGroup(t, ns, "late", 3, 0)
 		createPod(t, gangPod(ns, "late-1", "late", "1"))
-		ev = waitForEvent(t, ns, "late-1", coscheduling.EventWaitingForMembers, schedulerName)
+		ev = waitForEvent(t, ns, "late-1", podgroup.ReasonWaitingForMembers, schedulerName)
 		if !strings.Contains(ev.Message, "of minMember 3") {
 			t.Errorf("WaitingForMembers event %q does not count the members", ev.Message)
 		}
@@ -332,8 +332,8 @@ func TestCoscheduling(t *testing.T) {
 			}
 		}
 		// The check runs once per attempt; the PodGroup reports it.
-		waitForEvent(t, ns, "big", coscheduling.EventGangInfeasible, schedulerName)
-		if c := waitForPodGroupCondition(t, ns, "big", coscheduling.EventGangInfeasible); !strings.Contains(c.Message, "fit only 4") {
+		waitForEvent(t, ns, "big", podgroup.ReasonGangInfeasible, schedulerName)
+		if c := waitForPodGroupCondition(t, ns, "big", podgroup.ReasonGangInfeasible); !strings.Contains(c.Message, "fit only 4") {
 			t.Errorf("GangInfeasible condition message %q does not say that only 4 fit", c.Message)
 		}
 		// A member holding 3 of a node's 4 CPUs would leave no room for this 2-CPU pod anywhere.
@@ -356,11 +356,11 @@ func TestCoscheduling(t *testing.T) {
 		// The third member exists but is held (see heldAnnotation): the others reserve and wait.
 		createHeldMembers(t, ns, "slow", 3, 1, "1")
 		waitForMembersWaiting(t, ns, "slow", 2)
-		ev := waitForEvent(t, ns, "slow-0", coscheduling.EventGangTimedOut, schedulerName)
+		ev := waitForEvent(t, ns, "slow-0", podgroup.ReasonGangTimedOut, schedulerName)
 		if !strings.Contains(ev.Message, "timed out") {
 			t.Errorf("GangTimedOut event %q does not say it timed out", ev.Message)
 		}
-		waitForEvent(t, ns, "slow-1", coscheduling.EventGangTimedOut, schedulerName)
+		waitForEvent(t, ns, "slow-1", podgroup.ReasonGangTimedOut, schedulerName)
 		consistentlyNoneBound(t, 4*time.Second, ns, "slow")
 	})
 }
@@ -657,7 +657,7 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 	createHeldMembers(t, ns, "first", 4, 2, "3")
 	waitForMembersWaiting(t, ns, "first", 2)
 	// An attempt still waiting for its quorum 5 s after it started is reported on the PodGroup.
-	if ev := waitForEvent(t, ns, "first", coscheduling.EventWaitingForQuorum, schedulerName); !strings.Contains(ev.Message, "2 of minMember 4") {
+	if ev := waitForEvent(t, ns, "first", podgroup.ReasonWaitingForQuorum, schedulerName); !strings.Contains(ev.Message, "2 of minMember 4") {
 		t.Errorf("WaitingForQuorum event %q does not count the 2 waiting members", ev.Message)
 	}
 
@@ -668,11 +668,11 @@ func TestCoschedulingReleasesOnMemberFailure(t *testing.T) {
 
 	release(t, ns, "first-2")
 	release(t, ns, "first-3")
-	ev := waitForEvent(t, ns, "first-0", coscheduling.EventGangRejected, schedulerName)
+	ev := waitForEvent(t, ns, "first-0", podgroup.ReasonGangRejected, schedulerName)
 	if !strings.Contains(ev.Message, "cannot be placed") {
 		t.Errorf("GangRejected event %q does not say a member could not be placed", ev.Message)
 	}
-	waitForEvent(t, ns, "first-1", coscheduling.EventGangRejected, schedulerName)
+	waitForEvent(t, ns, "first-1", podgroup.ReasonGangRejected, schedulerName)
 	if got := coschedulingCounters(t, "custom_scheduler_coscheduling_gang_rejections_total")["reason=member_unschedulable"]; got <= before {
 		t.Errorf("member_unschedulable rejections = %v, want more than %v", got, before)
 	}
@@ -724,7 +724,7 @@ func waitForMembersWaiting(t *testing.T, ns, group string, n int) {
 	want := fmt.Sprintf("%d of minMember", n)
 	waitFor(t, ns, fmt.Sprintf("%d members of %s/%s waiting at Permit", n, ns, group), func(context.Context) (bool, error) {
 		for _, c := range getPodGroup(t, ns, group).Status.Conditions {
-			if c.Type == "Scheduled" && c.Reason == coscheduling.EventWaitingForQuorum && strings.HasPrefix(c.Message, want) {
+			if c.Type == "Scheduled" && c.Reason == podgroup.ReasonWaitingForQuorum && strings.HasPrefix(c.Message, want) {
 				return true, nil
 			}
 		}

@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // faultRule fails a share of the requests of one kind before they reach the apiserver.
@@ -330,7 +330,7 @@ func TestPodGroupRecreatedWhileWatchIsDown(t *testing.T) {
 	createPodGroup(t, ns, "re", 3, 30)
 	proxy.setRate("podgroup-watch", 0)
 
-	ev := waitForEvent(t, ns, "re-0", coscheduling.EventGangRejected, schedulerName)
+	ev := waitForEvent(t, ns, "re-0", podgroup.ReasonGangRejected, schedulerName)
 	if !strings.Contains(ev.Message, "was deleted") {
 		t.Errorf("GangRejected event %q does not say the PodGroup was deleted", ev.Message)
 	}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // kubeletDeletesPreempted stands in for the kubelets of a namespace until the test ends: pods the
@@ -117,13 +117,13 @@ func TestGangShapes(t *testing.T) {
 		createPod(t, prioPod(ns, "plain", "", "4", "", "sg", nodes[0]))
 		waitForPodBound(t, ns, "plain")
 		consistentlyNoneBound(t, 2*time.Second, ns, "job")
-		if ev := waitForEvent(t, ns, "job-1", coscheduling.EventWaitingForMembers, schedulerName); !strings.Contains(ev.Message, "2 of minMember 3") {
+		if ev := waitForEvent(t, ns, "job-1", podgroup.ReasonWaitingForMembers, schedulerName); !strings.Contains(ev.Message, "2 of minMember 3") {
 			t.Errorf("WaitingForMembers event %q does not count 2 members", ev.Message)
 		}
-		assertNoPodEvents(t, ns, []string{"job-2"}, coscheduling.EventWaitingForMembers)
+		assertNoPodEvents(t, ns, []string{"job-2"}, podgroup.ReasonWaitingForMembers)
 		// The status counts the two members, not the gated pod: the group waits for members, not for a
 		// quorum being reserved.
-		waitForPodGroupCondition(t, ns, "job", coscheduling.EventWaitingForMembers)
+		waitForPodGroupCondition(t, ns, "job", podgroup.ReasonWaitingForMembers)
 		// Admitted: the gate goes, the group is complete, and it binds whole once there is room.
 		forceDelete(t, ns, "plain")
 		ungate(t, ns, "job-2")

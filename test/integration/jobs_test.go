@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // TestJobGangs runs gangs whose pods belong to indexed Jobs, with the real Job controller creating and
@@ -105,7 +105,7 @@ func TestJobGangs(t *testing.T) {
 			pods, err := groupPods(ctx, ns, "train")
 			return len(pods) == 4, err
 		})
-		waitForPodGroupCondition(t, ns, "train", coscheduling.EventGangInfeasible)
+		waitForPodGroupCondition(t, ns, "train", podgroup.ReasonGangInfeasible)
 		consistentlyNoGroupLiveBound(t, 3*time.Second, ns, "train")
 
 		// A third node: the quorum fits and binds together; the fourth worker has no room yet.

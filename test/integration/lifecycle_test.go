@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // TestCoschedulingLifecycle follows gangs past their first run: job restarts (all pods replaced, with
@@ -37,7 +37,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		forceDelete(t, ns, first...)
 		deleteNode(t, "restart-3")
 		second := createMembers(t, ns, "job", "run2", 4, "1500m")
-		waitForPodGroupCondition(t, ns, "job", coscheduling.EventGangInfeasible)
+		waitForPodGroupCondition(t, ns, "job", podgroup.ReasonGangInfeasible)
 		consistentlyNoLiveBound(t, 3*time.Second, ns, "job", second)
 
 		createNode(t, "restart-new", "2", "8Gi", nil)
@@ -61,7 +61,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 			}
 		}
 		second := createMembers(t, ns, "job", "run2", 3, "1500m")
-		waitForPodGroupCondition(t, ns, "job", coscheduling.EventGangInfeasible)
+		waitForPodGroupCondition(t, ns, "job", podgroup.ReasonGangInfeasible)
 		consistentlyNoLiveBound(t, 3*time.Second, ns, "job", second)
 
 		// The old pods go (as a kubelet would confirm): the new run binds whole.
@@ -87,9 +87,9 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		waitFor(t, ns, "the status to report the gang below its quorum", func(context.Context) (bool, error) {
 			status := getPodGroup(t, ns, "job").Status
 			c := findScheduled(status.Conditions)
-			return status.Scheduled == 2 && status.Failed == 1 && c != nil && c.Reason == coscheduling.EventBelowQuorum, nil
+			return status.Scheduled == 2 && status.Failed == 1 && c != nil && c.Reason == podgroup.ReasonBelowQuorum, nil
 		})
-		ev := waitForEvent(t, ns, "job", coscheduling.EventBelowQuorum, schedulerName)
+		ev := waitForEvent(t, ns, "job", podgroup.ReasonBelowQuorum, schedulerName)
 		if !strings.Contains(ev.Message, "2 of minMember 3") {
 			t.Errorf("BelowQuorum event %q does not count the members", ev.Message)
 		}
@@ -99,7 +99,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		forceDelete(t, ns, gang[1])
 		replacement := createMembers(t, ns, "job", "replacement", 1, "1500m")
 		waitForLiveBound(t, ns, "job", append([]string{gang[0], gang[2]}, replacement...), 3)
-		waitForPodGroupCondition(t, ns, "job", coscheduling.EventQuorumReached)
+		waitForPodGroupCondition(t, ns, "job", podgroup.ReasonQuorumReached)
 		waitForGauge(t, "custom_scheduler_coscheduling_gangs_below_quorum", schedulerName, 0)
 		consistentlyNotPartial(t, ns, "job", 3)
 	})
@@ -114,7 +114,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		if err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Delete(context.Background(), "job", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		ev := waitForEvent(t, ns, "job-0", coscheduling.EventGangRejected, schedulerName)
+		ev := waitForEvent(t, ns, "job-0", podgroup.ReasonGangRejected, schedulerName)
 		if !strings.Contains(ev.Message, "deleted") {
 			t.Errorf("GangRejected event %q does not say the PodGroup was deleted", ev.Message)
 		}
@@ -126,7 +126,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 		for i := range 3 {
 			waitForPodBound(t, ns, fmt.Sprintf("plain-%d", i))
 		}
-		waitForEvent(t, ns, "job-0", coscheduling.EventPodGroupNotFound, schedulerName)
+		waitForEvent(t, ns, "job-0", podgroup.ReasonPodGroupNotFound, schedulerName)
 		consistentlyNoneBound(t, time.Second, ns, "job")
 		consistentlyNotPartial(t, ns, "job", 3)
 	})
@@ -140,7 +140,7 @@ func TestCoschedulingLifecycle(t *testing.T) {
 
 		patchPodGroupSpec(t, ns, "job", `{"spec":{"minMember":2}}`)
 		waitForBoundMembers(t, ns, "job", 2)
-		waitForEvent(t, ns, "job", coscheduling.EventQuorumReached, schedulerName)
+		waitForEvent(t, ns, "job", podgroup.ReasonQuorumReached, schedulerName)
 		consistentlyNotPartial(t, ns, "job", 2)
 	})
 

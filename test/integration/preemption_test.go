@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // shippedProfiles is the profile list of manifests/base/scheduler-config.yaml, the configuration the
@@ -211,9 +211,9 @@ func TestGangPreemption(t *testing.T) {
 			}
 			return len(seen) == len(nodes), nil
 		})
-		waitForEvent(t, ns, "hi", coscheduling.EventPreempting, schedulerName)
+		waitForEvent(t, ns, "hi", podgroup.ReasonPreempting, schedulerName)
 		waitForEvent(t, ns, "lo-0", "Preempted", schedulerName)
-		waitForPodGroupCondition(t, ns, "hi", coscheduling.EventPreempting)
+		waitForPodGroupCondition(t, ns, "hi", podgroup.ReasonPreempting)
 
 		// A lower-priority pod arriving while the victims terminate does not take their room.
 		createPod(t, prioPod(ns, "latecomer", "", "3", lowPriority, "pa", ""))

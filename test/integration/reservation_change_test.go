@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // reservedGang makes a gang of n members of 1 CPU hold a reservation on n/2 nodes of 2 CPU (the
@@ -24,7 +24,7 @@ func reservedGang(t *testing.T, ns, prefix, group string, n int, class string) [
 	createPod(t, prioPod(ns, prefix+"-slow", "", "1", class, prefix, prefix+"-0"))
 	waitForPodBound(t, ns, prefix+"-slow")
 	names := runGang(t, ns, group, n, "1", class, prefix, nil)
-	waitForEvent(t, ns, group, coscheduling.EventReserved, schedulerName)
+	waitForEvent(t, ns, group, podgroup.ReasonReserved, schedulerName)
 	waitFor(t, ns, "the reserving gang's members nominated", func(context.Context) (bool, error) {
 		for _, node := range nominated(t, ns, names) {
 			if node == "" {
@@ -99,7 +99,7 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 			smallPodHeldOff(t, ns, "shrinks")
 			changed := time.Now()
 			tc.change(t, ns, names)
-			ended := waitForEvent(t, ns, "shrinks", coscheduling.EventReservationEnded, schedulerName)
+			ended := waitForEvent(t, ns, "shrinks", podgroup.ReasonReservationEnded, schedulerName)
 			if !strings.Contains(ended.Message, "(BelowMinMember)") {
 				t.Errorf("ReservationEnded %q, want the reason BelowMinMember", ended.Message)
 			}
@@ -129,7 +129,7 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 		low.Spec.NodeName = "rq-1"
 		createPod(t, low)
 		forceDelete(t, ns, "rq-slow")
-		ended := waitForEvent(t, ns, "preempts", coscheduling.EventReservationEnded, schedulerName)
+		ended := waitForEvent(t, ns, "preempts", podgroup.ReasonReservationEnded, schedulerName)
 		if !strings.Contains(ended.Message, "(Preempting)") {
 			t.Errorf("ReservationEnded %q, want the reason Preempting", ended.Message)
 		}
@@ -147,7 +147,7 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 		createPod(t, prioPod(ns, "slow", "", "1", "", "rl", "rl-0"))
 		waitForPodBound(t, ns, "slow")
 		blocker := runGang(t, ns, "blocker", 8, "1", "", "rl", nil)
-		waitForEvent(t, ns, "blocker", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "blocker", podgroup.ReasonReserved, schedulerName)
 		first := runGang(t, ns, "first", 6, "1", "", "rl", nil)
 		time.Sleep(4 * time.Second) // past afterSeconds: first is next in the order
 		forceDelete(t, ns, first[5])
@@ -160,7 +160,7 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 		forceDelete(t, ns, "slow")
 		waitForBoundMembers(t, ns, "blocker", 8)
 		forceDelete(t, ns, blocker...) // the blocker's job ends
-		waitForEvent(t, ns, "second", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "second", podgroup.ReasonReserved, schedulerName)
 		waitForBoundMembers(t, ns, "second", len(second))
 		if n, _ := boundMembers(context.Background(), ns, "first"); n != 0 {
 			t.Errorf("%d members of the gang below minMember bound", n)
@@ -174,10 +174,10 @@ func TestReservationWhileTheGangChanges(t *testing.T) {
 		cond := waitForPodGroupConditionOf(t, ns, "holds", "Reserved", "RoomHeld")
 		// Three rechecks (every 10 s) with the room unchanged.
 		time.Sleep(32 * time.Second)
-		if n := eventCount(t, ns, "holds", coscheduling.EventReserved); n != 1 {
+		if n := eventCount(t, ns, "holds", podgroup.ReasonReserved); n != 1 {
 			t.Errorf("%d Reserved events for one reservation, want 1", n)
 		}
-		if n := eventCount(t, ns, "holds", coscheduling.EventReservationEnded); n != 0 {
+		if n := eventCount(t, ns, "holds", podgroup.ReasonReservationEnded); n != 0 {
 			t.Errorf("%d ReservationEnded events while the reservation held", n)
 		}
 		if now := nominated(t, ns, names); fmt.Sprint(now) != fmt.Sprint(held) {
@@ -205,7 +205,7 @@ func TestReservationEndsAtItsTimeout(t *testing.T) {
 			t.Fatalf("holding %s back: %v", n, err)
 		}
 	}
-	ended := waitForEvent(t, ns, "expires", coscheduling.EventReservationEnded, schedulerName)
+	ended := waitForEvent(t, ns, "expires", podgroup.ReasonReservationEnded, schedulerName)
 	if !strings.Contains(ended.Message, "(ReservationTimedOut)") {
 		t.Errorf("ReservationEnded %q, want the reason ReservationTimedOut", ended.Message)
 	}
@@ -279,7 +279,7 @@ func TestReservationLeftByAPreviousLeaderEnds(t *testing.T) {
 	forceDelete(t, ns, names[3])
 
 	startScheduler(t, cfg)
-	ended := waitForEvent(t, ns, "left", coscheduling.EventReservationEnded, schedulerName)
+	ended := waitForEvent(t, ns, "left", podgroup.ReasonReservationEnded, schedulerName)
 	if !strings.Contains(ended.Message, "(BelowMinMember)") {
 		t.Errorf("ReservationEnded %q, want the reason BelowMinMember", ended.Message)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // stream is a stream of short plain pods on a case's nodes: one of cpu every interval, each
@@ -181,7 +181,7 @@ func TestReservationAgainstAStreamOfSmallPods(t *testing.T) {
 		createPod(t, p)
 	}
 
-	waitForEvent(t, ns, "big", coscheduling.EventReserved, schedulerName)
+	waitForEvent(t, ns, "big", podgroup.ReasonReserved, schedulerName)
 	reservedAt := time.Now()
 	if c := waitForPodGroupConditionOf(t, ns, "big", "Reserved", "RoomHeld"); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "holds room for 8 members on 4 nodes") {
 		t.Errorf("Reserved condition %s %q, want True and the room held for 8 members on 4 nodes", c.Status, c.Message)
@@ -233,7 +233,7 @@ func TestReservation(t *testing.T) {
 			p.Spec.NodeSelector = map[string]string{caseLabel: "rn"}
 			createPod(t, p)
 		}
-		waitForPodGroupCondition(t, ns, "huge", coscheduling.EventGangInfeasible)
+		waitForPodGroupCondition(t, ns, "huge", podgroup.ReasonGangInfeasible)
 		time.Sleep(3 * time.Second) // past afterSeconds
 		from := time.Now()
 		consistently(t, 5*time.Second, "no member of a gang that can never fit nominated", func(context.Context) (bool, error) {
@@ -261,7 +261,7 @@ func TestReservation(t *testing.T) {
 			p.Spec.NodeSelector = map[string]string{caseLabel: "rr"}
 			createPod(t, p)
 		}
-		waitForEvent(t, ns, "racked", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "racked", podgroup.ReasonReserved, schedulerName)
 		racks := map[string]bool{}
 		waitFor(t, ns, "every member of the reserved gang nominated", func(context.Context) (bool, error) {
 			clear(racks)
@@ -305,9 +305,9 @@ func TestReservation(t *testing.T) {
 			return n == 4, err
 		})
 		lo := runGang(t, ns, "lo", 4, "1", lowPriority, "rp", nil)
-		waitForEvent(t, ns, "lo", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "lo", podgroup.ReasonReserved, schedulerName)
 		hi := runGang(t, ns, "hi", 2, "2", highPriority, "rp", nil)
-		waitForEvent(t, ns, "hi", coscheduling.EventPreempting, schedulerName)
+		waitForEvent(t, ns, "hi", podgroup.ReasonPreempting, schedulerName)
 		var victims []string
 		waitFor(t, ns, "the preemption's victims", func(ctx context.Context) (bool, error) {
 			var err error
@@ -333,7 +333,7 @@ func TestReservation(t *testing.T) {
 		startStream(t, ns, "rf", "1", "", 500*time.Millisecond, 3*time.Second)
 		time.Sleep(4 * time.Second)
 		blocker := runGang(t, ns, "blocker", 8, "1", "", "rf", nil)
-		waitForEvent(t, ns, "blocker", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "blocker", podgroup.ReasonReserved, schedulerName)
 		first := runGang(t, ns, "first", 6, "1", "", "rf", nil)
 		time.Sleep(time.Second)
 		second := runGang(t, ns, "second", 6, "1", "", "rf", nil)
@@ -356,9 +356,9 @@ func TestReservation(t *testing.T) {
 		waitForBoundMembers(t, ns, "blocker", 8)
 		// The blocker's members run on until its job ends: the first gang holds the reservation until
 		// then, and the second, which came later, waits behind it.
-		waitForEvent(t, ns, "first", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "first", podgroup.ReasonReserved, schedulerName)
 		consistently(t, 2*time.Second, "the second gang reserves nothing while the first holds the reservation", none(second))
-		if evs, _ := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=second,reason=" + coscheduling.EventReserved}); len(evs.Items) > 0 {
+		if evs, _ := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=second,reason=" + podgroup.ReasonReserved}); len(evs.Items) > 0 {
 			t.Errorf("the second gang reserved before the first: %s", evs.Items[0].Message)
 		}
 		forceDelete(t, ns, blocker...) // the blocker's job ends
@@ -367,7 +367,7 @@ func TestReservation(t *testing.T) {
 			t.Fatalf("%d members of the second gang bound before the first was placed", n)
 		}
 		forceDelete(t, ns, first...) // the first job ends
-		waitForEvent(t, ns, "second", coscheduling.EventReserved, schedulerName)
+		waitForEvent(t, ns, "second", podgroup.ReasonReserved, schedulerName)
 		waitForBoundMembers(t, ns, "second", 6)
 		consistentlyNotPartial(t, ns, "second", 6)
 	})
@@ -383,7 +383,7 @@ func TestReservationSurvivesARestart(t *testing.T) {
 	startStream(t, ns, "rt", "1", "", 400*time.Millisecond, 6*time.Second)
 	time.Sleep(3 * time.Second)
 	gang := runGang(t, ns, "kept", 4, "1", "", "rt", nil)
-	waitForEvent(t, ns, "kept", coscheduling.EventReserved, schedulerName)
+	waitForEvent(t, ns, "kept", podgroup.ReasonReserved, schedulerName)
 	cond := waitForPodGroupConditionOf(t, ns, "kept", "Reserved", "RoomHeld")
 	held := nominated(t, ns, gang)
 	first.stop()

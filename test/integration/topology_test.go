@@ -14,6 +14,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 const (
@@ -78,7 +79,7 @@ func TestCoschedulingTopology(t *testing.T) {
 		if !strings.Contains(c.Message, "example.com/rack=r2") {
 			t.Errorf("Topology condition %q does not name the rack", c.Message)
 		}
-		waitForEvent(t, ns, "job", coscheduling.EventDomainChosen, schedulerName)
+		waitForEvent(t, ns, "job", podgroup.ReasonDomainChosen, schedulerName)
 	})
 
 	t.Run("the tightest rack is chosen, so a later bigger gang still fits", func(t *testing.T) {
@@ -105,7 +106,7 @@ func TestCoschedulingTopology(t *testing.T) {
 		rack(t, "b1", "r2", 4)
 		createTopologyPodGroup(t, ns, "job", 5, required)
 		createGang(t, ns, "job", 5, "3")
-		c := waitForPodGroupCondition(t, ns, "job", coscheduling.EventGangInfeasible)
+		c := waitForPodGroupCondition(t, ns, "job", podgroup.ReasonGangInfeasible)
 		if !strings.Contains(c.Message, "no example.com/rack domain has room for 5 members; the best fits 4") {
 			t.Errorf("GangInfeasible condition %q does not give the rack numbers", c.Message)
 		}
@@ -175,7 +176,7 @@ func TestCoschedulingTopology(t *testing.T) {
 		p := gangPod(ns, "job-0", "job", "1")
 		p.Annotations = map[string]string{coscheduling.AnnotationTopologyRequired: "not a label key"}
 		createPod(t, p)
-		ev := waitForEvent(t, ns, "job-0", coscheduling.EventInvalidTopologyPolicy, schedulerName)
+		ev := waitForEvent(t, ns, "job-0", podgroup.ReasonInvalidTopologyPolicy, schedulerName)
 		if !strings.Contains(ev.Message, coscheduling.AnnotationTopologyRequired) {
 			t.Errorf("event %q does not name the annotation", ev.Message)
 		}

@@ -130,8 +130,8 @@ type Decision struct {
 	Verdict Verdict
 	// waitFor is Permit's wait (verdict wait).
 	WaitFor time.Duration
-	// reason: EventQuorumReached when the quorum is declared, or EventGangRejected or
-	// EventGangTimedOut when the attempt fails; empty otherwise (a refusal says why in refusal).
+	// reason: ReasonQuorumReached when the quorum is declared, or ReasonGangRejected or
+	// ReasonGangTimedOut when the attempt fails; empty otherwise (a refusal says why in refusal).
 	Reason string
 	// refusal says why a member is refused when the attempt itself does not move.
 	Refusal Refusal

@@ -13,19 +13,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
-// The reasons both the plugin and the status writer report, as events and as the Scheduled
-// condition's reason (the plugin's Event* constants document them).
-const (
-	ReasonWaitingForMembers = "WaitingForMembers"
-	ReasonWaitingForQuorum  = "WaitingForQuorum"
-	ReasonQuorumReached     = "QuorumReached"
-	ReasonBelowQuorum       = "BelowQuorum"
-	ReasonGangRejected      = "GangRejected"
-	ReasonGangTimedOut      = "GangTimedOut"
-	ReasonGangInfeasible    = "GangInfeasible"
-	ReasonPreempting        = "Preempting"
-)
-
 // IndexName names the index of the scheduler's pod informer by MemberKey (see LiveIndexFunc), and of
 // the status writer's informer of finished pods by Key (see IndexFunc).
 const IndexName = "custom-scheduler/live-pod-group"

@@ -1,0 +1,47 @@
+package podgroup
+
+// The reasons of the gang plugin's events, on pods and PodGroups. The same words are the reasons of
+// the PodGroup's Scheduled condition (the status writer's), so a user who reads one reads the other.
+const (
+	// ReasonPodGroupNotFound (pod): the pod's PodGroup does not exist; the pod waits without holding
+	// anything.
+	ReasonPodGroupNotFound = "PodGroupNotFound"
+	// ReasonWaitingForMembers (pod, PodGroup): fewer than minMember live pods of the group exist.
+	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was
+	// reserved.
+	ReasonGangInfeasible = "GangInfeasible"
+	// ReasonWaitingForQuorum (PodGroup): an attempt has been under way for a few seconds; its members
+	// are reserved one by one and wait at Permit for the rest of the quorum.
+	ReasonWaitingForQuorum = "WaitingForQuorum"
+	// ReasonQuorumReached (PodGroup): minMember live members are reserved or bound; the waiting ones
+	// go on to bind.
+	ReasonQuorumReached = "QuorumReached"
+	// ReasonGangRejected (pod, PodGroup): the attempt failed (a member could not be placed, was
+	// rejected, or the PodGroup was deleted); every waiting member was rejected and released what it
+	// held.
+	ReasonGangRejected = "GangRejected"
+	// ReasonGangTimedOut (pod, PodGroup): the quorum was not reached within the schedule timeout.
+	ReasonGangTimedOut = "GangTimedOut"
+	// ReasonDomainChosen (PodGroup): a gang with a topology policy was given a domain for its
+	// attempt; the message says which and at which level of the policy.
+	ReasonDomainChosen = "DomainChosen"
+	// ReasonInvalidTopologyPolicy (pod): the member's topology annotations are malformed; it is not
+	// placed until they are fixed.
+	ReasonInvalidTopologyPolicy = "InvalidTopologyPolicy"
+	// ReasonBelowQuorum (PodGroup): some but fewer than minMember live members have been bound for
+	// longer than the group's schedule timeout (e.g. a member's bind failed after the quorum and it
+	// cannot be placed again, or members were evicted).
+	ReasonBelowQuorum = "BelowQuorum"
+	// ReasonPreempting (PodGroup): the gang did not fit, so lower-priority pods (whole gangs among
+	// them) are being preempted to make room for it; its members are nominated to the freed nodes and
+	// the gang is placed once the victims are gone.
+	ReasonPreempting = "Preempting"
+	// ReasonReserved (PodGroup): the gang waited reservation.afterSeconds for room, and now holds the
+	// room that frees on the nodes its missing members will use (its members are nominated there);
+	// the message says how many nodes and how much.
+	ReasonReserved = "Reserved"
+	// ReasonReservationEnded (PodGroup): the gang holds its room no more (it timed out, or the room it
+	// counted on is gone); the message says why.
+	ReasonReservationEnded = "ReservationEnded"
+)
