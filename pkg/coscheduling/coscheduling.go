@@ -11,15 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
@@ -70,7 +69,7 @@ const (
 // Coscheduling is the gang scheduling plugin.
 type Coscheduling struct {
 	handle   fwk.Handle
-	recorder events.EventRecorderLogger
+	recorder effects.Recorder
 	clock    clock.WithDelayedExecution
 	profile  string
 
@@ -96,9 +95,8 @@ type Coscheduling struct {
 	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that
 	// ended just before its gang's state was dropped would otherwise show as held.
 	ended map[string][2]string
-	// gated is the last gating reason per pod, so each reason is reported once per pod (see gate).
-	gated        map[types.UID]gateState
-	gateEpisodes uint64
+	// gates are why members are held back, so each reason is reported once per pod (see gate).
+	gates gang.Gates
 	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
 	waitingGangs int
 	// retired are the reservations of PodGroups recreated under their names, for endRetired, which
@@ -140,13 +138,6 @@ const podGroupResource = "podgroups"
 // podGroupEventResource names PodGroup events for EventsToRegister: <plural>.<version>.<group>, the form
 // the scheduler resolves to a dynamic informer.
 const podGroupEventResource = podGroupResource + ".v1alpha1." + v1alpha1.GroupName
-
-// gateState is why a pod is held back: the reason, the latest message, and the episode of that reason
-// (a delayed event is recorded only if its episode is still the pod's).
-type gateState struct {
-	reason, msg string
-	episode     uint64
-}
 
 // retiredReservation is the reservation of a PodGroup recreated under its name (see
 // gang.Gang.Recreated), found at at.

@@ -400,7 +400,7 @@ func drainEvents(rec *events.FakeRecorder) []string {
 func TestGateEventsDelayed(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Now())}, nil)
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	ctx := context.Background()
 	add := func(p *v1.Pod) *v1.Pod {
 		if err := env.pods.Add(p); err != nil {
@@ -449,7 +449,7 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "slow", 3, time.Now()), makePG("ns", "quick", 2, time.Now())},
 		append(append([]*v1.Pod{}, slow...), quick...))
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	reserveAndPermit(t, env, slow[0])
 	reserveAndPermit(t, env, quick[0])
 	env.clock.Step(gateEventDelay / 2)

@@ -73,7 +73,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	pl.mu.Lock()
-	delete(pl.gated, pod.UID)
+	pl.gates.Release(pod.UID)
 	var g *gang.Gang
 	if pg != nil {
 		g = pl.gangForLocked(pg)
@@ -101,7 +101,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()
-	// (Its cached request is forgotten by capacityEventHandler, which sees every pod's delete.)
+	// (Its cached request is forgotten by claims.Handler, which sees every pod's delete.)
 }
 
 // podGroupEventHandler reacts to PodGroups from this plugin's own informer (PreEnqueue reads this
@@ -161,7 +161,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	pl.mu.Unlock()
 	if r.AllowWaiting && len(r.Pods) > 0 {
 		pl.allow(r.Pods)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
 	}
 	pl.activateGroup(pg.Namespace, pg.Name)
 	pl.notifyStatus(key)
@@ -194,7 +194,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	// The victims' Unreserves are echoes of this rejection (the attempt is Failed).
 	pl.rejectWaiting(r.Pods, r.Message)
 	for _, v := range r.Pods {
-		pl.event(v, v1.EventTypeWarning, podgroup.ReasonGangRejected, r.Message)
+		pl.recorder.Pod(v, v1.EventTypeWarning, podgroup.ReasonGangRejected, r.Message)
 	}
 	if pl.preempt != nil {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.

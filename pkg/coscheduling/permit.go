@@ -138,7 +138,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 			pl.activateSiblings(state, pod)
 			metrics.TimeToQuorum.WithLabelValues(pl.profile).Observe(now.Sub(r.Start).Seconds())
 			logger.V(3).Info("Gang reached its quorum", "pod", klog.KObj(pod), "podGroup", key, "members", r.Count, "allowed", len(r.Pods))
-			pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
+			pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
 			pl.notifyStatus(key)
 		}
 		return nil, 0

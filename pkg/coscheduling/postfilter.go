@@ -143,7 +143,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case e.Start:
 		pl.nominate(ctx, pod, p.Assignment, prio)
 		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
 		pl.notifyStatus(key)
 	case e.Moved:
 		pl.nominate(ctx, pod, p.Assignment, prio)

@@ -84,7 +84,7 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	}
 	pl.mu.Unlock()
 	if changed {
-		pl.podGroupEvent(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, msg)
+		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, msg)
 		pl.notifyStatus(key)
 	}
 }
@@ -163,7 +163,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	pl.mu.Unlock()
 	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
-	pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
 	pl.notifyStatus(key)
 	var res *fwk.PostFilterResult
 	for _, a := range plan.Assignment {

@@ -101,7 +101,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
 		if out.InfeasibleChanged {
-			pl.podGroupEvent(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message)
+			pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message)
 			pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 		}
 	}
@@ -110,7 +110,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	if out.DomainChosen {
 		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message)
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message)
 		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
 	}
 	if out.Plan != nil {

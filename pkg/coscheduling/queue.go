@@ -47,7 +47,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		pl.mu.Unlock()
 		return pl.gate(ctx, pod, "", gang.BackoffMessage(key, until))
 	}
-	delete(pl.gated, pod.UID)
+	pl.gates.Release(pod.UID)
 	stamp := g.Stamp(pod, pg.CreationTimestamp.Time)
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)

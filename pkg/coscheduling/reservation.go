@@ -135,7 +135,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 		}
 		pl.clearNominations(ctx, clear, "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.end, "message", d.endMessage)
-		pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.end, d.endMessage))
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.end, d.endMessage))
 		for _, o := range d.waiting {
 			pl.activateGroup(o[0], o[1])
 		}

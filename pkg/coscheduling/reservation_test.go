@@ -129,7 +129,7 @@ func TestRecreatedPodGroupEndsItsReservation(t *testing.T) {
 	h := &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
 	env.pl.handle = h
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	var fired atomic.Bool
 
 	env.pl.mu.Lock()
@@ -213,7 +213,7 @@ func TestNewLeaderEndsAReservationItCannotAdopt(t *testing.T) {
 	env.pl.reservation.MaxGangs = 1
 	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	env.pl.adoptReservations(context.Background())
 	if a := env.pl.attemptInfo("ns/g"); a.Reserved || a.ReservationEnded != resv.EndNoRoom {
 		t.Errorf("attemptInfo = %+v, want the reservation ended (NoRoom), not held", a)
@@ -241,7 +241,7 @@ func TestNewLeaderLeavesAPlacedGangToTheStatus(t *testing.T) {
 	env.pl.reservation.MaxGangs = 1
 	env.pl.handle = &nominatingHandle{fakeHandle: env.handle, nominated: map[string]string{}}
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	env.pl.adoptReservations(context.Background())
 	if a := env.pl.attemptInfo("ns/g"); a.Reserved || a.ReservationEnded != "" {
 		t.Errorf("attemptInfo = %+v, want no word on the reservation (the status writes QuorumReached once placed)", a)
@@ -267,7 +267,7 @@ func TestAReservationEndedHereIsNotEndedAgain(t *testing.T) {
 	env.pl.dropIfUnusedLocked(g, now)
 	env.pl.mu.Unlock()
 	rec := events.NewFakeRecorder(10)
-	env.pl.recorder = rec
+	env.pl.recorder.Events = rec
 	m0 := member("m0", "g", "1")
 	if err := env.pods.Add(m0); err != nil {
 		t.Fatal(err)

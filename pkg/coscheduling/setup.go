@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -16,6 +15,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
@@ -60,7 +60,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.preempt.WaitingLock = &pl.waitingMu
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
-		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.podGroupEvent, Profile: pl.profile})
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.recorder.PodGroup, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)
@@ -69,7 +69,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	pl.podsSynced = reg.HasSynced
-	if _, err := podInformer.AddEventHandler(pl.capacityEventHandler()); err != nil {
+	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	if _, err := pgInformer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
@@ -108,13 +108,12 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
 		gangs:     map[string]*gang.Gang{},
 		ended:     map[string][2]string{},
-		gated:     map[types.UID]gateState{},
 		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,
 	}
 	go pl.endRetired(ctx)
 	if h != nil {
-		pl.recorder = h.EventRecorder()
+		pl.recorder.Events = h.EventRecorder()
 		pl.profile = h.ProfileName()
 		pl.members.Profile, pl.members.Counts = pl.profile, pgcache.NewMembers(pl.profile)
 	}

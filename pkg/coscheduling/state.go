@@ -84,7 +84,7 @@ func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
 // waiting at Permit stays in the waiting set: the framework rejects it and its Unreserve fails the
 // attempt.
 func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
-	delete(pl.gated, pod.UID)
+	pl.gates.Release(pod.UID)
 	pl.stamps.Delete(pod.UID)
 	name, _ := podgroup.Of(pod)
 	g := pl.gangs[podgroup.Key(pod.Namespace, name)]
@@ -142,7 +142,17 @@ func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReaso
 	}
 	metrics.GangRejections.WithLabelValues(pl.profile, metricReason).Inc()
 	pl.rejectWaiting(r.Pods, r.Message)
-	pl.reportFailure(pg, r.Reason, r.Message, append(r.Pods, concerned...))
+	pl.recorder.Failure(pg, r.Reason, r.Message, append(r.Pods, concerned...))
+	if pg != nil {
+		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
+	}
+}
+
+// notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
+func (pl *Coscheduling) notifyStatus(key string) {
+	if pl.status != nil {
+		pl.status.Enqueue(key)
+	}
 }
 
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
@@ -186,7 +196,7 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 // stamps), for tests that check it is freed.
 func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
 	pl.mu.RLock()
-	groups, gated = len(pl.gangs), len(pl.gated)
+	groups, gated = len(pl.gangs), pl.gates.Len()
 	pl.mu.RUnlock()
 	pl.stamps.Range(func(any, any) bool { stamps++; return true })
 	return groups, gated, stamps
@@ -217,7 +227,7 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	if !waiting || pg == nil {
 		return
 	}
-	pl.podGroupEvent(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum,
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum,
 		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
 			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
 }
@@ -228,21 +238,14 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
 		pl.mu.Lock()
-		prev, had := pl.gated[pod.UID]
-		changed := !had || prev.reason != reason
-		st := gateState{reason: reason, msg: msg, episode: prev.episode}
-		if changed {
-			pl.gateEpisodes++
-			st.episode = pl.gateEpisodes
-		}
-		pl.gated[pod.UID] = st
+		gate, started := pl.gates.Hold(pod.UID, reason, msg)
 		pl.mu.Unlock()
-		if changed {
+		if started {
 			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
 			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers {
-				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, st.episode) })
+				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
 			} else {
-				pl.event(pod, v1.EventTypeNormal, reason, msg)
+				pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
 			}
 		}
 	}
@@ -253,9 +256,9 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 // message.
 func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	pl.mu.RLock()
-	st, ok := pl.gated[pod.UID]
+	gate, still := pl.gates.Still(pod.UID, episode)
 	pl.mu.RUnlock()
-	if ok && st.episode == episode {
-		pl.event(pod, v1.EventTypeNormal, st.reason, st.msg)
+	if still {
+		pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, gate.Message)
 	}
 }

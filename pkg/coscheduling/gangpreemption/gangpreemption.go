@@ -264,12 +264,7 @@ func (p *Gang) Priority() int32       { return p.priority }
 func (p *Gang) Type() string          { return PreemptorType }
 
 // Obj is the PodGroup as an object reference: the event recorder's scheme does not know its type.
-func (p *Gang) Obj() runtime.Object {
-	return &v1.ObjectReference{
-		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
-		Namespace: p.pg.Namespace, Name: p.pg.Name, UID: p.pg.UID, ResourceVersion: p.pg.ResourceVersion,
-	}
-}
+func (p *Gang) Obj() runtime.Object { return podgroup.Ref(p.pg) }
 
 func (p *Gang) Pods() map[string]*v1.Pod {
 	out := make(map[string]*v1.Pod, len(p.members))

@@ -103,3 +103,11 @@ func LiveIndexFunc(obj interface{}) ([]string, error) {
 	}
 	return []string{MemberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
 }
+
+// Ref refers to a PodGroup in events: the event recorder's scheme does not know the PodGroup type.
+func Ref(pg *v1alpha1.PodGroup) *v1.ObjectReference {
+	return &v1.ObjectReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
+		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+}
