@@ -32,3 +32,13 @@ var runSeeded = gangtest.RunSeeded
 // passed reports whether an extension point let the pod on: success, or (PreFilter) Skip, which
 // PreFilter returns for a member whose nodes it does not narrow (its Filter has nothing to check).
 func passed(s *fwk.Status) bool { return s.IsSuccess() || s.IsSkip() }
+
+// stateSize is how much per-group and per-pod state the plugin holds (groups, gated pods, queue
+// stamps), for tests that check it is freed.
+func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
+	pl.mu.RLock()
+	groups, gated = len(pl.gangs), pl.gates.Len()
+	pl.mu.RUnlock()
+	pl.stamps.Range(func(any, any) bool { stamps++; return true })
+	return groups, gated, stamps
+}

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -25,10 +24,7 @@ const leaderPollInterval = time.Second
 
 // awaitLeadership starts the background work once this process leads.
 func (pl *Coscheduling) awaitLeadership(ctx context.Context) {
-	err := wait.PollUntilContextCancel(ctx, leaderPollInterval, true, func(context.Context) (bool, error) {
-		return pl.backgroundStarted() || leader.Leads(), nil
-	})
-	if err == nil {
+	if leader.Await(ctx, leaderPollInterval, pl.backgroundStarted) {
 		klog.FromContext(ctx).V(2).Info("This scheduler leads: PodGroup status updates start", "profile", pl.profile)
 		pl.startBackground()
 	}

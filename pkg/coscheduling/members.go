@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -44,40 +43,15 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 // queue at the end of this scheduling cycle.
 func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 	name, _ := podgroup.Of(pod)
-	data, err := state.Read(framework.PodsToActivateKey)
-	if err != nil {
-		return
-	}
-	toActivate, ok := data.(*framework.PodsToActivate)
-	if !ok {
-		return
-	}
-	pods := pl.unscheduledMembers(pod.Namespace, name, pod.UID)
-	if len(pods) == 0 {
-		return
-	}
-	toActivate.Lock()
-	defer toActivate.Unlock()
-	for _, p := range pods {
-		toActivate.Map[p.Namespace+"/"+p.Name] = p
-	}
+	effects.ActivateInCycle(state, pl.unscheduledMembers(pod.Namespace, name, pod.UID))
 }
 
 // activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
 // the PodGroup appears or changes). PreEnqueue runs again on the way.
 func (pl *Coscheduling) activateGroup(namespace, name string) {
-	if !pl.running.Load() {
-		return
+	if pl.running.Load() {
+		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(namespace, name, "")...)
 	}
-	pods := pl.unscheduledMembers(namespace, name, "")
-	if len(pods) == 0 {
-		return
-	}
-	m := make(map[string]*v1.Pod, len(pods))
-	for _, p := range pods {
-		m[p.Namespace+"/"+p.Name] = p
-	}
-	pl.handle.Activate(klog.FromContext(pl.ctx), m)
 }
 
 // unscheduledMembers are the group's live pods without a node and not reserved here, except one.

@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -39,7 +40,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	if pg == nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key))
 	}
-	want, timeout, now := podgroup.MinMember(pg), pl.scheduleTimeout(pg), pl.clock.Now()
+	want, timeout, now := podgroup.MinMember(pg), podgroup.ScheduleTimeout(pg, pl.permitTimeout), pl.clock.Now()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
@@ -83,7 +84,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 		// back-off; it passes Permit at once while the rest of the quorum holds).
 		logger.V(3).Info("Gang member failed after the quorum; retrying it at once", "pod", klog.KObj(pod), "podGroup", key)
 		if pl.running.Load() {
-			pl.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+			effects.Activate(logger, pl.handle, pod)
 		}
 		pl.notifyStatus(key)
 		return

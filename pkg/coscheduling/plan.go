@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -58,10 +59,9 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	if pl.running.Load() {
 		// The pod is in flight: the first call makes the queue take it back as soon as its back-off
 		// allows, the second takes it out of the back-off once its failed cycle has put it there.
-		pods := map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod}
 		logger := klog.FromContext(pl.ctx)
-		pl.handle.Activate(logger, pods)
-		pl.clock.AfterFunc(planRetryDelay, func() { pl.handle.Activate(logger, pods) })
+		effects.Activate(logger, pl.handle, pod)
+		pl.clock.AfterFunc(planRetryDelay, func() { effects.Activate(logger, pl.handle, pod) })
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }

@@ -222,17 +222,6 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 // victimEvictionFailed retries a failed eviction of a gang member whose siblings are leaving (see
 // gangpreemption.RetryEviction).
 func (pl *Coscheduling) victimEvictionFailed(ctx context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod) {
-	pl.preempt.RetryEviction(ctx, pl.ctx, c, p, victim, gangpreemption.Follow{Gone: pl.victimGone, Leaving: pl.evicted.Leaving,
+	pl.preempt.RetryEviction(ctx, pl.ctx, c, p, victim, gangpreemption.Follow{Gone: pl.members.Gone, Leaving: pl.evicted.Leaving,
 		Retried: func() { metrics.PreemptionEvictionRetries.WithLabelValues(pl.profile).Inc() }, Evicted: pl.victimEvicted})
-}
-
-// victimGone reports whether the scheduler's pod informer no longer holds the victim live (deleted,
-// terminating, or another pod under its name).
-func (pl *Coscheduling) victimGone(victim *v1.Pod) bool {
-	obj, ok, err := pl.members.Store.GetByKey(victim.Namespace + "/" + victim.Name)
-	if err != nil || !ok {
-		return true
-	}
-	p, isPod := obj.(*v1.Pod)
-	return !isPod || p.UID != victim.UID || p.DeletionTimestamp != nil
 }

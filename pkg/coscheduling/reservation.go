@@ -3,7 +3,6 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -68,7 +67,7 @@ func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, n
 		pl.wakeLocked(g, e.WakeAt, now)
 	}
 	if e.End != "" {
-		metrics.ReservationsEnded.WithLabelValues(pl.profile, strings.ToLower(e.End)).Inc()
+		metrics.ReservationEnded(pl.profile, e.End)
 		pl.reservationMetricsLocked()
 		d.waiting = gang.WaitingBehind(pl.gangs, g)
 	}
@@ -241,14 +240,7 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 func (pl *Coscheduling) reservationMetricsLocked() {
 	t := gang.Held(pl.gangs)
 	pl.reserved.Store(int64(t.Gangs))
-	metrics.ReservedGangs.WithLabelValues(pl.profile).Set(float64(t.Gangs))
-	metrics.ReservedCapacity.WithLabelValues(pl.profile, "cpu").Set(float64(t.MilliCPU) / 1000)
-	metrics.ReservedCapacity.WithLabelValues(pl.profile, "memory").Set(float64(t.Memory))
-	start := 0.0
-	if !t.OldestSince.IsZero() {
-		start = float64(t.OldestSince.Unix())
-	}
-	metrics.OldestReservationStart.WithLabelValues(pl.profile).Set(start)
+	metrics.Reservations(pl.profile, t.Gangs, t.MilliCPU, t.Memory, t.OldestSince)
 }
 
 // reservationNote names the reservations that keep a pod of its priority off their room, for the

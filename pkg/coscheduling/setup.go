@@ -3,7 +3,6 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
@@ -60,7 +60,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.preempt.WaitingLock = &pl.waitingMu
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
-		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: pl.scheduleTimeout, Event: pl.recorder.PodGroup, Profile: pl.profile})
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)
@@ -117,12 +117,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		pl.profile = h.ProfileName()
 		pl.members.Profile, pl.members.Counts = pl.profile, pgcache.NewMembers(pl.profile)
 	}
-	// The reservation series exist from the start (dashboards and alerts read them before any
-	// reservation was made).
-	pl.reservationMetricsLocked()
-	for _, reason := range resv.Reasons {
-		metrics.ReservationsEnded.WithLabelValues(pl.profile, strings.ToLower(reason)).Add(0)
-	}
+	metrics.InitReservations(pl.profile, resv.Reasons)
 	return pl
 }
 

@@ -23,16 +23,6 @@ import (
 // (stepLocked) and reporting a failed attempt, the back-off, held-back members, and the status
 // updater's view of an attempt. Callers of *Locked methods hold pl.mu.
 
-// scheduleTimeout is the PodGroup's spec.scheduleTimeoutSeconds, else the plugin's default, capped at
-// the framework's 15-minute limit.
-func (pl *Coscheduling) scheduleTimeout(pg *v1alpha1.PodGroup) time.Duration {
-	d := pl.permitTimeout
-	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
-		d = time.Duration(*s) * time.Second
-	}
-	return min(d, 15*time.Minute)
-}
-
 // gangForLocked returns the state of pg's group, creating it. State built for an earlier PodGroup
 // of the same name (another UID) forgets that group's attempt history first.
 func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
@@ -190,16 +180,6 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	defer pl.mu.RUnlock()
 	e := pl.ended[key]
 	return status.AttemptOf(pl.gangs[key], e[0], e[1])
-}
-
-// stateSize is how much per-group and per-pod state the plugin holds (groups, gated pods, queue
-// stamps), for tests that check it is freed.
-func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
-	pl.mu.RLock()
-	groups, gated = len(pl.gangs), pl.gates.Len()
-	pl.mu.RUnlock()
-	pl.stamps.Range(func(any, any) bool { stamps++; return true })
-	return groups, gated, stamps
 }
 
 // gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers

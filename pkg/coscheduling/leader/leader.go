@@ -11,10 +11,13 @@
 package leader
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/configz"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -83,4 +86,13 @@ func gauge() bool {
 		}
 	}
 	return false
+}
+
+// Await polls every interval, from now, until this process leads or started reports that what waits
+// for the lead has begun by other means (a scheduling cycle, which only the leader runs). It reports
+// false when ctx ends first.
+func Await(ctx context.Context, interval time.Duration, started func() bool) bool {
+	return wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) {
+		return started() || Leads(), nil
+	}) == nil
 }

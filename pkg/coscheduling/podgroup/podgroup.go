@@ -5,6 +5,7 @@ package podgroup
 
 import (
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,6 +74,18 @@ func MinMember(pg *v1alpha1.PodGroup) int {
 		return 1
 	}
 	return int(pg.Spec.MinMember)
+}
+
+// MaxScheduleTimeout is the longest a member may wait at Permit: the framework's limit.
+const MaxScheduleTimeout = 15 * time.Minute
+
+// ScheduleTimeout is how long the PodGroup's members wait at Permit for the quorum: its
+// spec.scheduleTimeoutSeconds, else def, capped at MaxScheduleTimeout.
+func ScheduleTimeout(pg *v1alpha1.PodGroup, def time.Duration) time.Duration {
+	if s := pg.Spec.ScheduleTimeoutSeconds; s != nil && *s > 0 {
+		def = time.Duration(*s) * time.Second
+	}
+	return min(def, MaxScheduleTimeout)
 }
 
 // IndexFunc indexes a pod with the PodGroup label by Key, whatever its state.

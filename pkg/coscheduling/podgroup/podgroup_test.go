@@ -2,6 +2,7 @@ package podgroup
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -61,6 +62,28 @@ func TestMinMember(t *testing.T) {
 	for in, want := range map[int32]int{-1: 1, 0: 1, 1: 1, 5: 5} {
 		if got := MinMember(&v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{MinMember: in}}); got != want {
 			t.Errorf("MinMember(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestScheduleTimeout(t *testing.T) {
+	secs := func(s int32) *int32 { return &s }
+	for _, tc := range []struct {
+		name string
+		spec *int32
+		def  time.Duration
+		want time.Duration
+	}{
+		{"unset: the default", nil, time.Minute, time.Minute},
+		{"zero: the default", secs(0), time.Minute, time.Minute},
+		{"negative: the default", secs(-5), time.Minute, time.Minute},
+		{"the PodGroup's", secs(30), time.Minute, 30 * time.Second},
+		{"the PodGroup's, capped", secs(3600), time.Minute, MaxScheduleTimeout},
+		{"the default, capped", nil, time.Hour, MaxScheduleTimeout},
+	} {
+		pg := &v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{ScheduleTimeoutSeconds: tc.spec}}
+		if got := ScheduleTimeout(pg, tc.def); got != tc.want {
+			t.Errorf("%s: ScheduleTimeout = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

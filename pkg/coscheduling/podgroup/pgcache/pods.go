@@ -33,6 +33,17 @@ func (p Pods) InGroup(namespace, name string) []*v1.Pod {
 	return out
 }
 
+// Gone reports whether the store no longer holds pod live: deleted, terminating, or another pod under
+// its name.
+func (p Pods) Gone(pod *v1.Pod) bool {
+	obj, ok, err := p.Store.GetByKey(pod.Namespace + "/" + pod.Name)
+	if err != nil || !ok {
+		return true
+	}
+	held, isPod := obj.(*v1.Pod)
+	return !isPod || held.UID != pod.UID || held.DeletionTimestamp != nil
+}
+
 // Count counts the group's members in O(1) (see Members): what the hints and the handlers count. It
 // trails the pod store by the pod handler's delay.
 func (p Pods) Count(namespace, name string) int { return p.Counts.Count(namespace, name) }

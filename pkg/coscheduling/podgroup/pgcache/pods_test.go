@@ -52,3 +52,33 @@ func TestPods(t *testing.T) {
 		}
 	}
 }
+
+// TestGone: a pod is gone once the store holds it no more, holds it terminating, or holds another pod
+// under its name.
+func TestGone(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
+	live := gangPod("a", "g").UID("a1").Obj()
+	if err := store.Add(live); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"held live", live, false},
+		{"not held", gangPod("b", "g").UID("b1").Obj(), true},
+		{"another pod under its name", gangPod("a", "g").UID("a0").Obj(), true},
+	} {
+		if got := pods.Gone(tc.pod); got != tc.want {
+			t.Errorf("Gone(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if err := store.Update(gangPod("a", "g").UID("a1").Terminating().Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if !pods.Gone(live) {
+		t.Error("Gone(terminating) = false, want true")
+	}
+}

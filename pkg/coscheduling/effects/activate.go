@@ -1,0 +1,47 @@
+package effects
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// Activate moves pods to the scheduler's active queue (PreEnqueue runs again on the way). Only once
+// the scheduling queue runs may it be called.
+func Activate(logger klog.Logger, h fwk.Handle, pods ...*v1.Pod) {
+	if len(pods) == 0 {
+		return
+	}
+	h.Activate(logger, byKey(pods))
+}
+
+// ActivateInCycle asks the framework to move pods to the active queue at the end of the scheduling
+// cycle whose state this is (nothing when the cycle has no PodsToActivate).
+func ActivateInCycle(state fwk.CycleState, pods []*v1.Pod) {
+	if len(pods) == 0 {
+		return
+	}
+	data, err := state.Read(framework.PodsToActivateKey)
+	if err != nil {
+		return
+	}
+	toActivate, ok := data.(*framework.PodsToActivate)
+	if !ok {
+		return
+	}
+	toActivate.Lock()
+	defer toActivate.Unlock()
+	for k, p := range byKey(pods) {
+		toActivate.Map[k] = p
+	}
+}
+
+// byKey maps pods by namespace/name, as the queue keys them.
+func byKey(pods []*v1.Pod) map[string]*v1.Pod {
+	m := make(map[string]*v1.Pod, len(pods))
+	for _, p := range pods {
+		m[p.Namespace+"/"+p.Name] = p
+	}
+	return m
+}

@@ -1,0 +1,34 @@
+package metrics
+
+import (
+	"strings"
+	"time"
+)
+
+// Reservations sets the reservation gauges of profile: how many gangs hold a reservation, the CPU
+// (milli) and memory (bytes) they hold, and the start of the oldest (zero: none, and the gauge is 0).
+func Reservations(profile string, gangs int, milliCPU, memory int64, oldest time.Time) {
+	ReservedGangs.WithLabelValues(profile).Set(float64(gangs))
+	ReservedCapacity.WithLabelValues(profile, "cpu").Set(float64(milliCPU) / 1000)
+	ReservedCapacity.WithLabelValues(profile, "memory").Set(float64(memory))
+	start := 0.0
+	if !oldest.IsZero() {
+		start = float64(oldest.Unix())
+	}
+	OldestReservationStart.WithLabelValues(profile).Set(start)
+}
+
+// ReservationEnded counts a reservation of profile that ended for reason (a reservation.Reason, the
+// label in lower case).
+func ReservationEnded(profile, reason string) {
+	ReservationsEnded.WithLabelValues(profile, strings.ToLower(reason)).Inc()
+}
+
+// InitReservations makes profile's reservation series exist from the start, at zero (dashboards and
+// alerts read them before any reservation was made): the gauges, and the ends for every reason.
+func InitReservations(profile string, reasons []string) {
+	Reservations(profile, 0, 0, 0, time.Time{})
+	for _, reason := range reasons {
+		ReservationsEnded.WithLabelValues(profile, strings.ToLower(reason)).Add(0)
+	}
+}
