@@ -16,7 +16,9 @@ type activating struct {
 	calls []map[string]*v1.Pod
 }
 
-func (h *activating) Activate(_ klog.Logger, pods map[string]*v1.Pod) { h.calls = append(h.calls, pods) }
+func (h *activating) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.calls = append(h.calls, pods)
+}
 
 func TestActivate(t *testing.T) {
 	a, b := st.MakePod().Namespace("ns").Name("a").Obj(), st.MakePod().Namespace("ns").Name("b").Obj()
