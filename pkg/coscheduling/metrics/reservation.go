@@ -21,14 +21,17 @@ func Reservations(profile string, gangs int, milliCPU, memory int64, oldest time
 // ReservationEnded counts a reservation of profile that ended for reason (a reservation.Reason, the
 // label in lower case).
 func ReservationEnded(profile, reason string) {
-	ReservationsEnded.WithLabelValues(profile, strings.ToLower(reason)).Inc()
+	ReservationsEnded.WithLabelValues(profile, endLabel(reason)).Inc()
 }
+
+// endLabel is reservations_ended_total's reason label: the reason in lower case.
+func endLabel(reason string) string { return strings.ToLower(reason) }
 
 // InitReservations makes profile's reservation series exist from the start, at zero (dashboards and
 // alerts read them before any reservation was made): the gauges, and the ends for every reason.
 func InitReservations(profile string, reasons []string) {
 	Reservations(profile, 0, 0, 0, time.Time{})
 	for _, reason := range reasons {
-		ReservationsEnded.WithLabelValues(profile, strings.ToLower(reason)).Add(0)
+		ReservationsEnded.WithLabelValues(profile, endLabel(reason)).Add(0)
 	}
 }
