@@ -146,3 +146,10 @@ type retiredReservation struct {
 	at              time.Time
 	r               gang.Reservation
 }
+
+// notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
+func (pl *Coscheduling) notifyStatus(key string) {
+	if pl.status != nil {
+		pl.status.Enqueue(key)
+	}
+}

@@ -27,19 +27,10 @@ import (
 // the domain, or bypass its plan's offer. A member whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	res, st := pl.preFilter(ctx, state, pod, nodes)
-	if !st.IsSuccess() {
-		return res, st
-	}
-	if res.AllNodes() {
+	if st.IsSuccess() && res.AllNodes() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	name, _ := podgroup.Of(pod)
-	why := "is outside the topology domain chosen for PodGroup " + podgroup.Key(pod.Namespace, name)
-	if _, err := state.Read(plannedKey); err == nil {
-		why = "is not among the planned nodes PodGroup " + podgroup.Key(pod.Namespace, name) + " offers this member"
-	}
-	state.Write(allowedNodesKey, &allowedNodes{nodes: res.NodeNames, why: why})
-	return res, nil
+	return res, st
 }
 
 // allowedNodes are the nodes PreFilter let a member use; why says, for a node outside them, why not.
@@ -93,35 +84,43 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 	return pl.appliedPreFilter(ctx, state, pod, pg, out)
 }
 
-// appliedPreFilter does what a member's PreFilter step returned: the PodGroup's events and status for
-// a fresh check, the cycle's marks (rejected, infeasible, offered its plan), and the result.
+// appliedPreFilter does what a member's PreFilter step returned: the PodGroup's event and status for
+// a fresh check (infeasible, or a domain chosen: never both), the cycle's marks (rejected, infeasible,
+// offered its plan, the nodes Filter allows), and the result.
 func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	var eventType, reason, message string
 	if out.Checked && out.Infeasible {
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
 		if out.InfeasibleChanged {
-			pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message)
-			pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
+			eventType, reason, message = v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message
 		}
+	}
+	if out.DomainChosen {
+		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
+		eventType, reason, message = v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message
+	}
+	if reason != "" {
+		pl.recorder.PodGroup(pg, eventType, reason, message)
+		pl.notifyStatus(key)
 	}
 	if out.Reject {
 		return pl.rejectInPreFilter(state, out.Message, out.Infeasible)
 	}
-	if out.DomainChosen {
-		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message)
-		pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
-	}
 	if out.Plan != nil {
 		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
-	}
-	if out.Offered {
-		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
 	}
 	if out.Nodes == nil {
 		return nil, nil
 	}
+	why := "is outside the topology domain chosen for PodGroup " + key
+	if out.Offered {
+		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
+		why = "is not among the planned nodes PodGroup " + key + " offers this member"
+	}
+	state.Write(allowedNodesKey, &allowedNodes{nodes: out.Nodes, why: why})
 	return &fwk.PreFilterResult{NodeNames: out.Nodes}, nil
 }
 

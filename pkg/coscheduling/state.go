@@ -138,13 +138,6 @@ func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReaso
 	}
 }
 
-// notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
-func (pl *Coscheduling) notifyStatus(key string) {
-	if pl.status != nil {
-		pl.status.Enqueue(key)
-	}
-}
-
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
 // rejected members would otherwise wait for an event that concerns them).
 func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) {
