@@ -253,7 +253,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		} else if p, ok := gangfit.ChoosePlacement(fit, in.Policy, pinned, BusyDomains(in.Gangs, g)); ok {
 			chosen = &p
 		} else {
-			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, in.Policy.Source, p.Message)}
+			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, in.Policy.Source, p.Message), Shortfall: p.Shortfall}
 		}
 	}
 	var plan *gangfit.PlacementPlan

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2/ktesting"
@@ -490,13 +491,24 @@ func TestCheckResults(t *testing.T) {
 			nodes := tc.nodes()
 			_, f := Check(logger, "ns/g", gangOf(1, "1"), 1, nodes, nil, nil, nil, primed)
 			f.Done()
+			var first *Result
 			for _, sc := range []struct {
 				name   string
 				shared *Shared
 			}{{"nil", nil}, {"fresh", &Shared{}}, {"primed", primed}} {
 				got, f := Check(logger, "ns/g", tc.candidates, tc.need, nodes, tc.minResources, tc.counted, tc.claimed, sc.shared)
-				if diff := cmp.Diff(tc.want, got); diff != "" {
+				// The shortfall's numbers are TestShortfall's; here: one exactly when infeasible, and
+				// the same whatever the Shared.
+				if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Result{}, "Shortfall")); diff != "" {
 					t.Errorf("%s Shared: result (-want,+got):\n%s", sc.name, diff)
+				}
+				if (got.Shortfall == nil) != got.Feasible {
+					t.Errorf("%s Shared: feasible %v with shortfall %v", sc.name, got.Feasible, got.Shortfall)
+				}
+				if first == nil {
+					first = &got
+				} else if diff := cmp.Diff(first.Shortfall, got.Shortfall); diff != "" {
+					t.Errorf("%s Shared: shortfall differs from nil Shared's (-nil,+this):\n%s", sc.name, diff)
 				}
 				if (f != nil) != tc.wantFit {
 					t.Errorf("%s Shared: fit returned = %v, want %v", sc.name, f != nil, tc.wantFit)

@@ -13,7 +13,10 @@ import (
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
 // The feasibility check answers, once per gang attempt and before any member is reserved: can the
@@ -225,6 +228,8 @@ type Result struct {
 	Feasible bool
 	// Message says why a gang is infeasible, for the pod's status and events.
 	Message string
+	// Shortfall says the same in numbers (nil when Feasible).
+	Shortfall *v1alpha1.PodGroupShortfall
 }
 
 // gangMember is a member still to be placed, with its request.
@@ -514,7 +519,8 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 		return Result{Feasible: true}, nil
 	}
 	if len(candidates) < need {
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates))}, nil
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d unscheduled members exist", groupKey, need, len(candidates)),
+			Shortfall: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTooFewMembers, Needed: int32(need), Unscheduled: int32(len(candidates))}}, nil
 	}
 	f := New(logger, groupKey, candidates, need, nodes, minResources, claimed, shared, false)
 
@@ -538,7 +544,8 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 			remaining.scalar[i] = max(remaining.scalar[i]-scalarAt(held.scalar, i), 0)
 		}
 		if !remaining.fits(eligibleTotal) {
-			return Result{Message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal, f.names))}, f
+			s := f.shortfall(v1alpha1.ShortfallMinResources, 0, remaining, f.largest())
+			return Result{Message: fmt.Sprintf("PodGroup %s: spec.minResources exceed the free resources of the nodes its members may use (%s)", groupKey, shortfall(remaining, eligibleTotal, f.names)), Shortfall: s}, f
 		}
 	}
 
@@ -547,7 +554,8 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 		return Result{Feasible: true}, f
 	}
 	if f.homogeneous && f.alike {
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed)}, f
+		s := f.shortfall(v1alpha1.ShortfallNodeRoom, placed, total(f.members), f.largest())
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed), Shortfall: s}, f
 	}
 	// Neither first-fit decreasing nor the choice of the smallest members is exact for mixed members:
 	// admit the gang if the sound, weaker tests pass over every candidate. Enough of them fit some
@@ -555,6 +563,7 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 	// capacity of the nodes they may use (any choice asks for at least that much).
 	var fitting []gangMember
 	var missing *v1.Pod
+	var missingReq resources
 	for _, m := range f.all {
 		elig := f.eligible.of(m.pod)
 		fitsSomewhere := false
@@ -567,14 +576,15 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 		if fitsSomewhere {
 			fitting = append(fitting, m)
 		} else if missing == nil {
-			missing = m.pod
+			missing, missingReq = m.pod, m.req
 		}
 	}
 	if len(fitting) < need {
+		s := f.shortfall(v1alpha1.ShortfallMemberFitsNowhere, len(fitting), total(f.members), missingReq)
 		if len(f.all) == need {
-			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(missing))}, f
+			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(missing)), Shortfall: s}, f
 		}
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d of its %d unscheduled members fit on any node's free resources", groupKey, need, len(fitting), len(f.all))}, f
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d of its %d unscheduled members fit on any node's free resources", groupKey, need, len(fitting), len(f.all)), Shortfall: s}, f
 	}
 	var fittingTotal resources
 	for i, ok := range f.usableBy(fitting) {
@@ -583,7 +593,8 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 		}
 	}
 	if least := smallestSum(fitting, need, len(f.names)); !least.fits(fittingTotal) {
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(least, fittingTotal, f.names))}, f
+		s := f.shortfall(v1alpha1.ShortfallNodeRoom, placed, least, f.largest())
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (%s)", groupKey, need, placed, shortfall(least, fittingTotal, f.names)), Shortfall: s}, f
 	}
 	logger.V(5).Info("First-fit decreasing could not place a mixed gang, admitting it on the aggregate test", "podGroup", groupKey, "need", need, "placed", placed)
 	return Result{Feasible: true}, f

@@ -81,6 +81,8 @@ type Placement struct {
 	Nodes sets.Set[string]
 	// Message says where the gang goes and why, for the PodGroup's event and condition.
 	Message string
+	// Shortfall, when no domain of the required key fits, says so in numbers.
+	Shortfall *v1alpha1.PodGroupShortfall
 }
 
 // domainsOf groups the indexes of free by the value of the node label key; nodes without the label
@@ -183,7 +185,7 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			if v == "" {
 				notes = append(notes, fmt.Sprintf("the bound members are not in one %s domain", lvl.key))
 				if lvl.required {
-					return Placement{Message: strings.Join(notes, "; ")}, false
+					return Placement{Message: strings.Join(notes, "; "), Shortfall: f.domainShortfall(lvl.key, nil)}, false
 				}
 				continue
 			}
@@ -195,7 +197,11 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			bestBusy         bool
 			mostPlaced       int
 			spanning         int
+			placeable        map[string]int
 		)
+		if lvl.required {
+			placeable = make(map[string]int, len(values))
+		}
 		for _, v := range values {
 			idx := doms[v]
 			if idx == nil {
@@ -207,6 +213,9 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			}
 			if n := f.placeable(idx); n < f.need {
 				mostPlaced = max(mostPlaced, n)
+				if placeable != nil {
+					placeable[v] = n
+				}
 				continue
 			}
 			// A domain where another gang's attempt is still gathering its quorum is chosen only if no
@@ -243,7 +252,7 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			notes = append(notes, fmt.Sprintf("no %s domain has room for %d members; the best fits %d", lvl.key, f.need, mostPlaced))
 		}
 		if lvl.required {
-			return Placement{Message: strings.Join(notes, "; ")}, false
+			return Placement{Message: strings.Join(notes, "; "), Shortfall: f.domainShortfall(lvl.key, placeable)}, false
 		}
 	}
 	msg := "placed anywhere"
@@ -354,4 +363,16 @@ func ExtraMemberPlacement(f *Fit, p Policy, pinned map[string]string, nodes []fw
 		}
 	}
 	return PinnedPlacement(Policy{Required: p.Required}, pinned, nodes)
+}
+
+// domainShortfall is a required topology key's shortfall: no domain of key holds the needed members;
+// placeable says how many each domain fits (none: no domain could be tried).
+func (f *Fit) domainShortfall(key string, placeable map[string]int) *v1alpha1.PodGroupShortfall {
+	most := 0
+	for _, n := range placeable {
+		most = max(most, n)
+	}
+	s := f.shortfall(v1alpha1.ShortfallTopologyDomain, most, total(f.members), f.largest())
+	s.TopologyKey, s.Domains = key, domainShortfalls(placeable)
+	return s
 }

@@ -1,6 +1,9 @@
 package status
 
-import "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+import (
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
 
 // AttemptOf is what the status says of a gang's state (nil: none is tracked); ended, ended's message
 // are how the last reservation of a gang whose state was dropped ended.
@@ -9,6 +12,9 @@ func AttemptOf(g *gang.Gang, ended, endMessage string) Attempt {
 		return Attempt{ReservationEnded: ended, ReservedMessage: endMessage}
 	}
 	a := Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message}
+	if f := g.Feasibility; a.Reason == podgroup.ReasonGangInfeasible && f != nil && !f.Feasible {
+		a.Shortfall = f.Shortfall
+	}
 	if g.Placement != nil {
 		a.PlacementLevel, a.PlacementMessage = g.Placement.Level, g.Placement.Message
 	}

@@ -69,6 +69,8 @@ type Attempt struct {
 	// last one ended (ReservedMessage says why), empty when it had none.
 	Reserved                          bool
 	ReservationEnded, ReservedMessage string
+	// Shortfall: the numbers of a GangInfeasible Reason (nil otherwise).
+	Shortfall *v1alpha1.PodGroupShortfall
 }
 
 // Config is what an Updater works from.
@@ -388,6 +390,9 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	if c, ok := reservedCondition(pg, st, attempt); ok {
 		st.Conditions = withCondition(st.Conditions, c, now)
 	}
+	if c := meta.FindStatusCondition(st.Conditions, ConditionScheduled); c != nil && c.Reason == podgroup.ReasonGangInfeasible {
+		st.Shortfall = attempt.Shortfall.DeepCopy()
+	}
 	return st
 }
 
@@ -462,11 +467,12 @@ func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) 
 func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
 	return a.Phase == b.Phase && a.OccupiedBy == b.OccupiedBy && a.Scheduled == b.Scheduled && a.Running == b.Running &&
 		a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.ScheduleStartTime.Equal(&b.ScheduleStartTime) &&
-		equality.Semantic.DeepEqual(a.Conditions, b.Conditions)
+		equality.Semantic.DeepEqual(a.Conditions, b.Conditions) && equality.Semantic.DeepEqual(a.Shortfall, b.Shortfall)
 }
 
 // statusPatch spells every field out, zeros included, so the merge patch overwrites stale counts. The
-// conditions list is replaced whole (other writers' condition types are carried over by computeStatus).
+// conditions list is replaced whole (other writers' condition types are carried over by computeStatus);
+// so is the shortfall (see shortfallPatch).
 func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 	p := map[string]any{
 		"phase":      st.Phase,
@@ -475,12 +481,39 @@ func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 		"succeeded":  st.Succeeded,
 		"failed":     st.Failed,
 		"conditions": st.Conditions,
+		"shortfall":  shortfallPatch(st.Shortfall),
 	}
 	if st.OccupiedBy != "" {
 		p["occupiedBy"] = st.OccupiedBy
 	}
 	if !st.ScheduleStartTime.IsZero() {
 		p["scheduleStartTime"] = st.ScheduleStartTime
+	}
+	return p
+}
+
+// shortfallPatch is the merge patch of a shortfall that replaces the stored one whole: null when
+// there is none, else every field spelled out (an absent one as null, so that none of the stored
+// one's survives); its lists are replaced whole by a merge patch anyway.
+func shortfallPatch(s *v1alpha1.PodGroupShortfall) any {
+	if s == nil {
+		return nil
+	}
+	p := map[string]any{
+		"reason": s.Reason, "needed": s.Needed, "placeable": s.Placeable, "unscheduled": s.Unscheduled,
+		"resources": nil, "largestFreeNode": nil, "topologyKey": nil, "domains": nil,
+	}
+	if len(s.Resources) > 0 {
+		p["resources"] = s.Resources
+	}
+	if s.LargestFreeNode != "" {
+		p["largestFreeNode"] = s.LargestFreeNode
+	}
+	if s.TopologyKey != "" {
+		p["topologyKey"] = s.TopologyKey
+	}
+	if len(s.Domains) > 0 {
+		p["domains"] = s.Domains
 	}
 	return p
 }

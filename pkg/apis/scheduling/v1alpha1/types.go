@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -157,6 +158,100 @@ type PodGroupStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Shortfall says in numbers why the scheduler's last whole-gang check found that the members
+	// still missing from the quorum do not fit the free resources at once. It is set while the
+	// Scheduled condition's reason is GangInfeasible, whose message says the same in words: tools
+	// read these fields, not the message.
+	// +optional
+	Shortfall *PodGroupShortfall `json:"shortfall,omitempty"`
+}
+
+// ShortfallReason names the part of the whole-gang check that failed.
+// +kubebuilder:validation:Enum=TooFewMembers;MinResources;NodeRoom;MemberFitsNowhere;TopologyDomain
+type ShortfallReason string
+
+// The reasons of a PodGroupShortfall.
+const (
+	// ShortfallTooFewMembers: fewer unscheduled members exist than the quorum still needs.
+	ShortfallTooFewMembers ShortfallReason = "TooFewMembers"
+	// ShortfallMinResources: spec.minResources exceed the free resources of the nodes the members may
+	// use (Resources says how much).
+	ShortfallMinResources ShortfallReason = "MinResources"
+	// ShortfallNodeRoom: the nodes' free resources fit only Placeable of the Needed members, node by
+	// node (Resources says what is short, in total or on the roomiest node).
+	ShortfallNodeRoom ShortfallReason = "NodeRoom"
+	// ShortfallMemberFitsNowhere: a member (Resources' Member is its request) fits on no node's free
+	// resources.
+	ShortfallMemberFitsNowhere ShortfallReason = "MemberFitsNowhere"
+	// ShortfallTopologyDomain: no domain of the required topology key holds the members (Domains
+	// says how many each fits).
+	ShortfallTopologyDomain ShortfallReason = "TopologyDomain"
+)
+
+// PodGroupShortfall is what a gang that does not fit is short of.
+type PodGroupShortfall struct {
+	// Reason names the part of the check that failed.
+	Reason ShortfallReason `json:"reason"`
+
+	// Needed is how many more members must be placed at once to reach minMember.
+	Needed int32 `json:"needed"`
+
+	// Placeable is how many of them the free resources fit (in the best domain, for
+	// TopologyDomain).
+	// +optional
+	Placeable int32 `json:"placeable,omitempty"`
+
+	// Unscheduled is how many members exist that are neither bound nor reserved.
+	// +optional
+	Unscheduled int32 `json:"unscheduled,omitempty"`
+
+	// Resources says, for each resource the needed members (or spec.minResources) ask for, how much
+	// they ask and how much is free, in total and on the roomiest node.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Resources []ResourceShortfall `json:"resources,omitempty"`
+
+	// LargestFreeNode names the node with the most free CPU (then memory) among those the members
+	// may use: the roomiest node of Resources.
+	// +optional
+	LargestFreeNode string `json:"largestFreeNode,omitempty"`
+
+	// TopologyKey and Domains, for TopologyDomain: how many of the needed members each domain of
+	// the required key fits, the roomiest first (at most 16 domains).
+	// +optional
+	TopologyKey string `json:"topologyKey,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=value
+	Domains []DomainShortfall `json:"domains,omitempty"`
+}
+
+// ResourceShortfall is what a gang asks of one resource and what the nodes have free: the gang is
+// short of it in total when Requested > Free, and no node holds its largest member when Member >
+// LargestFree.
+type ResourceShortfall struct {
+	// Name is the resource's name.
+	Name v1.ResourceName `json:"name"`
+	// Requested is what the needed members ask for in total (for MinResources: what
+	// spec.minResources still asks for).
+	Requested resource.Quantity `json:"requested"`
+	// Free is the free amount, in total, on the nodes the members may use.
+	Free resource.Quantity `json:"free"`
+	// Member is the largest member's request (for MemberFitsNowhere: the request of the member that
+	// fits nowhere).
+	Member resource.Quantity `json:"member"`
+	// LargestFree is the free amount on the roomiest node (LargestFreeNode).
+	LargestFree resource.Quantity `json:"largestFree"`
+}
+
+// DomainShortfall is how many of a gang's needed members one topology domain fits.
+type DomainShortfall struct {
+	// Value is the domain's value of the topology key.
+	Value string `json:"value"`
+	// Placeable is how many of the needed members its nodes' free resources fit.
+	Placeable int32 `json:"placeable"`
 }
 
 // PodGroupList is a collection of pod groups.
