@@ -382,6 +382,9 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	if st.ScheduleStartTime.IsZero() && st.Phase != v1alpha1.PodGroupPending && st.Phase != v1alpha1.PodGroupPreScheduling {
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
+	if attempt.Waiting {
+		st.Waiting = max(int32(attempt.Counted)-st.Scheduled, 0)
+	}
 	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
 	if attempt.PlacementLevel != "" {
 		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,
@@ -465,7 +468,7 @@ func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) 
 }
 
 func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
-	return a.Phase == b.Phase && a.OccupiedBy == b.OccupiedBy && a.Scheduled == b.Scheduled && a.Running == b.Running &&
+	return a.Phase == b.Phase && a.OccupiedBy == b.OccupiedBy && a.Scheduled == b.Scheduled && a.Waiting == b.Waiting && a.Running == b.Running &&
 		a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.ScheduleStartTime.Equal(&b.ScheduleStartTime) &&
 		equality.Semantic.DeepEqual(a.Conditions, b.Conditions) && equality.Semantic.DeepEqual(a.Shortfall, b.Shortfall)
 }
@@ -477,6 +480,7 @@ func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 	p := map[string]any{
 		"phase":      st.Phase,
 		"scheduled":  st.Scheduled,
+		"waiting":    st.Waiting,
 		"running":    st.Running,
 		"succeeded":  st.Succeeded,
 		"failed":     st.Failed,

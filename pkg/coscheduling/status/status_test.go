@@ -40,6 +40,8 @@ func TestComputeStatus(t *testing.T) {
 		name       string
 		pods       []*v1.Pod
 		attempting bool
+		counted    int
+		waiting    int32
 		want       v1alpha1.PodGroupPhase
 		scheduled  int32
 		reason     string
@@ -47,7 +49,11 @@ func TestComputeStatus(t *testing.T) {
 		{name: "no pods", want: v1alpha1.PodGroupPending, reason: podgroup.ReasonWaitingForMembers},
 		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending, reason: podgroup.ReasonWaitingForMembers},
 		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: ReasonPending},
-		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, want: v1alpha1.PodGroupScheduling, reason: podgroup.ReasonWaitingForQuorum},
+		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, counted: 1, waiting: 1, want: v1alpha1.PodGroupScheduling, reason: podgroup.ReasonWaitingForQuorum},
+		{name: "one bound, one waiting at Permit", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "", v1.PodPending), withPhase("c", "", v1.PodPending)}, attempting: true, counted: 2, waiting: 1,
+			want: v1alpha1.PodGroupScheduling, scheduled: 1, reason: podgroup.ReasonQuorumReached},
+		{name: "reserved members not waiting are not counted waiting", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, counted: 2,
+			want: v1alpha1.PodGroupPreScheduling, reason: podgroup.ReasonQuorumReached},
 		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2, reason: podgroup.ReasonQuorumReached},
 		{name: "running and one finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 1, reason: podgroup.ReasonQuorumReached},
 		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, reason: podgroup.ReasonQuorumReached},
@@ -59,7 +65,10 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ComputeStatus(pg, tc.pods, Attempt{Waiting: tc.attempting}, now)
+			got := ComputeStatus(pg, tc.pods, Attempt{Waiting: tc.attempting, Counted: tc.counted}, now)
+			if got.Waiting != tc.waiting {
+				t.Errorf("waiting = %d, want %d", got.Waiting, tc.waiting)
+			}
 			if diff := cmp.Diff(tc.want, got.Phase); diff != "" {
 				t.Errorf("phase (-want,+got): %s", diff)
 			}

@@ -133,6 +133,11 @@ type PodGroupStatus struct {
 	// +optional
 	Scheduled int32 `json:"scheduled,omitempty"`
 
+	// Waiting is the number of live members the scheduler has reserved that wait at Permit for the
+	// rest of the quorum (not yet bound).
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+
 	// The number of actively running pods.
 	// +optional
 	Running int32 `json:"running,omitempty"`
