@@ -50,8 +50,9 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/custom-scheduler (the same step the Dockerfile runs).
+build: ## Build bin/custom-scheduler (the same step the Dockerfile runs) and the kubectl plugin bin/kubectl-gang.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/custom-scheduler ./cmd/custom-scheduler
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-gang ./cmd/kubectl-gang
 
 .PHONY: image
 image: ## Build the container image (needs a Docker engine).

@@ -45,3 +45,21 @@ const (
 	// counted on is gone); the message says why.
 	ReasonReservationEnded = "ReservationEnded"
 )
+
+// The types of the PodGroup conditions the scheduler maintains: Scheduled for every gang, Topology for
+// gangs with a topology policy once a domain was chosen (reason PreferredDomain, RequiredDomain or
+// Anywhere; the message names the domain), Reserved while a gang holds a reservation (True, reason
+// RoomHeld; the message says how many nodes and how much) and once it ended (False; the reason says
+// how).
+const (
+	ConditionScheduled = "Scheduled"
+	ConditionTopology  = "Topology"
+	ConditionReserved  = "Reserved"
+)
+
+// ReasonRoomHeld is the Reserved condition's reason while the gang holds a reservation.
+const ReasonRoomHeld = "RoomHeld"
+
+// ReasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
+// started or ended yet.
+const ReasonPending = "Pending"

@@ -36,23 +36,18 @@ import (
 // coalesceDelay gathers the pod events of a burst (a gang binding) into one status patch.
 const coalesceDelay = 250 * time.Millisecond
 
-// The types of the PodGroup conditions the scheduler maintains: Scheduled for every gang, Topology for
-// gangs with a topology policy once a domain was chosen (reason PreferredDomain, RequiredDomain or
-// Anywhere; the message names the domain).
+// The types of the PodGroup conditions the scheduler maintains, and the reasons of its own (see
+// podgroup/reasons.go, where tools that read the status find them without the plugin).
 const (
-	ConditionScheduled = "Scheduled"
-	ConditionTopology  = "Topology"
-	// ConditionReserved is True while the gang holds a reservation (reason RoomHeld; the message says
-	// how many nodes and how much), and False once it ended (the reason says how).
-	ConditionReserved = "Reserved"
+	ConditionScheduled = podgroup.ConditionScheduled
+	ConditionTopology  = podgroup.ConditionTopology
+	ConditionReserved  = podgroup.ConditionReserved
+	ReasonRoomHeld     = podgroup.ReasonRoomHeld
 )
-
-// ReasonRoomHeld is the Reserved condition's reason while the gang holds a reservation.
-const ReasonRoomHeld = "RoomHeld"
 
 // ReasonPending is the Scheduled condition's reason while minMember live pods exist and no attempt has
 // started or ended yet.
-const ReasonPending = "Pending"
+const ReasonPending = podgroup.ReasonPending
 
 // Attempt is what the status needs from the scheduler's in-memory state of a gang.
 type Attempt struct {

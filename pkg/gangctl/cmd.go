@@ -1,0 +1,329 @@
+package gangctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
+)
+
+// Clients are what kubectl gang reads through: pods and events, and PodGroups.
+type Clients struct {
+	Kube      kubernetes.Interface
+	PodGroups versioned.Interface
+}
+
+// Connect makes the clients from the kubeconfig flags, and says which namespace they name (the
+// context's, or -n's).
+type Connect func(flags *genericclioptions.ConfigFlags) (Clients, string, error)
+
+// connect is Connect against the cluster the kubeconfig names, as kubectl reads it.
+func connect(flags *genericclioptions.ConfigFlags) (Clients, string, error) {
+	cfg, err := flags.ToRESTConfig()
+	if err != nil {
+		return Clients{}, "", fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return Clients{}, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, "", fmt.Errorf("making the client: %w", err)
+	}
+	pgs, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, "", fmt.Errorf("making the PodGroup client: %w", err)
+	}
+	return Clients{Kube: kube, PodGroups: pgs}, ns, nil
+}
+
+// options are the flags every subcommand shares.
+type options struct {
+	flags         *genericclioptions.ConfigFlags
+	connect       Connect
+	now           func() time.Time
+	out           io.Writer
+	allNamespaces bool
+	output        string
+	color         string
+}
+
+// NewCommand is kubectl-gang's root command; now is the clock (ages are measured from it), and
+// connect makes the clients (nil: from the kubeconfig).
+func NewCommand(out io.Writer, now func() time.Time, conn Connect) *cobra.Command {
+	o := &options{flags: genericclioptions.NewConfigFlags(true), connect: conn, now: now, out: out}
+	if o.connect == nil {
+		o.connect = connect
+	}
+	root := &cobra.Command{
+		Use:   "kubectl gang",
+		Short: "Where gangs (PodGroups of custom-scheduler) stand, and what each waits for",
+		Long: `kubectl gang reads PodGroups, their member pods and their events from the API (it needs get
+and list on podgroups.scheduling.x-k8s.io, pods and events, and nothing of the scheduler) and says
+where each gang stands and what it waits for.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	o.flags.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the gangs of every namespace.")
+	root.PersistentFlags().StringVar(&o.color, "color", "auto", "Colour the output: auto (when writing to a terminal), always or never.")
+	root.AddCommand(o.getCommand(), o.explainCommand())
+	return root
+}
+
+func (o *options) getCommand() *cobra.Command {
+	var watchFlag bool
+	cmd := &cobra.Command{
+		Use:   "get [NAME]",
+		Short: "One line per gang: phase, members live/bound/waiting/gated of minMember, age, what it waits for",
+		Example: `  kubectl gang get -A
+  kubectl gang get training -n demo -o wide
+  kubectl gang get -n demo -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput("", "wide", "json", "yaml"); err != nil {
+				return err
+			}
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			if name != "" && o.allNamespaces {
+				return errors.New("a gang's name and --all-namespaces do not go together: name a namespace with -n")
+			}
+			return o.get(cmd.Context(), name, watchFlag)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml.")
+	cmd.Flags().BoolVarP(&watchFlag, "watch", "w", false, "After listing, print a gang's line again whenever its PodGroup changes.")
+	return cmd
+}
+
+func (o *options) explainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain NAME",
+		Short: "The whole story of one gang: its quorum, what it is short of, its reservation, members and events",
+		Example: `  kubectl gang explain too-big -n demo
+  kubectl gang explain too-big -n demo -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput("", "json", "yaml"); err != nil {
+				return err
+			}
+			if o.allNamespaces {
+				return errors.New("explain takes one gang: name its namespace with -n, not --all-namespaces")
+			}
+			return o.explain(cmd.Context(), args[0])
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml.")
+	return cmd
+}
+
+func (o *options) checkOutput(allowed ...string) error {
+	if slices.Contains(allowed, o.output) {
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use one of %s", o.output, strings.Join(slices.DeleteFunc(slices.Clone(allowed), func(s string) bool { return s == "" }), ", "))
+}
+
+// style is the colouring --color asks for.
+func (o *options) style() style {
+	switch o.color {
+	case "always":
+		return style{on: true}
+	case "never":
+		return style{}
+	}
+	f, ok := o.out.(*os.File)
+	if !ok {
+		return style{}
+	}
+	fi, err := f.Stat()
+	return style{on: err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""}
+}
+
+// get lists the gangs (or the one named), and with watch follows them.
+func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
+	if o.color != "auto" && o.color != "always" && o.color != "never" {
+		return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
+	}
+	c, ns, err := o.connect(o.flags)
+	if err != nil {
+		return err
+	}
+	if o.allNamespaces {
+		ns = metav1.NamespaceAll
+	}
+	var pgs []v1alpha1.PodGroup
+	if name != "" {
+		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return apiError(err, "PodGroup", name, ns)
+		}
+		pgs = []v1alpha1.PodGroup{*pg}
+	} else {
+		list, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return apiError(err, "PodGroups", "", ns)
+		}
+		pgs = list.Items
+	}
+	pods, err := memberPods(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	sums := make([]Summary, 0, len(pgs))
+	for i := range pgs {
+		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil))
+	}
+	slices.SortFunc(sums, func(a, b Summary) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	switch o.output {
+	case "json", "yaml":
+		if name != "" {
+			return printData(o.out, o.output, sums[0])
+		}
+		return printData(o.out, o.output, map[string]any{"items": sums})
+	}
+	if len(sums) == 0 && !watchFlag {
+		where := "namespace " + ns
+		if ns == metav1.NamespaceAll {
+			where = "any namespace"
+		}
+		_, err := fmt.Fprintf(o.out, "No gangs (PodGroups) in %s.\n", where)
+		return err
+	}
+	if err := printTable(o.out, sums, o.allNamespaces, o.output == "wide", true, o.now(), o.style()); err != nil {
+		return err
+	}
+	if !watchFlag {
+		return nil
+	}
+	return o.watch(ctx, c, ns, name)
+}
+
+// watch prints a gang's line again whenever its PodGroup changes, until ctx ends.
+func (o *options) watch(ctx context.Context, c Clients, ns, name string) error {
+	opts := metav1.ListOptions{}
+	if name != "" {
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
+	w, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Watch(ctx, opts)
+	if err != nil {
+		return apiError(err, "PodGroups", name, ns)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			pg, isPG := ev.Object.(*v1alpha1.PodGroup)
+			if !isPG || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+				continue
+			}
+			pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
+			if err != nil {
+				return err
+			}
+			s := Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil)
+			if ev.Type == watch.Deleted {
+				s.Short = "deleted"
+			}
+			if err := printTable(o.out, []Summary{s}, o.allNamespaces, o.output == "wide", false, o.now(), o.style()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// explain prints the whole story of one gang.
+func (o *options) explain(ctx context.Context, name string) error {
+	if o.color != "auto" && o.color != "always" && o.color != "never" {
+		return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
+	}
+	c, ns, err := o.connect(o.flags)
+	if err != nil {
+		return err
+	}
+	pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return apiError(err, "PodGroup", name, ns)
+	}
+	pods, err := memberPods(ctx, c, ns, name)
+	if err != nil {
+		return err
+	}
+	events, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return apiError(err, "events", "", ns)
+	}
+	s := Summarize(pg, pods[ns+"/"+name], events.Items)
+	if o.output != "" {
+		return printData(o.out, o.output, s)
+	}
+	return printExplain(o.out, s, o.now(), o.style())
+}
+
+// memberPods lists the member pods of the gang name in ns (every gang's, name empty), by gang
+// ("namespace/name").
+func memberPods(ctx context.Context, c Clients, ns, name string) (map[string][]*v1.Pod, error) {
+	sel := v1alpha1.PodGroupLabel
+	if name != "" {
+		sel += "=" + name
+	}
+	list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, apiError(err, "pods", "", ns)
+	}
+	out := map[string][]*v1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		key := p.Namespace + "/" + p.Labels[v1alpha1.PodGroupLabel]
+		out[key] = append(out[key], p)
+	}
+	return out, nil
+}
+
+// apiError says what a failed read means for the user: a gang that does not exist, a resource the
+// server does not serve, rights the credentials lack.
+func apiError(err error, what, name, ns string) error {
+	where := "namespace " + ns
+	if ns == metav1.NamespaceAll {
+		where = "any namespace"
+	}
+	switch {
+	case apierrors.IsNotFound(err) && name != "":
+		return fmt.Errorf("%s %q not found in %s", what, name, where)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the server does not serve %s (is the PodGroup CRD, podgroups.scheduling.x-k8s.io, installed?): %w", what, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("not allowed to read %s in %s: kubectl gang needs get and list on podgroups.scheduling.x-k8s.io, pods and events: %w", what, where, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the server did not accept the kubeconfig's credentials: %w", err)
+	}
+	return fmt.Errorf("reading %s in %s: %w", what, where, err)
+}

@@ -1,0 +1,192 @@
+package gangctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	pgfake "github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned/fake"
+)
+
+var testNow = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) metav1.Time { return metav1.NewTime(testNow.Add(-d)) }
+
+func testPG(ns, name string, minMember int32, phase v1alpha1.PodGroupPhase, conds ...metav1.Condition) *v1alpha1.PodGroup {
+	return &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), CreationTimestamp: ago(10 * time.Minute)},
+		Spec:       v1alpha1.PodGroupSpec{MinMember: minMember},
+		Status:     v1alpha1.PodGroupStatus{Phase: phase, Conditions: conds},
+	}
+}
+
+func scheduled(reason, msg string, since time.Duration) metav1.Condition {
+	status := metav1.ConditionFalse
+	if reason == podgroup.ReasonQuorumReached {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: podgroup.ConditionScheduled, Status: status, Reason: reason, Message: msg, LastTransitionTime: ago(since)}
+}
+
+func testPod(ns, group, name, node string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Labels: map[string]string{v1alpha1.PodGroupLabel: group}},
+		Spec: v1.PodSpec{NodeName: node}, Status: v1.PodStatus{Phase: v1.PodPending}}
+}
+
+// fixture is two gangs in demo (too-big: infeasible with numbers; training: running) and one in
+// other, with their pods and an event.
+func fixture() ([]runtime.Object, []runtime.Object) {
+	big := testPG("demo", "too-big", 2, v1alpha1.PodGroupPreScheduling, scheduled(podgroup.ReasonGangInfeasible, "PodGroup demo/too-big needs 2 more members placed at once, but the nodes' free resources fit only 0 of them (checked per node, not in total)", 5*time.Minute))
+	big.Status.Shortfall = &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 2, Unscheduled: 2, LargestFreeNode: "kwok-node-1",
+		Resources: []v1alpha1.ResourceShortfall{{Name: v1.ResourceCPU, Requested: resource.MustParse("24"), Free: resource.MustParse("30"), Member: resource.MustParse("12"), LargestFree: resource.MustParse("8")}}}
+	train := testPG("demo", "training", 3, v1alpha1.PodGroupRunning, scheduled(podgroup.ReasonQuorumReached, "3 of minMember 3 live members are bound or binding, 0 succeeded", 9*time.Minute))
+	solo := testPG("other", "solo", 2, v1alpha1.PodGroupPending, scheduled(podgroup.ReasonWaitingForMembers, "1 of minMember 2 live pods exist", time.Minute))
+	pods := []runtime.Object{
+		testPod("demo", "too-big", "too-big-0", ""), testPod("demo", "too-big", "too-big-1", ""),
+		testPod("demo", "training", "training-0", "n1"), testPod("demo", "training", "training-1", "n2"), testPod("demo", "training", "training-2", "n2"),
+		testPod("other", "solo", "solo-0", ""),
+		&v1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "e1"}, InvolvedObject: v1.ObjectReference{Kind: "PodGroup", Name: "too-big", UID: big.UID},
+			Type: v1.EventTypeWarning, Reason: podgroup.ReasonGangInfeasible, Message: "does not fit", LastTimestamp: ago(5 * time.Minute), Count: 1},
+	}
+	return []runtime.Object{big, train, solo}, pods
+}
+
+// run runs kubectl gang with args against fake clients (edit may add reactors); namespace "default"
+// unless -n says otherwise.
+func run(t *testing.T, edit func(kube *kubefake.Clientset, pgs *pgfake.Clientset), args ...string) (string, error) {
+	t.Helper()
+	pgObjs, kubeObjs := fixture()
+	kube, pgs := kubefake.NewClientset(kubeObjs...), pgfake.NewSimpleClientset(pgObjs...)
+	if edit != nil {
+		edit(kube, pgs)
+	}
+	conn := func(flags *genericclioptions.ConfigFlags) (Clients, string, error) {
+		ns := "default"
+		if flags.Namespace != nil && *flags.Namespace != "" {
+			ns = *flags.Namespace
+		}
+		return Clients{Kube: kube, PodGroups: pgs}, ns, nil
+	}
+	var out bytes.Buffer
+	cmd := NewCommand(&out, func() time.Time { return testNow }, conn)
+	cmd.SetArgs(args)
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	forbidden := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		pgs.PrependReactor("*", "podgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: v1alpha1.GroupName, Resource: "podgroups"}, "", nil)
+		})
+	}
+	eventsForbidden := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		kube.PrependReactor("list", "events", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", nil)
+		})
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		edit    func(*kubefake.Clientset, *pgfake.Clientset)
+		want    string
+		wantErr string
+	}{
+		{name: "get in a namespace", args: []string{"get", "-n", "demo"}, want: `NAME      PHASE          LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR
+too-big   PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more members fit
+training  Running        3     3      0        0      3    10m  running
+`},
+		{name: "get in every namespace", args: []string{"get", "-A"}, want: `NAMESPACE  NAME      PHASE          LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR
+demo       too-big   PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more members fit
+demo       training  Running        3     3      0        0      3    10m  running
+other      solo      Pending        1     0      0        0      2    10m  1 of 2 members exist
+`},
+		{name: "get one, wide", args: []string{"get", "too-big", "-n", "demo", "-o", "wide"}, want: `NAME     PHASE          LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR                    REASON          DOMAIN  RESERVATION
+too-big  PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more members fit  GangInfeasible  <none>  <none>
+`},
+		{name: "the kubeconfig's namespace by default", args: []string{"get"}, want: "No gangs (PodGroups) in namespace default.\n"},
+		{name: "not found", args: []string{"get", "nope", "-n", "demo"}, wantErr: `PodGroup "nope" not found in namespace demo`},
+		{name: "explain: not found", args: []string{"explain", "nope", "-n", "demo"}, wantErr: `PodGroup "nope" not found in namespace demo`},
+		{name: "forbidden", args: []string{"get", "-n", "demo"}, edit: forbidden,
+			wantErr: "not allowed to read PodGroups in namespace demo: kubectl gang needs get and list on podgroups.scheduling.x-k8s.io, pods and events"},
+		{name: "forbidden in every namespace", args: []string{"get", "-A"}, edit: forbidden, wantErr: "not allowed to read PodGroups in any namespace"},
+		{name: "explain: events forbidden", args: []string{"explain", "too-big", "-n", "demo"}, edit: eventsForbidden, wantErr: "not allowed to read events in namespace demo"},
+		{name: "an unknown output", args: []string{"get", "-o", "table"}, wantErr: `unknown output format "table": use one of wide, json, yaml`},
+		{name: "explain has no wide", args: []string{"explain", "too-big", "-o", "wide"}, wantErr: `unknown output format "wide": use one of json, yaml`},
+		{name: "a name with -A", args: []string{"get", "too-big", "-A"}, wantErr: "a gang's name and --all-namespaces do not go together"},
+		{name: "explain needs a name", args: []string{"explain"}, wantErr: "accepts 1 arg(s), received 0"},
+		{name: "an unknown colour", args: []string{"get", "--color", "pink"}, wantErr: `unknown --color "pink"`},
+		{name: "colour always", args: []string{"get", "training", "-n", "demo", "--color", "always"}, want: "NAME      \x1b[01mPHASE\x1b[0m    LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR\ntraining  \x1b[32mRunning\x1b[0m  3     3      0        0      3    10m  running\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, tc.edit, tc.args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if out != tc.want {
+				t.Errorf("output:\n%s\nwant:\n%s", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestJSON checks -o json by field, for get (one and the list) and explain.
+func TestJSON(t *testing.T) {
+	out, err := run(t, nil, "explain", "too-big", "-n", "demo", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if s.Name != "too-big" || s.WaitingFor != WaitsForRoom || s.Live != 2 || s.Bound != 0 || s.MinMember != 2 || len(s.Members) != 2 || len(s.Events) != 1 {
+		t.Errorf("summary = %+v", s)
+	}
+	if s.Shortfall == nil || s.Shortfall.Reason != v1alpha1.ShortfallNodeRoom || len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8 (kwok-node-1)" {
+		t.Errorf("shortfall %+v, unblock %q", s.Shortfall, s.Unblock)
+	}
+	out, err = run(t, nil, "get", "-A", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Items []Summary }
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	var names []string
+	for _, it := range list.Items {
+		names = append(names, it.Namespace+"/"+it.Name+"="+it.WaitingFor)
+	}
+	if got := strings.Join(names, ","); got != "demo/too-big=Room,demo/training=,other/solo=Members" {
+		t.Errorf("items = %s", got)
+	}
+	out, err = run(t, nil, "get", "training", "-n", "demo", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "name: training\n") || !strings.Contains(out, "phase: Running\n") {
+		t.Errorf("yaml (err %v):\n%s", err, out)
+	}
+}

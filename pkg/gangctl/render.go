@@ -1,0 +1,218 @@
+package gangctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// style colours a terminal's output (none when off). Every code is two characters, so a column
+// whose cells are all painted (the header in bold) stays aligned by a tabwriter.
+type style struct{ on bool }
+
+func (s style) paint(code, text string) string {
+	if !s.on || text == "" {
+		return text
+	}
+	return "\x1b[" + code + "m" + text + "\x1b[0m"
+}
+
+func (s style) bold(t string) string  { return s.paint("01", t) }
+func (s style) red(t string) string   { return s.paint("31", t) }
+func (s style) green(t string) string { return s.paint("32", t) }
+func (s style) amber(t string) string { return s.paint("33", t) }
+
+// phase colours a phase: green placed, red failed or waiting for room, amber otherwise.
+func (s style) phase(sum Summary) string {
+	p := string(sum.Phase)
+	switch {
+	case sum.Phase == v1alpha1.PodGroupFailed || sum.WaitingFor == WaitsForRoom || sum.WaitingFor == WaitsForRebind:
+		return s.red(p)
+	case sum.WaitingFor == WaitsForNothing:
+		return s.green(p)
+	}
+	return s.amber(p)
+}
+
+// age is how long ago t was, as kubectl prints it ("<unknown>" for none).
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// printTable writes one line per gang: kubectl get's columns, wide adding the reason, the domain and
+// the reservation.
+func printTable(w io.Writer, sums []Summary, allNamespaces, wide, header bool, now time.Time, st style) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if header {
+		var cols []string
+		if allNamespaces {
+			cols = append(cols, "NAMESPACE")
+		}
+		cols = append(cols, "NAME", st.bold("PHASE"), "LIVE", "BOUND", "WAITING", "GATED", "MIN", "AGE", "WAITING FOR")
+		if wide {
+			cols = append(cols, "REASON", "DOMAIN", "RESERVATION")
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	for _, s := range sums {
+		var cols []string
+		if allNamespaces {
+			cols = append(cols, s.Namespace)
+		}
+		cols = append(cols, s.Name, st.phase(s), fmt.Sprint(s.Live), fmt.Sprint(s.Bound), fmt.Sprint(s.Waiting), fmt.Sprint(s.Gated),
+			fmt.Sprint(s.MinMember), age(now, s.Created.Time), s.Short)
+		if wide {
+			cols = append(cols, orNone(s.Reason), orNone(domainOf(s)), orNone(reservationOf(s)))
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func domainOf(s Summary) string {
+	if s.Domain == nil {
+		return ""
+	}
+	return s.Domain.Reason
+}
+
+func reservationOf(s Summary) string {
+	if s.Reservation == nil {
+		return ""
+	}
+	if s.Reservation.Status {
+		return "held"
+	}
+	return "ended: " + s.Reservation.Reason
+}
+
+// printExplain writes the whole story of one gang: where it stands, its quorum, its shortfall with
+// what would unblock it, its domain and reservation, its members, and its events newest first.
+func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
+	fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
+		s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+	if s.Reason != "" {
+		since := ""
+		if s.Since != nil {
+			since = fmt.Sprintf(" (for %s)", age(now, s.Since.Time))
+		}
+		fmt.Fprintf(&b, "Why:      %s%s: %s\n", s.Reason, since, s.Message)
+	}
+	if sf := s.Shortfall; sf != nil {
+		fmt.Fprintf(&b, "Short:    %s: %d more members must be placed at once; the free room fits %d (%d unscheduled members exist)\n",
+			sf.Reason, sf.Needed, sf.Placeable, sf.Unscheduled)
+		if len(sf.Resources) > 0 {
+			tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+			largest := "LARGEST NODE FREE"
+			if sf.LargestFreeNode != "" {
+				largest = fmt.Sprintf("FREE ON %s", sf.LargestFreeNode)
+			}
+			fmt.Fprintf(tw, "          RESOURCE\tNEEDED\tFREE\tPER MEMBER\t%s\n", largest)
+			for _, r := range sf.Resources {
+				fmt.Fprintf(tw, "          %s\t%s\t%s\t%s\t%s\n", r.Name, r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String())
+			}
+			_ = tw.Flush()
+		}
+		if len(sf.Domains) > 0 {
+			var ds []string
+			for _, d := range sf.Domains {
+				ds = append(ds, fmt.Sprintf("%s fits %d", d.Value, d.Placeable))
+			}
+			fmt.Fprintf(&b, "Domains:  %s: %s\n", sf.TopologyKey, strings.Join(ds, ", "))
+		}
+	}
+	for i, u := range s.Unblock {
+		lead := "          "
+		if i == 0 {
+			lead = "Unblock:  "
+		}
+		fmt.Fprintf(&b, "%s%s\n", lead, st.amber(u))
+	}
+	if d := s.Domain; d != nil {
+		fmt.Fprintf(&b, "Domain:   %s: %s\n", d.Reason, d.Message)
+	}
+	if r := s.Reservation; r != nil {
+		if r.Status {
+			fmt.Fprintf(&b, "Reserved: %s (for %s); pods of its priority or lower are kept off the held nodes\n", r.Message, age(now, r.Since.Time))
+		} else {
+			fmt.Fprintf(&b, "Reserved: no; the last reservation ended %s ago: %s: %s\n", age(now, r.Since.Time), r.Reason, r.Message)
+		}
+	}
+	fmt.Fprintf(&b, "Members (%d):\n", len(s.Members))
+	if len(s.Members) == 0 {
+		b.WriteString("  <none>\n")
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		for _, m := range s.Members {
+			where := m.Node
+			switch {
+			case m.State == StateGated:
+				where = "gates: " + strings.Join(m.Gates, ", ")
+			case where == "" && m.Nominated != "":
+				where = "nominated to " + m.Nominated
+			}
+			if where != "" {
+				where = "\t" + where
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\n", m.Name, m.State, where)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(&b, "Events (%d, newest first):\n", len(s.Events))
+	if len(s.Events) == 0 {
+		b.WriteString("  <none>\n")
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		for _, e := range s.Events {
+			typ := e.Type
+			if typ == "Warning" {
+				typ = st.red(typ)
+			}
+			count := ""
+			if e.Count > 1 {
+				count = fmt.Sprintf(" (x%d)", e.Count)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", age(now, e.Last.Time), typ, e.Reason, e.Object, e.Message, count)
+		}
+		_ = tw.Flush()
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// printData writes v as JSON or YAML.
+func printData(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the output: %w", err)
+	}
+	if format == "yaml" {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return fmt.Errorf("encoding the output: %w", err)
+		}
+	} else {
+		data = append(data, '\n')
+	}
+	_, err = w.Write(data)
+	return err
+}

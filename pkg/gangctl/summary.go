@@ -1,0 +1,269 @@
+// Package gangctl is kubectl-gang: it reads PodGroups, their member pods and their events from the
+// API (nothing from the scheduler) and says where each gang stands and what it waits for. Summarize
+// is the one decision, a pure function of the objects and the clock; the rest prints it or fetches
+// its inputs.
+package gangctl
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// Member states, as a gang's quorum sees them.
+const (
+	StateBound       = "Bound"
+	StatePending     = "Pending"
+	StateGated       = "Gated"
+	StateTerminating = "Terminating"
+	StateSucceeded   = "Succeeded"
+	StateFailed      = "Failed"
+)
+
+// What a gang waits for, in a word (Summary.WaitingFor).
+const (
+	WaitsForNothing     = ""
+	WaitsForMembers     = "Members"
+	WaitsForGates       = "Gates"
+	WaitsForQueue       = "Queue"
+	WaitsForQuorum      = "Quorum"
+	WaitsForRoom        = "Room"
+	WaitsForReservation = "Reservation"
+	WaitsForPreemption  = "Preemption"
+	WaitsForBackoff     = "Backoff"
+	WaitsForRebind      = "LostMembers"
+)
+
+// Summary is one gang, as kubectl gang shows it (and -o json prints it).
+type Summary struct {
+	Namespace string                 `json:"namespace"`
+	Name      string                 `json:"name"`
+	Phase     v1alpha1.PodGroupPhase `json:"phase"`
+	MinMember int32                  `json:"minMember"`
+	Created   metav1.Time            `json:"created"`
+	// Counts of the members: live (not terminating, not finished), bound (live and on a node), waiting
+	// at Permit (the scheduler's count), gated (live, with scheduling gates), terminating, finished.
+	Live        int32 `json:"live"`
+	Bound       int32 `json:"bound"`
+	Waiting     int32 `json:"waiting"`
+	Gated       int32 `json:"gated"`
+	Terminating int32 `json:"terminating"`
+	Finished    int32 `json:"finished"`
+	// WaitingFor is what the gang waits for (a WaitsFor* word, empty when it waits for nothing), Short
+	// the same in a few words, Reason and Message the Scheduled condition's, Since when it has said so.
+	WaitingFor string       `json:"waitingFor,omitempty"`
+	Short      string       `json:"short"`
+	Reason     string       `json:"reason,omitempty"`
+	Message    string       `json:"message,omitempty"`
+	Since      *metav1.Time `json:"since,omitempty"`
+	// Domain is the Topology condition's: where the gang goes.
+	Domain *Condition `json:"domain,omitempty"`
+	// Reservation is the Reserved condition's: held (True) or how the last one ended.
+	Reservation *Condition `json:"reservation,omitempty"`
+	// Shortfall is the status's numbers of an infeasible gang; Unblock says, from them, what would
+	// let the gang fit.
+	Shortfall *v1alpha1.PodGroupShortfall `json:"shortfall,omitempty"`
+	Unblock   []string                    `json:"unblock,omitempty"`
+	Members   []Member                    `json:"members"`
+	// Events are the gang's and its members' events, newest first.
+	Events []Event `json:"events,omitempty"`
+}
+
+// Condition is one of the PodGroup's conditions, as shown.
+type Condition struct {
+	Status  bool        `json:"status"`
+	Reason  string      `json:"reason"`
+	Message string      `json:"message,omitempty"`
+	Since   metav1.Time `json:"since"`
+}
+
+// Member is one member pod.
+type Member struct {
+	Name      string   `json:"name"`
+	State     string   `json:"state"`
+	Node      string   `json:"node,omitempty"`
+	Nominated string   `json:"nominated,omitempty"`
+	Gates     []string `json:"gates,omitempty"`
+}
+
+// Event is one event of the gang or a member.
+type Event struct {
+	Last    metav1.Time `json:"last"`
+	Type    string      `json:"type"`
+	Reason  string      `json:"reason"`
+	Object  string      `json:"object"`
+	Message string      `json:"message"`
+	Count   int32       `json:"count,omitempty"`
+}
+
+// Summarize says where pg stands from its member pods (those with its label, in its namespace) and
+// events (any; those of pg and its members are kept).
+func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event) Summary {
+	s := Summary{Namespace: pg.Namespace, Name: pg.Name, Phase: pg.Status.Phase, MinMember: int32(podgroup.MinMember(pg)),
+		Created: pg.CreationTimestamp, Waiting: pg.Status.Waiting, Shortfall: pg.Status.Shortfall}
+	if s.Phase == "" {
+		s.Phase = v1alpha1.PodGroupPending
+	}
+	uids := map[string]string{string(pg.UID): "PodGroup/" + pg.Name}
+	for _, p := range pods {
+		uids[string(p.UID)] = "Pod/" + p.Name
+		m := Member{Name: p.Name, Node: p.Spec.NodeName, Nominated: p.Status.NominatedNodeName}
+		switch {
+		case p.Status.Phase == v1.PodSucceeded:
+			m.State = StateSucceeded
+			s.Finished++
+		case p.Status.Phase == v1.PodFailed:
+			m.State = StateFailed
+			s.Finished++
+		case p.DeletionTimestamp != nil:
+			m.State = StateTerminating
+			s.Terminating++
+		case p.Spec.NodeName != "":
+			m.State = StateBound
+			s.Live++
+			s.Bound++
+		case len(p.Spec.SchedulingGates) > 0:
+			m.State = StateGated
+			s.Live++
+			s.Gated++
+			for _, g := range p.Spec.SchedulingGates {
+				m.Gates = append(m.Gates, g.Name)
+			}
+		default:
+			m.State = StatePending
+			s.Live++
+		}
+		s.Members = append(s.Members, m)
+	}
+	slices.SortFunc(s.Members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	if c := meta.FindStatusCondition(pg.Status.Conditions, podgroup.ConditionScheduled); c != nil {
+		s.Reason, s.Message, s.Since = c.Reason, c.Message, &c.LastTransitionTime
+	}
+	s.Domain = condition(pg, podgroup.ConditionTopology)
+	s.Reservation = condition(pg, podgroup.ConditionReserved)
+	s.WaitingFor, s.Short = waitingFor(s)
+	s.Unblock = Unblock(s.Shortfall)
+	for _, e := range events {
+		obj, ok := uids[string(e.InvolvedObject.UID)]
+		if !ok {
+			continue
+		}
+		s.Events = append(s.Events, Event{Last: lastSeen(e), Type: e.Type, Reason: e.Reason, Object: obj, Message: e.Message, Count: e.Count})
+	}
+	slices.SortStableFunc(s.Events, func(a, b Event) int { return b.Last.Compare(a.Last.Time) })
+	return s
+}
+
+// condition is pg's condition of type t, if it has one.
+func condition(pg *v1alpha1.PodGroup, t string) *Condition {
+	c := meta.FindStatusCondition(pg.Status.Conditions, t)
+	if c == nil {
+		return nil
+	}
+	return &Condition{Status: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime}
+}
+
+// lastSeen is when an event last happened, for events.k8s.io and core events alike.
+func lastSeen(e v1.Event) metav1.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.NewTime(e.Series.LastObservedTime.Time)
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp
+	case !e.EventTime.IsZero():
+		return metav1.NewTime(e.EventTime.Time)
+	}
+	return e.CreationTimestamp
+}
+
+// waitingFor is what the gang waits for, decided from its phase, its conditions and its members,
+// the most decisive first.
+func waitingFor(s Summary) (string, string) {
+	switch s.Phase {
+	case v1alpha1.PodGroupFinished:
+		return WaitsForNothing, "finished"
+	case v1alpha1.PodGroupFailed:
+		return WaitsForNothing, "failed"
+	}
+	if s.Reservation != nil && s.Reservation.Status {
+		return WaitsForReservation, "holds a reservation: " + s.Reservation.Message
+	}
+	if s.Bound < s.MinMember && s.Gated > 0 && s.Live >= s.MinMember && s.Live-s.Gated < s.MinMember {
+		return WaitsForGates, fmt.Sprintf("%d of %d members gated", s.Gated, s.Live)
+	}
+	switch s.Reason {
+	case podgroup.ReasonQuorumReached:
+		if s.Phase == v1alpha1.PodGroupRunning {
+			return WaitsForNothing, "running"
+		}
+		return WaitsForNothing, "placed"
+	case podgroup.ReasonWaitingForMembers, "":
+		return WaitsForMembers, fmt.Sprintf("%d of %d members exist", s.Live, s.MinMember)
+	case ReasonPending:
+		return WaitsForQueue, "its turn in the queue"
+	case podgroup.ReasonWaitingForQuorum:
+		return WaitsForQuorum, fmt.Sprintf("quorum: %d of %d reserved or bound", s.Waiting+s.Bound, s.MinMember)
+	case podgroup.ReasonGangInfeasible:
+		if sf := s.Shortfall; sf != nil {
+			return WaitsForRoom, fmt.Sprintf("room: %d of %d more members fit", sf.Placeable, sf.Needed)
+		}
+		return WaitsForRoom, "room"
+	case podgroup.ReasonPreempting:
+		return WaitsForPreemption, "preempting lower-priority pods"
+	case podgroup.ReasonGangRejected:
+		return WaitsForBackoff, "back-off after a rejected attempt"
+	case podgroup.ReasonGangTimedOut:
+		return WaitsForBackoff, "back-off after timing out"
+	case podgroup.ReasonBelowQuorum:
+		return WaitsForRebind, fmt.Sprintf("only %d of %d members bound", s.Bound, s.MinMember)
+	}
+	return WaitsForQueue, s.Reason
+}
+
+// ReasonPending is the Scheduled condition's reason while the gang waits for its turn.
+const ReasonPending = podgroup.ReasonPending
+
+// Unblock says, from an infeasible gang's shortfall, what would let it fit: one sentence per fact,
+// the most direct first. None without a shortfall.
+func Unblock(sf *v1alpha1.PodGroupShortfall) []string {
+	if sf == nil {
+		return nil
+	}
+	var out []string
+	switch sf.Reason {
+	case v1alpha1.ShortfallTooFewMembers:
+		return []string{fmt.Sprintf("needs %d unscheduled members at once; %d exist: create the missing ones, or lower minMember", sf.Needed, sf.Unscheduled)}
+	case v1alpha1.ShortfallTopologyDomain:
+		if len(sf.Domains) == 0 {
+			out = append(out, fmt.Sprintf("no %s domain can be used: label the nodes with %s, or bind the members within one domain", sf.TopologyKey, sf.TopologyKey))
+		} else {
+			d := sf.Domains[0]
+			out = append(out, fmt.Sprintf("needs %d members in one %s domain; the roomiest, %s=%s, fits %d", sf.Needed, sf.TopologyKey, sf.TopologyKey, d.Value, d.Placeable))
+		}
+	}
+	for _, r := range sf.Resources {
+		if sf.Reason == v1alpha1.ShortfallMinResources {
+			if r.Requested.Cmp(r.Free) > 0 {
+				out = append(out, fmt.Sprintf("spec.minResources asks %s %s; %s is free on the nodes the members may use", r.Requested.String(), r.Name, r.Free.String()))
+			}
+			continue
+		}
+		if r.Member.Cmp(r.LargestFree) > 0 {
+			out = append(out, fmt.Sprintf("needs %s %s on one node; the largest free has %s (%s)", r.Member.String(), r.Name, r.LargestFree.String(), sf.LargestFreeNode))
+		}
+		if r.Requested.Cmp(r.Free) > 0 {
+			out = append(out, fmt.Sprintf("needs %s %s in total; %s is free", r.Requested.String(), r.Name, r.Free.String()))
+		}
+	}
+	if len(out) == 0 && sf.Reason == v1alpha1.ShortfallNodeRoom {
+		out = append(out, fmt.Sprintf("the free room is split across nodes: %d of the %d members fit node by node", sf.Placeable, sf.Needed))
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package gangctl
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// TestSummarize: what a gang waits for, for every state the scheduler's status can say, and the
+// member counts.
+func TestSummarize(t *testing.T) {
+	pending := func(name string) *v1.Pod { return testPod("ns", "g", name, "") }
+	bound := func(name string) *v1.Pod { return testPod("ns", "g", name, "n1") }
+	gated := func(name string) *v1.Pod {
+		p := pending(name)
+		p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+		return p
+	}
+	terminating := func(p *v1.Pod) *v1.Pod { p.DeletionTimestamp = ptrTime(ago(time.Second)); return p }
+	finished := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod { p.Status.Phase = phase; return p }
+	reserved := metav1.Condition{Type: podgroup.ConditionReserved, Status: metav1.ConditionTrue, Reason: podgroup.ReasonRoomHeld, Message: "holds room for 2 members on 1 nodes"}
+	cases := []struct {
+		name      string
+		phase     v1alpha1.PodGroupPhase
+		conds     []metav1.Condition
+		waiting   int32
+		short     *v1alpha1.PodGroupShortfall
+		pods      []*v1.Pod
+		want      string
+		wantShort string
+		counts    [6]int32 // live, bound, waiting, gated, terminating, finished
+	}{
+		{name: "no status yet", pods: []*v1.Pod{pending("a")}, want: WaitsForMembers, wantShort: "1 of 2 members exist", counts: [6]int32{1, 0, 0, 0, 0, 0}},
+		{name: "waiting for members", phase: v1alpha1.PodGroupPending, conds: []metav1.Condition{scheduled(podgroup.ReasonWaitingForMembers, "m", 0)},
+			pods: []*v1.Pod{pending("a"), terminating(pending("b"))}, want: WaitsForMembers, wantShort: "1 of 2 members exist", counts: [6]int32{1, 0, 0, 0, 1, 0}},
+		{name: "gated members keep the quorum back", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(ReasonPending, "m", 0)},
+			pods: []*v1.Pod{pending("a"), gated("b")}, want: WaitsForGates, wantShort: "1 of 2 members gated", counts: [6]int32{2, 0, 0, 1, 0, 0}},
+		{name: "in the queue", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(ReasonPending, "m", 0)},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForQueue, wantShort: "its turn in the queue", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "waiting for the quorum", phase: v1alpha1.PodGroupScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonWaitingForQuorum, "m", 0)}, waiting: 1,
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForQuorum, wantShort: "quorum: 1 of 2 reserved or bound", counts: [6]int32{2, 0, 1, 0, 0, 0}},
+		{name: "infeasible with numbers", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonGangInfeasible, "m", 0)},
+			short: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 2, Placeable: 1}, pods: []*v1.Pod{pending("a"), pending("b")},
+			want: WaitsForRoom, wantShort: "room: 1 of 2 more members fit", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "infeasible from an older scheduler: no numbers", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonGangInfeasible, "m", 0)},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForRoom, wantShort: "room", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "reserved: the reservation first", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonGangInfeasible, "m", 0), reserved},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForReservation, wantShort: "holds a reservation: holds room for 2 members on 1 nodes", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "preempting", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonPreempting, "m", 0)},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForPreemption, wantShort: "preempting lower-priority pods", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "backing off after a rejection", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonGangRejected, "m", 0)},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForBackoff, wantShort: "back-off after a rejected attempt", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "timed out", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonGangTimedOut, "m", 0)},
+			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForBackoff, wantShort: "back-off after timing out", counts: [6]int32{2, 0, 0, 0, 0, 0}},
+		{name: "below quorum", phase: v1alpha1.PodGroupScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonBelowQuorum, "m", 0)},
+			pods: []*v1.Pod{bound("a"), pending("b")}, want: WaitsForRebind, wantShort: "only 1 of 2 members bound", counts: [6]int32{2, 1, 0, 0, 0, 0}},
+		{name: "bound", phase: v1alpha1.PodGroupScheduled, conds: []metav1.Condition{scheduled(podgroup.ReasonQuorumReached, "m", 0)},
+			pods: []*v1.Pod{bound("a"), bound("b")}, want: WaitsForNothing, wantShort: "placed", counts: [6]int32{2, 2, 0, 0, 0, 0}},
+		{name: "running", phase: v1alpha1.PodGroupRunning, conds: []metav1.Condition{scheduled(podgroup.ReasonQuorumReached, "m", 0)},
+			pods: []*v1.Pod{bound("a"), bound("b")}, want: WaitsForNothing, wantShort: "running", counts: [6]int32{2, 2, 0, 0, 0, 0}},
+		{name: "finished", phase: v1alpha1.PodGroupFinished, conds: []metav1.Condition{scheduled(podgroup.ReasonQuorumReached, "m", 0)},
+			pods: []*v1.Pod{finished(bound("a"), v1.PodSucceeded), finished(bound("b"), v1.PodSucceeded)}, want: WaitsForNothing, wantShort: "finished", counts: [6]int32{0, 0, 0, 0, 0, 2}},
+		{name: "failed", phase: v1alpha1.PodGroupFailed, conds: []metav1.Condition{scheduled(podgroup.ReasonBelowQuorum, "m", 0)},
+			pods: []*v1.Pod{finished(bound("a"), v1.PodFailed), bound("b")}, want: WaitsForNothing, wantShort: "failed", counts: [6]int32{1, 1, 0, 0, 0, 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := testPG("ns", "g", 2, tc.phase, tc.conds...)
+			pg.Status.Waiting, pg.Status.Shortfall = tc.waiting, tc.short
+			s := Summarize(pg, tc.pods, nil)
+			if s.WaitingFor != tc.want || s.Short != tc.wantShort {
+				t.Errorf("waiting for %q (%q), want %q (%q)", s.WaitingFor, s.Short, tc.want, tc.wantShort)
+			}
+			if got := [6]int32{s.Live, s.Bound, s.Waiting, s.Gated, s.Terminating, s.Finished}; got != tc.counts {
+				t.Errorf("counts (live, bound, waiting, gated, terminating, finished) = %v, want %v", got, tc.counts)
+			}
+		})
+	}
+}
+
+// TestUnblock: what would let an infeasible gang fit, from its shortfall's numbers alone.
+func TestUnblock(t *testing.T) {
+	row := func(name v1.ResourceName, requested, free, member, largest string) v1alpha1.ResourceShortfall {
+		return v1alpha1.ResourceShortfall{Name: name, Requested: resource.MustParse(requested), Free: resource.MustParse(free), Member: resource.MustParse(member), LargestFree: resource.MustParse(largest)}
+	}
+	cases := []struct {
+		name string
+		in   *v1alpha1.PodGroupShortfall
+		want []string
+	}{
+		{name: "none"},
+		{name: "too few members", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTooFewMembers, Needed: 3, Unscheduled: 1},
+			want: []string{"needs 3 unscheduled members at once; 1 exist: create the missing ones, or lower minMember"}},
+		{name: "a member larger than any node", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 2, LargestFreeNode: "n1",
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "24", "32", "12", "8"), row(v1.ResourceMemory, "8Gi", "64Gi", "4Gi", "16Gi")}},
+			want: []string{"needs 12 cpu on one node; the largest free has 8 (n1)"}},
+		{name: "short in total", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 4, Placeable: 2, LargestFreeNode: "n1",
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "12", "8", "3", "4")}},
+			want: []string{"needs 12 cpu in total; 8 is free"}},
+		{name: "fragmented", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 3, Placeable: 2, LargestFreeNode: "n1",
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "9", "10", "3", "5")}},
+			want: []string{"the free room is split across nodes: 2 of the 3 members fit node by node"}},
+		{name: "minResources", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallMinResources, Needed: 2,
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "10", "8", "1", "4"), row("example.com/gpu", "3", "0", "0", "0")}},
+			want: []string{"spec.minResources asks 10 cpu; 8 is free on the nodes the members may use", "spec.minResources asks 3 example.com/gpu; 0 is free on the nodes the members may use"}},
+		{name: "a domain", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 5, Placeable: 4, TopologyKey: "rack",
+			Domains: []v1alpha1.DomainShortfall{{Value: "r2", Placeable: 4}}, Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "15", "40", "3", "4")}},
+			want: []string{"needs 5 members in one rack domain; the roomiest, rack=r2, fits 4"}},
+		{name: "no domain", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 2, TopologyKey: "rack"},
+			want: []string{"no rack domain can be used: label the nodes with rack, or bind the members within one domain"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Unblock(tc.in)); diff != "" {
+				t.Errorf("unblock (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
