@@ -182,7 +182,7 @@ func TestJSON(t *testing.T) {
 	for _, it := range list.Items {
 		names = append(names, it.Namespace+"/"+it.Name+"="+it.WaitingFor)
 	}
-	if got := strings.Join(names, ","); got != "demo/too-big=Room,demo/training=,other/solo=Members" {
+	if got := strings.Join(names, ","); got != "demo/too-big=Room,demo/training=Nothing,other/solo=Members" {
 		t.Errorf("items = %s", got)
 	}
 	out, err = run(t, nil, "get", "training", "-n", "demo", "-o", "yaml")

@@ -29,7 +29,7 @@ const (
 
 // What a gang waits for, in a word (Summary.WaitingFor).
 const (
-	WaitsForNothing     = ""
+	WaitsForNothing     = "Nothing"
 	WaitsForMembers     = "Members"
 	WaitsForGates       = "Gates"
 	WaitsForQueue       = "Queue"
@@ -58,7 +58,7 @@ type Summary struct {
 	Finished    int32 `json:"finished"`
 	// WaitingFor is what the gang waits for (a WaitsFor* word, empty when it waits for nothing), Short
 	// the same in a few words, Reason and Message the Scheduled condition's, Since when it has said so.
-	WaitingFor string       `json:"waitingFor,omitempty"`
+	WaitingFor string       `json:"waitingFor"`
 	Short      string       `json:"short"`
 	Reason     string       `json:"reason,omitempty"`
 	Message    string       `json:"message,omitempty"`

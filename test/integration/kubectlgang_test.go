@@ -1,0 +1,267 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/gangctl"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestKubectlGang")
+
+// kubectlGang runs kubectl gang in process with args, reading the cluster through the admin
+// kubeconfig as kubectl would (--kubeconfig); it returns the output and the error.
+func kubectlGang(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := gangctl.NewCommand(&out, time.Now, nil)
+	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// ages matches what changes from run to run in kubectl gang's output: ages ("5s", "2m10s",
+// "<invalid>") and the test namespace.
+var ages = regexp.MustCompile(`\b(\d+(s|m|h|d))+\b|<invalid>`)
+
+// cells matches the padding between a table's cells.
+var cells = regexp.MustCompile(` {2,}`)
+
+func normalize(out, ns string) string {
+	return ages.ReplaceAllString(strings.ReplaceAll(out, ns, "NS"), "AGE")
+}
+
+// withoutEvents drops explain's events section: which events a gang has (one FailedScheduling per
+// member attempt) depends on timing; they are checked by field instead.
+func withoutEvents(out string) string {
+	if i := strings.Index(out, "Events ("); i >= 0 {
+		return out[:i]
+	}
+	return out
+}
+
+// golden compares got with testdata/kubectl-gang/<name>, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "kubectl-gang", name)
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the golden file (go test -run TestKubectlGang -update writes it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("kubectl gang output differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// explainWhen runs explain until the gang says reason (the state flips in some cases, e.g. a gang
+// timing out and trying again) and returns its output and its -o json summary from the same state.
+func explainWhen(t *testing.T, ns, name, reason string) (string, gangctl.Summary) {
+	t.Helper()
+	var out string
+	var s gangctl.Summary
+	waitFor(t, ns, fmt.Sprintf("kubectl gang explain %s says %s", name, reason), func(context.Context) (bool, error) {
+		s = gangctl.Summary{}
+		js, err := kubectlGang(t, adminKubeconfig, "explain", name, "-n", ns, "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		if err := json.Unmarshal([]byte(js), &s); err != nil {
+			return false, err
+		}
+		if s.Reason != reason {
+			return false, nil
+		}
+		if out, err = kubectlGang(t, adminKubeconfig, "explain", name, "-n", ns); err != nil {
+			return false, err
+		}
+		// The text must be of the same state as the JSON.
+		return strings.Contains(out, reason), nil
+	})
+	return normalize(out, ns), s
+}
+
+// kgPod is a member of group on this case's nodes only (so the numbers are of its nodes).
+func kgPod(ns, name, group, cpu, nodes string) *v1.Pod {
+	p := gangPod(ns, name, group, cpu)
+	p.Spec.NodeSelector = map[string]string{caseLabel: nodes}
+	return p
+}
+
+// kgNodes creates n nodes named <prefix>-<i> with cpu CPUs, labelled for kgPod, and labels(i).
+func kgNodes(t *testing.T, prefix string, n int, cpu string, labels func(i int) map[string]string) {
+	t.Helper()
+	for i := range n {
+		l := map[string]string{caseLabel: prefix}
+		if labels != nil {
+			for k, v := range labels(i) {
+				l[k] = v
+			}
+		}
+		createNode(t, fmt.Sprintf("%s-%d", prefix, i), cpu, "8Gi", l)
+	}
+}
+
+// TestKubectlGang runs kubectl gang against the real scheduler's gangs, one golden output per state
+// the scheduler produces (events aside, checked by field), with -o json checked by field.
+func TestKubectlGang(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+
+	t.Run("waiting for members", func(t *testing.T) {
+		ns := testNamespace(t)
+		createPodGroup(t, ns, "partial", 3, 0)
+		createPod(t, kgPod(ns, "partial-0", "partial", "1", "none"))
+		waitForPodGroupCondition(t, ns, "partial", podgroup.ReasonWaitingForMembers)
+		out, s := explainWhen(t, ns, "partial", podgroup.ReasonWaitingForMembers)
+		golden(t, "waiting-for-members.txt", withoutEvents(out))
+		if s.WaitingFor != gangctl.WaitsForMembers || s.Live != 1 || s.MinMember != 3 || s.Shortfall != nil {
+			t.Errorf("summary %+v", s)
+		}
+		get, err := kubectlGang(t, adminKubeconfig, "get", "-n", ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A table's padding follows its ages' widths: cells are compared, not the padding.
+		golden(t, "get-waiting-for-members.txt", cells.ReplaceAllString(normalize(get, ns), " | "))
+	})
+
+	t.Run("infeasible, with numbers", func(t *testing.T) {
+		ns := testNamespace(t)
+		kgNodes(t, "kgbig", 2, "8", nil)
+		createPodGroup(t, ns, "too-big", 2, 0)
+		for i := range 2 {
+			createPod(t, kgPod(ns, fmt.Sprintf("too-big-%d", i), "too-big", "12", "kgbig"))
+		}
+		out, s := explainWhen(t, ns, "too-big", podgroup.ReasonGangInfeasible)
+		golden(t, "infeasible.txt", withoutEvents(out))
+		if s.WaitingFor != gangctl.WaitsForRoom || s.Shortfall == nil || s.Shortfall.Needed != 2 || s.Shortfall.Placeable != 0 ||
+			len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8 (kgbig-0)" {
+			t.Errorf("summary %+v, shortfall %+v", s, s.Shortfall)
+		}
+		if !hasEvent(s, "PodGroup/too-big", podgroup.ReasonGangInfeasible) {
+			t.Errorf("no GangInfeasible event of the PodGroup among %+v", s.Events)
+		}
+		consistentlyNoneBound(t, time.Second, ns, "too-big")
+	})
+
+	t.Run("infeasible in every domain of a required policy", func(t *testing.T) {
+		ns := testNamespace(t)
+		kgNodes(t, "kgrack", 4, "4", func(i int) map[string]string { return map[string]string{rackLabel: fmt.Sprintf("rack-%d", i/2)} })
+		createTopologyPodGroup(t, ns, "racked", 3, map[string]any{"required": rackLabel})
+		for i := range 3 {
+			createPod(t, kgPod(ns, fmt.Sprintf("racked-%d", i), "racked", "3", "kgrack"))
+		}
+		out, s := explainWhen(t, ns, "racked", podgroup.ReasonGangInfeasible)
+		golden(t, "infeasible-every-domain.txt", withoutEvents(out))
+		sf := s.Shortfall
+		if sf == nil || sf.Reason != v1alpha1.ShortfallTopologyDomain || sf.TopologyKey != rackLabel || len(sf.Domains) != 2 || sf.Domains[0].Placeable != 2 {
+			t.Errorf("shortfall %+v", sf)
+		}
+		consistentlyNoneBound(t, time.Second, ns, "racked")
+	})
+
+	t.Run("bound, then finished", func(t *testing.T) {
+		ns := testNamespace(t)
+		kgNodes(t, "kgfit", 2, "4", nil)
+		watchNotPartial(t, ns, "fits", 2)
+		createPodGroup(t, ns, "fits", 2, 0)
+		for i := range 2 {
+			createPod(t, kgPod(ns, fmt.Sprintf("fits-%d", i), "fits", "2", "kgfit"))
+		}
+		waitForBoundMembers(t, ns, "fits", 2)
+		out, s := explainWhen(t, ns, "fits", podgroup.ReasonQuorumReached)
+		// Which member went to which node is the scheduler's choice: the golden file names none.
+		golden(t, "bound.txt", regexp.MustCompile(`kgfit-\d`).ReplaceAllString(withoutEvents(out), "NODE"))
+		if s.WaitingFor != gangctl.WaitsForNothing || s.Bound != 2 || s.Phase != v1alpha1.PodGroupScheduled {
+			t.Errorf("summary %+v", s)
+		}
+		for i := range 2 {
+			pod, err := client.CoreV1().Pods(ns).Get(context.Background(), fmt.Sprintf("fits-%d", i), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = v1.PodSucceeded
+			if _, err := client.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, ns, "the gang finished", func(context.Context) (bool, error) {
+			return getPodGroup(t, ns, "fits").Status.Phase == v1alpha1.PodGroupFinished, nil
+		})
+		out, s = explainWhen(t, ns, "fits", podgroup.ReasonQuorumReached)
+		golden(t, "finished.txt", regexp.MustCompile(`kgfit-\d`).ReplaceAllString(withoutEvents(out), "NODE"))
+		if s.Short != "finished" || s.Finished != 2 || s.Live != 0 {
+			t.Errorf("summary %+v", s)
+		}
+	})
+
+	t.Run("timed out", func(t *testing.T) {
+		ns := testNamespace(t)
+		kgNodes(t, "kgslow", 2, "4", nil)
+		createPodGroup(t, ns, "slow", 2, 2)
+		createPod(t, kgPod(ns, "slow-0", "slow", "1", "kgslow"))
+		held := kgPod(ns, "slow-1", "slow", "1", "kgslow")
+		hold(held)
+		createPod(t, held)
+		out, s := explainWhen(t, ns, "slow", podgroup.ReasonGangTimedOut)
+		golden(t, "timed-out.txt", withoutEvents(out))
+		if s.WaitingFor != gangctl.WaitsForBackoff || s.Bound != 0 {
+			t.Errorf("summary %+v", s)
+		}
+		if !hasEvent(s, "Pod/slow-1", podgroup.ReasonInvalidTopologyPolicy) {
+			t.Errorf("no InvalidTopologyPolicy event of the held member among %+v", s.Events)
+		}
+	})
+
+	t.Run("every namespace, and rights the user lacks", func(t *testing.T) {
+		out, err := kubectlGang(t, adminKubeconfig, "get", "-A", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct{ Items []gangctl.Summary }
+		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) == 0 {
+			t.Fatalf("get -A -o json: %v\n%s", err, out)
+		}
+		nobody, err := writeKubeconfig(scratchDir, "kubectl-gang-nobody", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = kubectlGang(t, nobody, "get", "-n", "default")
+		if err == nil || !strings.Contains(err.Error(), "not allowed to read PodGroups in namespace default: kubectl gang needs get and list") {
+			t.Errorf("a user without rights: error %v", err)
+		}
+		_, err = kubectlGang(t, adminKubeconfig, "explain", "absent", "-n", "default")
+		if err == nil || err.Error() != `PodGroup "absent" not found in namespace default` {
+			t.Errorf("an absent gang: error %v", err)
+		}
+	})
+}
+
+func hasEvent(s gangctl.Summary, object, reason string) bool {
+	for _, e := range s.Events {
+		if e.Object == object && e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
