@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,18 +148,28 @@ func (o *options) checkOutput(allowed ...string) error {
 
 // style is the colouring --color asks for.
 func (o *options) style() style {
+	st := o.terminal()
 	switch o.color {
 	case "always":
-		return style{on: true}
+		st.on = true
 	case "never":
-		return style{}
+		st.on = false
 	}
+	return st
+}
+
+// terminal is the style of the output's terminal: colour (unless NO_COLOR is set) and its width;
+// none when the output is not a terminal.
+func (o *options) terminal() style {
 	f, ok := o.out.(*os.File)
-	if !ok {
+	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return style{}
 	}
-	fi, err := f.Stat()
-	return style{on: err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width = 0
+	}
+	return style{on: os.Getenv("NO_COLOR") == "", width: width}
 }
 
 // get lists the gangs (or the one named), and with watch follows them.

@@ -14,9 +14,26 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
-// style colours a terminal's output (none when off). Every code is two characters, so a column
+// style colours a terminal's output (none when off) and fits event messages to its width (0: no
+// limit). Every code is two characters, so a column
 // whose cells are all painted (the header in bold) stays aligned by a tabwriter.
-type style struct{ on bool }
+type style struct {
+	on    bool
+	width int
+}
+
+// fit shortens a message that would run past the terminal, given the width already used on its line.
+func (s style) fit(msg string, used int) string {
+	room := s.width - used
+	if s.width == 0 || len(msg) <= room {
+		return msg
+	}
+	room = max(room, 20)
+	if room >= len(msg) {
+		return msg
+	}
+	return msg[:room-1] + "…"
+}
 
 func (s style) paint(code, text string) string {
 	if !s.on || text == "" {
@@ -192,7 +209,8 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 			if e.Count > 1 {
 				count = fmt.Sprintf(" (x%d)", e.Count)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", age(now, e.Last.Time), typ, e.Reason, e.Object, e.Message, count)
+			used := 2 + len(age(now, e.Last.Time)) + len(e.Type) + len(e.Reason) + len(e.Object) + 4*2 + len(count)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", age(now, e.Last.Time), typ, e.Reason, e.Object, st.fit(e.Message, used), count)
 		}
 		_ = tw.Flush()
 	}

@@ -5,6 +5,7 @@
 package gangctl
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -150,15 +151,37 @@ func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event) Summary
 	s.Reservation = condition(pg, podgroup.ConditionReserved)
 	s.WaitingFor, s.Short = waitingFor(s)
 	s.Unblock = Unblock(s.Shortfall)
+	s.Events = gangEvents(events, uids)
+	return s
+}
+
+// gangEvents are the events of the objects in uids, newest first; events that say the same of the
+// same object (a FailedScheduling per attempt) are one, counted, at their newest.
+func gangEvents(events []v1.Event, uids map[string]string) []Event {
+	type same struct{ object, typ, reason, message string }
+	at := map[same]int{}
+	var out []Event
 	for _, e := range events {
 		obj, ok := uids[string(e.InvolvedObject.UID)]
 		if !ok {
 			continue
 		}
-		s.Events = append(s.Events, Event{Last: lastSeen(e), Type: e.Type, Reason: e.Reason, Object: obj, Message: e.Message, Count: e.Count})
+		ev := Event{Last: lastSeen(e), Type: e.Type, Reason: e.Reason, Object: obj, Message: e.Message, Count: max(e.Count, 1)}
+		k := same{obj, e.Type, e.Reason, e.Message}
+		if i, ok := at[k]; ok {
+			out[i].Count += ev.Count
+			if ev.Last.After(out[i].Last.Time) {
+				out[i].Last = ev.Last
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, ev)
 	}
-	slices.SortStableFunc(s.Events, func(a, b Event) int { return b.Last.Compare(a.Last.Time) })
-	return s
+	slices.SortStableFunc(out, func(a, b Event) int {
+		return cmp.Or(b.Last.Compare(a.Last.Time), strings.Compare(a.Object, b.Object), strings.Compare(a.Reason, b.Reason))
+	})
+	return out
 }
 
 // condition is pg's condition of type t, if it has one.

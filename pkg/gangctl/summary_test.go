@@ -1,13 +1,16 @@
 package gangctl
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -126,3 +129,42 @@ func TestUnblock(t *testing.T) {
 }
 
 func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// TestGangEvents: only the gang's and its members' events, newest first, the same event of the same
+// object once with its count.
+func TestGangEvents(t *testing.T) {
+	ev := func(uid, reason, msg string, at time.Duration, count int32) v1.Event {
+		return v1.Event{InvolvedObject: v1.ObjectReference{UID: types.UID(uid)}, Type: v1.EventTypeWarning, Reason: reason, Message: msg, LastTimestamp: ago(at), Count: count}
+	}
+	uids := map[string]string{"pg": "PodGroup/g", "a": "Pod/a"}
+	got := gangEvents([]v1.Event{
+		ev("a", "FailedScheduling", "no room", 3*time.Minute, 1),
+		ev("other", "FailedScheduling", "no room", time.Minute, 1),
+		ev("pg", podgroup.ReasonGangInfeasible, "no room", 2*time.Minute, 0),
+		ev("a", "FailedScheduling", "no room", time.Minute, 2),
+		ev("a", "FailedScheduling", "another message", 4*time.Minute, 1),
+	}, uids)
+	want := []Event{
+		{Last: ago(time.Minute), Type: v1.EventTypeWarning, Reason: "FailedScheduling", Object: "Pod/a", Message: "no room", Count: 3},
+		{Last: ago(2 * time.Minute), Type: v1.EventTypeWarning, Reason: podgroup.ReasonGangInfeasible, Object: "PodGroup/g", Message: "no room", Count: 1},
+		{Last: ago(4 * time.Minute), Type: v1.EventTypeWarning, Reason: "FailedScheduling", Object: "Pod/a", Message: "another message", Count: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want,+got):\n%s", diff)
+	}
+}
+
+// TestFit: a message is cut to the terminal's width, never below 20 characters, and not at all
+// without a terminal.
+func TestFit(t *testing.T) {
+	msg := strings.Repeat("x", 100)
+	cases := []struct {
+		width, used, want int
+	}{{0, 50, 100}, {200, 50, 100}, {80, 50, 30}, {60, 50, 20}}
+	for _, tc := range cases {
+		got := style{width: tc.width}.fit(msg, tc.used)
+		if n := utf8.RuneCountInString(got); n != tc.want {
+			t.Errorf("width %d, used %d: %d characters, want %d", tc.width, tc.used, n, tc.want)
+		}
+	}
+}
