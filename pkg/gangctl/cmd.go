@@ -224,17 +224,18 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		_, err := fmt.Fprintf(o.out, "No gangs (PodGroups) in %s.\n", where)
 		return err
 	}
-	if err := printTable(o.out, sums, o.allNamespaces, o.output == "wide", true, o.now(), o.style()); err != nil {
+	cols := &columns{}
+	if err := printTable(o.out, cols, sums, o.allNamespaces, o.output == "wide", true, o.now(), o.style()); err != nil {
 		return err
 	}
 	if !watchFlag {
 		return nil
 	}
-	return o.watch(ctx, c, ns, name)
+	return o.watch(ctx, c, cols, ns, name)
 }
 
 // watch prints a gang's line again whenever its PodGroup changes, until ctx ends.
-func (o *options) watch(ctx context.Context, c Clients, ns, name string) error {
+func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name string) error {
 	opts := metav1.ListOptions{}
 	if name != "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
@@ -253,7 +254,7 @@ func (o *options) watch(ctx context.Context, c Clients, ns, name string) error {
 				return nil
 			}
 			pg, isPG := ev.Object.(*v1alpha1.PodGroup)
-			if !isPG || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+			if !isPG || (name != "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 				continue
 			}
 			pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
@@ -264,7 +265,7 @@ func (o *options) watch(ctx context.Context, c Clients, ns, name string) error {
 			if ev.Type == watch.Deleted {
 				s.Short = "deleted"
 			}
-			if err := printTable(o.out, []Summary{s}, o.allNamespaces, o.output == "wide", false, o.now(), o.style()); err != nil {
+			if err := printTable(o.out, cols, []Summary{s}, o.allNamespaces, o.output == "wide", false, o.now(), o.style()); err != nil {
 				return err
 			}
 		}

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
@@ -15,8 +17,7 @@ import (
 )
 
 // style colours a terminal's output (none when off) and fits event messages to its width (0: no
-// limit). Every code is two characters, so a column
-// whose cells are all painted (the header in bold) stays aligned by a tabwriter.
+// limit).
 type style struct {
 	on    bool
 	width int
@@ -67,34 +68,66 @@ func age(now, t time.Time) string {
 	return duration.HumanDuration(now.Sub(t))
 }
 
+// columns pads a table's cells to the widest cell of each column seen so far (the header and the
+// first rows, then each row a watch prints), two spaces apart, so that later rows line up with the
+// first ones. Colour codes take no width.
+type columns struct{ widths []int }
+
+var colourCode = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+func visible(s string) int { return utf8.RuneCountInString(colourCode.ReplaceAllString(s, "")) }
+
+func (c *columns) write(w io.Writer, rows [][]string) error {
+	for _, r := range rows {
+		for i, cell := range r {
+			if i == len(c.widths) {
+				c.widths = append(c.widths, 0)
+			}
+			c.widths[i] = max(c.widths[i], visible(cell))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, cell := range r {
+			b.WriteString(cell)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", c.widths[i]-visible(cell)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // printTable writes one line per gang: kubectl get's columns, wide adding the reason, the domain and
-// the reservation.
-func printTable(w io.Writer, sums []Summary, allNamespaces, wide, header bool, now time.Time, st style) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+// the reservation; header adds the header line. cols keeps the widths between calls (a watch).
+func printTable(w io.Writer, cols *columns, sums []Summary, allNamespaces, wide, header bool, now time.Time, st style) error {
+	var rows [][]string
 	if header {
-		var cols []string
+		var r []string
 		if allNamespaces {
-			cols = append(cols, "NAMESPACE")
+			r = append(r, "NAMESPACE")
 		}
-		cols = append(cols, "NAME", st.bold("PHASE"), "LIVE", "BOUND", "WAITING", "GATED", "MIN", "AGE", "WAITING FOR")
+		r = append(r, "NAME", st.bold("PHASE"), "LIVE", "BOUND", "WAITING", "GATED", "MIN", "AGE", "WAITING FOR")
 		if wide {
-			cols = append(cols, "REASON", "DOMAIN", "RESERVATION")
+			r = append(r, "REASON", "DOMAIN", "RESERVATION")
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		rows = append(rows, r)
 	}
 	for _, s := range sums {
-		var cols []string
+		var r []string
 		if allNamespaces {
-			cols = append(cols, s.Namespace)
+			r = append(r, s.Namespace)
 		}
-		cols = append(cols, s.Name, st.phase(s), fmt.Sprint(s.Live), fmt.Sprint(s.Bound), fmt.Sprint(s.Waiting), fmt.Sprint(s.Gated),
+		r = append(r, s.Name, st.phase(s), fmt.Sprint(s.Live), fmt.Sprint(s.Bound), fmt.Sprint(s.Waiting), fmt.Sprint(s.Gated),
 			fmt.Sprint(s.MinMember), age(now, s.Created.Time), s.Short)
 		if wide {
-			cols = append(cols, orNone(s.Reason), orNone(domainOf(s)), orNone(reservationOf(s)))
+			r = append(r, orNone(s.Reason), orNone(domainOf(s)), orNone(reservationOf(s)))
 		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		rows = append(rows, r)
 	}
-	return tw.Flush()
+	return cols.write(w, rows)
 }
 
 func orNone(s string) string {
