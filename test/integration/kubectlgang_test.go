@@ -233,6 +233,55 @@ func TestKubectlGang(t *testing.T) {
 		}
 	})
 
+	t.Run("preempting", func(t *testing.T) {
+		ensurePriorityClasses(t)
+		ns := testNamespace(t)
+		smallNodes(t, "kgpre", 2, nil)
+		for i := range 2 {
+			createPod(t, prioPod(ns, fmt.Sprintf("low-%d", i), "", "2", lowPriority, "kgpre", ""))
+		}
+		for i := range 2 {
+			waitForPodBound(t, ns, fmt.Sprintf("low-%d", i))
+		}
+		watchNotPartial(t, ns, "urgent", 2)
+		createPodGroup(t, ns, "urgent", 2, 0)
+		for i := range 2 {
+			createPod(t, prioPod(ns, fmt.Sprintf("urgent-%d", i), "urgent", "2", highPriority, "kgpre", ""))
+		}
+		// No kubelet confirms the victims' end: the gang stays Preempting while they terminate.
+		out, s := explainWhen(t, ns, "urgent", podgroup.ReasonPreempting)
+		golden(t, "preempting.txt", regexp.MustCompile(`kgpre-\d`).ReplaceAllString(withoutEvents(out), "NODE"))
+		if s.WaitingFor != gangctl.WaitsForPreemption || s.Bound != 0 {
+			t.Errorf("summary %+v", s)
+		}
+		if !hasEvent(s, "PodGroup/urgent", podgroup.ReasonPreempting) {
+			t.Errorf("no Preempting event of the PodGroup among %+v", s.Events)
+		}
+	})
+
+	t.Run("backing off after a rejected attempt", func(t *testing.T) {
+		ns := testNamespace(t)
+		kgNodes(t, "kgport", 1, "4", nil)
+		createPodGroup(t, ns, "ports", 2, 0)
+		for i := range 2 {
+			// Both want host port 8080 on the one node: the whole-gang check (which does not model
+			// host ports) lets the attempt start, and the second member finds no node.
+			p := kgPod(ns, fmt.Sprintf("ports-%d", i), "ports", "1", "kgport")
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
+			createPod(t, p)
+		}
+		out, s := explainWhen(t, ns, "ports", podgroup.ReasonGangRejected)
+		// Which member the attempt found no node for, and which one is nominated, alternate from one
+		// attempt to the next (the one that failed goes first the next time).
+		out = regexp.MustCompile(`member NS/ports-\d`).ReplaceAllString(out, "member NS/ports-N")
+		out = strings.ReplaceAll(out, "  nominated to kgport-0", "")
+		golden(t, "backing-off.txt", withoutEvents(out))
+		if s.WaitingFor != gangctl.WaitsForBackoff || s.Bound != 0 {
+			t.Errorf("summary %+v", s)
+		}
+		consistentlyNoneBound(t, time.Second, ns, "ports")
+	})
+
 	t.Run("every namespace, and rights the user lacks", func(t *testing.T) {
 		out, err := kubectlGang(t, adminKubeconfig, "get", "-A", "-o", "json")
 		if err != nil {
