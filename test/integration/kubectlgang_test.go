@@ -43,7 +43,19 @@ var ages = regexp.MustCompile(`\b(\d+(s|m|h|d))+\b|<invalid>`)
 var cells = regexp.MustCompile(` {2,}`)
 
 func normalize(out, ns string) string {
-	return ages.ReplaceAllString(strings.ReplaceAll(out, ns, "NS"), "AGE")
+	out = strings.ReplaceAll(out, ns, "NS")
+	var b strings.Builder
+	last := 0
+	for _, m := range ages.FindAllStringIndex(out, -1) {
+		if strings.HasSuffix(out[:m[0]], "cpu ") { // millicores, not an age
+			continue
+		}
+		b.WriteString(out[last:m[0]])
+		b.WriteString("AGE")
+		last = m[1]
+	}
+	b.WriteString(out[last:])
+	return b.String()
 }
 
 // withoutEvents drops explain's events section: which events a gang has (one FailedScheduling per
@@ -78,6 +90,13 @@ func golden(t *testing.T, name, got string) {
 // timing out and trying again) and returns its output and its -o json summary from the same state.
 func explainWhen(t *testing.T, ns, name, reason string) (string, gangctl.Summary) {
 	t.Helper()
+	return explainUntil(t, ns, name, reason, func(s gangctl.Summary) bool { return s.Reason == reason })
+}
+
+// explainUntil is explainWhen for any state: until holds of the summary, and the text says what.
+func explainUntil(t *testing.T, ns, name, what string, until func(gangctl.Summary) bool) (string, gangctl.Summary) {
+	t.Helper()
+	reason := what
 	var out string
 	var s gangctl.Summary
 	waitFor(t, ns, fmt.Sprintf("kubectl gang explain %s says %s", name, reason), func(context.Context) (bool, error) {
@@ -89,7 +108,7 @@ func explainWhen(t *testing.T, ns, name, reason string) (string, gangctl.Summary
 		if err := json.Unmarshal([]byte(js), &s); err != nil {
 			return false, err
 		}
-		if s.Reason != reason {
+		if !until(s) {
 			return false, nil
 		}
 		if out, err = kubectlGang(t, adminKubeconfig, "explain", name, "-n", ns); err != nil {
@@ -313,4 +332,43 @@ func hasEvent(s gangctl.Summary, object, reason string) bool {
 		}
 	}
 	return false
+}
+
+// TestKubectlGangReserved: a gang holding a reservation, as kubectl gang shows it (the shipped
+// profile, with reservation.afterSeconds 2).
+func TestKubectlGangReserved(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "30")))
+	ns := testNamespace(t)
+	smallNodes(t, "kgres", 2, nil)
+	// Small pods that come and go keep the gang from ever fitting at once, until it reserves.
+	startStream(t, ns, "kgres", "1", "", 300*time.Millisecond, 3*time.Second)
+	time.Sleep(2 * time.Second)
+	watchNotPartial(t, ns, "held", 4)
+	createPodGroup(t, ns, "held", 4, 0)
+	for i := range 4 {
+		createPod(t, kgPod(ns, fmt.Sprintf("held-%d", i), "held", "1", "kgres"))
+	}
+	out, s := explainUntil(t, ns, "held", "holds room", func(s gangctl.Summary) bool { return s.WaitingFor == gangctl.WaitsForReservation })
+	// What the stream holds at that moment varies, so the lines with its numbers (why, the shortfall)
+	// are left out; the reservation's own are kept.
+	var kept []string
+	for _, line := range strings.Split(withoutEvents(out), "\n") {
+		for _, head := range []string{"PodGroup ", "Quorum:", "Reserved:", "Members", "  held-"} {
+			if strings.HasPrefix(line, head) {
+				kept = append(kept, regexp.MustCompile(`kgres-\d`).ReplaceAllString(line, "NODE"))
+			}
+		}
+	}
+	golden(t, "reserved.txt", strings.Join(kept, "\n")+"\n")
+	if s.Reservation == nil || !s.Reservation.Status || s.Reservation.Reason != podgroup.ReasonRoomHeld || s.Bound != 0 {
+		t.Errorf("summary %+v, reservation %+v", s, s.Reservation)
+	}
+	if !hasEvent(s, "PodGroup/held", podgroup.ReasonReserved) {
+		t.Errorf("no Reserved event of the PodGroup among %+v", s.Events)
+	}
+	waitForBoundMembers(t, ns, "held", 4)
+	out, s = explainWhen(t, ns, "held", podgroup.ReasonQuorumReached)
+	if s.Reservation == nil || s.Reservation.Status || !strings.Contains(out, "Reserved: no; the last reservation ended") {
+		t.Errorf("after binding, reservation %+v:\n%s", s.Reservation, out)
+	}
 }
