@@ -172,7 +172,7 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	e := pl.ended[key]
-	return status.AttemptOf(pl.gangs[key], e[0], e[1])
+	return status.AttemptOf(pl.gangs[key], e[0], e[1], pl.reservation.Timeout)
 }
 
 // gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers

@@ -190,3 +190,31 @@ func TestJSON(t *testing.T) {
 		t.Errorf("yaml (err %v):\n%s", err, out)
 	}
 }
+
+// TestExplainUntil: explain says until when a gang backs off, and until when a reservation holds.
+func TestExplainUntil(t *testing.T) {
+	edit := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		off := testPG("demo", "off", 2, v1alpha1.PodGroupPreScheduling, scheduled(podgroup.ReasonGangTimedOut, "timed out", 5*time.Second))
+		off.Status.BackoffUntil = ptrTime(metav1.NewTime(testNow.Add(3 * time.Second)))
+		held := testPG("demo", "held", 2, v1alpha1.PodGroupPreScheduling, scheduled(podgroup.ReasonGangInfeasible, "no room", time.Minute),
+			metav1.Condition{Type: podgroup.ConditionReserved, Status: metav1.ConditionTrue, Reason: podgroup.ReasonRoomHeld, Message: "holds room for 2 members on 1 nodes", LastTransitionTime: ago(time.Minute)})
+		held.Status.ReservedUntil = ptrTime(metav1.NewTime(testNow.Add(4 * time.Minute)))
+		for _, pg := range []*v1alpha1.PodGroup{off, held} {
+			if _, err := pgs.SchedulingV1alpha1().PodGroups("demo").Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"off":  "Back-off: until 2026-12-03T12:00:03Z (in 3s); then its members are tried again\n",
+		"held": "Reserved: holds room for 2 members on 1 nodes (for 60s, until 2026-12-03T12:04:00Z at the latest (in 4m)); pods of its priority or lower are kept off the held nodes\n",
+	} {
+		out, err := run(t, edit, "explain", name, "-n", "demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("explain %s: no %q in\n%s", name, want, out)
+		}
+	}
+}

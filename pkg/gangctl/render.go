@@ -100,6 +100,14 @@ func (c *columns) write(w io.Writer, rows [][]string) error {
 	return err
 }
 
+// relative says how far t is from now: "in 5s", or "5s ago".
+func relative(now, t time.Time) string {
+	if t.After(now) {
+		return "in " + duration.HumanDuration(t.Sub(now))
+	}
+	return duration.HumanDuration(now.Sub(t)) + " ago"
+}
+
 // printTable writes one line per gang: kubectl get's columns, wide adding the reason, the domain and
 // the reservation; header adds the header line. cols keeps the widths between calls (a watch).
 func printTable(w io.Writer, cols *columns, sums []Summary, allNamespaces, wide, header bool, now time.Time, st style) error {
@@ -198,12 +206,19 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 		}
 		fmt.Fprintf(&b, "%s%s\n", lead, st.amber(u))
 	}
+	if u := s.BackoffUntil; u != nil && (s.WaitingFor == WaitsForBackoff) {
+		fmt.Fprintf(&b, "Back-off: until %s (%s); then its members are tried again\n", u.UTC().Format(time.RFC3339), relative(now, u.Time))
+	}
 	if d := s.Domain; d != nil {
 		fmt.Fprintf(&b, "Domain:   %s: %s\n", d.Reason, d.Message)
 	}
 	if r := s.Reservation; r != nil {
 		if r.Status {
-			fmt.Fprintf(&b, "Reserved: %s (for %s); pods of its priority or lower are kept off the held nodes\n", r.Message, age(now, r.Since.Time))
+			until := ""
+			if u := s.ReservedUntil; u != nil {
+				until = fmt.Sprintf(", until %s at the latest (%s)", u.UTC().Format(time.RFC3339), relative(now, u.Time))
+			}
+			fmt.Fprintf(&b, "Reserved: %s (for %s%s); pods of its priority or lower are kept off the held nodes\n", r.Message, age(now, r.Since.Time), until)
 		} else {
 			fmt.Fprintf(&b, "Reserved: no; the last reservation ended %s ago: %s: %s\n", age(now, r.Since.Time), r.Reason, r.Message)
 		}

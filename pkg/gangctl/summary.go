@@ -66,8 +66,12 @@ type Summary struct {
 	Since      *metav1.Time `json:"since,omitempty"`
 	// Domain is the Topology condition's: where the gang goes.
 	Domain *Condition `json:"domain,omitempty"`
-	// Reservation is the Reserved condition's: held (True) or how the last one ended.
-	Reservation *Condition `json:"reservation,omitempty"`
+	// Reservation is the Reserved condition's: held (True) or how the last one ended; ReservedUntil
+	// when a held one ends at the latest.
+	Reservation   *Condition   `json:"reservation,omitempty"`
+	ReservedUntil *metav1.Time `json:"reservedUntil,omitempty"`
+	// BackoffUntil is when the back-off after a failed attempt ends.
+	BackoffUntil *metav1.Time `json:"backoffUntil,omitempty"`
 	// Shortfall is the status's numbers of an infeasible gang; Unblock says, from them, what would
 	// let the gang fit.
 	Shortfall *v1alpha1.PodGroupShortfall `json:"shortfall,omitempty"`
@@ -108,7 +112,8 @@ type Event struct {
 // events (any; those of pg and its members are kept).
 func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event) Summary {
 	s := Summary{Namespace: pg.Namespace, Name: pg.Name, Phase: pg.Status.Phase, MinMember: int32(podgroup.MinMember(pg)),
-		Created: pg.CreationTimestamp, Waiting: pg.Status.Waiting, Shortfall: pg.Status.Shortfall}
+		Created: pg.CreationTimestamp, Waiting: pg.Status.Waiting, Shortfall: pg.Status.Shortfall,
+		ReservedUntil: pg.Status.ReservedUntil, BackoffUntil: pg.Status.BackoffUntil}
 	if s.Phase == "" {
 		s.Phase = v1alpha1.PodGroupPending
 	}

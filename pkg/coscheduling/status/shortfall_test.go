@@ -89,3 +89,38 @@ func TestShortfallPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestUntilStatus: backoffUntil is written while the gang backs off after a failed attempt, and
+// reservedUntil while it holds a reservation; neither otherwise.
+func TestUntilStatus(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	until := now.Add(90 * time.Second)
+	pods := []*v1.Pod{member("a", "g"), member("b", "g")}
+	cases := []struct {
+		name                 string
+		attempt              Attempt
+		wantBackoff, wantRes bool
+	}{
+		{name: "rejected: the back-off's end", attempt: Attempt{Reason: podgroup.ReasonGangRejected, Message: "m", BackoffUntil: until}, wantBackoff: true},
+		{name: "timed out: the back-off's end", attempt: Attempt{Reason: podgroup.ReasonGangTimedOut, Message: "m", BackoffUntil: until}, wantBackoff: true},
+		{name: "infeasible: no back-off shown", attempt: Attempt{Reason: podgroup.ReasonGangInfeasible, Message: "m", BackoffUntil: until}},
+		{name: "holding a reservation: its end", attempt: Attempt{Reason: podgroup.ReasonGangInfeasible, Message: "m", Reserved: true, ReservedMessage: "holds", ReservedUntil: until}, wantRes: true},
+		{name: "a reservation ended: none", attempt: Attempt{Reason: podgroup.ReasonGangInfeasible, Message: "m", ReservationEnded: "NoRoom", ReservedMessage: "gone", ReservedUntil: until}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := ComputeStatus(makePG("ns", "g", 2), pods, tc.attempt, now)
+			if (st.BackoffUntil != nil) != tc.wantBackoff || (st.BackoffUntil != nil && !st.BackoffUntil.Time.Equal(until)) {
+				t.Errorf("backoffUntil = %v, want set %v (%v)", st.BackoffUntil, tc.wantBackoff, until)
+			}
+			if (st.ReservedUntil != nil) != tc.wantRes || (st.ReservedUntil != nil && !st.ReservedUntil.Time.Equal(until)) {
+				t.Errorf("reservedUntil = %v, want set %v (%v)", st.ReservedUntil, tc.wantRes, until)
+			}
+			before := st
+			before.BackoffUntil, before.ReservedUntil = nil, nil
+			if statusEqual(st, before) == (tc.wantBackoff || tc.wantRes) {
+				t.Error("statusEqual does not see the change")
+			}
+		})
+	}
+}

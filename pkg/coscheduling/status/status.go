@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -66,6 +67,9 @@ type Attempt struct {
 	ReservationEnded, ReservedMessage string
 	// Shortfall: the numbers of a GangInfeasible Reason (nil otherwise).
 	Shortfall *v1alpha1.PodGroupShortfall
+	// BackoffUntil: when the last back-off ends; ReservedUntil: when a held reservation ends at the
+	// latest (zero: none).
+	BackoffUntil, ReservedUntil time.Time
 }
 
 // Config is what an Updater works from.
@@ -390,6 +394,11 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ConditionScheduled); c != nil && c.Reason == podgroup.ReasonGangInfeasible {
 		st.Shortfall = attempt.Shortfall.DeepCopy()
+	} else if c != nil && (c.Reason == podgroup.ReasonGangRejected || c.Reason == podgroup.ReasonGangTimedOut) && !attempt.BackoffUntil.IsZero() {
+		st.BackoffUntil = ptr.To(metav1.NewTime(attempt.BackoffUntil.Truncate(time.Second)))
+	}
+	if c := meta.FindStatusCondition(st.Conditions, ConditionReserved); c != nil && c.Status == metav1.ConditionTrue && !attempt.ReservedUntil.IsZero() {
+		st.ReservedUntil = ptr.To(metav1.NewTime(attempt.ReservedUntil.Truncate(time.Second)))
 	}
 	return st
 }
@@ -465,7 +474,8 @@ func withCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) 
 func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
 	return a.Phase == b.Phase && a.OccupiedBy == b.OccupiedBy && a.Scheduled == b.Scheduled && a.Waiting == b.Waiting && a.Running == b.Running &&
 		a.Succeeded == b.Succeeded && a.Failed == b.Failed && a.ScheduleStartTime.Equal(&b.ScheduleStartTime) &&
-		equality.Semantic.DeepEqual(a.Conditions, b.Conditions) && equality.Semantic.DeepEqual(a.Shortfall, b.Shortfall)
+		equality.Semantic.DeepEqual(a.Conditions, b.Conditions) && equality.Semantic.DeepEqual(a.Shortfall, b.Shortfall) &&
+		equality.Semantic.DeepEqual(a.BackoffUntil, b.BackoffUntil) && equality.Semantic.DeepEqual(a.ReservedUntil, b.ReservedUntil)
 }
 
 // statusPatch spells every field out, zeros included, so the merge patch overwrites stale counts. The
@@ -473,14 +483,16 @@ func statusEqual(a, b v1alpha1.PodGroupStatus) bool {
 // so is the shortfall (see shortfallPatch).
 func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 	p := map[string]any{
-		"phase":      st.Phase,
-		"scheduled":  st.Scheduled,
-		"waiting":    st.Waiting,
-		"running":    st.Running,
-		"succeeded":  st.Succeeded,
-		"failed":     st.Failed,
-		"conditions": st.Conditions,
-		"shortfall":  shortfallPatch(st.Shortfall),
+		"phase":         st.Phase,
+		"scheduled":     st.Scheduled,
+		"waiting":       st.Waiting,
+		"running":       st.Running,
+		"succeeded":     st.Succeeded,
+		"failed":        st.Failed,
+		"conditions":    st.Conditions,
+		"shortfall":     shortfallPatch(st.Shortfall),
+		"backoffUntil":  st.BackoffUntil,
+		"reservedUntil": st.ReservedUntil,
 	}
 	if st.OccupiedBy != "" {
 		p["occupiedBy"] = st.OccupiedBy

@@ -164,6 +164,16 @@ type PodGroupStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// BackoffUntil is when the back-off after the gang's last failed attempt ends (the Scheduled
+	// reason is GangRejected or GangTimedOut): its members are tried again then.
+	// +optional
+	BackoffUntil *metav1.Time `json:"backoffUntil,omitempty"`
+
+	// ReservedUntil is, while the gang holds a reservation (the Reserved condition is True), when the
+	// reservation ends at the latest (reservation.timeoutSeconds after it started).
+	// +optional
+	ReservedUntil *metav1.Time `json:"reservedUntil,omitempty"`
+
 	// Shortfall says in numbers why the scheduler's last whole-gang check found that the members
 	// still missing from the quorum do not fit the free resources at once. It is set while the
 	// Scheduled condition's reason is GangInfeasible, whose message says the same in words: tools

@@ -160,6 +160,14 @@ func (in *PodGroupStatus) DeepCopyInto(out *PodGroupStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.BackoffUntil != nil {
+		in, out := &in.BackoffUntil, &out.BackoffUntil
+		*out = (*in).DeepCopy()
+	}
+	if in.ReservedUntil != nil {
+		in, out := &in.ReservedUntil, &out.ReservedUntil
+		*out = (*in).DeepCopy()
+	}
 	if in.Shortfall != nil {
 		in, out := &in.Shortfall, &out.Shortfall
 		*out = new(PodGroupShortfall)
