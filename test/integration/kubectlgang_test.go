@@ -56,12 +56,12 @@ func normalize(out, ns string) string {
 	}
 	b.WriteString(out[last:])
 	// An end (a back-off's, a reservation's) is a time, and lies ahead or behind by the time it is read.
-	return relativeAge.ReplaceAllString(timestamps.ReplaceAllString(b.String(), "TIME"), "WHEN")
+	return relativeAge.ReplaceAllString(timestamps.ReplaceAllString(b.String(), "TIME"), "(WHEN)")
 }
 
 var (
 	timestamps  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
-	relativeAge = regexp.MustCompile(`in AGE|AGE ago`)
+	relativeAge = regexp.MustCompile(`\(in AGE\)|\(AGE ago\)`)
 )
 
 // withoutEvents drops explain's events section: which events a gang has (one FailedScheduling per
