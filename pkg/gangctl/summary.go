@@ -155,6 +155,13 @@ func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event) Summary
 	s.Domain = condition(pg, podgroup.ConditionTopology)
 	s.Reservation = condition(pg, podgroup.ConditionReserved)
 	s.WaitingFor, s.Short = waitingFor(s)
+	if d := s.Domain; d != nil && d.Message != "" && (s.WaitingFor == WaitsForNothing || s.WaitingFor == WaitsForQuorum) && s.Phase != v1alpha1.PodGroupFinished {
+		if s.Short == "placed" {
+			s.Short = d.Message // "placed in key=value (...)"
+		} else {
+			s.Short += "; " + d.Message
+		}
+	}
 	s.Unblock = Unblock(s.Shortfall)
 	s.Events = gangEvents(events, uids)
 	return s
