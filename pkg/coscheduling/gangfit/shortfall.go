@@ -37,25 +37,26 @@ func (r resources) list(names scalarNames) v1.ResourceList {
 
 // shortfall is an infeasible check's numbers: the members needed and placeable, the unscheduled
 // members, and for each resource want or member asks for: want (in total), member (the largest
-// member's request), and what is free on the nodes the members may use, in total and on the roomiest
-// of them (most free CPU, then memory).
+// request of a member to place), and what is free on the nodes the members may use, in total and on
+// the one with most of it (resource by resource); the roomiest node is the one with most free CPU,
+// then memory.
 func (f *Fit) shortfall(reason v1alpha1.ShortfallReason, placeable int, want, member resources) *v1alpha1.PodGroupShortfall {
 	s := &v1alpha1.PodGroupShortfall{Reason: reason, Needed: int32(f.need), Placeable: int32(placeable), Unscheduled: int32(len(f.all))}
-	var free resources
+	var free, largest resources
 	best := -1
 	for i, ok := range f.usable() {
 		if !ok {
 			continue
 		}
 		free.addClamped(f.free[i].free)
+		largest = largest.max(f.free[i].free)
 		if best < 0 || f.free[i].free.milliCPU > f.free[best].free.milliCPU ||
 			(f.free[i].free.milliCPU == f.free[best].free.milliCPU && f.free[i].free.memory > f.free[best].free.memory) {
 			best = i
 		}
 	}
-	var largest resources
 	if best >= 0 {
-		s.LargestFreeNode, largest = f.free[best].node.Name, f.free[best].free
+		s.LargestFreeNode = f.free[best].node.Name
 	}
 	w, m, fr, l := want.list(f.names), member.list(f.names), free.list(f.names), largest.list(f.names)
 	names := make([]v1.ResourceName, 0, len(w)+len(m))
@@ -69,25 +70,31 @@ func (f *Fit) shortfall(reason v1alpha1.ShortfallReason, placeable int, want, me
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		s.Resources = append(s.Resources, v1alpha1.ResourceShortfall{Name: n, Requested: orZero(w, n), Free: orZero(fr, n), Member: orZero(m, n), LargestFree: orZero(l, n)})
+		s.Resources = append(s.Resources, v1alpha1.ResourceShortfall{Name: n, Requested: *w.Name(n, resource.DecimalSI), Free: *fr.Name(n, resource.DecimalSI),
+			Member: *m.Name(n, resource.DecimalSI), LargestFree: *l.Name(n, resource.DecimalSI)})
 	}
 	return s
 }
 
-// orZero is rl's amount of n, or zero.
-func orZero(rl v1.ResourceList, n v1.ResourceName) resource.Quantity {
-	if q, ok := rl[n]; ok {
-		return q
+// largest is, resource by resource, the largest request of the members to place.
+func (f *Fit) largest() resources {
+	var l resources
+	for _, m := range f.members {
+		l = l.max(m.req)
 	}
-	return resource.Quantity{Format: resource.DecimalSI}
+	return l
 }
 
-// largest is the request of the largest candidate (the last, by dominant share).
-func (f *Fit) largest() resources {
-	if len(f.all) == 0 {
-		return resources{}
+// max is r and o's larger amount of each resource (none below zero).
+func (r resources) max(o resources) resources {
+	out := resources{milliCPU: max(r.milliCPU, o.milliCPU, 0), memory: max(r.memory, o.memory, 0), ephemeral: max(r.ephemeral, o.ephemeral, 0)}
+	if n := max(len(r.scalar), len(o.scalar)); n > 0 {
+		out.scalar = make([]int64, n)
+		for i := range out.scalar {
+			out.scalar[i] = max(scalarAt(r.scalar, i), scalarAt(o.scalar, i), 0)
+		}
 	}
-	return f.all[len(f.all)-1].req
+	return out
 }
 
 // total is the sum of members' requests.

@@ -55,6 +55,18 @@ func TestShortfall(t *testing.T) {
 			minResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("10")},
 			want: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallMinResources, Needed: 2, Unscheduled: 2,
 				Resources: []v1alpha1.ResourceShortfall{cpuRow("10", "8", "1", "4")}, LargestFreeNode: "a"}},
+		{name: "each resource's own roomiest node and largest request", need: 3,
+			candidates: []*v1.Pod{
+				rsPod("g0", map[v1.ResourceName]string{v1.ResourceCPU: "1", rsGPU: "1"}), rsPod("g1", map[v1.ResourceName]string{v1.ResourceCPU: "1", rsGPU: "1"}),
+				rsPod("g2", map[v1.ResourceName]string{v1.ResourceCPU: "1", rsGPU: "1"})},
+			nodes: []fwk.NodeInfo{rsNode("a", map[v1.ResourceName]string{v1.ResourceCPU: "8"}), rsNode("b", map[v1.ResourceName]string{v1.ResourceCPU: "4", rsGPU: "2"})},
+			want: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 3, Placeable: 2, Unscheduled: 3, LargestFreeNode: "a",
+				Resources: []v1alpha1.ResourceShortfall{cpuRow("3", "12", "1", "8"),
+					{Name: rsGPU, Requested: resource.MustParse("3"), Free: resource.MustParse("2"), Member: resource.MustParse("1"), LargestFree: resource.MustParse("2")}}}},
+		{name: "the request shown is the first member that fits nowhere, not a larger spare one", need: 1,
+			candidates: []*v1.Pod{member("small", "g", "2"), member("spare", "g", "12")}, nodes: []fwk.NodeInfo{nodeWith("a", "4", running("x", "", "a", "3", 0))},
+			want: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallMemberFitsNowhere, Needed: 1, Unscheduled: 2, LargestFreeNode: "a",
+				Resources: []v1alpha1.ResourceShortfall{cpuRow("2", "1", "2", "1")}}},
 		{name: "feasible: none", candidates: gangOf(2, "1"), need: 2, nodes: two},
 	}
 	for _, tc := range cases {

@@ -229,7 +229,7 @@ type PodGroupShortfall struct {
 	Resources []ResourceShortfall `json:"resources,omitempty"`
 
 	// LargestFreeNode names the node with the most free CPU (then memory) among those the members
-	// may use: the roomiest node of Resources.
+	// may use.
 	// +optional
 	LargestFreeNode string `json:"largestFreeNode,omitempty"`
 
@@ -245,7 +245,8 @@ type PodGroupShortfall struct {
 
 // ResourceShortfall is what a gang asks of one resource and what the nodes have free: the gang is
 // short of it in total when Requested > Free, and no node holds its largest member when Member >
-// LargestFree.
+// LargestFree (each resource's amounts are its own: the largest request of it, the node with most
+// of it free).
 type ResourceShortfall struct {
 	// Name is the resource's name.
 	Name v1.ResourceName `json:"name"`
@@ -254,10 +255,10 @@ type ResourceShortfall struct {
 	Requested resource.Quantity `json:"requested"`
 	// Free is the free amount, in total, on the nodes the members may use.
 	Free resource.Quantity `json:"free"`
-	// Member is the largest member's request (for MemberFitsNowhere: the request of the member that
-	// fits nowhere).
+	// Member is the largest request of it among the members to place (for MemberFitsNowhere: the
+	// request of the member that fits nowhere).
 	Member resource.Quantity `json:"member"`
-	// LargestFree is the free amount on the roomiest node (LargestFreeNode).
+	// LargestFree is the most of it free on any one node the members may use.
 	LargestFree resource.Quantity `json:"largestFree"`
 }
 
