@@ -185,18 +185,19 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		ns = metav1.NamespaceAll
 	}
 	var pgs []v1alpha1.PodGroup
+	var rv string // where a watch starts: no gang twice, no change lost
 	if name != "" {
 		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return apiError(err, "PodGroup", name, ns)
 		}
-		pgs = []v1alpha1.PodGroup{*pg}
+		pgs, rv = []v1alpha1.PodGroup{*pg}, pg.ResourceVersion
 	} else {
 		list, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return apiError(err, "PodGroups", "", ns)
 		}
-		pgs = list.Items
+		pgs, rv = list.Items, list.ResourceVersion
 	}
 	pods, err := memberPods(ctx, c, ns, name)
 	if err != nil {
@@ -231,12 +232,12 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	if !watchFlag {
 		return nil
 	}
-	return o.watch(ctx, c, cols, ns, name)
+	return o.watch(ctx, c, cols, ns, name, rv)
 }
 
 // watch prints a gang's line again whenever its PodGroup changes, until ctx ends.
-func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name string) error {
-	opts := metav1.ListOptions{}
+func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, resourceVersion string) error {
+	opts := metav1.ListOptions{ResourceVersion: resourceVersion}
 	if name != "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}

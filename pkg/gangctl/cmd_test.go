@@ -167,7 +167,7 @@ func TestJSON(t *testing.T) {
 	if s.Name != "too-big" || s.WaitingFor != WaitsForRoom || s.Live != 2 || s.Bound != 0 || s.MinMember != 2 || len(s.Members) != 2 || len(s.Events) != 1 {
 		t.Errorf("summary = %+v", s)
 	}
-	if s.Shortfall == nil || s.Shortfall.Reason != v1alpha1.ShortfallNodeRoom || len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8 (kwok-node-1)" {
+	if s.Shortfall == nil || s.Shortfall.Reason != v1alpha1.ShortfallNodeRoom || len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8" {
 		t.Errorf("shortfall %+v, unblock %q", s.Shortfall, s.Unblock)
 	}
 	out, err = run(t, nil, "get", "-A", "-o", "json")

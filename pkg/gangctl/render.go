@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
@@ -26,14 +27,15 @@ type style struct {
 // fit shortens a message that would run past the terminal, given the width already used on its line.
 func (s style) fit(msg string, used int) string {
 	room := s.width - used
-	if s.width == 0 || len(msg) <= room {
+	if s.width == 0 || utf8.RuneCountInString(msg) <= room {
 		return msg
 	}
 	room = max(room, 20)
-	if room >= len(msg) {
+	runes := []rune(msg)
+	if room >= len(runes) {
 		return msg
 	}
-	return msg[:room-1] + "…"
+	return string(runes[:room-1]) + "…"
 }
 
 func (s style) paint(code, text string) string {
@@ -177,15 +179,15 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 		fmt.Fprintf(&b, "Why:      %s%s: %s\n", s.Reason, since, s.Message)
 	}
 	if sf := s.Shortfall; sf != nil {
-		fmt.Fprintf(&b, "Short:    %s: %d more members must be placed at once; the free room fits %d (%d unscheduled members exist)\n",
-			sf.Reason, sf.Needed, sf.Placeable, sf.Unscheduled)
+		fits := fmt.Sprintf("; the free room fits %d", sf.Placeable)
+		if sf.Reason == v1alpha1.ShortfallTooFewMembers || sf.Reason == v1alpha1.ShortfallMinResources {
+			fits = "" // the check stopped before it placed any
+		}
+		fmt.Fprintf(&b, "Short:    %s: %d more members must be placed at once%s (%d unscheduled members exist)\n",
+			sf.Reason, sf.Needed, fits, sf.Unscheduled)
 		if len(sf.Resources) > 0 {
 			tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-			largest := "LARGEST NODE FREE"
-			if sf.LargestFreeNode != "" {
-				largest = fmt.Sprintf("FREE ON %s", sf.LargestFreeNode)
-			}
-			fmt.Fprintf(tw, "          RESOURCE\tNEEDED\tFREE\tPER MEMBER\t%s\n", largest)
+			fmt.Fprintf(tw, "          RESOURCE\tNEEDED\tFREE\tLARGEST MEMBER\tLARGEST FREE ON A NODE\n")
 			for _, r := range sf.Resources {
 				fmt.Fprintf(tw, "          %s\t%s\t%s\t%s\t%s\n", r.Name, r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String())
 			}
@@ -227,40 +229,48 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	if len(s.Members) == 0 {
 		b.WriteString("  <none>\n")
 	} else {
-		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		var rows [][]string
 		for _, m := range s.Members {
-			where := m.Node
+			r := []string{"  " + m.Name, m.State}
 			switch {
 			case m.State == StateGated:
-				where = "gates: " + strings.Join(m.Gates, ", ")
-			case where == "" && m.Nominated != "":
-				where = "nominated to " + m.Nominated
+				r = append(r, "gates: "+strings.Join(m.Gates, ", "))
+			case m.Node != "":
+				r = append(r, m.Node)
+			case m.Nominated != "":
+				r = append(r, "nominated to "+m.Nominated)
 			}
-			if where != "" {
-				where = "\t" + where
-			}
-			fmt.Fprintf(tw, "  %s\t%s%s\n", m.Name, m.State, where)
+			rows = append(rows, r)
 		}
-		_ = tw.Flush()
+		_ = (&columns{}).write(&b, rows)
 	}
 	fmt.Fprintf(&b, "Events (%d, newest first):\n", len(s.Events))
 	if len(s.Events) == 0 {
 		b.WriteString("  <none>\n")
 	} else {
-		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-		for _, e := range s.Events {
+		// The messages come last, cut to the terminal's width once the other columns are laid out.
+		cols := &columns{}
+		rows := make([][]string, len(s.Events))
+		for i, e := range s.Events {
 			typ := e.Type
-			if typ == "Warning" {
+			if typ == v1.EventTypeWarning {
 				typ = st.red(typ)
 			}
+			rows[i] = []string{"  " + age(now, e.Last.Time), typ, e.Reason, e.Object, ""}
+		}
+		_ = cols.write(io.Discard, rows)
+		used := 0
+		for _, w := range cols.widths[:4] {
+			used += w + 2
+		}
+		for i, e := range s.Events {
 			count := ""
 			if e.Count > 1 {
 				count = fmt.Sprintf(" (x%d)", e.Count)
 			}
-			used := 2 + len(age(now, e.Last.Time)) + len(e.Type) + len(e.Reason) + len(e.Object) + 4*2 + len(count)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", age(now, e.Last.Time), typ, e.Reason, e.Object, st.fit(e.Message, used), count)
+			rows[i][4] = st.fit(e.Message, used+len(count)) + count
 		}
-		_ = tw.Flush()
+		_ = cols.write(&b, rows)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -246,10 +246,15 @@ func waitingFor(s Summary) (string, string) {
 	case podgroup.ReasonWaitingForQuorum:
 		return WaitsForQuorum, fmt.Sprintf("quorum: %d of %d reserved or bound", s.Waiting+s.Bound, s.MinMember)
 	case podgroup.ReasonGangInfeasible:
-		if sf := s.Shortfall; sf != nil {
-			return WaitsForRoom, fmt.Sprintf("room: %d of %d more members fit", sf.Placeable, sf.Needed)
+		switch sf := s.Shortfall; {
+		case sf == nil:
+			return WaitsForRoom, "room"
+		case sf.Reason == v1alpha1.ShortfallTooFewMembers:
+			return WaitsForMembers, fmt.Sprintf("%d unscheduled members of %d needed at once", sf.Unscheduled, sf.Needed)
+		case sf.Reason == v1alpha1.ShortfallMinResources:
+			return WaitsForRoom, "room for spec.minResources"
 		}
-		return WaitsForRoom, "room"
+		return WaitsForRoom, fmt.Sprintf("room: %d of %d more members fit", s.Shortfall.Placeable, s.Shortfall.Needed)
 	case podgroup.ReasonPreempting:
 		return WaitsForPreemption, "preempting lower-priority pods"
 	case podgroup.ReasonGangRejected:
@@ -291,7 +296,7 @@ func Unblock(sf *v1alpha1.PodGroupShortfall) []string {
 			continue
 		}
 		if r.Member.Cmp(r.LargestFree) > 0 {
-			out = append(out, fmt.Sprintf("needs %s %s on one node; the largest free has %s (%s)", r.Member.String(), r.Name, r.LargestFree.String(), sf.LargestFreeNode))
+			out = append(out, fmt.Sprintf("needs %s %s on one node; the largest free has %s", r.Member.String(), r.Name, r.LargestFree.String()))
 		}
 		if r.Requested.Cmp(r.Free) > 0 {
 			out = append(out, fmt.Sprintf("needs %s %s in total; %s is free", r.Requested.String(), r.Name, r.Free.String()))

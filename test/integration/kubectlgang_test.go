@@ -180,7 +180,7 @@ func TestKubectlGang(t *testing.T) {
 		out, s := explainWhen(t, ns, "too-big", podgroup.ReasonGangInfeasible)
 		golden(t, "infeasible.txt", withoutEvents(out))
 		if s.WaitingFor != gangctl.WaitsForRoom || s.Shortfall == nil || s.Shortfall.Needed != 2 || s.Shortfall.Placeable != 0 ||
-			len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8 (kgbig-0)" {
+			len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8" {
 			t.Errorf("summary %+v, shortfall %+v", s, s.Shortfall)
 		}
 		if !hasEvent(s, "PodGroup/too-big", podgroup.ReasonGangInfeasible) {

@@ -14,7 +14,7 @@ func AttemptOf(g *gang.Gang, ended, endMessage string, reservationTimeout time.D
 	if g == nil {
 		return Attempt{ReservationEnded: ended, ReservedMessage: endMessage}
 	}
-	a := Attempt{Waiting: g.InProgress(), Counted: len(g.Members), Reason: g.Outcome.Reason, Message: g.Outcome.Message, BackoffUntil: g.BackoffUntil}
+	a := Attempt{Waiting: g.InProgress(), Counted: len(g.Members), AtPermit: len(g.Waiting), Reason: g.Outcome.Reason, Message: g.Outcome.Message, BackoffUntil: g.BackoffUntil}
 	if f := g.Feasibility; a.Reason == podgroup.ReasonGangInfeasible && f != nil && !f.Feasible {
 		a.Shortfall = f.Shortfall
 	}

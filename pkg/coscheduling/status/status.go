@@ -54,8 +54,8 @@ const ReasonPending = podgroup.ReasonPending
 type Attempt struct {
 	// Waiting: members wait at Permit right now.
 	Waiting bool
-	// Counted: live members reserved in the scheduler or bound.
-	Counted int
+	// Counted: live members reserved in the scheduler or bound; AtPermit: those waiting at Permit.
+	Counted, AtPermit int
 	// Reason and Message: the last attempt's result (a Scheduled condition reason: GangInfeasible,
 	// GangRejected, GangTimedOut, Preempting, QuorumReached), empty while nothing happened yet.
 	Reason, Message string
@@ -381,9 +381,7 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	if st.ScheduleStartTime.IsZero() && st.Phase != v1alpha1.PodGroupPending && st.Phase != v1alpha1.PodGroupPreScheduling {
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
-	if attempt.Waiting {
-		st.Waiting = max(int32(attempt.Counted)-st.Scheduled, 0)
-	}
+	st.Waiting = int32(attempt.AtPermit)
 	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
 	if attempt.PlacementLevel != "" {
 		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,

@@ -45,15 +45,14 @@ func TestComputeStatus(t *testing.T) {
 		want       v1alpha1.PodGroupPhase
 		scheduled  int32
 		reason     string
+		minMember  int32 // 2 unless set
 	}{
 		{name: "no pods", want: v1alpha1.PodGroupPending, reason: podgroup.ReasonWaitingForMembers},
 		{name: "one of two", pods: []*v1.Pod{withPhase("a", "", v1.PodPending)}, want: v1alpha1.PodGroupPending, reason: podgroup.ReasonWaitingForMembers},
 		{name: "all exist, none placed", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, want: v1alpha1.PodGroupPreScheduling, reason: ReasonPending},
 		{name: "members waiting at Permit", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, attempting: true, counted: 1, waiting: 1, want: v1alpha1.PodGroupScheduling, reason: podgroup.ReasonWaitingForQuorum},
-		{name: "one bound, one waiting at Permit", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "", v1.PodPending), withPhase("c", "", v1.PodPending)}, attempting: true, counted: 2, waiting: 1,
-			want: v1alpha1.PodGroupScheduling, scheduled: 1, reason: podgroup.ReasonQuorumReached},
-		{name: "reserved members not waiting are not counted waiting", pods: []*v1.Pod{withPhase("a", "", v1.PodPending), withPhase("b", "", v1.PodPending)}, counted: 2,
-			want: v1alpha1.PodGroupPreScheduling, reason: podgroup.ReasonQuorumReached},
+		{name: "one bound, one waiting at Permit for a third", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "", v1.PodPending), withPhase("c", "", v1.PodPending)}, attempting: true, counted: 2, waiting: 1,
+			want: v1alpha1.PodGroupScheduling, scheduled: 1, reason: podgroup.ReasonWaitingForQuorum, minMember: 3},
 		{name: "bound", pods: []*v1.Pod{withPhase("a", "n", v1.PodPending), withPhase("b", "n", v1.PodPending)}, want: v1alpha1.PodGroupScheduled, scheduled: 2, reason: podgroup.ReasonQuorumReached},
 		{name: "running and one finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodRunning), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupRunning, scheduled: 1, reason: podgroup.ReasonQuorumReached},
 		{name: "finished", pods: []*v1.Pod{withPhase("a", "n", v1.PodSucceeded), withPhase("b", "n", v1.PodSucceeded)}, want: v1alpha1.PodGroupFinished, reason: podgroup.ReasonQuorumReached},
@@ -65,7 +64,11 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ComputeStatus(pg, tc.pods, Attempt{Waiting: tc.attempting, Counted: tc.counted}, now)
+			pg := pg
+			if tc.minMember != 0 {
+				pg = makePG("ns", "g", tc.minMember)
+			}
+			got := ComputeStatus(pg, tc.pods, Attempt{Waiting: tc.attempting, Counted: tc.counted, AtPermit: int(tc.waiting)}, now)
 			if got.Waiting != tc.waiting {
 				t.Errorf("waiting = %d, want %d", got.Waiting, tc.waiting)
 			}
