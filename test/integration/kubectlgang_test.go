@@ -183,9 +183,7 @@ func TestKubectlGang(t *testing.T) {
 			len(s.Unblock) == 0 || s.Unblock[0] != "needs 12 cpu on one node; the largest free has 8" {
 			t.Errorf("summary %+v, shortfall %+v", s, s.Shortfall)
 		}
-		if !hasEvent(s, "PodGroup/too-big", podgroup.ReasonGangInfeasible) {
-			t.Errorf("no GangInfeasible event of the PodGroup among %+v", s.Events)
-		}
+		waitForGangEvent(t, ns, "too-big", "PodGroup/too-big", podgroup.ReasonGangInfeasible)
 		consistentlyNoneBound(t, time.Second, ns, "too-big")
 	})
 
@@ -253,9 +251,7 @@ func TestKubectlGang(t *testing.T) {
 		if s.WaitingFor != gangctl.WaitsForBackoff || s.Bound != 0 {
 			t.Errorf("summary %+v", s)
 		}
-		if !hasEvent(s, "Pod/slow-1", podgroup.ReasonInvalidTopologyPolicy) {
-			t.Errorf("no InvalidTopologyPolicy event of the held member among %+v", s.Events)
-		}
+		waitForGangEvent(t, ns, "slow", "Pod/slow-1", podgroup.ReasonInvalidTopologyPolicy)
 	})
 
 	t.Run("preempting", func(t *testing.T) {
@@ -279,9 +275,7 @@ func TestKubectlGang(t *testing.T) {
 		if s.WaitingFor != gangctl.WaitsForPreemption || s.Bound != 0 {
 			t.Errorf("summary %+v", s)
 		}
-		if !hasEvent(s, "PodGroup/urgent", podgroup.ReasonPreempting) {
-			t.Errorf("no Preempting event of the PodGroup among %+v", s.Events)
-		}
+		waitForGangEvent(t, ns, "urgent", "PodGroup/urgent", podgroup.ReasonPreempting)
 	})
 
 	t.Run("backing off after a rejected attempt", func(t *testing.T) {
@@ -331,6 +325,23 @@ func TestKubectlGang(t *testing.T) {
 	})
 }
 
+// waitForGangEvent waits until kubectl gang explain lists the event (the recorder writes events
+// in the background, after the status may already say so).
+func waitForGangEvent(t *testing.T, ns, name, object, reason string) {
+	t.Helper()
+	waitFor(t, ns, fmt.Sprintf("kubectl gang explain %s lists %s's %s event", name, object, reason), func(context.Context) (bool, error) {
+		js, err := kubectlGang(t, adminKubeconfig, "explain", name, "-n", ns, "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		var s gangctl.Summary
+		if err := json.Unmarshal([]byte(js), &s); err != nil {
+			return false, err
+		}
+		return hasEvent(s, object, reason), nil
+	})
+}
+
 func hasEvent(s gangctl.Summary, object, reason string) bool {
 	for _, e := range s.Events {
 		if e.Object == object && e.Reason == reason {
@@ -369,9 +380,7 @@ func TestKubectlGangReserved(t *testing.T) {
 	if s.Reservation == nil || !s.Reservation.Status || s.Reservation.Reason != podgroup.ReasonRoomHeld || s.Bound != 0 {
 		t.Errorf("summary %+v, reservation %+v", s, s.Reservation)
 	}
-	if !hasEvent(s, "PodGroup/held", podgroup.ReasonReserved) {
-		t.Errorf("no Reserved event of the PodGroup among %+v", s.Events)
-	}
+	waitForGangEvent(t, ns, "held", "PodGroup/held", podgroup.ReasonReserved)
 	waitForBoundMembers(t, ns, "held", 4)
 	out, s = explainWhen(t, ns, "held", podgroup.ReasonQuorumReached)
 	if s.Reservation == nil || s.Reservation.Status || !strings.Contains(out, "Reserved: no; the last reservation ended") {

@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
@@ -62,7 +61,7 @@ func MemberKey(profile, namespace, group string) string {
 
 // IsLive reports whether a pod can count toward a quorum: not being deleted and not finished.
 func IsLive(pod *v1.Pod) bool {
-	return pod.DeletionTimestamp == nil && !podutil.IsPodTerminal(pod)
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
 }
 
 // IsMember reports whether a pod counts as a member of its group: live and not gated.

@@ -71,7 +71,7 @@ func TestShortfallPatch(t *testing.T) {
 	}{
 		{name: "none: null", want: `null`},
 		{name: "only the counts: the rest null", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTooFewMembers, Needed: 3, Unscheduled: 1},
-			want: `{"domains":null,"largestFreeNode":null,"needed":3,"placeable":0,"reason":"TooFewMembers","resources":null,"topologyKey":null,"unscheduled":1}`},
+			want: `{"domains":null,"largestFreeNode":null,"needed":3,"placeable":null,"reason":"TooFewMembers","resources":null,"topologyKey":null,"unscheduled":1}`},
 		{name: "every field", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 5, Placeable: 4, Unscheduled: 5, LargestFreeNode: "r1-0",
 			TopologyKey: "rack", Domains: []v1alpha1.DomainShortfall{{Value: "r2", Placeable: 4}},
 			Resources: []v1alpha1.ResourceShortfall{{Name: v1.ResourceCPU, Requested: resource.MustParse("15"), Free: resource.MustParse("40"), Member: resource.MustParse("3"), LargestFree: resource.MustParse("4")}}},
@@ -83,8 +83,15 @@ func TestShortfallPatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(got) != tc.want {
-				t.Errorf("patch\n got %s\nwant %s", got, tc.want)
+			var gotV, wantV any
+			if err := json.Unmarshal(got, &gotV); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tc.want), &wantV); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantV, gotV); diff != "" {
+				t.Errorf("patch (-want,+got):\n%s", diff)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -393,10 +394,10 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	if c := meta.FindStatusCondition(st.Conditions, ConditionScheduled); c != nil && c.Reason == podgroup.ReasonGangInfeasible {
 		st.Shortfall = attempt.Shortfall.DeepCopy()
 	} else if c != nil && (c.Reason == podgroup.ReasonGangRejected || c.Reason == podgroup.ReasonGangTimedOut) && !attempt.BackoffUntil.IsZero() {
-		st.BackoffUntil = ptr.To(metav1.NewTime(attempt.BackoffUntil.Truncate(time.Second)))
+		st.BackoffUntil = ptr.To(metav1.NewTime(ceilSecond(attempt.BackoffUntil)))
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ConditionReserved); c != nil && c.Status == metav1.ConditionTrue && !attempt.ReservedUntil.IsZero() {
-		st.ReservedUntil = ptr.To(metav1.NewTime(attempt.ReservedUntil.Truncate(time.Second)))
+		st.ReservedUntil = ptr.To(metav1.NewTime(ceilSecond(attempt.ReservedUntil)))
 	}
 	return st
 }
@@ -501,6 +502,14 @@ func statusPatch(st v1alpha1.PodGroupStatus) map[string]any {
 	return p
 }
 
+// ceilSecond rounds t up to the second (the API keeps seconds): an end is never shown early.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
 // shortfallPatch is the merge patch of a shortfall that replaces the stored one whole: null when
 // there is none, else every field spelled out (an absent one as null, so that none of the stored
 // one's survives); its lists are replaced whole by a merge patch anyway.
@@ -508,21 +517,18 @@ func shortfallPatch(s *v1alpha1.PodGroupShortfall) any {
 	if s == nil {
 		return nil
 	}
-	p := map[string]any{
-		"reason": s.Reason, "needed": s.Needed, "placeable": s.Placeable, "unscheduled": s.Unscheduled,
-		"resources": nil, "largestFreeNode": nil, "topologyKey": nil, "domains": nil,
+	data, err := json.Marshal(s)
+	p := map[string]any{}
+	if err != nil || json.Unmarshal(data, &p) != nil {
+		return nil // cannot happen for this type; no shortfall rather than a broken patch
 	}
-	if len(s.Resources) > 0 {
-		p["resources"] = s.Resources
-	}
-	if s.LargestFreeNode != "" {
-		p["largestFreeNode"] = s.LargestFreeNode
-	}
-	if s.TopologyKey != "" {
-		p["topologyKey"] = s.TopologyKey
-	}
-	if len(s.Domains) > 0 {
-		p["domains"] = s.Domains
+	// Every field the type has: one the stored shortfall has and this one omits goes.
+	t := reflect.TypeFor[v1alpha1.PodGroupShortfall]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if _, ok := p[name]; !ok {
+			p[name] = nil
+		}
 	}
 	return p
 }
