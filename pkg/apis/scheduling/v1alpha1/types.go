@@ -174,8 +174,9 @@ type PodGroupStatus struct {
 	// +optional
 	ReservedUntil *metav1.Time `json:"reservedUntil,omitempty"`
 
-	// Shortfall says in numbers why the scheduler's last whole-gang check found that the members
-	// still missing from the quorum do not fit the free resources at once. It is set while the
+	// Shortfall says in numbers why the scheduler's whole-gang check found that the members still
+	// missing from the quorum do not fit the free resources at once (the check that last changed the
+	// gang's outcome; a later one with the same message is written with the next status write). It is set while the
 	// Scheduled condition's reason is GangInfeasible, whose message says the same in words: tools
 	// read these fields, not the message.
 	// +optional
