@@ -86,6 +86,12 @@ where each gang stands and what it waits for.`,
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the gangs of every namespace.")
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "Colour the output: auto (when writing to a terminal), always or never.")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if o.color != "auto" && o.color != "always" && o.color != "never" {
+			return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
+		}
+		return nil
+	}
 	root.AddCommand(o.getCommand(), o.explainCommand())
 	return root
 }
@@ -174,9 +180,6 @@ func (o *options) terminal() style {
 
 // get lists the gangs (or the one named), and with watch follows them.
 func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
-	if o.color != "auto" && o.color != "always" && o.color != "never" {
-		return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
-	}
 	c, ns, err := o.connect(o.flags)
 	if err != nil {
 		return err
@@ -275,9 +278,6 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 
 // explain prints the whole story of one gang.
 func (o *options) explain(ctx context.Context, name string) error {
-	if o.color != "auto" && o.color != "always" && o.color != "never" {
-		return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
-	}
 	c, ns, err := o.connect(o.flags)
 	if err != nil {
 		return err

@@ -133,6 +133,7 @@ too-big  PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more
 		{name: "a name with -A", args: []string{"get", "too-big", "-A"}, wantErr: "a gang's name and --all-namespaces do not go together"},
 		{name: "explain needs a name", args: []string{"explain"}, wantErr: "accepts 1 arg(s), received 0"},
 		{name: "an unknown colour", args: []string{"get", "--color", "pink"}, wantErr: `unknown --color "pink"`},
+		{name: "an unknown colour, explain too", args: []string{"explain", "too-big", "-n", "demo", "--color", "pink"}, wantErr: `unknown --color "pink"`},
 		{name: "colour always", args: []string{"get", "training", "-n", "demo", "--color", "always"}, want: "NAME      \x1b[01mPHASE\x1b[0m    LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR\ntraining  \x1b[32mRunning\x1b[0m  3     3      0        0      3    10m  running\n"},
 	}
 	for _, tc := range cases {

@@ -241,7 +241,7 @@ func waitingFor(s Summary) (string, string) {
 		return WaitsForNothing, "placed"
 	case podgroup.ReasonWaitingForMembers, "":
 		return WaitsForMembers, fmt.Sprintf("%d of %d members exist", s.Live, s.MinMember)
-	case ReasonPending:
+	case podgroup.ReasonPending:
 		return WaitsForQueue, "its turn in the queue"
 	case podgroup.ReasonWaitingForQuorum:
 		return WaitsForQuorum, fmt.Sprintf("quorum: %d of %d reserved or bound", s.Waiting+s.Bound, s.MinMember)
@@ -266,9 +266,6 @@ func waitingFor(s Summary) (string, string) {
 	}
 	return WaitsForQueue, s.Reason
 }
-
-// ReasonPending is the Scheduled condition's reason while the gang waits for its turn.
-const ReasonPending = podgroup.ReasonPending
 
 // Unblock says, from an infeasible gang's shortfall, what would let it fit: one sentence per fact,
 // the most direct first. None without a shortfall.

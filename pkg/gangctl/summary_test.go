@@ -45,7 +45,7 @@ func TestSummarize(t *testing.T) {
 			pods: []*v1.Pod{pending("a"), terminating(pending("b"))}, want: WaitsForMembers, wantShort: "1 of 2 members exist", counts: [6]int32{1, 0, 0, 0, 1, 0}},
 		{name: "gated members keep the quorum back", phase: v1alpha1.PodGroupPending, conds: []metav1.Condition{scheduled(podgroup.ReasonWaitingForMembers, "m", 0)},
 			pods: []*v1.Pod{pending("a"), gated("b")}, want: WaitsForGates, wantShort: "1 of 2 members gated", counts: [6]int32{2, 0, 0, 1, 0, 0}},
-		{name: "in the queue", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(ReasonPending, "m", 0)},
+		{name: "in the queue", phase: v1alpha1.PodGroupPreScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonPending, "m", 0)},
 			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForQueue, wantShort: "its turn in the queue", counts: [6]int32{2, 0, 0, 0, 0, 0}},
 		{name: "waiting for the quorum", phase: v1alpha1.PodGroupScheduling, conds: []metav1.Condition{scheduled(podgroup.ReasonWaitingForQuorum, "m", 0)}, waiting: 1,
 			pods: []*v1.Pod{pending("a"), pending("b")}, want: WaitsForQuorum, wantShort: "quorum: 1 of 2 reserved or bound", counts: [6]int32{2, 0, 1, 0, 0, 0}},
