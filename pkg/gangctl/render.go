@@ -6,7 +6,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -186,12 +185,11 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 		fmt.Fprintf(&b, "Short:    %s: %d more members must be placed at once%s (%d unscheduled members exist)\n",
 			sf.Reason, sf.Needed, fits, sf.Unscheduled)
 		if len(sf.Resources) > 0 {
-			tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-			fmt.Fprintf(tw, "          RESOURCE\tNEEDED\tFREE\tLARGEST MEMBER\tLARGEST FREE ON A NODE\n")
+			rows := [][]string{{"          RESOURCE", "NEEDED", "FREE", "LARGEST MEMBER", "LARGEST FREE ON A NODE"}}
 			for _, r := range sf.Resources {
-				fmt.Fprintf(tw, "          %s\t%s\t%s\t%s\t%s\n", r.Name, r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String())
+				rows = append(rows, []string{"          " + string(r.Name), r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String()})
 			}
-			_ = tw.Flush()
+			_ = (&columns{}).write(&b, rows)
 		}
 		if len(sf.Domains) > 0 {
 			var ds []string
