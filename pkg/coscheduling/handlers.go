@@ -46,6 +46,9 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	if !ok || !podgroup.IsMember(pod) || pod.Spec.SchedulerName != pl.profile {
 		return
 	}
+	if podgroup.Conflicting(pod) && pod.Spec.NodeName == "" {
+		pl.recorder.Pod(pod, v1.EventTypeWarning, podgroup.ReasonTwoPodGroups, podgroup.TwoPodGroupsMessage(pod))
+	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil || pl.members.Count(pod.Namespace, name) != podgroup.MinMember(pg) {

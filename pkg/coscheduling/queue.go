@@ -67,7 +67,7 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 		return pa > pb
 	}
 	podA, podB := podOf(a), podOf(b)
-	if !podgroup.Labelled(podA) && !podgroup.Labelled(podB) {
+	if !podgroup.InGang(podA) && !podgroup.InGang(podB) {
 		// Neither has a stamp: what follows would compare their queue times (PrioritySort's order),
 		// so do it without looking the stamps up.
 		return a.GetTimestamp().Before(b.GetTimestamp())

@@ -47,13 +47,21 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	pgInformer := pgcache.NewInformer(client)
+	pgInformers := []cache.SharedIndexInformer{pgcache.NewInformer(client)}
+	lister := pgcache.Lister{Store: pgInformers[0].GetStore()}
+	// The second gang source, when the apiserver serves it (see podgroup/intree.go).
+	inTree, err := pgcache.NewInTreeInformer(h.ClientSet())
+	if err != nil {
+		return nil, err
+	} else if inTree != nil {
+		pgInformers, lister.InTree = append(pgInformers, inTree), inTree.GetStore()
+	}
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := pgcache.AddIndex(podInformer); err != nil {
 		return nil, err
 	}
 
-	pl := newPlugin(ctx, h, args, clock.RealClock{}, pgcache.Lister{Store: pgInformer.GetStore()}, podInformer.GetIndexer())
+	pl := newPlugin(ctx, h, args, clock.RealClock{}, lister, podInformer.GetIndexer())
 	if pl.preempt, err = gangpreemption.New(ctx, h, Name); err != nil {
 		return nil, err
 	}
@@ -72,18 +80,23 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if _, err := pgInformer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
-		return nil, fmt.Errorf("watching PodGroups: %w", err)
+	synced := make([]cache.InformerSynced, 0, len(pgInformers))
+	for _, informer := range pgInformers {
+		if _, err := informer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
+			return nil, fmt.Errorf("watching PodGroups: %w", err)
+		}
+		go informer.RunWithContext(ctx)
+		synced = append(synced, informer.HasSynced)
 	}
-	go pgInformer.RunWithContext(ctx)
 	syncCtx, cancel := context.WithTimeout(ctx, podGroupSyncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), pgInformer.HasSynced) {
-		return nil, fmt.Errorf("the PodGroup cache (%s.%s) did not sync within %v: install the CRD from manifests/crds and let the scheduler list and watch podgroups",
-			podGroupResource, v1alpha1.GroupName, podGroupSyncTimeout)
+	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+		return nil, fmt.Errorf("the PodGroup caches (%s.%s, and %s.%s if served) did not sync within %v: install the CRD from manifests/crds and let the scheduler list and watch podgroups",
+			podGroupResource, v1alpha1.GroupName, podGroupResource, podgroup.InTreeGroupVersion.Group, podGroupSyncTimeout)
 	}
 	go pl.awaitLeadership(ctx)
-	logger.V(2).Info("Coscheduling ready", "profile", pl.profile, "permitWaitingTime", pl.permitTimeout, "podGroupBackoff", pl.backoff)
+	logger.V(2).Info("Coscheduling ready", "profile", pl.profile, "permitWaitingTime", pl.permitTimeout, "podGroupBackoff", pl.backoff,
+		"inTreePodGroups", inTree != nil)
 	return pl, nil
 }
 
@@ -127,7 +140,7 @@ func (pl *Coscheduling) Name() string { return Name }
 // EventsToRegister returns the events that can make a gang member schedulable, with hints that only
 // requeue the members they concern.
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	events := []fwk.ClusterEventWithHint{
 		// A new member may complete its group (PreEnqueue counts members). The scheduler reports
 		// unscheduled pods added only with the GenericWorkload gate; without it, the plugin's own pod
 		// handler activates the group.
@@ -140,7 +153,14 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		// A PodGroup created, or its spec changed (e.g. minMember lowered), may let its members in.
 		// Status-only updates (the plugin's own status patches) requeue nobody.
 		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
-		// A member refused for malformed topology annotations is retried once they are fixed.
+		// A member refused for malformed topology annotations is retried once they are fixed, and a
+		// pod that named two groups once its label is gone.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
-	}, nil
+	}
+	if pl.podGroups.InTree != nil {
+		// The in-tree PodGroups, only while served (the scheduler would watch an unserved one in vain).
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: inTreeEventResource, ActionType: fwk.Add | fwk.Update},
+			QueueingHintFn: pl.isSchedulableAfterPodGroupChange})
+	}
+	return events, nil
 }

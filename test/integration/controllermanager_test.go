@@ -62,6 +62,9 @@ func startControllerManager() error {
 		"--kubeconfig="+kubeconfig,
 		"--controllers="+strings.Join(testControllers, ","),
 		"--leader-elect=false",
+		// The Job controller writes a Workload and an in-tree PodGroup for every new Job (basic, or a
+		// gang when the Job asks), and names it in the pods' spec.schedulingGroup.
+		"--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
 		// No HTTPS endpoint: nothing here reads its metrics or health.
 		"--secure-port=0",
 		"--v=2")

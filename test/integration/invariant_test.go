@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
 
 // watchGroupPods lists the group's pods and watches them from that list on. It returns, per pod name,
@@ -21,15 +20,15 @@ import (
 func watchGroupPods(t *testing.T, ns, group string) (map[string]bool, <-chan watch.Event, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	selector := v1alpha1.PodGroupLabel + "=" + group
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	opts := groupListOptions(group)
+	list, err := client.CoreV1().Pods(ns).List(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatalf("listing the pods of %s/%s: %v", ns, group, err)
 	}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			options.LabelSelector = selector
+			options.LabelSelector = opts.LabelSelector
 			return client.CoreV1().Pods(ns).Watch(ctx, options)
 		},
 	})
@@ -39,7 +38,9 @@ func watchGroupPods(t *testing.T, ns, group string) (map[string]bool, <-chan wat
 	}
 	live := map[string]bool{}
 	for i := range list.Items {
-		live[list.Items[i].Name] = liveAndBound(&list.Items[i])
+		if inGroup(&list.Items[i], group) {
+			live[list.Items[i].Name] = liveAndBound(&list.Items[i])
+		}
 	}
 	return live, w.ResultChan(), func() { cancel(); w.Stop() }
 }
@@ -116,7 +117,7 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 					return
 				}
 				pod, isPod := ev.Object.(*v1.Pod)
-				if !isPod {
+				if !isPod || !inGroup(pod, group) {
 					continue
 				}
 				was := live[pod.Name]

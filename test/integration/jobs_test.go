@@ -165,11 +165,33 @@ func createGangJob(t *testing.T, ns, group string, parallelism, completions int3
 
 // groupPods lists the group's pods.
 func groupPods(ctx context.Context, ns, group string) ([]v1.Pod, error) {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+	pods, err := client.CoreV1().Pods(ns).List(ctx, groupListOptions(group))
 	if err != nil {
 		return nil, err
 	}
-	return pods.Items, nil
+	out := pods.Items[:0]
+	for _, p := range pods.Items {
+		if inGroup(&p, group) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// groupListOptions select a group's pods: ours by label; an in-tree group's (group is
+// podgroup.InTreePrefix and its name) by nothing, for inGroup to pick them from the namespace's
+// (spec.schedulingGroup has no selector).
+func groupListOptions(group string) metav1.ListOptions {
+	if _, inTree := podgroup.InTreeName(group); inTree {
+		return metav1.ListOptions{}
+	}
+	return metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group}
+}
+
+// inGroup reports whether the pod is a member of the group, as the scheduler sees it.
+func inGroup(p *v1.Pod, group string) bool {
+	name, ok := podgroup.Of(p)
+	return ok && name == group
 }
 
 // liveAndBound: the pod holds a node and counts for its gang (not deleted, not finished).

@@ -37,6 +37,13 @@ var (
 	scratchDir string
 )
 
+// inTreeRuntimeConfig and inTreeAPIServerGates serve the in-tree workload API: topology
+// constraints need TopologyAwareWorkloadScheduling, a Job's spec.scheduling WorkloadWithJob.
+const (
+	inTreeRuntimeConfig  = "scheduling.k8s.io/v1beta1=true"
+	inTreeAPIServerGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+)
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -61,6 +68,12 @@ func run(m *testing.M) int {
 		// The CRD folder arrives with the first plugin that needs one.
 		ErrorIfCRDPathMissing: false,
 	}
+	// The in-tree workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup), the second gang
+	// source, is served as a cluster that turned it on serves it; the API-not-served case has its own
+	// control plane (TestInTreeAPINotServed).
+	testEnv.ControlPlane.GetAPIServer().Configure().
+		Append("runtime-config", inTreeRuntimeConfig).
+		Append("feature-gates", inTreeAPIServerGates)
 	restConfig, err = testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest with assets from %s: %v\n", assets, err)

@@ -17,10 +17,17 @@ import (
 // the status writer's informer of finished pods by Key (see IndexFunc).
 const IndexName = "custom-scheduler/live-pod-group"
 
-// Of returns the PodGroup a pod belongs to, from its label.
+// Of returns the group a pod belongs to: the PodGroup its label names, else the in-tree PodGroup its
+// spec.schedulingGroup names (as InTreePrefix and the name, see intree.go). The label wins over
+// spec.schedulingGroup (see Conflicting).
 func Of(pod *v1.Pod) (string, bool) {
-	name, ok := pod.Labels[v1alpha1.PodGroupLabel]
-	return name, ok && name != ""
+	if name := pod.Labels[v1alpha1.PodGroupLabel]; name != "" {
+		return name, true
+	}
+	if inTree, ok := schedulingGroup(pod); ok {
+		return InTreePrefix + inTree, true
+	}
+	return "", false
 }
 
 // Labelled reports whether pod (nil: not a pod) carries the PodGroup label, even an empty one.
@@ -32,15 +39,32 @@ func Labelled(pod *v1.Pod) bool {
 	return ok
 }
 
-// SpecChanged reports whether a PodGroup event (objects typed or unstructured) concerns the PodGroup
-// namespace/name and creates it or changes its spec (its generation, or its UID: recreated).
+// InGang reports whether pod (nil: not a pod) names a gang in either way, even an empty or a
+// conflicting one: what keeps it beside its siblings in the queue.
+func InGang(pod *v1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	_, inTree := schedulingGroup(pod)
+	return inTree || Labelled(pod)
+}
+
+// SpecChanged reports whether a PodGroup event (objects typed or unstructured, of either source)
+// concerns the group namespace/name and creates it or changes its spec (its generation, or its UID: recreated).
 // Status-only updates change nothing.
 func SpecChanged(namespace, name string, oldObj, newObj interface{}) (bool, error) {
 	obj, err := meta.Accessor(newObj)
 	if err != nil {
 		return false, fmt.Errorf("reading a PodGroup event: %w", err)
 	}
-	if obj.GetNamespace() != namespace || obj.GetName() != name {
+	api, bare := v1alpha1.SchemeGroupVersion.String(), name
+	if inTree, ok := InTreeName(name); ok {
+		api, bare = InTreeGroupVersion.String(), inTree
+	}
+	if t, err := meta.TypeAccessor(newObj); err == nil && t.GetAPIVersion() != "" && t.GetAPIVersion() != api {
+		return false, nil // the other source's PodGroup of the name
+	}
+	if obj.GetNamespace() != namespace || (obj.GetName() != bare && obj.GetName() != name) {
 		return false, nil
 	}
 	if oldObj != nil {
@@ -116,10 +140,15 @@ func LiveIndexFunc(obj interface{}) ([]string, error) {
 	return []string{MemberKey(pod.Spec.SchedulerName, pod.Namespace, name)}, nil
 }
 
-// Ref refers to a PodGroup in events: the event recorder's scheme does not know the PodGroup type.
+// Ref refers to a PodGroup in events (the event recorder's scheme does not know the PodGroup type):
+// ours, or the in-tree object FromInTree read.
 func Ref(pg *v1alpha1.PodGroup) *v1.ObjectReference {
-	return &v1.ObjectReference{
+	ref := &v1.ObjectReference{
 		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
 	}
+	if name, ok := InTreeName(pg.Name); ok && IsInTree(pg) {
+		ref.APIVersion, ref.Name = InTreeGroupVersion.String(), name
+	}
+	return ref
 }

@@ -114,6 +114,7 @@ type Config struct {
 // gangs_below_quorum gauge counts it, until it is whole again or gone.
 type Updater struct {
 	client    versioned.Interface
+	kube      kubernetes.Interface
 	podGroups pgcache.Lister
 	factory   informers.SharedInformerFactory
 	// live is the scheduler's pod informer (non-terminal pods, indexed by podgroup.IndexName: live members
@@ -132,6 +133,10 @@ type Updater struct {
 	mu sync.Mutex
 	// belowQuorum holds the groups reported bound below their quorum for longer than their timeout.
 	belowQuorum map[string]struct{}
+	// inTree is our status of each in-tree group, disrupted the message of those preempted whole
+	// (see intree.go).
+	inTree    map[string]v1alpha1.PodGroupStatus
+	disrupted map[string]string
 }
 
 // finishedPodsSelector selects pods that have finished: Succeeded or Failed.
@@ -148,6 +153,7 @@ func New(cfg Config) *Updater {
 	utilruntime.Must(finished.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.IndexFunc}))
 	return &Updater{
 		client:    cfg.PodGroups,
+		kube:      cfg.Client,
 		podGroups: cfg.Lister,
 		factory:   factory,
 		live:      cfg.Live,
@@ -160,6 +166,8 @@ func New(cfg Config) *Updater {
 		event:           cfg.Event,
 		profile:         cfg.Profile,
 		belowQuorum:     map[string]struct{}{},
+		inTree:          map[string]v1alpha1.PodGroupStatus{},
+		disrupted:       map[string]string{},
 	}
 }
 
@@ -204,10 +212,8 @@ func (u *Updater) Run(ctx context.Context) {
 	}
 	// Every existing PodGroup once: after a failover, the new leader's view replaces whatever the
 	// previous leader last wrote.
-	for _, obj := range u.podGroups.Store.List() {
-		if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-			u.queue.Add(podgroup.Key(pg.Namespace, pg.Name))
-		}
+	for _, pg := range u.podGroups.List() {
+		u.queue.Add(podgroup.Key(pg.Namespace, pg.Name))
 	}
 	logger.V(2).Info("PodGroup status updater started")
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -243,6 +249,7 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 	pg := u.podGroups.Get(namespace, name)
 	if pg == nil {
 		u.setBelowQuorum(key, false)
+		u.forgetInTree(key)
 		return nil
 	}
 	finished, err := u.finished.GetIndexer().ByIndex(podgroup.IndexName, key)
@@ -260,6 +267,9 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	now := u.clock.Now()
+	if podgroup.IsInTree(pg) {
+		return u.syncInTree(ctx, key, pg, pods, now)
+	}
 	want := ComputeStatus(pg, pods, u.attempt(key), now)
 	u.followBelowQuorum(key, pg, want, now)
 	if statusEqual(want, pg.Status) {

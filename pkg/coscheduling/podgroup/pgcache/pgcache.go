@@ -8,8 +8,12 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -32,15 +36,26 @@ func IsGangPod(obj interface{}) bool {
 	return ok
 }
 
-// Lister reads PodGroups from an informer's store. (The generated lister does the same with a
-// NotFound error allocated per miss; the extension points ask for PodGroups on every cycle.)
+// Lister reads PodGroups from the informers' stores: ours from Store, the in-tree ones (group names
+// with podgroup.InTreePrefix) from InTree, which holds them as podgroup.FromInTree made them (see
+// InTreeInformer); InTree is nil while the in-tree API is not served. (The generated lister does the
+// same with a NotFound error allocated per miss; the extension points ask for PodGroups on every
+// cycle.)
 type Lister struct {
-	Store cache.Store
+	Store  cache.Store
+	InTree cache.Store
 }
 
-// Get returns the PodGroup namespace/name, or nil when the store does not hold it.
+// Get returns the group namespace/name, or nil when no store holds it.
 func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
-	obj, ok, err := l.Store.GetByKey(namespace + "/" + name)
+	store := l.Store
+	if _, ok := podgroup.InTreeName(name); ok {
+		store = l.InTree
+	}
+	if store == nil {
+		return nil
+	}
+	obj, ok, err := store.GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return nil
 	}
@@ -48,13 +63,17 @@ func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	return pg
 }
 
-// List returns every PodGroup the store holds.
+// List returns every PodGroup the stores hold.
 func (l Lister) List() []*v1alpha1.PodGroup {
-	objs := l.Store.List()
-	out := make([]*v1alpha1.PodGroup, 0, len(objs))
-	for _, o := range objs {
-		if pg, ok := o.(*v1alpha1.PodGroup); ok {
-			out = append(out, pg)
+	var out []*v1alpha1.PodGroup
+	for _, store := range []cache.Store{l.Store, l.InTree} {
+		if store == nil {
+			continue
+		}
+		for _, o := range store.List() {
+			if pg, ok := o.(*v1alpha1.PodGroup); ok {
+				out = append(out, pg)
+			}
 		}
 	}
 	return out
@@ -71,6 +90,40 @@ func NewClient(cfg *rest.Config) (versioned.Interface, error) {
 		return nil, fmt.Errorf("building the %s client: %w", v1alpha1.SchemeGroupVersion, err)
 	}
 	return cs, nil
+}
+
+// InTreeServed reports whether the apiserver serves the in-tree PodGroups (podgroups of
+// scheduling.k8s.io/v1beta1): a cluster without the GenericWorkload gate and that API enabled does
+// not (false, no error).
+func InTreeServed(d discovery.DiscoveryInterface) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(podgroup.InTreeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the apiserver whether it serves %s: %w", podgroup.InTreeGroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "podgroups" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// NewInTreeInformer returns an informer over every in-tree PodGroup of the cluster whose store holds
+// them as podgroup.FromInTree makes them (the scheduler's own informer of them, which it runs with
+// the GenericWorkload gate, keeps the API's type: this one is the plugin's own), or nil when the
+// apiserver does not serve them.
+func NewInTreeInformer(cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
+	if served, err := InTreeServed(cs.Discovery()); err != nil || !served {
+		return nil, err
+	}
+	informer := schedulinginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{})
+	if err := informer.SetTransform(podgroup.TransformInTree); err != nil {
+		return nil, fmt.Errorf("reading in-tree PodGroups: %w", err)
+	}
+	return informer, nil
 }
 
 // NewInformer returns the generated informer over every PodGroup of the cluster.

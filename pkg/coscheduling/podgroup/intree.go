@@ -1,0 +1,120 @@
+package podgroup
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// The second gang source: the in-tree PodGroups of scheduling.k8s.io/v1beta1, which a pod joins with
+// spec.schedulingGroup.podGroupName. The plugin knows a group by a name; an in-tree group's name is
+// InTreePrefix and the PodGroup's name (kubectl's spelling of the object, and no PodGroup of ours can
+// be named so: a name has no "/"), and FromInTree turns the in-tree object into the PodGroup the
+// plugin decides over. Everything between the informer and the API writes is the same for both.
+
+// InTreePrefix starts the group name of an in-tree PodGroup.
+const InTreePrefix = "podgroups.scheduling.k8s.io/"
+
+// InTreeGroupVersion is the API the in-tree PodGroups are read from and written to.
+var InTreeGroupVersion = schedulingv1beta1.SchemeGroupVersion
+
+// InTreeName returns the name of the in-tree PodGroup a group name stands for, if it stands for one.
+func InTreeName(group string) (string, bool) { return strings.CutPrefix(group, InTreePrefix) }
+
+// IsInTree reports whether pg was read from the in-tree API (see FromInTree).
+func IsInTree(pg *v1alpha1.PodGroup) bool { return pg.APIVersion == InTreeGroupVersion.String() }
+
+// schedulingGroup returns the in-tree PodGroup a pod names in spec.schedulingGroup.
+func schedulingGroup(pod *v1.Pod) (string, bool) {
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
+		return *sg.PodGroupName, true
+	}
+	return "", false
+}
+
+// Conflicting reports whether a pod names two gangs: a PodGroup of ours by its label and an in-tree
+// one in spec.schedulingGroup. The label wins (Of): it is what the pod's author wrote to join our
+// gang, while spec.schedulingGroup may be a controller's: the Job controller, with the WorkloadWithJob
+// gate, gives every new Job's pods a basic (not a gang) in-tree PodGroup of its own. Refusing such
+// pods would stop every labelled Job on those clusters. The pod gets a warning (ReasonTwoPodGroups).
+func Conflicting(pod *v1.Pod) bool {
+	_, inTree := schedulingGroup(pod)
+	return inTree && pod.Labels[v1alpha1.PodGroupLabel] != ""
+}
+
+// ReasonTwoPodGroups (pod, Warning): the pod names a PodGroup of ours by its label and an in-tree one
+// in spec.schedulingGroup; the label's is its gang.
+const ReasonTwoPodGroups = "TwoPodGroups"
+
+// TwoPodGroupsMessage says which gang a Conflicting pod is in, and why.
+func TwoPodGroupsMessage(pod *v1.Pod) string {
+	inTree, _ := schedulingGroup(pod)
+	return fmt.Sprintf("the pod names two gangs: PodGroup %q (%s) by its label %s, and PodGroup %q (%s) in spec.schedulingGroup; "+
+		"it is scheduled as a member of the first, and the second's policy does not apply",
+		pod.Labels[v1alpha1.PodGroupLabel], v1alpha1.SchemeGroupVersion, v1alpha1.PodGroupLabel, inTree, InTreeGroupVersion)
+}
+
+// Annotations of a PodGroup read from the in-tree API, for what our PodGroup type has no field for.
+const (
+	// AnnotationDisruptionMode carries spec.disruptionMode ("All" or "Single").
+	AnnotationDisruptionMode = v1alpha1.GroupName + "/in-tree-disruption-mode"
+	// AnnotationPolicy carries spec.schedulingPolicy's kind ("Gang" or "Basic").
+	AnnotationPolicy = v1alpha1.GroupName + "/in-tree-policy"
+)
+
+// FromInTree is the PodGroup the plugin decides over for an in-tree PodGroup:
+//   - name: InTreePrefix + its name; uid, generation, creation and deletion as they are;
+//   - minMember: schedulingPolicy.gang.minCount; a basic policy (no gang) is minMember 1, so that
+//     each member is placed on its own;
+//   - topologyPolicy.required: schedulingConstraints.topology's key (v1beta1 allows one);
+//   - the conditions: its own (PodGroupInitiallyScheduled, DisruptionTarget);
+//   - disruptionMode and the policy's kind as annotations (AnnotationDisruptionMode, AnnotationPolicy).
+//
+// What the in-tree API cannot say (scheduleTimeoutSeconds, minResources, preferred levels) is left
+// unset, so the plugin's args and the members' annotations decide it, as for a PodGroup of ours
+// without those fields.
+func FromInTree(in *schedulingv1beta1.PodGroup) *v1alpha1.PodGroup {
+	pg := &v1alpha1.PodGroup{
+		TypeMeta: metav1.TypeMeta{APIVersion: InTreeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: in.Namespace, Name: InTreePrefix + in.Name, UID: in.UID, Generation: in.Generation,
+			ResourceVersion: in.ResourceVersion, CreationTimestamp: in.CreationTimestamp,
+			DeletionTimestamp: in.DeletionTimestamp, Labels: in.Labels,
+		},
+	}
+	annotations := make(map[string]string, len(in.Annotations)+2)
+	for k, v := range in.Annotations {
+		annotations[k] = v
+	}
+	pg.Spec.MinMember = 1
+	annotations[AnnotationPolicy] = "Basic"
+	if g := in.Spec.SchedulingPolicy.Gang; g != nil {
+		pg.Spec.MinMember = max(g.MinCount, 1)
+		annotations[AnnotationPolicy] = "Gang"
+	}
+	if c := in.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 && c.Topology[0].Key != "" {
+		pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: v1alpha1.TopologyKey(c.Topology[0].Key)}
+	}
+	annotations[AnnotationDisruptionMode] = "Single"
+	if d := in.Spec.DisruptionMode; d != nil && d.All != nil {
+		annotations[AnnotationDisruptionMode] = "All"
+	}
+	pg.Annotations = annotations
+	pg.Status.Conditions = in.Status.Conditions
+	return pg
+}
+
+// TransformInTree is the in-tree PodGroup informer's transform: its store holds FromInTree's
+// PodGroups (keyed by their namespace and InTreePrefix'd name), so that the plugin's handlers and
+// readers see one type from either source.
+func TransformInTree(obj interface{}) (interface{}, error) {
+	if in, ok := obj.(*schedulingv1beta1.PodGroup); ok {
+		return FromInTree(in), nil
+	}
+	return obj, nil
+}
