@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
-
 )
 
 // watchGroupPods lists the group's pods and watches them from that list on. It returns, per pod name,
