@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -113,7 +114,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 //   - a spec change (generation) lets the members in again and, when minMember was lowered so that the
 //     reserved members now reach it, allows the waiting members at once; status-only updates (the
 //     plugin's own patches) change nothing;
-//   - a deleted PodGroup rejects its waiting members at once, so they release what they hold, and
+//   - a deleted PodGroup (or one being deleted) rejects its waiting members at once, so they release what they hold, and
 //     its history is forgotten (a PodGroup recreated under the name starts from nothing); an update
 //     to another UID (a relist after a delete and a create) is both.
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
@@ -135,7 +136,13 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 				pl.onPodGroupDelete(oldPG)
 				pl.activateGroup(pg.Namespace, pg.Name)
 				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
-			case oldPG.Generation != pg.Generation:
+			case pg.DeletionTimestamp != nil:
+				// Being deleted (a finalizer holds it: in-tree PodGroups have one while pods use them).
+				if oldPG.DeletionTimestamp == nil {
+					pl.onPodGroupDelete(oldPG)
+				}
+			case oldPG.Generation != pg.Generation || !equality.Semantic.DeepEqual(oldPG.Spec, pg.Spec):
+				// (The in-tree API does not count generations: a minCount edit keeps it.)
 				pl.onPodGroupSpecChange(pg)
 			}
 		},

@@ -50,7 +50,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pgInformers := []cache.SharedIndexInformer{pgcache.NewInformer(client)}
 	lister := pgcache.Lister{Store: pgInformers[0].GetStore()}
 	// The second gang source, when the apiserver serves it (see podgroup/intree.go).
-	inTree, err := pgcache.NewInTreeInformer(h.ClientSet())
+	inTree, err := pgcache.NewInTreeInformer(logger, h.ClientSet())
 	if err != nil {
 		return nil, err
 	} else if inTree != nil {

@@ -14,7 +14,8 @@ import (
 
 // testControllers are the kube-controller-manager controllers the tests run: Jobs create and replace
 // their pods, and a deleted Job's pods are deleted after it.
-var testControllers = []string{"job-controller", "garbage-collector-controller"}
+// An in-tree PodGroup is deleted once no pod uses it (the protection controller's finalizer).
+var testControllers = []string{"job-controller", "garbage-collector-controller", "podgroup-protection-controller"}
 
 // controllerManager is the package's kube-controller-manager process.
 var controllerManager struct {

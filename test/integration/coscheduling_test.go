@@ -177,12 +177,12 @@ func ungate(t *testing.T, ns, name string) {
 
 // boundMembers counts the group's pods that have a node.
 func boundMembers(ctx context.Context, ns, group string) (int, error) {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+	pods, err := groupPods(ctx, ns, group)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.Spec.NodeName != "" {
 			n++
 		}

@@ -242,12 +242,12 @@ func liveBound(ctx context.Context, ns, group string, names []string) (int, erro
 func consistentlyNotPartial(t *testing.T, ns, group string, minMember int) {
 	t.Helper()
 	consistently(t, time.Second, fmt.Sprintf("%s/%s is not partially bound", ns, group), func(ctx context.Context) (bool, error) {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group})
+		pods, err := groupPods(ctx, ns, group)
 		if err != nil {
 			return false, err
 		}
 		var names []string
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			names = append(names, p.Name)
 		}
 		n, err := liveBound(ctx, ns, group, names)

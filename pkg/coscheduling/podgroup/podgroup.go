@@ -8,7 +8,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
@@ -68,11 +70,20 @@ func SpecChanged(namespace, name string, oldObj, newObj interface{}) (bool, erro
 		return false, nil
 	}
 	if oldObj != nil {
-		if old, err := meta.Accessor(oldObj); err == nil && old.GetUID() == obj.GetUID() && old.GetGeneration() == obj.GetGeneration() {
+		if old, err := meta.Accessor(oldObj); err == nil && old.GetUID() == obj.GetUID() && old.GetGeneration() == obj.GetGeneration() &&
+			sameSpec(oldObj, newObj) {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// sameSpec reports whether two unstructured objects have the same spec (the in-tree API keeps the
+// generation when the spec changes); typed objects are left to their generation.
+func sameSpec(oldObj, newObj interface{}) bool {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	return !ok1 || !ok2 || equality.Semantic.DeepEqual(o.Object["spec"], n.Object["spec"])
 }
 
 // Key is a group's "namespace/name".

@@ -261,14 +261,16 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 		return err
 	}
 	pods := GroupPods(u.profile, finished, live)
+	now := u.clock.Now()
+	if podgroup.IsInTree(pg) {
+		// Written only on our word (a placement, a failed attempt, a preemption; see intree.go):
+		// a group without pods gets nothing, and a group preempted whole has no live pods left.
+		return u.syncInTree(ctx, key, pg, pods, now)
+	}
 	if len(pods) == 0 {
 		// Not a group of this profile (yet): leave its status to whoever schedules it.
 		u.setBelowQuorum(key, false)
 		return nil
-	}
-	now := u.clock.Now()
-	if podgroup.IsInTree(pg) {
-		return u.syncInTree(ctx, key, pg, pods, now)
 	}
 	want := ComputeStatus(pg, pods, u.attempt(key), now)
 	u.followBelowQuorum(key, pg, want, now)

@@ -11,11 +11,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -46,7 +49,7 @@ type Lister struct {
 	InTree cache.Store
 }
 
-// Get returns the group namespace/name, or nil when no store holds it.
+// Get returns the group namespace/name, or nil when no store holds it or it is being deleted.
 func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	store := l.Store
 	if _, ok := podgroup.InTreeName(name); ok {
@@ -59,8 +62,10 @@ func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	if err != nil || !ok {
 		return nil
 	}
-	pg, _ := obj.(*v1alpha1.PodGroup)
-	return pg
+	if pg, _ := obj.(*v1alpha1.PodGroup); pg != nil && pg.DeletionTimestamp == nil {
+		return pg
+	}
+	return nil // (being deleted: its members are held back as if it were gone)
 }
 
 // List returns every PodGroup the stores hold.
@@ -114,10 +119,17 @@ func InTreeServed(d discovery.DiscoveryInterface) (bool, error) {
 // NewInTreeInformer returns an informer over every in-tree PodGroup of the cluster whose store holds
 // them as podgroup.FromInTree makes them (the scheduler's own informer of them, which it runs with
 // the GenericWorkload gate, keeps the API's type: this one is the plugin's own), or nil when the
-// apiserver does not serve them.
-func NewInTreeInformer(cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
+// apiserver does not serve them (which it logs at V(2) only: the default of a 1.37 cluster).
+func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
 	if served, err := InTreeServed(cs.Discovery()); err != nil || !served {
+		logger.V(2).Info("In-tree PodGroups are not served; only PodGroups of "+v1alpha1.SchemeGroupVersion.String()+" make gangs",
+			"api", podgroup.InTreeGroupVersion.String(), "err", err)
 		return nil, err
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		logger.Info("Warning: the GenericWorkload feature gate is on in this scheduler, so kube-scheduler sends the pods of in-tree PodGroups "+
+			"through its own pod-group cycle, which skips Coscheduling's gang preemption (PostFilter) and reports a group scheduled before "+
+			"its quorum is placed; turn the gate off in this scheduler (the apiserver's gate is what serves the API)", "api", podgroup.InTreeGroupVersion.String())
 	}
 	informer := schedulinginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{})
 	if err := informer.SetTransform(podgroup.TransformInTree); err != nil {

@@ -1,0 +1,372 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// The in-tree gang source: Workloads and PodGroups of scheduling.k8s.io/v1beta1, which pods join with
+// spec.schedulingGroup.podGroupName, placed by the shipped profile (GenericWorkload off in the
+// scheduler, on in the apiserver: see main_test.go). Every gang here is watched by the same invariant
+// checks as ours: never partially bound, a required domain never split.
+
+// inTree is the group name the scheduler (and the watchers) know an in-tree PodGroup by.
+func inTree(name string) string { return podgroup.InTreePrefix + name }
+
+// inTreeSpec is an in-tree PodGroup's spec: a gang of minCount (0: the basic policy).
+func inTreeSpec(minCount int32) schedulingv1beta1.PodGroupSpec {
+	spec := schedulingv1beta1.PodGroupSpec{}
+	if minCount > 0 {
+		spec.SchedulingPolicy.Gang = &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}
+	} else {
+		spec.SchedulingPolicy.Basic = &schedulingv1beta1.BasicSchedulingPolicy{}
+	}
+	return spec
+}
+
+// createWorkload writes what upstream's documentation shows a workload author writes: a Workload
+// with one PodGroupTemplate, and the PodGroup made from it, referring to it.
+func createWorkload(t *testing.T, ns, name string, spec schedulingv1beta1.PodGroupSpec) {
+	t.Helper()
+	ctx := context.Background()
+	wl := &schedulingv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
+			Name: "workers", SchedulingPolicy: spec.SchedulingPolicy, SchedulingConstraints: spec.SchedulingConstraints,
+			DisruptionMode: spec.DisruptionMode,
+		}}},
+	}
+	if _, err := client.SchedulingV1beta1().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Workload %s/%s: %v", ns, name, err)
+	}
+	spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: "workers"}
+	createInTreePodGroup(t, ns, name, spec)
+}
+
+func createInTreePodGroup(t *testing.T, ns, name string, spec schedulingv1beta1.PodGroupSpec) {
+	t.Helper()
+	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := client.SchedulingV1beta1().PodGroups(ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PodGroup %s/%s (%s): %v", ns, name, podgroup.InTreeGroupVersion, err)
+	}
+}
+
+// inTreePod is a member of the in-tree PodGroup group requesting cpu.
+func inTreePod(ns, name, group, cpu string) *v1.Pod {
+	p := gangPod(ns, name, "", cpu)
+	delete(p.Labels, v1alpha1.PodGroupLabel)
+	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	return p
+}
+
+// createInTreeGang creates n members of the in-tree group named <group>-<i>.
+func createInTreeGang(t *testing.T, ns, group string, n int, cpu string) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", group, i)
+		createPod(t, inTreePod(ns, names[i], group, cpu))
+	}
+	return names
+}
+
+func getInTreePodGroup(ctx context.Context, ns, name string) (*schedulingv1beta1.PodGroup, error) {
+	return client.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// waitForInTreeCondition waits until the in-tree PodGroup's condition of the type has the status and
+// reason, and returns it.
+func waitForInTreeCondition(t *testing.T, ns, name, condType string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var found metav1.Condition
+	waitFor(t, ns, fmt.Sprintf("in-tree PodGroup %s/%s to report %s=%s reason %s", ns, name, condType, status, reason), func(ctx context.Context) (bool, error) {
+		pg, err := getInTreePodGroup(ctx, ns, name)
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(pg.Status.Conditions, condType)
+		if c != nil && c.Status == status && c.Reason == reason {
+			found = *c
+			return true, nil
+		}
+		return false, nil
+	})
+	return found
+}
+
+// setMinCount edits the in-tree PodGroup's gang.minCount (mutable in v1beta1).
+func setMinCount(t *testing.T, ns, name string, minCount int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"schedulingPolicy":{"gang":{"minCount":%d}}}}`, minCount)
+	if _, err := client.SchedulingV1beta1().PodGroups(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("setting minCount of %s/%s to %d: %v", ns, name, minCount, err)
+	}
+}
+
+// podGroupEvent waits for an event with the reason on the in-tree PodGroup, and checks that it names
+// the in-tree object (its API version), not one of ours.
+func podGroupEvent(t *testing.T, ns, name, reason string) *v1.Event {
+	t.Helper()
+	e := waitForEvent(t, ns, name, reason, schedulerName)
+	if e.InvolvedObject.APIVersion != podgroup.InTreeGroupVersion.String() || e.InvolvedObject.Kind != "PodGroup" {
+		t.Errorf("the %s event is about %s %s, want PodGroup of %s", reason, e.InvolvedObject.APIVersion, e.InvolvedObject.Kind, podgroup.InTreeGroupVersion)
+	}
+	return e
+}
+
+func TestInTreePodGroups(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	t.Run("a Workload's gang is placed whole and reported PodGroupInitiallyScheduled", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "itw", 3, "2")
+		watchWhole(t, ns, inTree("train"), 3, nil)
+		createWorkload(t, ns, "train", inTreeSpec(3))
+		names := createInTreeGang(t, ns, "train", 3, "1500m")
+		nodes := map[string]bool{}
+		for _, n := range names {
+			nodes[waitForPodBound(t, ns, n)] = true
+		}
+		if len(nodes) != 3 {
+			t.Errorf("members landed on %d nodes, want 3 (one per node)", len(nodes))
+		}
+		c := waitForInTreeCondition(t, ns, "train", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
+		if !strings.Contains(c.Message, "3 of minMember 3") {
+			t.Errorf("PodGroupInitiallyScheduled message %q, want our count of the quorum", c.Message)
+		}
+		podGroupEvent(t, ns, "train", podgroup.ReasonQuorumReached)
+		// Our own condition types are not written on the in-tree object.
+		pg, err := getInTreePodGroup(context.Background(), ns, "train")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pg.Status.Conditions {
+			if c.Type != schedulingv1beta1.PodGroupInitiallyScheduled && c.Type != schedulingv1beta1.DisruptionTarget {
+				t.Errorf("in-tree PodGroup has condition %s, not one of v1beta1's", c.Type)
+			}
+		}
+		// The condition is terminal: a member lost later does not turn it False.
+		forceDelete(t, ns, names[0])
+		consistently(t, 2*time.Second, "PodGroupInitiallyScheduled to stay True", func(ctx context.Context) (bool, error) {
+			pg, err := getInTreePodGroup(ctx, ns, "train")
+			return err == nil && meta.IsStatusConditionTrue(pg.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled), err
+		})
+	})
+
+	t.Run("too big: nothing held, Unschedulable with the numbers", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "itb", 2, "2")
+		watchWhole(t, ns, inTree("big"), 3, nil)
+		createInTreePodGroup(t, ns, "big", inTreeSpec(3))
+		createInTreeGang(t, ns, "big", 3, "1500m")
+		c := waitForInTreeCondition(t, ns, "big", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
+		if !strings.HasPrefix(c.Message, podgroup.ReasonGangInfeasible+": ") || !strings.Contains(c.Message, "3") {
+			t.Errorf("Unschedulable message %q, want our GangInfeasible message with the numbers", c.Message)
+		}
+		podGroupEvent(t, ns, "big", podgroup.ReasonGangInfeasible)
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree("big"))
+	})
+
+	t.Run("minCount lowered lets the gang in; raised, it waits for the new quorum", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "itm", 4, "2")
+		watchWhole(t, ns, inTree("low"), 3, nil)
+		createInTreePodGroup(t, ns, "low", inTreeSpec(4))
+		createInTreeGang(t, ns, "low", 3, "1")
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree("low"))
+		setMinCount(t, ns, "low", 3)
+		waitForBoundMembers(t, ns, inTree("low"), 3)
+
+		watchWhole(t, ns, inTree("high"), 3, nil)
+		createInTreePodGroup(t, ns, "high", inTreeSpec(2))
+		setMinCount(t, ns, "high", 3)
+		// Two members and minCount 3: none is placed, though two would fit.
+		createPod(t, inTreePod(ns, "high-0", "high", "500m"))
+		createPod(t, inTreePod(ns, "high-1", "high", "500m"))
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree("high"))
+		createPod(t, inTreePod(ns, "high-2", "high", "500m"))
+		waitForBoundMembers(t, ns, inTree("high"), 3)
+	})
+
+	t.Run("PodGroup deleted: the waiting members let go; recreated with new pods, placed whole", func(t *testing.T) {
+		needControllerManager(t)
+		ns := testNamespace(t)
+		cosNodes(t, "itd", 3, "2")
+		watchWhole(t, ns, inTree("gone"), 3, nil)
+		createInTreePodGroup(t, ns, "gone", inTreeSpec(3))
+		names := createInTreeGang(t, ns, "gone", 2, "1500m")
+		held := inTreePod(ns, "gone-2", "gone", "1500m")
+		hold(held)
+		createPod(t, held)
+		// Two members wait at Permit for the held one: the attempt's WaitingForQuorum comes once it
+		// has waited 5 s (the in-tree object has no count of waiting members to poll).
+		podGroupEvent(t, ns, "gone", podgroup.ReasonWaitingForQuorum)
+		if err := client.SchedulingV1beta1().PodGroups(ns).Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitForEvent(t, ns, names[0], podgroup.ReasonGangRejected, schedulerName)
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree("gone"))
+
+		// The pods are recreated (spec.schedulingGroup cannot change) and the PodGroup too, once
+		// the protection controller let the old one go with its last pod.
+		forceDelete(t, ns, append(names, "gone-2")...)
+		waitFor(t, ns, "the old PodGroup gone", func(ctx context.Context) (bool, error) {
+			_, err := getInTreePodGroup(ctx, ns, "gone")
+			return apierrors.IsNotFound(err), nil
+		})
+		createInTreePodGroup(t, ns, "gone", inTreeSpec(3))
+		createInTreeGang(t, ns, "gone", 3, "1500m")
+		waitForBoundMembers(t, ns, inTree("gone"), 3)
+	})
+
+	t.Run("a topology constraint is a required domain: all in the zone that holds them", func(t *testing.T) {
+		ns := testNamespace(t)
+		const zoneKey = "custom-scheduler.test/intree-zone"
+		for i := range 2 {
+			createNode(t, fmt.Sprintf("itz-a-%d", i), "2", "8Gi", map[string]string{zoneKey: "a"})
+		}
+		for i := range 3 {
+			createNode(t, fmt.Sprintf("itz-b-%d", i), "2", "8Gi", map[string]string{zoneKey: "b"})
+		}
+		watchWhole(t, ns, inTree("zoned"), 3, nil)
+		watchOneDomain(t, ns, inTree("zoned"), zoneKey)
+		spec := inTreeSpec(3)
+		spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: zoneKey}}}
+		createWorkload(t, ns, "zoned", spec)
+		for _, n := range createInTreeGang(t, ns, "zoned", 3, "1500m") {
+			node := waitForPodBound(t, ns, n)
+			if !strings.HasPrefix(node, "itz-b-") {
+				t.Errorf("%s bound to %s, want zone b (the only zone with room for all three)", n, node)
+			}
+		}
+		podGroupEvent(t, ns, "zoned", podgroup.ReasonDomainChosen)
+	})
+
+	t.Run("basic policy: members placed one by one, as far as they fit", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "itp", 2, "2")
+		createInTreePodGroup(t, ns, "solo", inTreeSpec(0))
+		createInTreeGang(t, ns, "solo", 3, "1500m")
+		waitForBoundMembers(t, ns, inTree("solo"), 2)
+		waitForPodUnschedulable(t, ns, "solo-2")
+	})
+
+	t.Run("a pod with our label and spec.schedulingGroup is our gang's, with a warning", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "itl", 2, "2")
+		createPodGroup(t, ns, "ours", 2, 0)
+		createInTreePodGroup(t, ns, "theirs", inTreeSpec(5))
+		var names []string
+		for i := range 2 {
+			p := gangPod(ns, fmt.Sprintf("both-%d", i), "ours", "1")
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("theirs")}
+			names = append(names, createPod(t, p).Name)
+		}
+		waitForBoundMembers(t, ns, "ours", 2)
+		e := waitForEvent(t, ns, names[0], podgroup.ReasonTwoPodGroups, schedulerName)
+		if e.Type != v1.EventTypeWarning || !strings.Contains(e.Message, `"ours"`) || !strings.Contains(e.Message, `"theirs"`) {
+			t.Errorf("TwoPodGroups event %s %q, want a warning naming both groups", e.Type, e.Message)
+		}
+	})
+}
+
+// TestInTreeGangPreemption: a gang with disruptionMode All is preempted whole for a higher-priority
+// in-tree gang, and its PodGroup says so (DisruptionTarget).
+func TestInTreeGangPreemption(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	caseNodes(t, "itx", 3)
+	run := func(group, class string, all bool) []string {
+		spec := inTreeSpec(3)
+		if all {
+			spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
+		}
+		watchNotPartial(t, ns, inTree(group), 3)
+		createInTreePodGroup(t, ns, group, spec)
+		names := make([]string, 3)
+		for i := range names {
+			names[i] = fmt.Sprintf("%s-%d", group, i)
+			p := prioPod(ns, names[i], "", "3", class, "itx", "")
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+			createPod(t, p)
+		}
+		return names
+	}
+	lo := run("lo", lowPriority, true)
+	waitForBoundMembers(t, ns, inTree("lo"), 3)
+	run("hi", highPriority, false)
+	waitForPreempted(t, ns, lo)
+	c := waitForInTreeCondition(t, ns, "lo", schedulingv1beta1.DisruptionTarget, metav1.ConditionTrue, schedulingv1beta1.PodGroupReasonPreemptionByScheduler)
+	if !strings.Contains(c.Message, "whole") {
+		t.Errorf("DisruptionTarget message %q", c.Message)
+	}
+	forceDelete(t, ns, lo...)
+	waitForBoundMembers(t, ns, inTree("hi"), 3)
+}
+
+// TestInTreeJob: the Job controller (WorkloadWithJob) writes the Workload and the PodGroup of an
+// indexed Job that asks for a gang, and names it in its pods; the scheduler places it whole.
+func TestInTreeJob(t *testing.T) {
+	needControllerManager(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, "itj", 3, "2")
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trainer"},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To[int32](3), Completions: ptr.To[int32](3), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To[int32](3)},
+			}},
+			Template: v1.PodTemplateSpec{Spec: v1.PodSpec{
+				SchedulerName: schedulerName, RestartPolicy: v1.RestartPolicyNever,
+				Containers: []v1.Container{{Name: "pause", Image: "pause", Resources: v1.ResourceRequirements{
+					Requests: gangPod(ns, "x", "", "1500m").Spec.Containers[0].Resources.Requests}}},
+			}},
+		},
+	}
+	if _, err := client.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Job: %v", err)
+	}
+	var group string
+	waitFor(t, ns, "the Job controller's PodGroup, named in the Job's pods", func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		name, ok := podgroup.Of(&pods.Items[0])
+		group = name
+		return ok, nil
+	})
+	pgName, ok := podgroup.InTreeName(group)
+	if !ok {
+		t.Fatalf("the Job's pods belong to %q, want an in-tree PodGroup", group)
+	}
+	pg, err := getInTreePodGroup(context.Background(), ns, pgName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 {
+		t.Fatalf("the Job controller's PodGroup has policy %+v, want a gang of 3", pg.Spec.SchedulingPolicy)
+	}
+	watchWhole(t, ns, group, 3, nil)
+	waitForBoundMembers(t, ns, group, 3)
+	waitForInTreeCondition(t, ns, pgName, schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
+}
