@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -46,7 +47,7 @@ import (
 	kwokpodfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/yaml"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
@@ -78,6 +79,9 @@ var controllers = []string{
 	"pod-garbage-collector-controller",
 }
 
+// workloadAPIExamples are the in-tree gangs --workload-api applies.
+const workloadAPIExamples = "examples/workload-api"
+
 func main() {
 	var (
 		assets    = flag.String("assets", "", "folder with kube-apiserver, etcd, kube-controller-manager, kubectl and kwok (hack/envtest-assets.sh --all)")
@@ -87,6 +91,7 @@ func main() {
 		dir       = flag.String("dir", "_output/playground", "folder for the kubeconfig, configuration and logs")
 		nodes     = flag.Int("nodes", 4, "how many fake nodes to create")
 		exitAfter = flag.Duration("exit-after", 0, "stop by itself after this long (0: run until Ctrl-C)")
+		workload  = flag.Bool("workload-api", false, "serve the in-tree workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup, with the Job controller's WorkloadWithJob) and apply examples/workload-api")
 		operator  = flag.String("operator", "", "also build and run this operator with its CRDs and apply its example from examples/operators ("+operatorNames()+")")
 	)
 	flag.Parse()
@@ -99,13 +104,13 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *exitAfter)
 		defer cancel()
 	}
-	if err := run(ctx, *assets, *scheduler, *config, *workloads, *dir, *nodes, *operator); err != nil {
+	if err := run(ctx, *assets, *scheduler, *config, *workloads, *dir, *nodes, *operator, *workload); err != nil {
 		fmt.Fprintf(os.Stderr, "playground: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, dir string, nodeCount int, operatorName string) error {
+func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, dir string, nodeCount int, operatorName string, workloadAPI bool) error {
 	if assets == "" {
 		return errors.New("--assets is required (make run passes it)")
 	}
@@ -166,6 +171,15 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	// on new nodes; kwok reports the nodes Ready instead.
 	apiserver.Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
 	env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
+	cmControllers, cmGates := controllers, []string{}
+	if workloadAPI {
+		// The in-tree workload API, as a cluster that turned it on serves it (the scheduler's own
+		// GenericWorkload gate stays off: docs/coscheduling.md, "In-tree PodGroups").
+		apiserver.Configure().Append("runtime-config", "scheduling.k8s.io/v1beta1=true").
+			Append("feature-gates", "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true")
+		cmControllers = append(slices.Clone(controllers), "podgroup-protection-controller")
+		cmGates = append(cmGates, "--feature-gates=GenericWorkload=true,WorkloadWithJob=true")
+	}
 
 	fmt.Println("Starting etcd and kube-apiserver...")
 	restConfig, err := env.Start()
@@ -229,12 +243,12 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 
 	// The controllers run as an admin, with one identity (no per-controller ServiceAccounts).
 	controllerManager, err := startProcess(filepath.Join(assets, "kube-controller-manager"), filepath.Join(logs, "kube-controller-manager.log"),
-		"--kubeconfig="+kubeconfig,
-		"--controllers="+strings.Join(controllers, ","),
-		"--leader-elect=false",
-		"--service-account-private-key-file="+saKey,
-		"--root-ca-file="+rootCA,
-		"--secure-port=0")
+		append([]string{"--kubeconfig=" + kubeconfig,
+			"--controllers=" + strings.Join(cmControllers, ","),
+			"--leader-elect=false",
+			"--service-account-private-key-file=" + saKey,
+			"--root-ca-file=" + rootCA,
+			"--secure-port=0"}, cmGates...)...)
 	if err != nil {
 		return err
 	}
@@ -264,6 +278,12 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 		return err
 	}
 	fmt.Printf("Created %d objects from %s.\n", objects, workloadsDir)
+	if workloadAPI {
+		if objects, err = createWorkloads(ctx, restConfig, workloadAPIExamples); err != nil {
+			return err
+		}
+		fmt.Printf("Created %d objects from %s (in-tree PodGroups: kubectl -n demo get podgroups.scheduling.k8s.io).\n", objects, workloadAPIExamples)
+	}
 
 	operatorExited := make(<-chan error)
 	if withOperator {
@@ -509,7 +529,7 @@ func printPlacement(ctx context.Context, clientset kubernetes.Interface, restCon
 				o = rsOwner[p.Namespace+"/"+ref.Name]
 			}
 		}
-		if group := p.Labels[v1alpha1.PodGroupLabel]; group != "" {
+		if group, ok := podgroup.Of(p); ok {
 			o += " (PodGroup " + group + ")"
 		}
 		return o

@@ -139,10 +139,6 @@ const podGroupResource = "podgroups"
 // the scheduler resolves to a dynamic informer.
 const podGroupEventResource = podGroupResource + ".v1alpha1." + v1alpha1.GroupName
 
-// inTreeEventResource names the in-tree PodGroups' events so (the scheduler's own name for them,
-// fwk.PodGroup, reaches plugins only with the GenericWorkload gate).
-const inTreeEventResource = podGroupResource + ".v1beta1.scheduling.k8s.io"
-
 // retiredReservation is the reservation of a PodGroup recreated under its name (see
 // gang.Gang.Recreated), found at at.
 type retiredReservation struct {

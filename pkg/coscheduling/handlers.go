@@ -136,14 +136,10 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 				pl.onPodGroupDelete(oldPG)
 				pl.activateGroup(pg.Namespace, pg.Name)
 				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
-			case pg.DeletionTimestamp != nil:
-				// Being deleted (a finalizer holds it: in-tree PodGroups have one while pods use them).
-				if oldPG.DeletionTimestamp == nil {
-					pl.onPodGroupDelete(oldPG)
-				}
-			case oldPG.Generation != pg.Generation || !equality.Semantic.DeepEqual(oldPG.Spec, pg.Spec):
-				// (The in-tree API does not count generations: a minCount edit keeps it.)
-				pl.onPodGroupSpecChange(pg)
+			case pg.DeletionTimestamp != nil && oldPG.DeletionTimestamp == nil:
+				pl.onPodGroupDelete(oldPG) // held by a finalizer (in-tree ones, while pods use them)
+			case pg.DeletionTimestamp == nil && (oldPG.Generation != pg.Generation || !equality.Semantic.DeepEqual(oldPG.Spec, pg.Spec)):
+				pl.onPodGroupSpecChange(pg) // (the in-tree API keeps the generation on a minCount edit)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {

@@ -331,6 +331,41 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		}
 	})
 
+	t.Run("being deleted (a finalizer holds it): as deleted", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		deleting := pg.DeepCopy()
+		deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		if err := env.pgs.Update(deleting); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.podGroupEventHandler().OnUpdate(pg, deleting)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; !strings.Contains(w.rejected, "deleted") {
+				t.Errorf("%s: rejected with %q, want a rejection naming the deletion", p.Name, w.rejected)
+			}
+		}
+		if s := env.pl.PreEnqueue(ctx, gang[2]); !strings.Contains(s.Message(), "does not exist") {
+			t.Errorf("PreEnqueue = %v, want PodGroupNotFound while it is being deleted", s)
+		}
+		// A later update of the terminating object (its finalizer going) changes nothing more.
+		env.pl.podGroupEventHandler().OnUpdate(deleting, deleting.DeepCopy())
+	})
+
+	t.Run("minMember lowered without a new generation (the in-tree API's way): allowed at once", func(t *testing.T) {
+		env, pg, gang := setup(t)
+		changed := pg.DeepCopy()
+		changed.Spec.MinMember = 2
+		if err := env.pgs.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.podGroupEventHandler().OnUpdate(pg, changed)
+		for _, p := range gang[:2] {
+			if w := env.handle.waiting[p.UID]; !w.allowed {
+				t.Errorf("%s was not allowed after minMember was lowered to 2", p.Name)
+			}
+		}
+	})
+
 	t.Run("minMember lowered to what is reserved: waiting members are allowed at once", func(t *testing.T) {
 		env, pg, gang := setup(t)
 		edit(t, env, pg, 2)

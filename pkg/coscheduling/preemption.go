@@ -190,9 +190,7 @@ func (pl *Coscheduling) onEvicted(victim *v1.Pod, preemptorType string, victims 
 	metrics.PreemptionVictimPods.WithLabelValues(pl.profile, kind).Inc()
 	if gangpreemption.FirstOfItsGang(victim, victims) {
 		metrics.PreemptionVictimGangs.WithLabelValues(pl.profile, kind).Inc()
-		if name, _ := podgroup.Of(victim); pl.status != nil && strings.HasPrefix(name, podgroup.InTreePrefix) {
-			pl.status.Disrupted(podgroup.Key(victim.Namespace, name), "the gang is preempted whole for a higher-priority "+kind)
-		}
+		pl.status.Disrupted(victim, "the gang is preempted whole for a higher-priority "+kind)
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 // cluster events that requeue members (EventsToRegister). The top floor of the package: it wires the
 // files below and nothing below calls it.
 
-// New builds the plugin: it validates the args, starts a PodGroup informer on the scheduler's
-// connection and waits for it to sync, and indexes the scheduler's pods by PodGroup.
+// New builds the plugin: it validates the args, starts the PodGroup informers (ours, and the in-tree
+// ones where served) and waits for them to sync, and indexes the scheduler's pods by PodGroup.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.CoschedulingArgs)
 	if !ok {
@@ -43,31 +43,22 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if cfg == nil {
 		return nil, fmt.Errorf("%s needs a connection to the apiserver to read PodGroups", Name)
 	}
-	client, err := pgcache.NewClient(cfg)
+	sources, err := pgcache.NewSources(logger, cfg, h.ClientSet())
 	if err != nil {
 		return nil, err
-	}
-	pgInformers := []cache.SharedIndexInformer{pgcache.NewInformer(client)}
-	lister := pgcache.Lister{Store: pgInformers[0].GetStore()}
-	// The second gang source, when the apiserver serves it (see podgroup/intree.go).
-	inTree, err := pgcache.NewInTreeInformer(logger, h.ClientSet())
-	if err != nil {
-		return nil, err
-	} else if inTree != nil {
-		pgInformers, lister.InTree = append(pgInformers, inTree), inTree.GetStore()
 	}
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := pgcache.AddIndex(podInformer); err != nil {
 		return nil, err
 	}
 
-	pl := newPlugin(ctx, h, args, clock.RealClock{}, lister, podInformer.GetIndexer())
+	pl := newPlugin(ctx, h, args, clock.RealClock{}, sources.Lister, podInformer.GetIndexer())
 	if pl.preempt, err = gangpreemption.New(ctx, h, Name); err != nil {
 		return nil, err
 	}
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.preempt.WaitingLock = &pl.waitingMu
-	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: client, Lister: pl.podGroups, Live: podInformer,
+	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: sources.Client, Lister: pl.podGroups, Live: podInformer,
 		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
@@ -80,23 +71,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	synced := make([]cache.InformerSynced, 0, len(pgInformers))
-	for _, informer := range pgInformers {
-		if _, err := informer.AddEventHandler(pl.podGroupEventHandler()); err != nil {
-			return nil, fmt.Errorf("watching PodGroups: %w", err)
-		}
-		go informer.RunWithContext(ctx)
-		synced = append(synced, informer.HasSynced)
-	}
-	syncCtx, cancel := context.WithTimeout(ctx, podGroupSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
-		return nil, fmt.Errorf("the PodGroup caches (%s.%s, and %s.%s if served) did not sync within %v: install the CRD from manifests/crds and let the scheduler list and watch podgroups",
-			podGroupResource, v1alpha1.GroupName, podGroupResource, podgroup.InTreeGroupVersion.Group, podGroupSyncTimeout)
+	if err := sources.Start(ctx, pl.podGroupEventHandler(), podGroupSyncTimeout); err != nil {
+		return nil, err
 	}
 	go pl.awaitLeadership(ctx)
 	logger.V(2).Info("Coscheduling ready", "profile", pl.profile, "permitWaitingTime", pl.permitTimeout, "podGroupBackoff", pl.backoff,
-		"inTreePodGroups", inTree != nil)
+		"inTreePodGroups", sources.InTree())
 	return pl, nil
 }
 
@@ -157,10 +137,8 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		// pod that named two groups once its label is gone.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
 	}
-	if pl.podGroups.InTree != nil {
-		// The in-tree PodGroups, only while served (the scheduler would watch an unserved one in vain).
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: inTreeEventResource, ActionType: fwk.Add | fwk.Update},
-			QueueingHintFn: pl.isSchedulableAfterPodGroupChange})
+	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: podgroup.InTreeEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange})
 	}
 	return events, nil
 }

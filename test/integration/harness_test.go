@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	apiservercompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/compatibility"
@@ -208,6 +209,12 @@ func testNamespace(t *testing.T) string {
 // not-ready taint that the apiserver's TaintNodesByCondition admission adds to every new Node (no
 // node lifecycle controller runs here to remove it). The Node is deleted when the test ends.
 func createNode(t *testing.T, name, cpu, memory string, labels map[string]string) *v1.Node {
+	t.Helper()
+	return createNodeIn(t, client, name, cpu, memory, labels)
+}
+
+// createNodeIn is createNode on the cluster of client.
+func createNodeIn(t *testing.T, client kubernetes.Interface, name, cpu, memory string, labels map[string]string) *v1.Node {
 	t.Helper()
 	ctx := context.Background()
 	capacity := v1.ResourceList{

@@ -3,7 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,11 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 )
 
 // The in-tree gang source: Workloads and PodGroups of scheduling.k8s.io/v1beta1, which pods join with
@@ -369,4 +379,97 @@ func TestInTreeJob(t *testing.T) {
 	watchWhole(t, ns, group, 3, nil)
 	waitForBoundMembers(t, ns, group, 3)
 	waitForInTreeCondition(t, ns, pgName, schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
+}
+
+// TestInTreeAPINotServed runs the scheduler binary against a control plane of its own that serves no
+// in-tree workload API (the default 1.37 cluster): it starts, places a gang of ours whole, says at
+// -v=2 that in-tree PodGroups are not served, and logs no error or warning about that API.
+func TestInTreeAPINotServed(t *testing.T) {
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{filepath.Join(repoRoot, "manifests", "crds")}}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting a control plane without the workload API: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	plain, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served, err := pgcache.InTreeServed(plain.Discovery()); err != nil || served {
+		t.Fatalf("the plain control plane serves %s: %v, %v", podgroup.InTreeGroupVersion, served, err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfigPath := filepath.Join(t.TempDir(), "plain.kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := binaryPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	cmd := exec.CommandContext(ctx, bin, "--config="+schedulerConfig(t, kubeconfigPath, shippedProfiles(t)), "--secure-port=0", "--leader-elect=false", "-v=2")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cancel(); <-exited })
+
+	for i := range 2 {
+		createNodeIn(t, plain, fmt.Sprintf("plain-%d", i), "2", "8Gi", nil)
+	}
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}
+	if _, err := plain.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "PodGroup",
+		"metadata": map[string]any{"name": "ours", "namespace": "plain"}, "spec": map[string]any{"minMember": int64(2)},
+	}}
+	if _, err := dyn.Resource(podGroupGVR).Namespace("plain").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := plain.CoreV1().Pods("plain").Create(ctx, gangPod("plain", fmt.Sprintf("ours-%d", i), "ours", "1500m"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := plain.CoreV1().Pods("plain").List(ctx, metav1.ListOptions{})
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return err == nil && bound == 2, nil
+	}); err != nil {
+		t.Fatalf("the gang was not bound on the plain control plane: %v\n%s", err, tail(out.String(), 60))
+	}
+	cancel()
+	<-exited
+	log := out.String()
+	if !strings.Contains(log, "In-tree PodGroups are not served") {
+		t.Errorf("the scheduler did not say that in-tree PodGroups are not served:\n%s", tail(log, 60))
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if (strings.HasPrefix(line, "E") || strings.HasPrefix(line, "W")) && strings.Contains(line, "scheduling.k8s.io") {
+			t.Errorf("the scheduler logged about the unserved API: %s", line)
+		}
+	}
 }

@@ -23,6 +23,11 @@ const InTreePrefix = "podgroups.scheduling.k8s.io/"
 // InTreeGroupVersion is the API the in-tree PodGroups are read from and written to.
 var InTreeGroupVersion = schedulingv1beta1.SchemeGroupVersion
 
+// InTreeEventResource names the in-tree PodGroups' events in EventsToRegister, as a dynamic
+// informer's resource (the scheduler's own name for them, fwk.PodGroup, reaches plugins only with
+// its GenericWorkload gate).
+const InTreeEventResource = "podgroups.v1beta1.scheduling.k8s.io"
+
 // InTreeName returns the name of the in-tree PodGroup a group name stands for, if it stands for one.
 func InTreeName(group string) (string, bool) { return strings.CutPrefix(group, InTreePrefix) }
 

@@ -82,9 +82,15 @@ func inTreeScheduled(existing []metav1.Condition, st v1alpha1.PodGroupStatus, ge
 	return nil
 }
 
-// Disrupted records that the in-tree group key is being preempted whole (msg says for whom), for its
-// DisruptionTarget condition; it is forgotten with the group.
-func (u *Updater) Disrupted(key, msg string) {
+// Disrupted records that the in-tree group of victim is being preempted whole (msg says for whom),
+// for its DisruptionTarget condition; it is forgotten with the group. Groups of ours, and a nil
+// Updater, take no note.
+func (u *Updater) Disrupted(victim *v1.Pod, msg string) {
+	name, ok := podgroup.Of(victim)
+	if _, inTree := podgroup.InTreeName(name); u == nil || !ok || !inTree {
+		return
+	}
+	key := podgroup.Key(victim.Namespace, name)
 	u.mu.Lock()
 	u.disrupted[key] = msg
 	u.mu.Unlock()
