@@ -473,3 +473,113 @@ func TestInTreeAPINotServed(t *testing.T) {
 		}
 	}
 }
+
+// TestInTreeUpstreamScenarios translates upstream's v1.37.2 pod-group scenarios
+// (test/integration/scheduler/podgroup, TestPodGroupScheduling) to our scheduler: a 4-CPU node,
+// 1-CPU members, the case's names. (Their other cases need what we do not read: CompositePodGroups,
+// the in-tree preemption's PodGroupPostFilter, DRA and volumes; "any available members get
+// scheduled" and the minCount cases are in TestInTreePodGroups.)
+func TestInTreeUpstreamScenarios(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	setup := func(t *testing.T, prefix string) string {
+		ns := testNamespace(t)
+		createNode(t, prefix+"-0", "4", "8Gi", nil)
+		return ns
+	}
+	blocker := func(t *testing.T, ns, cpu string) {
+		p := gangPod(ns, "blocker", "", cpu)
+		delete(p.Labels, v1alpha1.PodGroupLabel)
+		createPod(t, p)
+		waitForPodBound(t, ns, "blocker")
+	}
+	unschedulable := func(t *testing.T, ns, name string) {
+		waitForInTreeCondition(t, ns, name, schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
+	}
+
+	t.Run("gang waits for pod group, then for resources, then schedules", func(t *testing.T) {
+		ns := setup(t, "up1")
+		watchWhole(t, ns, inTree("pg"), 3, nil)
+		createInTreeGang(t, ns, "pg", 3, "1")
+		waitForEvent(t, ns, "pg-0", podgroup.ReasonPodGroupNotFound, schedulerName)
+		blocker(t, ns, "2")
+		createInTreePodGroup(t, ns, "pg", inTreeSpec(3))
+		unschedulable(t, ns, "pg")
+		consistentlyNoneBound(t, time.Second, ns, inTree("pg"))
+		forceDelete(t, ns, "blocker")
+		waitForBoundMembers(t, ns, inTree("pg"), 3)
+		waitForInTreeCondition(t, ns, "pg", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
+	})
+
+	t.Run("minCount is scheduled, but one pod from a gang remains unschedulable until the blocked resources are released", func(t *testing.T) {
+		ns := setup(t, "up2")
+		watchWhole(t, ns, inTree("pg"), 3, nil)
+		blocker(t, ns, "1")
+		createInTreePodGroup(t, ns, "pg", inTreeSpec(3))
+		createInTreeGang(t, ns, "pg", 4, "1")
+		waitForBoundMembers(t, ns, inTree("pg"), 3)
+		consistently(t, time.Second, "the fourth member pending", func(ctx context.Context) (bool, error) {
+			n, err := boundMembers(ctx, ns, inTree("pg"))
+			return n == 3, err
+		})
+		forceDelete(t, ns, "blocker")
+		waitForBoundMembers(t, ns, inTree("pg"), 4)
+	})
+
+	t.Run("two gangs competing for the same resources shouldn't deadlock", func(t *testing.T) {
+		ns := setup(t, "up3")
+		for _, g := range []string{"a", "b"} {
+			watchWhole(t, ns, inTree(g), 3, nil)
+			createInTreePodGroup(t, ns, g, inTreeSpec(3))
+		}
+		createInTreeGang(t, ns, "a", 3, "1")
+		createInTreeGang(t, ns, "b", 3, "1")
+		var placed, other string
+		waitFor(t, ns, "one gang bound whole", func(ctx context.Context) (bool, error) {
+			for _, pair := range [][2]string{{"a", "b"}, {"b", "a"}} {
+				if n, err := boundMembers(ctx, ns, inTree(pair[0])); err != nil || n == 3 {
+					placed, other = pair[0], pair[1]
+					return err == nil, err
+				}
+			}
+			return false, nil
+		})
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree(other))
+		unschedulable(t, ns, other)
+		t.Logf("%s placed, %s waits", placed, other)
+	})
+
+	t.Run("pod group interleaving with an individual pod shouldn't deadlock nor livelock", func(t *testing.T) {
+		ns := setup(t, "up4")
+		watchWhole(t, ns, inTree("pg"), 3, nil)
+		blocker(t, ns, "2")
+		createInTreePodGroup(t, ns, "pg", inTreeSpec(3))
+		createInTreeGang(t, ns, "pg", 3, "1")
+		unschedulable(t, ns, "pg")
+		consistentlyNoneBound(t, 2*time.Second, ns, inTree("pg"))
+	})
+
+	t.Run("basic group waits for pod group, part of it waits for resources, then schedules", func(t *testing.T) {
+		ns := setup(t, "up5")
+		createInTreeGang(t, ns, "pg", 3, "1500m")
+		waitForEvent(t, ns, "pg-0", podgroup.ReasonPodGroupNotFound, schedulerName)
+		createInTreePodGroup(t, ns, "pg", inTreeSpec(0))
+		waitForBoundMembers(t, ns, inTree("pg"), 2)
+		createNode(t, "up5-1", "4", "8Gi", nil)
+		waitForBoundMembers(t, ns, inTree("pg"), 3)
+	})
+
+	t.Run("gang unschedulable due to lack of space, then scheduled when minCount is decreased", func(t *testing.T) {
+		ns := setup(t, "up6")
+		watchWhole(t, ns, inTree("pg"), 4, nil)
+		createInTreePodGroup(t, ns, "pg", inTreeSpec(5))
+		createInTreeGang(t, ns, "pg", 5, "1")
+		unschedulable(t, ns, "pg")
+		consistentlyNoneBound(t, time.Second, ns, inTree("pg"))
+		setMinCount(t, ns, "pg", 4)
+		waitForBoundMembers(t, ns, inTree("pg"), 4)
+		consistently(t, time.Second, "the fifth member pending", func(ctx context.Context) (bool, error) {
+			n, err := boundMembers(ctx, ns, inTree("pg"))
+			return n == 4, err
+		})
+	})
+}

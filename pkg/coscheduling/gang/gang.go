@@ -114,11 +114,13 @@ type Reservation struct {
 func (r *Reservation) Held() bool { return r.Phase == resv.Held }
 
 // FeasibilityKey is what a cached check depends on: cluster changes that free capacity (Epoch), the
-// PodGroup's spec (UID and Generation: status-only updates leave it valid) and the group's members.
+// PodGroup's spec (UID and Generation: status-only updates leave it valid; and Want, its minMember,
+// which the in-tree API edits without a new generation) and the group's members.
 type FeasibilityKey struct {
 	Epoch      uint64
 	UID        types.UID
 	Generation int64
+	Want       int
 	Existing   int
 	Counted    int
 	At         time.Time
@@ -126,7 +128,7 @@ type FeasibilityKey struct {
 
 // Matches reports whether a cached check made under k answers for o (At aside).
 func (k FeasibilityKey) Matches(o FeasibilityKey) bool {
-	return k.Epoch == o.Epoch && k.UID == o.UID && k.Generation == o.Generation && k.Existing == o.Existing && k.Counted == o.Counted
+	return k.Epoch == o.Epoch && k.UID == o.UID && k.Generation == o.Generation && k.Want == o.Want && k.Existing == o.Existing && k.Counted == o.Counted
 }
 
 // New returns the empty state of PodGroup namespace/name of UID uid.

@@ -423,18 +423,20 @@ func TestSplitAndConfirmed(t *testing.T) {
 }
 
 func TestFeasibilityKey(t *testing.T) {
-	k := FeasibilityKey{Epoch: 1, UID: "u", Generation: 2, Existing: 3, Counted: 1, At: t0}
+	k := FeasibilityKey{Epoch: 1, UID: "u", Generation: 2, Want: 4, Existing: 3, Counted: 1, At: t0}
 	same := k
 	same.At = t0.Add(time.Hour)
 	if !k.Matches(same) {
 		t.Errorf("keys that differ only in At do not match")
 	}
 	for _, o := range []FeasibilityKey{
-		{Epoch: 2, UID: "u", Generation: 2, Existing: 3, Counted: 1},
-		{Epoch: 1, UID: "v", Generation: 2, Existing: 3, Counted: 1},
-		{Epoch: 1, UID: "u", Generation: 3, Existing: 3, Counted: 1},
-		{Epoch: 1, UID: "u", Generation: 2, Existing: 4, Counted: 1},
-		{Epoch: 1, UID: "u", Generation: 2, Existing: 3, Counted: 2},
+		{Epoch: 2, UID: "u", Generation: 2, Existing: 3, Counted: 1, Want: 4},
+		{Epoch: 1, UID: "v", Generation: 2, Existing: 3, Counted: 1, Want: 4},
+		{Epoch: 1, UID: "u", Generation: 3, Existing: 3, Counted: 1, Want: 4},
+		{Epoch: 1, UID: "u", Generation: 2, Existing: 4, Counted: 1, Want: 4},
+		{Epoch: 1, UID: "u", Generation: 2, Existing: 3, Counted: 2, Want: 4},
+		// minMember edited without a new generation (the in-tree API's way).
+		{Epoch: 1, UID: "u", Generation: 2, Existing: 3, Counted: 1, Want: 3},
 	} {
 		if k.Matches(o) {
 			t.Errorf("%+v matches %+v", k, o)

@@ -234,7 +234,7 @@ func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
 // whole (or the cache answers), a gang with a topology policy is given its domain, and a plan is made.
 func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFilterOut {
 	candidates, counted, countedN := g.Split(members)
-	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Existing: len(members), Counted: countedN, At: in.Now}
+	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN, At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
 			out.Reject, out.Infeasible, out.Message = true, true, res.Message

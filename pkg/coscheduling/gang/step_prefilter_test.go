@@ -143,19 +143,25 @@ func TestPreFilter(t *testing.T) {
 			}},
 		{name: "the cache answers infeasible: refused without a check", gang: func() *Gang {
 			g := New("ns", "g", "uid")
-			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-time.Second)}, nil, nil)
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Want: 2, Existing: 2, At: t0.Add(-time.Second)}, nil, nil)
 			return g
 		}, members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
 			stage: Check, reject: true, infeasible: true, msg: "no room", listed: 1},
 		{name: "the cache answers feasible: the cached domain, without a check", gang: func() *Gang {
 			g := New("ns", "g", "uid")
-			g.Checked(gangfit.Result{Feasible: true}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-time.Second)}, rackR1, nil)
+			g.Checked(gangfit.Result{Feasible: true}, FeasibilityKey{UID: "uid", Want: 2, Existing: 2, At: t0.Add(-time.Second)}, rackR1, nil)
 			return g
 		}, members: gangtest.GangOf(2, "1"), nodes: gangtest.RackedCluster(), policy: rackPolicy,
 			stage: Check, nodesOut: []string{"r1-0", "r1-1"}, listed: 1},
+		{name: "a cache made under another minMember (an in-tree edit keeps the generation) is checked again", gang: func() *Gang {
+			g := New("ns", "g", "uid")
+			g.Checked(gangfit.Result{Message: "needs 3"}, FeasibilityKey{UID: "uid", Want: 3, Existing: 2, At: t0.Add(-time.Second)}, nil, nil)
+			return g
+		}, members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
+			stage: Check, checked: true, listed: 1, claimed: 1},
 		{name: "a stale cache (older than its TTL) is checked again", gang: func() *Gang {
 			g := New("ns", "g", "uid")
-			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Existing: 2, At: t0.Add(-2 * time.Second)}, nil, nil)
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{UID: "uid", Want: 2, Existing: 2, At: t0.Add(-2 * time.Second)}, nil, nil)
 			return g
 		}, members: gangtest.GangOf(2, "1"), nodes: cpuNodes("4", "n1"),
 			stage: Check, checked: true, listed: 1, claimed: 1},
