@@ -173,6 +173,7 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
 	cmControllers, cmGates := controllers, []string{}
 	if workloadAPI {
+		podgroup.SetInTreeRead(true) // for the placement table's group names
 		// The in-tree workload API, as a cluster that turned it on serves it (the scheduler's own
 		// GenericWorkload gate stays off: docs/coscheduling.md, "In-tree PodGroups").
 		apiserver.Configure().Append("runtime-config", "scheduling.k8s.io/v1beta1=true").

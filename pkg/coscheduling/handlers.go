@@ -186,6 +186,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 		return
 	}
 	delete(pl.ended, key)
+	pl.notifyStatus(key) // the writer forgets what it kept of the group
 	if g != nil {
 		now := pl.clock.Now()
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})

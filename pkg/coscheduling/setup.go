@@ -59,7 +59,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.preempt.WaitingLock = &pl.waitingMu
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: sources.Client, Lister: pl.podGroups, Live: podInformer,
-		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile})
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile, InTree: sources.InTree()})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)
@@ -133,8 +133,7 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		// A PodGroup created, or its spec changed (e.g. minMember lowered), may let its members in.
 		// Status-only updates (the plugin's own status patches) requeue nobody.
 		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
-		// A member refused for malformed topology annotations is retried once they are fixed, and a
-		// pod that named two groups once its label is gone.
+		// A member refused for malformed topology annotations is retried once they are fixed.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
 	}
 	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain

@@ -186,7 +186,7 @@ func TestInTreePodGroups(t *testing.T) {
 		createInTreePodGroup(t, ns, "big", inTreeSpec(3))
 		createInTreeGang(t, ns, "big", 3, "1500m")
 		c := waitForInTreeCondition(t, ns, "big", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
-		if !strings.HasPrefix(c.Message, podgroup.ReasonGangInfeasible+": ") || !strings.Contains(c.Message, "3") {
+		if !strings.HasPrefix(c.Message, podgroup.ReasonGangInfeasible+": ") || !strings.Contains(c.Message, "fit only 2 of them") {
 			t.Errorf("Unschedulable message %q, want our GangInfeasible message with the numbers", c.Message)
 		}
 		podGroupEvent(t, ns, "big", podgroup.ReasonGangInfeasible)
@@ -229,6 +229,10 @@ func TestInTreePodGroups(t *testing.T) {
 		podGroupEvent(t, ns, "gone", podgroup.ReasonWaitingForQuorum)
 		if err := client.SchedulingV1beta1().PodGroups(ns).Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+		// Its pods still use it: the protection finalizer holds it, being deleted.
+		if pg, err := getInTreePodGroup(context.Background(), ns, "gone"); err != nil || pg.DeletionTimestamp == nil {
+			t.Fatalf("the deleted PodGroup: %v, %v; want it held, being deleted", pg, err)
 		}
 		waitForEvent(t, ns, names[0], podgroup.ReasonGangRejected, schedulerName)
 		consistentlyNoneBound(t, 2*time.Second, ns, inTree("gone"))
@@ -297,38 +301,87 @@ func TestInTreePodGroups(t *testing.T) {
 }
 
 // TestInTreeGangPreemption: a gang with disruptionMode All is preempted whole for a higher-priority
-// in-tree gang, and its PodGroup says so (DisruptionTarget).
+// in-tree gang, and its PodGroup says so (DisruptionTarget); a basic group (disruptionMode Single, the
+// defaults) loses only the member in the way.
 func TestInTreeGangPreemption(t *testing.T) {
 	ensurePriorityClasses(t)
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
-	ns := testNamespace(t)
-	caseNodes(t, "itx", 3)
-	run := func(group, class string, all bool) []string {
-		spec := inTreeSpec(3)
-		if all {
-			spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
+	run := func(t *testing.T, ns, caseName, group, class string, spec schedulingv1beta1.PodGroupSpec, n int) []string {
+		if spec.SchedulingPolicy.Gang != nil {
+			watchNotPartial(t, ns, inTree(group), n)
 		}
-		watchNotPartial(t, ns, inTree(group), 3)
 		createInTreePodGroup(t, ns, group, spec)
-		names := make([]string, 3)
+		names := make([]string, n)
 		for i := range names {
 			names[i] = fmt.Sprintf("%s-%d", group, i)
-			p := prioPod(ns, names[i], "", "3", class, "itx", "")
+			p := prioPod(ns, names[i], "", "3", class, caseName, "")
 			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 			createPod(t, p)
 		}
 		return names
 	}
-	lo := run("lo", lowPriority, true)
-	waitForBoundMembers(t, ns, inTree("lo"), 3)
-	run("hi", highPriority, false)
-	waitForPreempted(t, ns, lo)
-	c := waitForInTreeCondition(t, ns, "lo", schedulingv1beta1.DisruptionTarget, metav1.ConditionTrue, schedulingv1beta1.PodGroupReasonPreemptionByScheduler)
-	if !strings.Contains(c.Message, "whole") {
-		t.Errorf("DisruptionTarget message %q", c.Message)
-	}
-	forceDelete(t, ns, lo...)
-	waitForBoundMembers(t, ns, inTree("hi"), 3)
+
+	t.Run("disruptionMode all: preempted whole, DisruptionTarget", func(t *testing.T) {
+		ns := testNamespace(t)
+		caseNodes(t, "itx", 3)
+		spec := inTreeSpec(3)
+		spec.DisruptionMode = &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
+		lo := run(t, ns, "itx", "lo", lowPriority, spec, 3)
+		waitForBoundMembers(t, ns, inTree("lo"), 3)
+		run(t, ns, "itx", "hi", highPriority, inTreeSpec(3), 3)
+		waitForPreempted(t, ns, lo)
+		c := waitForInTreeCondition(t, ns, "lo", schedulingv1beta1.DisruptionTarget, metav1.ConditionTrue, schedulingv1beta1.PodGroupReasonPreemptionByScheduler)
+		if !strings.Contains(c.Message, "whole") {
+			t.Errorf("DisruptionTarget message %q", c.Message)
+		}
+		forceDelete(t, ns, lo...)
+		waitForBoundMembers(t, ns, inTree("hi"), 3)
+	})
+
+	t.Run("a basic group loses only the member in the way, and gets no DisruptionTarget", func(t *testing.T) {
+		ns := testNamespace(t)
+		caseNodes(t, "ity", 3)
+		run(t, ns, "ity", "solo", lowPriority, inTreeSpec(0), 3)
+		waitForBoundMembers(t, ns, inTree("solo"), 3)
+		createPod(t, prioPod(ns, "urgent", "", "3", highPriority, "ity", ""))
+		var got []string
+		waitFor(t, ns, "one member preempted", func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = preempted(ctx, ns)
+			return len(got) >= 1, err
+		})
+		consistently(t, 2*time.Second, "exactly one member preempted", func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = preempted(ctx, ns)
+			return len(got) == 1, err
+		})
+		forceDelete(t, ns, got...)
+		waitForPodBound(t, ns, "urgent")
+		pg, err := getInTreePodGroup(context.Background(), ns, "solo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1beta1.DisruptionTarget); c != nil {
+			t.Errorf("a basic group that lost one member got %+v", c)
+		}
+	})
+}
+
+// TestInTreeGangFinishing: an in-tree gang whose members finish one by one is not below its quorum
+// (its finished members, which carry no label, count as placed), with a schedule timeout short enough
+// for a BelowQuorum report to come within the test.
+func TestInTreeGangFinishing(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+	ns := testNamespace(t)
+	cosNodes(t, "itf", 2, "2")
+	createInTreePodGroup(t, ns, "done", inTreeSpec(2))
+	names := createInTreeGang(t, ns, "done", 2, "1")
+	waitForBoundMembers(t, ns, inTree("done"), 2)
+	setPhase(t, ns, names[0], v1.PodSucceeded)
+	setPhase(t, ns, names[1], v1.PodRunning)
+	// permitWaitingTimeSeconds is 10: a gang seen below its quorum would be reported after it.
+	time.Sleep(13 * time.Second)
+	assertNoEvents(t, ns, "PodGroup", []string{"done"}, podgroup.ReasonBelowQuorum)
 }
 
 // TestInTreeJob: the Job controller (WorkloadWithJob) writes the Workload and the PodGroup of an

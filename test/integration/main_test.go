@@ -18,6 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // The control plane shared by every test in this package.
@@ -74,6 +76,8 @@ func run(m *testing.M) int {
 	testEnv.ControlPlane.GetAPIServer().Configure().
 		Append("runtime-config", inTreeRuntimeConfig).
 		Append("feature-gates", inTreeAPIServerGates)
+	// The tests' own reading of group membership (groupPods, the watchers) sees in-tree groups too.
+	podgroup.SetInTreeRead(true)
 	restConfig, err = testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest with assets from %s: %v\n", assets, err)

@@ -27,7 +27,7 @@ func BuildGangIndex(nodes []fwk.NodeInfo) GangIndex {
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			name, ok := podgroup.Of(p)
+			name, ok := podgroup.UnitOf(p)
 			if !ok {
 				continue
 			}
@@ -52,7 +52,7 @@ func BuildGangIndex(nodes []fwk.NodeInfo) GangIndex {
 func (idx GangIndex) Units(possible []*preemption.DomainVictim, preemptor *v1.Pod) []preemption.Victim {
 	prio := corev1helpers.PodPriority(preemptor)
 	own := ""
-	if name, ok := podgroup.Of(preemptor); ok {
+	if name, ok := podgroup.UnitOf(preemptor); ok {
 		own = podgroup.Key(preemptor.Namespace, name)
 	}
 	seen := map[string]bool{}
@@ -60,7 +60,7 @@ func (idx GangIndex) Units(possible []*preemption.DomainVictim, preemptor *v1.Po
 	for _, dv := range possible {
 		pods := dv.Pods()
 		if len(pods) == 1 {
-			if name, ok := podgroup.Of(pods[0].GetPod()); ok {
+			if name, ok := podgroup.UnitOf(pods[0].GetPod()); ok {
 				key := podgroup.Key(pods[0].GetPod().Namespace, name)
 				if key == own || seen[key] {
 					continue
@@ -178,7 +178,7 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if name, ok := podgroup.Of(p); ok {
+			if name, ok := podgroup.UnitOf(p); ok {
 				key := podgroup.Key(p.Namespace, name)
 				if key == own || seen[key] {
 					continue
@@ -304,7 +304,7 @@ func PlanPreemption(f *Fit, nodes []fwk.NodeInfo, p Policy, pinned map[string]st
 	for _, v := range chosen {
 		if v.IsGroup() {
 			pod := v.Pods()[0].GetPod()
-			name, _ := podgroup.Of(pod)
+			name, _ := podgroup.UnitOf(pod)
 			plan.Gangs = append(plan.Gangs, podgroup.Key(pod.Namespace, name))
 		} else {
 			plan.Singles++

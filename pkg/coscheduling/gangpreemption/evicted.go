@@ -66,13 +66,13 @@ type Follow struct {
 // retried in the background (until bg ends) until it succeeds or the pod is gone. A gang none of
 // whose members was evicted is left alone (nothing of it is partial).
 func (gp *Preemption) RetryEviction(ctx, bg context.Context, c preemption.Candidate, p preemption.ExecutorPreemptor, victim *v1.Pod, f Follow) {
-	name, ok := podgroup.Of(victim)
+	name, ok := podgroup.UnitOf(victim)
 	if !ok {
 		return
 	}
 	var siblings []*v1.Pod
 	for _, v := range c.Victims().Pods {
-		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
+		if n, ok := podgroup.UnitOf(v); ok && n == name && v.Namespace == victim.Namespace && v.UID != victim.UID {
 			siblings = append(siblings, v)
 		}
 	}

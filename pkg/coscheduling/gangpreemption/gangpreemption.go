@@ -109,12 +109,12 @@ func New(ctx context.Context, h fwk.Handle, plugin string) (*Preemption, error) 
 
 // FirstOfItsGang reports whether victim is a gang member and the first of its gang among victims.
 func FirstOfItsGang(victim *v1.Pod, victims []*v1.Pod) bool {
-	name, ok := podgroup.Of(victim)
+	name, ok := podgroup.UnitOf(victim)
 	if !ok {
 		return false
 	}
 	for _, v := range victims {
-		if n, ok := podgroup.Of(v); ok && n == name && v.Namespace == victim.Namespace {
+		if n, ok := podgroup.UnitOf(v); ok && n == name && v.Namespace == victim.Namespace {
 			return v.UID == victim.UID
 		}
 	}

@@ -3,6 +3,8 @@ package podgroup
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -15,7 +17,8 @@ import (
 // spec.schedulingGroup.podGroupName. The plugin knows a group by a name; an in-tree group's name is
 // InTreePrefix and the PodGroup's name (kubectl's spelling of the object, and no PodGroup of ours can
 // be named so: a name has no "/"), and FromInTree turns the in-tree object into the PodGroup the
-// plugin decides over. Everything between the informer and the API writes is the same for both.
+// plugin decides over (pgcache converts as it reads the informer's store and hands its events on).
+// Everything between the informer and the API writes is the same for both.
 
 // InTreePrefix starts the group name of an in-tree PodGroup.
 const InTreePrefix = "podgroups.scheduling.k8s.io/"
@@ -34,9 +37,19 @@ func InTreeName(group string) (string, bool) { return strings.CutPrefix(group, I
 // IsInTree reports whether pg was read from the in-tree API (see FromInTree).
 func IsInTree(pg *v1alpha1.PodGroup) bool { return pg.APIVersion == InTreeGroupVersion.String() }
 
-// schedulingGroup returns the in-tree PodGroup a pod names in spec.schedulingGroup.
+// inTreeRead is whether this process reads the in-tree PodGroups (see SetInTreeRead).
+var inTreeRead atomic.Bool
+
+// SetInTreeRead says whether this process reads the in-tree PodGroups: the plugin's setup says so
+// once discovery finds them served. Until then spec.schedulingGroup names no gang, so where the API
+// is not served a pod that sets it anyway (an apiserver with the gate on and the API off) is placed
+// on its own, as it was before this source existed, rather than waiting for a PodGroup nobody reads.
+func SetInTreeRead(read bool) { inTreeRead.Store(read) }
+
+// schedulingGroup returns the in-tree PodGroup a pod names in spec.schedulingGroup, while they are
+// read.
 func schedulingGroup(pod *v1.Pod) (string, bool) {
-	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
+	if sg := pod.Spec.SchedulingGroup; inTreeRead.Load() && sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
 		return *sg.PodGroupName, true
 	}
 	return "", false
@@ -114,12 +127,29 @@ func FromInTree(in *schedulingv1beta1.PodGroup) *v1alpha1.PodGroup {
 	return pg
 }
 
-// TransformInTree is the in-tree PodGroup informer's transform: its store holds FromInTree's
-// PodGroups (keyed by their namespace and InTreePrefix'd name), so that the plugin's handlers and
-// readers see one type from either source.
-func TransformInTree(obj interface{}) (interface{}, error) {
-	if in, ok := obj.(*schedulingv1beta1.PodGroup); ok {
-		return FromInTree(in), nil
+// inTreeUnits holds the key of every in-tree group whose members are preempted together (see
+// UnitOf), kept by the in-tree informer's handler (TrackInTreeUnit).
+var inTreeUnits sync.Map
+
+// TrackInTreeUnit records whether an in-tree group (as FromInTree made it) is one unit of preemption:
+// a gang (its members go together, never leaving it below its quorum, whatever its disruptionMode), or
+// a basic group with disruptionMode All. A basic group with disruptionMode Single (the in-tree
+// defaults, which the Job controller gives every Job) lets its members go one by one. gone forgets it.
+func TrackInTreeUnit(pg *v1alpha1.PodGroup, gone bool) {
+	key := Key(pg.Namespace, pg.Name)
+	if !gone && (pg.Annotations[AnnotationPolicy] == "Gang" || pg.Annotations[AnnotationDisruptionMode] == "All") {
+		inTreeUnits.Store(key, struct{}{})
+		return
 	}
-	return obj, nil
+	inTreeUnits.Delete(key)
+}
+
+// UnitOf is the group whose members preemption evicts together with pod: the group Of names, if it
+// is ours, or an in-tree one TrackInTreeUnit recorded as a unit. Any other pod is a victim of its own.
+func UnitOf(pod *v1.Pod) (string, bool) {
+	name, ok := Of(pod)
+	if _, inTree := InTreeName(name); ok && inTree {
+		_, ok = inTreeUnits.Load(Key(pod.Namespace, name))
+	}
+	return name, ok
 }

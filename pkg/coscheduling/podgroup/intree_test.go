@@ -20,7 +20,14 @@ func inTreePod(group string) *st.PodWrapper {
 	return w
 }
 
+// readInTree reads the in-tree PodGroups for one test (as the plugin does once discovery found them).
+func readInTree(t *testing.T) {
+	SetInTreeRead(true)
+	t.Cleanup(func() { SetInTreeRead(false) })
+}
+
 func TestOfBothSources(t *testing.T) {
+	readInTree(t)
 	cases := []struct {
 		name        string
 		pod         *v1.Pod
@@ -61,6 +68,11 @@ func TestOfBothSources(t *testing.T) {
 	}
 	if InGang(nil) {
 		t.Error("InGang(nil) = true")
+	}
+	// Where the in-tree PodGroups are not read, spec.schedulingGroup names no gang.
+	SetInTreeRead(false)
+	if group, ok := Of(inTreePod("g").Obj()); ok || Conflicting(inTreePod("g").Label(v1alpha1.PodGroupLabel, "ours").Obj()) {
+		t.Errorf("Of = %q, %v with the in-tree PodGroups not read; want no group, and no conflict", group, ok)
 	}
 }
 
@@ -130,22 +142,16 @@ func TestFromInTree(t *testing.T) {
 			if ref := Ref(got); ref.APIVersion != "scheduling.k8s.io/v1beta1" || ref.Name != "train" || ref.UID != "u1" {
 				t.Errorf("Ref = %+v, want the in-tree object", ref)
 			}
-			obj, _ := TransformInTree(in)
-			if diff := cmp.Diff(got, obj); diff != "" {
-				t.Errorf("TransformInTree (-FromInTree,+got): %s", diff)
-			}
 		})
 	}
 	ours := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train"}}
 	if IsInTree(ours) || Ref(ours).APIVersion != v1alpha1.SchemeGroupVersion.String() {
 		t.Error("a PodGroup of ours is taken for an in-tree one")
 	}
-	if obj, _ := TransformInTree("other"); obj != "other" {
-		t.Errorf("TransformInTree(other) = %v", obj)
-	}
 }
 
 func TestSpecChangedBothSources(t *testing.T) {
+	readInTree(t)
 	u := func(apiVersion, name string, gen int64, minCount int64) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": apiVersion, "kind": "PodGroup",
@@ -180,9 +186,49 @@ func TestSpecChangedBothSources(t *testing.T) {
 }
 
 func TestTwoPodGroupsMessage(t *testing.T) {
+	readInTree(t)
 	msg := TwoPodGroupsMessage(inTreePod("theirs").Label(v1alpha1.PodGroupLabel, "ours").Obj())
 	want := `the pod names two gangs: PodGroup "ours" (scheduling.x-k8s.io/v1alpha1) by its label scheduling.x-k8s.io/pod-group, and PodGroup "theirs" (scheduling.k8s.io/v1beta1) in spec.schedulingGroup; it is scheduled as a member of the first, and the second's policy does not apply`
 	if msg != want {
 		t.Errorf("message\n%s\nwant\n%s", msg, want)
+	}
+}
+
+func TestUnitOf(t *testing.T) {
+	readInTree(t)
+	in := func(name string, spec schedulingv1beta1.PodGroupSpec) *v1alpha1.PodGroup {
+		return FromInTree(&schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: spec})
+	}
+	gang := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}
+	basic := schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}
+	all := &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}}
+	for _, pg := range []*v1alpha1.PodGroup{
+		in("gang", schedulingv1beta1.PodGroupSpec{SchedulingPolicy: gang}),
+		in("basic", schedulingv1beta1.PodGroupSpec{SchedulingPolicy: basic}),
+		in("basic-all", schedulingv1beta1.PodGroupSpec{SchedulingPolicy: basic, DisruptionMode: all}),
+		in("gone", schedulingv1beta1.PodGroupSpec{SchedulingPolicy: gang}),
+	} {
+		TrackInTreeUnit(pg, false)
+		t.Cleanup(func() { TrackInTreeUnit(pg, true) })
+	}
+	TrackInTreeUnit(in("gone", schedulingv1beta1.PodGroupSpec{SchedulingPolicy: gang}), true)
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		unit bool
+	}{
+		{name: "a member of ours", pod: st.MakePod().Namespace("ns").Name("p").Label(v1alpha1.PodGroupLabel, "g").Obj(), unit: true},
+		{name: "an in-tree gang's member (disruptionMode single or all: a gang goes whole)", pod: inTreePod("gang").Obj(), unit: true},
+		{name: "a basic group's member, disruptionMode single: on its own", pod: inTreePod("basic").Obj()},
+		{name: "a basic group's member, disruptionMode all", pod: inTreePod("basic-all").Obj(), unit: true},
+		{name: "a PodGroup not seen (or gone): on its own", pod: inTreePod("gone").Obj()},
+		{name: "a plain pod", pod: st.MakePod().Namespace("ns").Name("p").Obj()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := UnitOf(tc.pod); ok != tc.unit {
+				t.Errorf("UnitOf = %v, want %v", ok, tc.unit)
+			}
+		})
 	}
 }

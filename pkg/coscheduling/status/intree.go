@@ -86,7 +86,7 @@ func inTreeScheduled(existing []metav1.Condition, st v1alpha1.PodGroupStatus, ge
 // for its DisruptionTarget condition; it is forgotten with the group. Groups of ours, and a nil
 // Updater, take no note.
 func (u *Updater) Disrupted(victim *v1.Pod, msg string) {
-	name, ok := podgroup.Of(victim)
+	name, ok := podgroup.UnitOf(victim)
 	if _, inTree := podgroup.InTreeName(name); u == nil || !ok || !inTree {
 		return
 	}
@@ -104,6 +104,13 @@ func (u *Updater) syncInTree(ctx context.Context, key string, pg *v1alpha1.PodGr
 	own, disruption := pg.DeepCopy(), u.disrupted[key]
 	own.Status = u.inTree[key]
 	u.mu.Unlock()
+	if len(pods) == 0 && disruption == "" {
+		// No member of this profile (another scheduler's group, or all gone): nothing to say, and
+		// nothing kept of it.
+		u.forgetInTree(key)
+		u.setBelowQuorum(key, false)
+		return nil
+	}
 	want := ComputeStatus(own, pods, u.attempt(key), now)
 	u.followBelowQuorum(key, pg, want, now)
 	u.mu.Lock()

@@ -92,6 +92,9 @@ type Config struct {
 	Event func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
 	// Profile is the scheduler profile whose pods' groups this updater writes.
 	Profile string
+	// InTree: the in-tree PodGroups are read too, whose members carry no label: the finished pods
+	// are then selected by scheduler name instead.
+	InTree bool
 }
 
 // Updater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
@@ -100,7 +103,8 @@ type Config struct {
 // group's pods and the scheduler's attempt state, and sends a merge patch of the status subresource
 // only when something changed. Live members come from the scheduler's own pod informer (its
 // PodGroup index); finished members (Succeeded, Failed), which that informer drops, come from a
-// second informer that lists and watches only finished pods with the PodGroup label. A second
+// second informer that lists and watches only finished pods with the PodGroup label (where in-tree
+// PodGroups are read, whose members have no label: finished pods of this profile's scheduler). A second
 // informer of every gang pod would double the apiserver's pod watch traffic; under load the apiserver
 // closes pod watchers that fall behind, and every close costs a full relist of all pods (measured:
 // hundreds of closes per benchmark run with such an informer, a handful without). Keys are
@@ -146,8 +150,10 @@ const finishedPodsSelector = "status.phase!=Pending,status.phase!=Running,status
 func New(cfg Config) *Updater {
 	RegisterMetrics()
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1alpha1.PodGroupLabel
-		o.FieldSelector = finishedPodsSelector
+		o.LabelSelector, o.FieldSelector = v1alpha1.PodGroupLabel, finishedPodsSelector
+		if cfg.InTree {
+			o.LabelSelector, o.FieldSelector = "", finishedPodsSelector+",spec.schedulerName="+cfg.Profile
+		}
 	}))
 	finished := factory.Core().V1().Pods().Informer()
 	utilruntime.Must(finished.AddIndexers(cache.Indexers{podgroup.IndexName: podgroup.IndexFunc}))

@@ -6,11 +6,14 @@ package pgcache
 
 import (
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
@@ -39,21 +42,22 @@ func IsGangPod(obj interface{}) bool {
 	return ok
 }
 
-// Lister reads PodGroups from the informers' stores: ours from Store, the in-tree ones (group names
-// with podgroup.InTreePrefix) from InTree, which holds them as podgroup.FromInTree made them (see
-// InTreeInformer); InTree is nil while the in-tree API is not served. (The generated lister does the
-// same with a NotFound error allocated per miss; the extension points ask for PodGroups on every
-// cycle.)
+// Lister reads PodGroups from the informers' stores: ours from Store; the in-tree ones (group names
+// with podgroup.InTreePrefix) from InTree, as podgroup.FromInTree makes them (converted once per
+// version of the object, see inTreeCache); InTree is nil while the in-tree API is not served. A
+// PodGroup being deleted reads as gone. (The generated lister does the same with a NotFound error
+// allocated per miss; the extension points ask for PodGroups on every cycle.)
 type Lister struct {
 	Store  cache.Store
 	InTree cache.Store
+	conv   *inTreeCache
 }
 
 // Get returns the group namespace/name, or nil when no store holds it or it is being deleted.
 func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	store := l.Store
-	if _, ok := podgroup.InTreeName(name); ok {
-		store = l.InTree
+	if bare, ok := podgroup.InTreeName(name); ok {
+		store, name = l.InTree, bare
 	}
 	if store == nil {
 		return nil
@@ -62,7 +66,7 @@ func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	if err != nil || !ok {
 		return nil
 	}
-	if pg, _ := obj.(*v1alpha1.PodGroup); pg != nil && pg.DeletionTimestamp == nil {
+	if pg := l.convert(obj); pg != nil && pg.DeletionTimestamp == nil {
 		return pg
 	}
 	return nil // (being deleted: its members are held back as if it were gone)
@@ -76,12 +80,105 @@ func (l Lister) List() []*v1alpha1.PodGroup {
 			continue
 		}
 		for _, o := range store.List() {
-			if pg, ok := o.(*v1alpha1.PodGroup); ok {
+			if pg := l.convert(o); pg != nil {
 				out = append(out, pg)
 			}
 		}
 	}
 	return out
+}
+
+// convert is a stored object as our type.
+func (l Lister) convert(obj interface{}) *v1alpha1.PodGroup {
+	switch o := obj.(type) {
+	case *v1alpha1.PodGroup:
+		return o
+	case *schedulingv1beta1.PodGroup:
+		if l.conv == nil {
+			return podgroup.FromInTree(o)
+		}
+		return l.conv.of(o)
+	}
+	return nil
+}
+
+// inTreeCache keeps each in-tree PodGroup's conversion by UID, valid while the store holds the very
+// object it was made from (an update stores a new one), so that reading one allocates only after it
+// changed. Safe for concurrent use.
+type inTreeCache struct {
+	mu sync.RWMutex
+	m  map[types.UID]converted
+}
+
+type converted struct {
+	from *schedulingv1beta1.PodGroup
+	pg   *v1alpha1.PodGroup
+}
+
+func newInTreeCache() *inTreeCache { return &inTreeCache{m: map[types.UID]converted{}} }
+
+func (c *inTreeCache) of(in *schedulingv1beta1.PodGroup) *v1alpha1.PodGroup {
+	c.mu.RLock()
+	held := c.m[in.UID]
+	c.mu.RUnlock()
+	if held.from == in {
+		return held.pg
+	}
+	pg := podgroup.FromInTree(in)
+	c.mu.Lock()
+	c.m[in.UID] = converted{from: in, pg: pg}
+	c.mu.Unlock()
+	return pg
+}
+
+func (c *inTreeCache) forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.m, uid)
+	c.mu.Unlock()
+}
+
+// inTreeHandler hands the in-tree informer's events on to h as our type (tombstones included), keeps
+// which groups are units of preemption (podgroup.TrackInTreeUnit), and forgets a deleted PodGroup's
+// conversion. The informer's store keeps the API's objects under their
+// own keys: a transform that renamed them would make a relist's keys disagree with the store's.
+func (l Lister) inTreeHandler(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	fresh := func(obj interface{}) interface{} {
+		switch o := obj.(type) {
+		case *schedulingv1beta1.PodGroup:
+			return podgroup.FromInTree(o)
+		case cache.DeletedFinalStateUnknown:
+			if in, ok := o.Obj.(*schedulingv1beta1.PodGroup); ok {
+				o.Obj = podgroup.FromInTree(in)
+			}
+			return o
+		}
+		return obj
+	}
+	track := func(obj interface{}) interface{} {
+		if pg := l.convert(obj); pg != nil {
+			podgroup.TrackInTreeUnit(pg, false)
+			return pg
+		}
+		return obj
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj interface{}, initial bool) { h.OnAdd(track(obj), initial) },
+		UpdateFunc: func(oldObj, newObj interface{}) { h.OnUpdate(fresh(oldObj), track(newObj)) },
+		DeleteFunc: func(obj interface{}) {
+			converted := fresh(obj)
+			pg, _ := converted.(*v1alpha1.PodGroup)
+			if tomb, ok := converted.(cache.DeletedFinalStateUnknown); ok {
+				pg, _ = tomb.Obj.(*v1alpha1.PodGroup)
+			}
+			if pg != nil {
+				podgroup.TrackInTreeUnit(pg, true)
+			}
+			if pg != nil && l.conv != nil {
+				l.conv.forget(pg.UID)
+			}
+			h.OnDelete(converted)
+		},
+	}
 }
 
 // NewClient builds the generated PodGroup clientset on the scheduler's connection. CRDs speak JSON
@@ -116,9 +213,9 @@ func InTreeServed(d discovery.DiscoveryInterface) (bool, error) {
 	return false, nil
 }
 
-// NewInTreeInformer returns an informer over every in-tree PodGroup of the cluster whose store holds
-// them as podgroup.FromInTree makes them (the scheduler's own informer of them, which it runs with
-// the GenericWorkload gate, keeps the API's type: this one is the plugin's own), or nil when the
+// NewInTreeInformer returns an informer over every in-tree PodGroup of the cluster (the plugin's own:
+// the scheduler runs one only with its GenericWorkload gate), read through a Lister and handed on by
+// Sources as our type, or nil when the
 // apiserver does not serve them (which it logs at V(2) only: the default of a 1.37 cluster).
 func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
 	if served, err := InTreeServed(cs.Discovery()); err != nil || !served {
@@ -131,11 +228,8 @@ func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.Share
 			"through its own pod-group cycle, which skips Coscheduling's gang preemption (PostFilter) and reports a group scheduled before "+
 			"its quorum is placed; turn the gate off in this scheduler (the apiserver's gate is what serves the API)", "api", podgroup.InTreeGroupVersion.String())
 	}
-	informer := schedulinginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{})
-	if err := informer.SetTransform(podgroup.TransformInTree); err != nil {
-		return nil, fmt.Errorf("reading in-tree PodGroups: %w", err)
-	}
-	return informer, nil
+	podgroup.SetInTreeRead(true)
+	return schedulinginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{}), nil
 }
 
 // NewInformer returns the generated informer over every PodGroup of the cluster.

@@ -39,6 +39,7 @@ func NewSources(logger klog.Logger, cfg *rest.Config, cs kubernetes.Interface) (
 		return nil, err
 	} else if inTree != nil {
 		s.informers, s.Lister.InTree = append(s.informers, inTree), inTree.GetStore()
+		s.Lister.conv = newInTreeCache()
 	}
 	return s, nil
 }
@@ -50,8 +51,12 @@ func (s *Sources) InTree() bool { return s.Lister.InTree != nil }
 // waits (at most timeout) for them to sync.
 func (s *Sources) Start(ctx context.Context, handler cache.ResourceEventHandler, timeout time.Duration) error {
 	synced := make([]cache.InformerSynced, 0, len(s.informers))
-	for _, informer := range s.informers {
-		if _, err := informer.AddEventHandler(handler); err != nil {
+	for i, informer := range s.informers {
+		h := handler
+		if i > 0 {
+			h = s.Lister.inTreeHandler(handler)
+		}
+		if _, err := informer.AddEventHandler(h); err != nil {
 			return fmt.Errorf("watching PodGroups: %w", err)
 		}
 		go informer.RunWithContext(ctx)
