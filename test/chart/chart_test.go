@@ -253,7 +253,10 @@ func TestValues(t *testing.T) {
 			check: func(t *testing.T, r *rendered) {
 				cfg := schedulerConfig(t, r)
 				profile := field(t, cfg, "profiles").([]any)[0].(map[string]any)
-				if got := profile["plugins"]; !reflect.DeepEqual(got, map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": "LoadAware"}}}}) {
+				// multiPoint.disabled stays from the defaults (maps merge): upstream's workload plugins stay off.
+				want := map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": "LoadAware"}},
+					"disabled": []any{map[string]any{"name": "GangScheduling"}, map[string]any{"name": "TopologyPlacementGenerator"}, map[string]any{"name": "PodGroupPodsCount"}}}}
+				if got := profile["plugins"]; !reflect.DeepEqual(got, want) {
 					t.Errorf("plugins: %v", got)
 				}
 				if got := field(t, profile["pluginConfig"].([]any)[0].(map[string]any), "args", "usageThresholds", "cpu"); got != float64(70) {

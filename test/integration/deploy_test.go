@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -218,6 +219,12 @@ func TestDeployedWithLeastPrivilege(t *testing.T) {
 	waitFor(t, ns, "the PodGroup's status to count its scheduled members", func(ctx context.Context) (bool, error) {
 		return getPodGroup(t, ns, "deployed-gang").Status.Scheduled == 3, nil
 	})
+	// An in-tree gang (the package's apiserver serves scheduling.k8s.io/v1beta1): read, and its
+	// PodGroupInitiallyScheduled condition patched, with the manifests' rights.
+	createInTreePodGroup(t, ns, "deployed-in-tree", inTreeSpec(2))
+	createInTreeGang(t, ns, "deployed-in-tree", 2, "500m")
+	waitForBoundMembers(t, ns, inTree("deployed-in-tree"), 2)
+	waitForInTreeCondition(t, ns, "deployed-in-tree", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
 	waitFor(t, ns, "LoadAware to fetch node metrics", func(ctx context.Context) (bool, error) {
 		return metrics.Requests() > 0, nil
 	})

@@ -218,10 +218,12 @@ func InTreeServed(d discovery.DiscoveryInterface) (bool, error) {
 // Sources as our type, or nil when the
 // apiserver does not serve them (which it logs at V(2) only: the default of a 1.37 cluster).
 func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
-	if served, err := InTreeServed(cs.Discovery()); err != nil || !served {
-		logger.V(2).Info("In-tree PodGroups are not served; only PodGroups of "+v1alpha1.SchemeGroupVersion.String()+" make gangs",
-			"api", podgroup.InTreeGroupVersion.String(), "err", err)
+	if served, err := InTreeServed(cs.Discovery()); err != nil {
 		return nil, err
+	} else if !served {
+		logger.V(2).Info("In-tree PodGroups are not served; only PodGroups of "+v1alpha1.SchemeGroupVersion.String()+" make gangs",
+			"api", podgroup.InTreeGroupVersion.String())
+		return nil, nil
 	}
 	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
 		logger.Info("Warning: the GenericWorkload feature gate is on in this scheduler, so kube-scheduler sends the pods of in-tree PodGroups "+
