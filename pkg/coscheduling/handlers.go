@@ -114,9 +114,9 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 //   - a spec change (generation) lets the members in again and, when minMember was lowered so that the
 //     reserved members now reach it, allows the waiting members at once; status-only updates (the
 //     plugin's own patches) change nothing;
-//   - a deleted PodGroup (or one being deleted) rejects its waiting members at once, so they release what they hold, and
-//     its history is forgotten (a PodGroup recreated under the name starts from nothing); an update
-//     to another UID (a relist after a delete and a create) is both.
+//   - a deleted PodGroup (or one being deleted) rejects its waiting members at once, so they release
+//     what they hold, and its history is forgotten (a PodGroup recreated under the name starts from
+//     nothing); an update to another UID (a relist after a delete and a create) is both.
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {

@@ -1,6 +1,7 @@
 // Package podgroup is what the gang plugin and its status writer share about PodGroups: which pods
 // are members of which group, the keys and the pod index that find a group's members, and a reader of
-// PodGroups from an informer's store. It holds no state.
+// PodGroups from an informer's store. Its only state is what the in-tree source needs process-wide
+// (whether it is read, which in-tree groups are units of preemption; see intree.go).
 package podgroup
 
 import (
