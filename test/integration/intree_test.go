@@ -371,7 +371,8 @@ func TestInTreeGangPreemption(t *testing.T) {
 // (its finished members, which carry no label, count as placed), with a schedule timeout short enough
 // for a BelowQuorum report to come within the test.
 func TestInTreeGangFinishing(t *testing.T) {
-	startScheduler(t, schedulerConfig(t, adminKubeconfig, coschedulingProfiles))
+	// A schedule timeout of 3 s: a gang seen below its quorum would be reported after it.
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, strings.Replace(coschedulingProfiles, "permitWaitingTimeSeconds: 10", "permitWaitingTimeSeconds: 3", 1)))
 	ns := testNamespace(t)
 	cosNodes(t, "itf", 2, "2")
 	createInTreePodGroup(t, ns, "done", inTreeSpec(2))
@@ -379,8 +380,7 @@ func TestInTreeGangFinishing(t *testing.T) {
 	waitForBoundMembers(t, ns, inTree("done"), 2)
 	setPhase(t, ns, names[0], v1.PodSucceeded)
 	setPhase(t, ns, names[1], v1.PodRunning)
-	// permitWaitingTimeSeconds is 10: a gang seen below its quorum would be reported after it.
-	time.Sleep(13 * time.Second)
+	time.Sleep(5 * time.Second)
 	assertNoEvents(t, ns, "PodGroup", []string{"done"}, podgroup.ReasonBelowQuorum)
 }
 
