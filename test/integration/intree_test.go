@@ -171,7 +171,8 @@ func TestInTreePodGroups(t *testing.T) {
 				t.Errorf("in-tree PodGroup has condition %s, not one of v1beta1's", c.Type)
 			}
 		}
-		// The condition is terminal: a member lost later does not turn it False.
+		// A member lost later leaves the gang below its quorum; the condition stays True (that it
+		// stays True after a failed attempt too is a row of status.TestInTreeConditions).
 		forceDelete(t, ns, names[0])
 		consistently(t, 2*time.Second, "PodGroupInitiallyScheduled to stay True", func(ctx context.Context) (bool, error) {
 			pg, err := getInTreePodGroup(ctx, ns, "train")

@@ -139,44 +139,51 @@ func (c *inTreeCache) forget(uid types.UID) {
 
 // inTreeHandler hands the in-tree informer's events on to h as our type (tombstones included), keeps
 // which groups are units of preemption (podgroup.TrackInTreeUnit), and forgets a deleted PodGroup's
-// conversion. The informer's store keeps the API's objects under their
-// own keys: a transform that renamed them would make a relist's keys disagree with the store's.
+// conversion. The informer's store keeps the API's objects under their own keys: a transform that
+// renamed them would make a relist's keys disagree with the store's.
 func (l Lister) inTreeHandler(h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	fresh := func(obj interface{}) interface{} {
-		switch o := obj.(type) {
-		case *schedulingv1beta1.PodGroup:
-			return podgroup.FromInTree(o)
-		case cache.DeletedFinalStateUnknown:
-			if in, ok := o.Obj.(*schedulingv1beta1.PodGroup); ok {
-				o.Obj = podgroup.FromInTree(in)
-			}
-			return o
-		}
-		return obj
-	}
-	track := func(obj interface{}) interface{} {
+	ours := func(obj interface{}) interface{} {
 		if pg := l.convert(obj); pg != nil {
-			podgroup.TrackInTreeUnit(pg, false)
 			return pg
 		}
 		return obj
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj interface{}, initial bool) { h.OnAdd(track(obj), initial) },
-		UpdateFunc: func(oldObj, newObj interface{}) { h.OnUpdate(fresh(oldObj), track(newObj)) },
+		AddFunc: func(obj interface{}, initial bool) {
+			pg := ours(obj)
+			if p, ok := pg.(*v1alpha1.PodGroup); ok {
+				podgroup.TrackInTreeUnit(p, false)
+			}
+			h.OnAdd(pg, initial)
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			// The old object's conversion is still the cached one (the new one replaces it next).
+			old, pg := ours(oldObj), ours(newObj)
+			if p, ok := pg.(*v1alpha1.PodGroup); ok {
+				podgroup.TrackInTreeUnit(p, false)
+			}
+			h.OnUpdate(old, pg)
+		},
 		DeleteFunc: func(obj interface{}) {
-			converted := fresh(obj)
-			pg, _ := converted.(*v1alpha1.PodGroup)
-			if tomb, ok := converted.(cache.DeletedFinalStateUnknown); ok {
-				pg, _ = tomb.Obj.(*v1alpha1.PodGroup)
+			tomb, isTomb := obj.(cache.DeletedFinalStateUnknown)
+			if isTomb {
+				obj = tomb.Obj
 			}
-			if pg != nil {
-				podgroup.TrackInTreeUnit(pg, true)
+			in, ok := obj.(*schedulingv1beta1.PodGroup)
+			if !ok {
+				return
 			}
-			if pg != nil && l.conv != nil {
+			pg := podgroup.FromInTree(in)
+			podgroup.TrackInTreeUnit(pg, true)
+			if l.conv != nil {
 				l.conv.forget(pg.UID)
 			}
-			h.OnDelete(converted)
+			if isTomb {
+				tomb.Obj = pg
+				h.OnDelete(tomb)
+				return
+			}
+			h.OnDelete(pg)
 		},
 	}
 }
@@ -215,8 +222,8 @@ func InTreeServed(d discovery.DiscoveryInterface) (bool, error) {
 
 // NewInTreeInformer returns an informer over every in-tree PodGroup of the cluster (the plugin's own:
 // the scheduler runs one only with its GenericWorkload gate), read through a Lister and handed on by
-// Sources as our type, or nil when the
-// apiserver does not serve them (which it logs at V(2) only: the default of a 1.37 cluster).
+// Sources as our type, or nil when the apiserver does not serve them (which it logs at V(2) only:
+// the default of a 1.37 cluster).
 func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
 	if served, err := InTreeServed(cs.Discovery()); err != nil {
 		return nil, err

@@ -16,7 +16,8 @@ import (
 )
 
 // Sources are the informers of the two gang sources: the PodGroups of ours, always, and the in-tree
-// PodGroups where the apiserver serves them (see podgroup/intree.go). Both stores hold our type.
+// PodGroups where the apiserver serves them (see podgroup/intree.go). The in-tree store keeps the
+// API's objects; Lister and the handler Start registers hand them on as our type.
 type Sources struct {
 	// Client is the clientset of our PodGroups (the status writer patches them with it).
 	Client    versioned.Interface
