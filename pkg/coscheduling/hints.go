@@ -6,6 +6,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -64,6 +65,17 @@ func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1
 	}
 	logger.V(5).Info("Node update does not make room for a gang", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterDeviceChange requeues a member that may claim devices through DRA (it has
+// ResourceClaims or asks for an extended resource) when devices are published, freed or classed: the
+// whole-gang check counts them (see package devices).
+func (pl *Coscheduling) isSchedulableAfterDeviceChange(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
+		return fwk.QueueSkip, nil
+	}
+	pl.epoch.Add(1)
+	return fwk.Queue, nil
 }
 
 // isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or whose spec

@@ -15,6 +15,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config/validation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
@@ -68,6 +69,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	pl.podsSynced = reg.HasSynced
+	if src := devices.New(h.SharedDRAManager()); src != nil {
+		pl.fit.Devices = src
+	}
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
@@ -135,6 +139,17 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
 		// A member refused for malformed topology annotations is retried once they are fixed.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
+	}
+	if pl.fit.Devices != nil {
+		// Devices published, freed (a claim deallocated or deleted) or newly classed may make a gang
+		// whose members claim devices fit.
+		for _, e := range []fwk.ClusterEvent{
+			{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
+			{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete},
+			{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},
+		} {
+			events = append(events, fwk.ClusterEventWithHint{Event: e, QueueingHintFn: pl.isSchedulableAfterDeviceChange})
+		}
 	}
 	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: podgroup.InTreeEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange})

@@ -259,6 +259,10 @@ type Fit struct {
 	alike   bool
 	totals  resources
 	release func()
+	// devices models the members' DRA devices (nil: none claims any); their kinds are the dimensions
+	// of names from deviceIndex on (see devices.go).
+	devices     DeviceCheck
+	deviceIndex int
 }
 
 // Shared is what the checks of one plugin instance share (see capacity.go). A nil *Shared
@@ -266,6 +270,15 @@ type Fit struct {
 type Shared struct {
 	capacity freeCapacity
 	requests requestCache
+	// Devices models the devices members claim through DRA (nil: none is counted).
+	Devices DeviceSource
+}
+
+func (s *Shared) deviceCheck(logger klog.Logger, members []*v1.Pod) DeviceCheck {
+	if s == nil || s.Devices == nil {
+		return nil
+	}
+	return s.Devices.ForCheck(logger, members)
 }
 
 func (s *Shared) requestCache() *requestCache {
@@ -290,8 +303,12 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 		reqs[i] = requests.of(p)
 		names = names.withRequest(reqs[i])
 	}
-	f := &Fit{logger: logger, groupKey: groupKey, need: need}
-	if shared != nil {
+	f := &Fit{logger: logger, groupKey: groupKey, need: need, devices: shared.deviceCheck(logger, candidates)}
+	if f.devices != nil {
+		// The device kinds are this check's own dimensions: the shared table does not hold them.
+		names, f.deviceIndex = withDevices(names, f.devices)
+	}
+	if shared != nil && f.devices == nil {
 		if free, tracked, totals, ok := shared.capacity.acquire(nodes, names); ok {
 			f.names, f.free, f.totals, f.release = tracked, free, totals, shared.capacity.mu.Unlock
 			if private || len(claimed) > 0 {
@@ -309,7 +326,11 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 			if ni.Node() == nil {
 				continue
 			}
-			f.free = append(f.free, nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)]))
+			fn := nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)])
+			if f.devices != nil {
+				deviceFree(&fn, ni, f.devices, f.deviceIndex, need)
+			}
+			f.free = append(f.free, fn)
 		}
 		f.totals = clusterTotals(f.free)
 	}
@@ -331,6 +352,14 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 	members := make([]gangMember, len(candidates))
 	for i, p := range candidates {
 		members[i] = gangMember{pod: p, req: reqs[i].resources(f.names)}
+		if f.devices != nil {
+			if k := f.devices.Kind(p); k >= 0 {
+				if members[i].req.scalar == nil {
+					members[i].req.scalar = make([]int64, len(f.names))
+				}
+				members[i].req.scalar[f.deviceIndex+k] = 1
+			}
+		}
 	}
 	// Optimistically pick the `need` smallest members: if they cannot be placed, no choice can.
 	sort.SliceStable(members, func(i, j int) bool {
@@ -555,7 +584,7 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 	}
 	if f.homogeneous && f.alike {
 		s := f.shortfall(v1alpha1.ShortfallNodeRoom, placed, total(f.members), f.largest())
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)", groupKey, need, placed), Shortfall: s}, f
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)%s", groupKey, need, placed, f.deviceNote()), Shortfall: s}, f
 	}
 	// Neither first-fit decreasing nor the choice of the smallest members is exact for mixed members:
 	// admit the gang if the sound, weaker tests pass over every candidate. Enough of them fit some
@@ -582,9 +611,9 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 	if len(fitting) < need {
 		s := f.shortfall(v1alpha1.ShortfallMemberFitsNowhere, len(fitting), total(f.members), missingReq)
 		if len(f.all) == need {
-			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources", groupKey, klog.KObj(missing)), Shortfall: s}, f
+			return Result{Message: fmt.Sprintf("PodGroup %s: member %s fits on no node's free resources%s", groupKey, klog.KObj(missing), f.deviceNote()), Shortfall: s}, f
 		}
-		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d of its %d unscheduled members fit on any node's free resources", groupKey, need, len(fitting), len(f.all)), Shortfall: s}, f
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but only %d of its %d unscheduled members fit on any node's free resources%s", groupKey, need, len(fitting), len(f.all), f.deviceNote()), Shortfall: s}, f
 	}
 	var fittingTotal resources
 	for i, ok := range f.usableBy(fitting) {

@@ -1,0 +1,438 @@
+// Package devices models, for the whole-gang check, the devices gang members claim through Dynamic
+// Resource Allocation (resource.k8s.io/v1): their own ResourceClaims (named, or made from a template)
+// and the extended resources a DeviceClass backs. It reads the scheduler's own DRA state (the claims
+// with the allocations in flight, the ResourceSlices with device taints, the DeviceClasses) and asks
+// upstream's structured allocator, the one the DynamicResources plugin uses, how many members' claims
+// a node's free devices hold: CEL selectors, partitionable devices, consumable capacity and admin
+// access mean what they mean to the real plugin. See gangfit.DeviceSource.
+package devices
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+)
+
+// checkBudget bounds the allocator's time in one check (every node's Copies together). The real
+// plugin gives each node's Filter 10 s; a check that runs out counts the nodes it did not reach as
+// holding every member (the check stays a relaxation: the real filters decide).
+const checkBudget = 2 * time.Second
+
+// Source is the scheduler's DRA state, read once per check. Its zero value and a nil *Source model
+// no devices.
+type Source struct {
+	dra      fwk.SharedDRAManager
+	features structured.Features
+	cel      *cel.Cache
+	extended bool
+}
+
+var _ gangfit.DeviceSource = &Source{}
+
+// New returns the source of a scheduler whose DRA manager is dra; nil when Dynamic Resource
+// Allocation is off (no devices to count). The allocator's features follow the scheduler's gates, as
+// the DynamicResources plugin's do.
+func New(dra fwk.SharedDRAManager) *Source {
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	if !fts.EnableDynamicResourceAllocation || dra == nil {
+		return nil
+	}
+	return &Source{
+		dra:      dra,
+		features: dynamicresources.AllocatorFeatures(fts),
+		cel: cel.NewCache(10, cel.Features{
+			EnableConsumableCapacity: fts.EnableDRAConsumableCapacity,
+			EnableListTypeAttributes: fts.EnableDRAListTypeAttributes,
+		}),
+		extended: fts.EnableDRAExtendedResource,
+	}
+}
+
+// member is what one member claims: the unallocated claims of its own (deduplicated by UID among the
+// members of the check; a claim several members share is left to the real filters), and the extended
+// resources DRA backs, with their classes.
+type member struct {
+	claims   []*resourceapi.ResourceClaim
+	extended []extendedRequest
+	// why says what of the member's claims the model leaves out ("" when nothing).
+	why string
+}
+
+type extendedRequest struct {
+	name  v1.ResourceName
+	class string
+	count int64
+}
+
+// kind is the device claims that a group of members share in shape.
+type kind struct {
+	name     v1.ResourceName
+	claims   []*resourceapi.ResourceClaim
+	extended []extendedRequest
+	// copies caches the claims of members, per set of extended resources left to DRA (see
+	// claimsFor): a check asks for the same claims on many nodes.
+	copies map[string][]*resourceapi.ResourceClaim
+}
+
+// Check is one check's device model (gangfit.DeviceCheck).
+type Check struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	logger    klog.Logger
+	allocator structured.Allocator
+	kinds     []*kind
+	kindOf    map[types.UID]int
+	delegated sets.Set[v1.ResourceName]
+	// sliceNodes are the nodes with node-local ResourceSlices; nodeless is set when some slice serves
+	// more than one node (all nodes, a node selector, or per device): then every node is asked.
+	sliceNodes sets.Set[string]
+	nodeless   bool
+	// Unmodelled says, per member, what of its claims the model leaves to the real filters.
+	Unmodelled map[types.UID]string
+}
+
+var _ gangfit.DeviceCheck = &Check{}
+
+// ForCheck reads the DRA state once and groups the members by the devices they claim; nil when none
+// of them claims a device through DRA.
+func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceCheck {
+	if s == nil || s.dra == nil {
+		return nil
+	}
+	members := make([]member, len(pods))
+	shared := sharedClaims(pods)
+	delegated := sets.New[v1.ResourceName]()
+	claiming := false
+	for i, p := range pods {
+		members[i] = s.memberOf(p, shared, delegated)
+		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != ""
+	}
+	if !claiming && delegated.Len() == 0 {
+		return nil
+	}
+	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}}
+	for i, p := range pods {
+		if members[i].why != "" {
+			c.Unmodelled[p.UID] = members[i].why
+		}
+	}
+	allocator, sliceNodes, nodeless, err := s.allocator()
+	if err != nil {
+		// Today's behaviour, less the extended resources DRA backs (never in node allocatable).
+		logger.V(2).Info("Gang check counts no devices: the DRA state could not be read", "err", err)
+		return c
+	}
+	c.allocator, c.sliceNodes, c.nodeless = allocator, sliceNodes, nodeless
+	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), checkBudget)
+	bySig := map[uint64]int{}
+	for i, p := range pods {
+		m := members[i]
+		if len(m.claims) == 0 && len(m.extended) == 0 {
+			continue
+		}
+		sig := signature(m)
+		k, ok := bySig[sig]
+		if !ok {
+			k = len(c.kinds)
+			bySig[sig] = k
+			c.kinds = append(c.kinds, &kind{claims: m.claims, extended: m.extended})
+			c.kinds[k].name = gangfit.DeviceKindName(classesOf(m), k, func(n v1.ResourceName) bool {
+				return slices.ContainsFunc(c.kinds[:k], func(o *kind) bool { return o.name == n })
+			})
+		}
+		c.kindOf[p.UID] = k
+	}
+	return c
+}
+
+// memberOf reads what a member claims. Allocated claims already hold their devices (they pin the
+// member to their nodes, which the real filter enforces); claims not created yet, or shared with
+// other members, are left to the real filters. The extended resources a DeviceClass backs go into
+// delegated, counted or not (a member whose extended-resource claim exists already has it).
+func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.Set[v1.ResourceName]) member {
+	var m member
+	var why []string
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil {
+			why = append(why, fmt.Sprintf("claim %s is not created yet", pc.Name))
+			continue
+		}
+		if name == nil {
+			continue
+		}
+		if shared.Has(*name) {
+			why = append(why, fmt.Sprintf("claim %s is shared with other members", *name))
+			continue
+		}
+		claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil {
+			why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			continue
+		}
+		if claim.Status.Allocation != nil {
+			continue
+		}
+		m.claims = append(m.claims, claim)
+	}
+	if resolver := s.dra.DeviceClassResolver(); s.extended && resolver != nil {
+		claimed := pod.Status.ExtendedResourceClaimStatus != nil && pod.Status.ExtendedResourceClaimStatus.ResourceClaimName != ""
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			if !strings.Contains(string(name), "/") || q.IsZero() {
+				continue
+			}
+			if class := resolver.GetDeviceClass(name); class != nil {
+				delegated.Insert(name)
+				if !claimed {
+					m.extended = append(m.extended, extendedRequest{name: name, class: class.Name, count: q.Value()})
+				}
+			}
+		}
+		slices.SortFunc(m.extended, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
+	}
+	m.why = strings.Join(why, "; ")
+	return m
+}
+
+// sharedClaims are the claims named by more than one of the pods.
+func sharedClaims(pods []*v1.Pod) sets.Set[string] {
+	seen, shared := sets.New[string](), sets.New[string]()
+	for _, p := range pods {
+		for i := range p.Spec.ResourceClaims {
+			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			if seen.Has(*name) {
+				shared.Insert(*name)
+			}
+			seen.Insert(*name)
+		}
+	}
+	return shared
+}
+
+// allocator builds one allocator over the allocated devices (allocations in flight included), the
+// slices (device taints applied) and the classes, as the DynamicResources plugin's PreFilter does.
+func (s *Source) allocator() (structured.Allocator, sets.Set[string], bool, error) {
+	state, err := s.dra.ResourceClaims().GatherAllocatedState()
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
+	}
+	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	nodes, nodeless := sets.New[string](), false
+	for _, sl := range slicesList {
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
+			nodes.Insert(*sl.Spec.NodeName)
+		} else {
+			nodeless = true
+		}
+	}
+	a, err := structured.NewAllocator(context.Background(), s.features, *state, s.dra.DeviceClasses(), slicesList, s.cel)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("building the allocator: %w", err)
+	}
+	return a, nodes, nodeless, nil
+}
+
+// signature hashes the shape of what a member claims: its claims' specs and its extended requests.
+func signature(m member) uint64 {
+	h := fnv.New64a()
+	for _, c := range m.claims {
+		b, _ := json.Marshal(c.Spec)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	for _, e := range m.extended {
+		fmt.Fprintf(h, "%s=%s:%d;", e.name, e.class, e.count)
+	}
+	return h.Sum64()
+}
+
+// classesOf are the device classes a member's claims and extended resources name, sorted.
+func classesOf(m member) []string {
+	set := sets.New[string]()
+	for _, c := range m.claims {
+		for _, r := range c.Spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil:
+				set.Insert(r.Exactly.DeviceClassName)
+			case len(r.FirstAvailable) > 0:
+				for _, sr := range r.FirstAvailable {
+					set.Insert(sr.DeviceClassName)
+				}
+			}
+		}
+	}
+	for _, e := range m.extended {
+		set.Insert(e.class)
+	}
+	return sets.List(set)
+}
+
+// Kinds implements gangfit.DeviceCheck.
+func (c *Check) Kinds() int { return len(c.kinds) }
+
+// Kind implements gangfit.DeviceCheck.
+func (c *Check) Kind(pod *v1.Pod) int {
+	if k, ok := c.kindOf[pod.UID]; ok {
+		return k
+	}
+	return -1
+}
+
+// Name implements gangfit.DeviceCheck.
+func (c *Check) Name(k int) v1.ResourceName { return c.kinds[k].name }
+
+// Delegated implements gangfit.DeviceCheck.
+func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(name) }
+
+// Copies implements gangfit.DeviceCheck: the largest n ≤ limit such that n members' claims of kind k
+// are allocated at once on the node (one Allocate call when all of them fit, a binary search
+// otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
+// allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it.
+func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
+	kd, node := c.kinds[k], ni.Node()
+	byPlugin, extended := limit, make([]extendedRequest, 0, len(kd.extended))
+	for _, e := range kd.extended {
+		if alloc := ni.GetAllocatable().GetScalarResources()[e.name]; alloc > 0 {
+			free := alloc - ni.GetRequested().GetScalarResources()[e.name]
+			byPlugin = min(byPlugin, int(max(free, 0)/e.count))
+			continue
+		}
+		extended = append(extended, e)
+	}
+	if len(kd.claims) == 0 && len(extended) == 0 {
+		return byPlugin
+	}
+	limit = byPlugin
+	if limit <= 0 {
+		return 0
+	}
+	if !c.nodeless && !c.sliceNodes.Has(node.Name) {
+		return 0
+	}
+	fits := func(n int) bool {
+		res, err := c.allocator.Allocate(c.ctx, node, c.claimsFor(kd, extended, n))
+		if err != nil && c.ctx.Err() != nil {
+			// Out of time: not counted against the gang.
+			return true
+		}
+		return err == nil && res != nil
+	}
+	if fits(limit) {
+		return limit
+	}
+	lo, hi := 0, limit // fits(lo), !fits(hi)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Done releases the check's allocator budget.
+func (c *Check) Done() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// claimsFor returns the claims of n members of kind kd, each member's copies with names and UIDs of
+// their own (the allocator tells claims apart by them); extended are the kind's extended resources
+// this node leaves to DRA. The copies are made once per check and variant, and shared read-only.
+func (c *Check) claimsFor(kd *kind, extended []extendedRequest, n int) []*resourceapi.ResourceClaim {
+	per := len(kd.claims)
+	if len(extended) > 0 {
+		per++
+	}
+	variant := ""
+	for _, e := range extended {
+		variant += string(e.name) + ","
+	}
+	if kd.copies == nil {
+		kd.copies = map[string][]*resourceapi.ResourceClaim{}
+	}
+	out := kd.copies[variant]
+	for i := len(out) / max(per, 1); i < n; i++ {
+		for j, claim := range kd.claims {
+			cp := claim.DeepCopy()
+			cp.Name = fmt.Sprintf("%s-%d", claim.Name, i)
+			cp.UID = types.UID(fmt.Sprintf("%s-%d-%d", claim.UID, i, j))
+			out = append(out, cp)
+		}
+		if len(extended) > 0 {
+			out = append(out, extendedClaim(extended, i))
+		}
+	}
+	kd.copies[variant] = out
+	return out[:n*per]
+}
+
+// extendedClaim is the claim the DynamicResources plugin makes for a member's extended resources on
+// a node that leaves them to DRA: one request per resource, of its class, for its count of devices.
+func extendedClaim(extended []extendedRequest, i int) *resourceapi.ResourceClaim {
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
+		Name: fmt.Sprintf("extended-resources-%d", i), UID: types.UID(fmt.Sprintf("extended-resources-%d", i)),
+		Annotations: map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"},
+	}}
+	for j, e := range extended {
+		claim.Spec.Devices.Requests = append(claim.Spec.Devices.Requests, resourceapi.DeviceRequest{
+			Name:    fmt.Sprintf("request-%d", j),
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: e.class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: e.count},
+		})
+	}
+	return claim
+}
+
+// MayClaim reports, cheaply, whether a pod may claim devices through DRA: it has ResourceClaims, or
+// asks for an extended resource (which a DeviceClass may back).
+func MayClaim(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for name := range cs[i].Resources.Requests {
+				if strings.Contains(string(name), "/") {
+					return true
+				}
+			}
+			for name := range cs[i].Resources.Limits {
+				if strings.Contains(string(name), "/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

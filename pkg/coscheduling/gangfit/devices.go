@@ -1,0 +1,125 @@
+package gangfit
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Devices in the whole-gang check. Members that claim devices through Dynamic Resource Allocation
+// (their ResourceClaims, or an extended resource a DeviceClass backs) need devices on the node they
+// go to, which node allocatable never shows. A DeviceSource (package devices, over the scheduler's
+// DRA state and upstream's structured allocator) models them for one check: members that claim the
+// same devices are one device kind, and each kind is one more dimension of the check's resources, in
+// units of one member's claims: a member asks for 1 of its kind, and a node's free amount of it is how
+// many members of that kind the node's free devices hold at once. First-fit decreasing, the topology
+// domains, the plan and the shortfall then count devices as they count CPU, and an extended resource
+// that DRA backs is no longer compared with node allocatable, where it never appears.
+//
+// Kinds are counted each on its own: members of two kinds that compete for the same devices are
+// counted as if each had the devices to itself, so for such mixed gangs the check stays a
+// relaxation, and the real filters (DynamicResources) have the last word.
+
+// DeviceSource models the devices members claim, once per check. A nil DeviceSource models none.
+type DeviceSource interface {
+	// ForCheck returns the device model of one check over members, or nil when none of them claims
+	// devices through DRA.
+	ForCheck(logger klog.Logger, members []*v1.Pod) DeviceCheck
+}
+
+// DeviceCheck is the device model of one check (see DeviceSource).
+type DeviceCheck interface {
+	// Kinds is the number of device kinds among the members.
+	Kinds() int
+	// Kind returns the member's device kind, in [0, Kinds()), or -1 when it claims no device the
+	// model counts.
+	Kind(pod *v1.Pod) int
+	// Name is a kind's name in messages and shortfall rows ("devices/<class>").
+	Name(kind int) v1.ResourceName
+	// Delegated reports whether an extended resource is one DRA backs: the device kinds count it, so
+	// the check does not compare it with node allocatable.
+	Delegated(name v1.ResourceName) bool
+	// Copies is how many members of kind the node's free devices hold at once, at most limit.
+	Copies(kind int, node fwk.NodeInfo, limit int) int
+}
+
+// devicePrefix starts the name of a device kind's dimension.
+const devicePrefix = "devices/"
+
+// IsDeviceKind reports whether a resource name is a device kind's dimension (see DeviceCheck.Name).
+func IsDeviceKind(name v1.ResourceName) bool { return strings.HasPrefix(string(name), devicePrefix) }
+
+// DeviceKindName names a kind after the device classes its members claim.
+func DeviceKindName(classes []string, kind int, taken func(v1.ResourceName) bool) v1.ResourceName {
+	name := v1.ResourceName(devicePrefix + strings.Join(classes, "+"))
+	if taken(name) {
+		name = v1.ResourceName(fmt.Sprintf("%s#%d", name, kind))
+	}
+	return name
+}
+
+// withDevices drops from names the extended resources dev delegates to DRA and appends one
+// dimension per device kind; it returns the names and the index of kind 0 (each kind follows).
+func withDevices(names scalarNames, dev DeviceCheck) (scalarNames, int) {
+	out := make(scalarNames, 0, len(names)+dev.Kinds())
+	for _, n := range names {
+		if !dev.Delegated(n) {
+			out = append(out, n)
+		}
+	}
+	first := len(out)
+	for k := range dev.Kinds() {
+		out = append(out, dev.Name(k))
+	}
+	return out, first
+}
+
+// deviceFree fills a node's free amount of the device kinds: how many members of each kind its free
+// devices hold at once, at most need and its pod slots. One DeviceCheck.Copies per kind, once per
+// check.
+func deviceFree(fn *freeNode, ni fwk.NodeInfo, dev DeviceCheck, first, need int) {
+	limit := min(need, fn.slots)
+	for k := range dev.Kinds() {
+		if limit <= 0 {
+			fn.free.scalar[first+k] = 0
+			continue
+		}
+		fn.free.scalar[first+k] = int64(dev.Copies(k, ni, limit))
+	}
+}
+
+// deviceNote says, for an infeasible check of a gang with device kinds, how many members the free
+// devices of the nodes they may use hold, kind by kind, when that is fewer than needed: "" otherwise.
+func (f *Fit) deviceNote() string {
+	if f.devices == nil {
+		return ""
+	}
+	usable := f.usable()
+	var parts []string
+	for k := range f.devices.Kinds() {
+		i := f.deviceIndex + k
+		want := 0
+		for _, m := range f.members {
+			want += int(scalarAt(m.req.scalar, i))
+		}
+		if want == 0 {
+			continue
+		}
+		held := 0
+		for n, ok := range usable {
+			if ok {
+				held += int(max(scalarAt(f.free[n].free.scalar, i), 0))
+			}
+		}
+		if held < want {
+			parts = append(parts, fmt.Sprintf("the free devices of %s hold %d of the %d members that claim them", strings.TrimPrefix(string(f.names[i]), devicePrefix), held, want))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ")
+}
