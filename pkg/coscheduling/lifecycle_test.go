@@ -512,7 +512,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 		env.clock.Step(2 * time.Minute)
 		env.pl.mu.Lock()
 		g := env.pl.gangs["ns/old"]
-		env.pl.stepLocked(g, func() gang.Result { return g.OnNoNode(a, env.clock.Now(), 1, 0, env.pl.backoff) })
+		env.pl.stepLocked(g, func() gang.Result { return g.OnNoNode(a, env.clock.Now(), 1, 0, env.pl.backoff, nil) })
 		env.pl.mu.Unlock()
 		if !env.pl.Less(qa, qb) {
 			t.Errorf("the order of queued pods changed when the group failed")

@@ -60,7 +60,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	want, existing, now := podgroup.MinMember(pg), pl.members.StoreCount(pod.Namespace, name), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff) })
+	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff, m) })
 	pl.mu.Unlock()
 	switch {
 	case r.Verdict == attempt.VerdictPreemptAlone:

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -41,19 +42,39 @@ func ref(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // OnNoNode is PostFilter's step for a member of an attempt that found no node (its gang did not have its
 // quorum, so it was not placed alone). existing is the number of the group's live pods, want its
-// minMember. A member that enough others can replace is only counted as unplaced; otherwise the
-// attempt fails, led next by this member when the members already reserved may be what is in its way.
-func (g *Gang) OnNoNode(pod *v1.Pod, now time.Time, want, existing int, backoff time.Duration) Result {
+// minMember; statuses are the cycle's filter statuses per node (nil: unknown). A member that enough
+// others can replace is only counted as unplaced; otherwise the attempt fails, led next by this member
+// when the members already reserved may be what is in its way.
+//
+// An attempt that fails in a chosen domain says so, with the filters' most common reasons over the
+// domain's nodes (see DomainReasons), and, unless it is retried with this member first (what is in
+// its way may be its own siblings), the domain is recorded as refused: the next attempts avoid it
+// while another domain fits (see RefusedDomainTTL).
+func (g *Gang) OnNoNode(pod *v1.Pod, now time.Time, want, existing int, backoff time.Duration, statuses fwk.NodeToStatusReader) Result {
 	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.Members), MayLead: g.MayLead(pod.UID)}
 	if in.Counted < want {
 		g.Unplaced[pod.UID] = struct{}{}
 		in.Reachable = existing-len(g.Unplaced) >= want
 	}
+	placed := g.Placement // a failed attempt forgets its placement (Step)
 	r := g.result(in, backoff)
 	if !r.Failed() {
 		return r
 	}
-	r.Message = fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed, so the quorum of %d cannot be reached now", g.Key(), ref(pod), want)
+	where, avoided := "", ""
+	if placed != nil && placed.Value != "" {
+		domain := placed.Key + "=" + placed.Value
+		why := DomainReasons(placed.Nodes, statuses)
+		where = " in " + domain
+		if why != "" {
+			where += " (" + why + ")"
+		}
+		if !r.Lead {
+			until := g.Refuse(domain, now, why)
+			avoided = fmt.Sprintf("; %s is avoided until %s while another domain may fit", domain, until.UTC().Format(time.RFC3339))
+		}
+	}
+	r.Message = fmt.Sprintf("PodGroup %s rejected: member %s cannot be placed%s, so the quorum of %d cannot be reached now%s", g.Key(), ref(pod), where, want, avoided)
 	// Members already reserved may be what is in this one's way (inter-pod anti-affinity, a node only
 	// it may use): the attempt is retried after attempt.LeadRetryDelay, not the back-off, with this
 	// member first.

@@ -1,12 +1,17 @@
 package gang
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -64,7 +69,7 @@ func TestOnNoNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.gang()
 			g.Attempt = gathering
-			r := g.OnNoNode(pod("x"), t0.Add(time.Second), tc.want, tc.existing, backoff)
+			r := g.OnNoNode(pod("x"), t0.Add(time.Second), tc.want, tc.existing, backoff, nil)
 			if r.Verdict != tc.verdict || r.Failed() != tc.failed {
 				t.Errorf("verdict %v, failed %v; want %v, %v", r.Verdict, r.Failed(), tc.verdict, tc.failed)
 			}
@@ -296,5 +301,114 @@ func TestOnDeleted(t *testing.T) {
 	idle := New("ns", "g", "")
 	if r, _ := idle.OnDeleted(t0); r.Failed() || r.Message != "" {
 		t.Errorf("a gang with nobody waiting: %+v", r)
+	}
+}
+
+// portsRefused are a cycle's filter statuses: rack r1's nodes refuse the member for its host port (one
+// also for its CPU), every other node is outside the member's domain.
+func portsRefused() fwk.NodeToStatusReader {
+	ports := func() *fwk.Status {
+		return fwk.NewStatus(fwk.Unschedulable, "node(s) didn't have free ports for the requested pod ports").WithPlugin("NodePorts")
+	}
+	cpu := fwk.NewStatus(fwk.Unschedulable, "node(s) didn't have free ports for the requested pod ports", "Insufficient cpu").WithPlugin("NodePorts")
+	outside := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) [Coscheduling]")
+	return framework.NewNodeToStatus(map[string]*fwk.Status{"r1-0": ports(), "r1-1": cpu}, outside)
+}
+
+// TestOnNoNodeRefusesDomain: an attempt that fails in a chosen domain names it, with the filters'
+// reasons over its nodes, and records it as refused (unless the member leads a retry); nothing is
+// recorded without a domain, for anywhere, or while the attempt goes on.
+func TestOnNoNodeRefusesDomain(t *testing.T) {
+	r1 := &gangfit.Placement{Key: gangtest.RackKey, Value: "r1", Level: gangfit.LevelRequired, Nodes: sets.New("r1-0", "r1-1")}
+	anywhere := &gangfit.Placement{Level: gangfit.LevelAnywhere}
+	now := t0.Add(time.Second)
+	cases := []struct {
+		name      string
+		gang      func() *Gang
+		placement *gangfit.Placement
+		existing  int
+		statuses  fwk.NodeToStatusReader
+		failed    bool
+		// refused: the domains recorded afterwards; msg: what the failure says (exactly, when exact).
+		refused []string
+		msg     string
+		exact   bool
+	}{
+		{name: "no placement (no policy): nothing recorded, the message as before", gang: func() *Gang { return New("ns", "g", "") },
+			existing: 3, failed: true, exact: true,
+			msg: "PodGroup ns/g rejected: member ns/x cannot be placed, so the quorum of 3 cannot be reached now"},
+		{name: "placed anywhere: no domain to refuse", gang: func() *Gang { return New("ns", "g", "") }, placement: anywhere,
+			existing: 3, statuses: portsRefused(), failed: true, exact: true,
+			msg: "PodGroup ns/g rejected: member ns/x cannot be placed, so the quorum of 3 cannot be reached now"},
+		{name: "a chosen rack: refused, named with the filters' reasons and until when it is avoided", gang: func() *Gang { return New("ns", "g", "") },
+			placement: r1, existing: 3, statuses: portsRefused(), failed: true, refused: []string{"example.com/rack=r1"}, exact: true,
+			msg: "PodGroup ns/g rejected: member ns/x cannot be placed in example.com/rack=r1 (2 node(s) didn't have free ports for the requested pod ports; 1 Insufficient cpu), " +
+				"so the quorum of 3 cannot be reached now; example.com/rack=r1 is avoided until 2026-01-01T00:05:01Z while another domain may fit"},
+		{name: "a chosen rack without statuses: refused, no reasons", gang: func() *Gang { return New("ns", "g", "") },
+			placement: r1, existing: 3, failed: true, refused: []string{"example.com/rack=r1"}, exact: true,
+			msg: "PodGroup ns/g rejected: member ns/x cannot be placed in example.com/rack=r1, so the quorum of 3 cannot be reached now; example.com/rack=r1 is avoided until 2026-01-01T00:05:01Z while another domain may fit"},
+		{name: "another rack refused earlier stays refused", gang: func() *Gang {
+			g := New("ns", "g", "")
+			g.Refuse("example.com/rack=r2", t0, "")
+			return g
+		}, placement: r1, existing: 3, failed: true, refused: []string{"example.com/rack=r1", "example.com/rack=r2"}},
+		{name: "others can still make the quorum: the attempt goes on, nothing recorded", gang: func() *Gang { return New("ns", "g", "") },
+			placement: r1, existing: 5, statuses: portsRefused()},
+		{name: "the member leads a retry (its reserved siblings may be in its way): named, not refused",
+			gang: func() *Gang { return withWaiting([]string{"a"}) }, placement: r1, existing: 3, statuses: portsRefused(), failed: true,
+			msg: "cannot be placed in example.com/rack=r1 (2 node(s) didn't have free ports for the requested pod ports; 1 Insufficient cpu), so the quorum of 3 cannot be reached now; retrying in a moment with it placed first"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.gang()
+			g.Attempt, g.Placement = gathering, tc.placement
+			r := g.OnNoNode(pod("x"), now, 3, tc.existing, backoff, tc.statuses)
+			if r.Failed() != tc.failed {
+				t.Fatalf("failed %v, want %v", r.Failed(), tc.failed)
+			}
+			if tc.exact && r.Message != tc.msg || !strings.Contains(r.Message, tc.msg) {
+				t.Errorf("message\n  %q\nwant\n  %q", r.Message, tc.msg)
+			}
+			if got := slices.Sorted(maps.Keys(g.Refused)); !slices.Equal(got, tc.refused) {
+				t.Errorf("refused %v, want %v", got, tc.refused)
+			}
+			if rf, ok := g.Refused["example.com/rack=r1"]; ok {
+				if !rf.Until.Equal(now.Add(RefusedDomainTTL)) {
+					t.Errorf("r1 avoided until %v, want %v", rf.Until, now.Add(RefusedDomainTTL))
+				}
+				if tc.statuses != nil && !strings.HasPrefix(rf.Why, "2 node(s) didn't have free ports") {
+					t.Errorf("r1 refused for %q, want the filters' reasons", rf.Why)
+				}
+			}
+		})
+	}
+}
+
+// TestDomainReasons: the most common reasons over the domain's nodes, counted in nodes, bounded.
+func TestDomainReasons(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	many := framework.NewNodeToStatus(map[string]*fwk.Status{
+		"a": fwk.NewStatus(fwk.Unschedulable, "r1", "r2"),
+		"b": fwk.NewStatus(fwk.Unschedulable, "r1", "r3"),
+		"c": fwk.NewStatus(fwk.Unschedulable, "r1", "r2", "r4"),
+		"d": fwk.NewStatus(fwk.Unschedulable, long),
+	}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "absent"))
+	for _, tc := range []struct {
+		name  string
+		nodes sets.Set[string]
+		m     fwk.NodeToStatusReader
+		want  string
+	}{
+		{"no statuses", sets.New("a"), nil, ""},
+		{"no nodes", nil, many, ""},
+		{"the two most common, then how many others", sets.New("a", "b", "c"), many, "3 r1; 2 r2; and 2 other reason(s)"},
+		{"a node gone from the snapshot has the absent status", sets.New("a", "gone"), many, "1 absent; 1 r1; and 1 other reason(s)"},
+		{"a long reason is cut on a rune boundary", sets.New("d"), many, "1 " + strings.Repeat("é", 58) + "..."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DomainReasons(tc.nodes, tc.m); got != tc.want {
+				t.Errorf("DomainReasons = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

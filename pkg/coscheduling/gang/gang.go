@@ -65,6 +65,10 @@ type Gang struct {
 	// Placement is the domain chosen for the current attempt of a gang with a topology policy (nil:
 	// no policy, or not chosen yet).
 	Placement *gangfit.Placement
+	// Refused are the domains ("key=value") the real filters refused the gang in: an attempt placed
+	// there failed because a member found no node in it. The next checks avoid each while another
+	// domain fits, until its refusal ends (see RefusedDomainTTL).
+	Refused map[string]Refusal
 
 	// Plan is the current attempt's placement plan (nil: none, or dropped). NoPlan is set when a
 	// member fell back from a plan: no new plan is made until the attempt ends (quorum or failure).
@@ -205,8 +209,8 @@ func (g *Gang) HoldsNothing(now time.Time) bool {
 }
 
 // ResetHistory forgets what earlier attempts left behind (back-off, last failure, cached check,
-// placement, plan, nominations, outcome, reservation, leads) for a PodGroup that was recreated, and
-// returns the timers the caller must stop. Members stay: they are facts about live pods.
+// placement, refused domains, plan, nominations, outcome, reservation, leads) for a PodGroup that was
+// recreated, and returns the timers the caller must stop. Members stay: they are facts about live pods.
 func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	timers := []clock.Timer{g.BackoffTimer, g.Reserve.Timer}
 	g.PodGroupUID = uid
@@ -214,6 +218,7 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.Attempt = attempt.Attempt{}
 	g.Feasibility, g.CacheKey = nil, FeasibilityKey{}
 	g.Placement = nil
+	g.Refused = nil
 	g.DropPlan()
 	g.NominatedNodes = nil
 	g.Outcome = Outcome{}

@@ -51,6 +51,7 @@ func dirty(g *Gang) *Gang {
 	g.NoPlan = true
 	g.Placement = &gangfit.Placement{Key: "rack", Value: "a"}
 	g.Feasibility = &gangfit.Result{Feasible: true}
+	g.Refuse("rack=b", t0, "node(s) didn't have free ports for the requested pod ports")
 	return g
 }
 
@@ -124,8 +125,11 @@ func TestStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.gang
 			g.Attempt = tc.attempt
-			hadPlacement := g.Placement != nil
+			hadPlacement, refused := g.Placement != nil, len(g.Refused)
 			d, pods := g.Step(tc.in, 10*time.Second)
+			if len(g.Refused) != refused {
+				t.Errorf("the step changed the refused domains to %v: they outlive attempts", g.Refused)
+			}
 			if d.AllowWaiting != tc.allow || d.RejectWaiting != tc.reject {
 				t.Errorf("decision allow=%v reject=%v, want allow=%v reject=%v", d.AllowWaiting, d.RejectWaiting, tc.allow, tc.reject)
 			}
@@ -266,7 +270,7 @@ func TestResetHistory(t *testing.T) {
 	}
 	if g.PodGroupUID != "new" || g.BackoffTimer != nil || g.Attempt != (attempt.Attempt{}) || g.Feasibility != nil ||
 		g.CacheKey != (FeasibilityKey{}) || g.Placement != nil || g.Plan != nil || g.NoPlan || g.NominatedNodes != nil ||
-		g.Outcome != (Outcome{}) || g.Reserve.Held() || g.Reserve.Timer != nil || g.Lead != "" || g.LedBy != nil {
+		g.Outcome != (Outcome{}) || g.Reserve.Held() || g.Reserve.Timer != nil || g.Lead != "" || g.LedBy != nil || g.Refused != nil {
 		t.Errorf("history left after ResetHistory: %+v", g)
 	}
 	if len(g.Members) != 2 || len(g.Waiting) != 1 {
@@ -461,7 +465,7 @@ func TestRecreated(t *testing.T) {
 		if backoff.Stop() || timer.Stop() {
 			t.Errorf("%v: Recreated left a timer running", tc.phase)
 		}
-		if g.PodGroupUID != "new" || g.Reserve.Phase != resv.Idle || g.BackoffTimer != nil || len(g.Members) != 2 {
+		if g.PodGroupUID != "new" || g.Reserve.Phase != resv.Idle || g.BackoffTimer != nil || len(g.Members) != 2 || g.Refused != nil {
 			t.Errorf("%v: state after Recreated: %+v", tc.phase, g)
 		}
 	}

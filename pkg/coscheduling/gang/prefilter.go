@@ -151,6 +151,12 @@ func BusyDomains(gangs map[string]*Gang, self *Gang) map[string]bool {
 	return busy
 }
 
+// avoid are the domains a gang's check steers away from while others fit: those other gangs gather
+// in (BusyDomains) and those the filters refused this gang in recently (RefusedDomains).
+func (g *Gang) avoid(in PreFilterIn) gangfit.Avoid {
+	return gangfit.Avoid{Busy: BusyDomains(in.Gangs, g), Refused: g.RefusedDomains(in.Now)}
+}
+
 // PreFilterIn is the snapshot a member's PreFilter decides on: the member, its PodGroup's rules, the
 // cycle's nodes, and the reads the decision may need. Members and Claimed are called at most once
 // each (they list the group, the claims), and only by the first member of an attempt or an extra
@@ -250,7 +256,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		if fit == nil {
 			p := gangfit.PinnedPlacement(in.Policy, pinned, in.Nodes)
 			chosen = &p
-		} else if p, ok := gangfit.ChoosePlacement(fit, in.Policy, pinned, BusyDomains(in.Gangs, g)); ok {
+		} else if p, ok := gangfit.ChoosePlacementAvoiding(fit, in.Policy, pinned, g.avoid(in)); ok {
 			chosen = &p
 		} else {
 			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, in.Policy.Source, p.Message), Shortfall: p.Shortfall}

@@ -127,7 +127,7 @@ func stepRound(t *testing.T, rng *rand.Rand, round int) bool {
 			r = g.OnUnreserve(p, now, backoff)
 		case k == 4 && !bound[p.UID] && g.Members[p.UID] == 0:
 			log = append(log, "no node "+p.Name)
-			r = g.OnNoNode(p, now, want, n, backoff)
+			r = g.OnNoNode(p, now, want, n, backoff, nil)
 		case k == 5 && allowed[p.UID] && !bound[p.UID]:
 			log = append(log, "bound "+p.Name)
 			bound[p.UID] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -275,5 +276,169 @@ func TestPreFilterRecordsOnce(t *testing.T) {
 	}
 	if listed != len(members) {
 		t.Errorf("the group was listed %d times for %d members, want once each", listed, len(members))
+	}
+}
+
+// TestPreFilterAvoidsRefusedDomains: a gang's check avoids the domains the filters refused it in
+// while another domain of the level fits; it takes the least recently refused when every domain with
+// room was refused (required level), passes a preferred level whose domains with room were all refused,
+// forgets refusals that ended, and never avoids the domain its bound members pin. RackedCluster: racks
+// r1 (2 nodes), r2 (4), r3 (3), 4 CPUs each; the gang's two 4-CPU members fit r1 tightest, then r3.
+func TestPreFilterAvoidsRefusedDomains(t *testing.T) {
+	refused := func(ago time.Duration, racks ...string) func(g *Gang) {
+		return func(g *Gang) {
+			for _, r := range racks {
+				g.Refuse(gangtest.RackKey+"="+r, t0.Add(-ago), "")
+			}
+		}
+	}
+	gathering := func(rack string) *Gang {
+		o := New("ns", "other-"+rack, types.UID("other-"+rack))
+		p := gangtest.Member("o-"+rack, "other-"+rack, "1")
+		o.CountReserved(p.UID, rack+"-0")
+		o.AddWaiting(p)
+		o.Placement = &gangfit.Placement{Key: gangtest.RackKey, Value: rack, Level: gangfit.LevelRequired}
+		o.Phase = attempt.PhaseGathering
+		return o
+	}
+	r1, r2, r3 := []string{"r1-0", "r1-1"}, []string{"r2-0", "r2-1", "r2-2", "r2-3"}, []string{"r3-0", "r3-1", "r3-2"}
+	preferred := gangfit.Policy{Preferred: []string{gangtest.RackKey, gangtest.BlockKey}, Source: "spec"}
+	cases := []struct {
+		name    string
+		refuse  []func(g *Gang)
+		busy    []string
+		members []*v1.Pod
+		policy  gangfit.Policy
+
+		nodes []string
+		// key, level: the placement's; msg: what its message says; left: the refusals kept.
+		key, level string
+		msg        string
+		left       int
+	}{
+		{name: "no refusal: the tightest rack", policy: rackPolicy,
+			nodes: r1, key: gangtest.RackKey, level: gangfit.LevelRequired},
+		{name: "the tightest rack refused: the next tightest", refuse: []func(*Gang){refused(time.Second, "r1")}, policy: rackPolicy,
+			nodes: r3, key: gangtest.RackKey, level: gangfit.LevelRequired, msg: "avoiding example.com/rack=r1, refused by the filters recently", left: 1},
+		{name: "a refusal that ended is forgotten: the tightest rack again", refuse: []func(*Gang){refused(RefusedDomainTTL, "r1")}, policy: rackPolicy,
+			nodes: r1, key: gangtest.RackKey, level: gangfit.LevelRequired},
+		{name: "every rack refused: the least recently refused, and says so",
+			refuse: []func(*Gang){refused(time.Minute, "r1"), refused(2*time.Minute, "r3"), refused(3*time.Minute, "r2")}, policy: rackPolicy,
+			nodes: r2, key: gangtest.RackKey, level: gangfit.LevelRequired, left: 3,
+			msg: "every example.com/rack domain with room was refused by the filters recently (example.com/rack=r1, example.com/rack=r2, example.com/rack=r3); retrying the least recently refused"},
+		{name: "a refused rack goes after a busy one", refuse: []func(*Gang){refused(time.Second, "r1")}, busy: []string{"r2", "r3"}, policy: rackPolicy,
+			nodes: r3, key: gangtest.RackKey, level: gangfit.LevelRequired, left: 1, msg: "avoiding example.com/rack=r1"},
+		{name: "a rack the bound members pin wins though refused", refuse: []func(*Gang){refused(time.Second, "r1")}, policy: rackPolicy,
+			members: []*v1.Pod{bound("m0", "r1-0", "4"), gangtest.Member("m1", "g", "4")},
+			nodes:   r1, key: gangtest.RackKey, level: gangfit.LevelRequired, left: 1},
+		{name: "preferred: another rack of the level first", refuse: []func(*Gang){refused(time.Second, "r1")}, policy: preferred,
+			nodes: r3, key: gangtest.RackKey, level: gangfit.LevelPreferred, left: 1, msg: "(preferred level 1 of 2): avoiding example.com/rack=r1"},
+		{name: "preferred: every rack with room refused: the block level, not a refused rack",
+			refuse: []func(*Gang){refused(time.Second, "r1", "r2", "r3")}, policy: preferred,
+			nodes: r3, key: gangtest.BlockKey, level: gangfit.LevelPreferred, left: 3,
+			msg: "placed in example.com/block=b2 (preferred level 2 of 2): example.com/rack=r1, example.com/rack=r2, example.com/rack=r3 refused by the filters recently"},
+		{name: "preferred racks only, all refused: anywhere",
+			refuse: []func(*Gang){refused(time.Second, "r1", "r2", "r3")}, policy: gangfit.Policy{Preferred: []string{gangtest.RackKey}, Source: "spec"},
+			level: gangfit.LevelAnywhere, left: 3, msg: "placed anywhere: example.com/rack=r1, example.com/rack=r2, example.com/rack=r3 refused by the filters recently"},
+		{name: "refused domains of another key do not matter", refuse: []func(*Gang){func(g *Gang) { g.Refuse(gangtest.BlockKey+"=b1", t0, "") }}, policy: rackPolicy,
+			nodes: r1, key: gangtest.RackKey, level: gangfit.LevelRequired, left: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "g", "uid")
+			for _, f := range tc.refuse {
+				f(g)
+			}
+			gangs := map[string]*Gang{g.Key(): g}
+			for _, r := range tc.busy {
+				o := gathering(r)
+				gangs[o.Key()] = o
+			}
+			members := tc.members
+			if members == nil {
+				members = gangtest.GangOf(2, "4")
+			}
+			out := g.PreFilter(PreFilterIn{
+				Now: t0, Logger: klog.Background(), Member: members[len(members)-1], Want: 2, UID: "uid",
+				Policy: tc.policy, Nodes: gangtest.RackedCluster(), CacheTTL: 2 * time.Second,
+				Members: func() []*v1.Pod { return members },
+				Claimed: func(int32) []*v1.Pod { return nil },
+				Gangs:   gangs, Fit: &gangfit.Shared{},
+			})
+			if out.Stage != Check || out.Reject || out.Placement == nil {
+				t.Fatalf("stage %v, reject %v (%s), placement %+v; want a checked gang with a placement", out.Stage, out.Reject, out.Message, out.Placement)
+			}
+			var nodes []string
+			if out.Nodes != nil {
+				nodes = sets.List(out.Nodes)
+			}
+			if diff := cmp.Diff(tc.nodes, nodes); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s", diff)
+			}
+			if p := out.Placement; p.Key != tc.key || p.Level != tc.level || !strings.Contains(p.Message, tc.msg) {
+				t.Errorf("placement %s=%s (%s): %q; want key %s, level %s, a message saying %q", p.Key, p.Value, p.Level, p.Message, tc.key, tc.level, tc.msg)
+			}
+			if tc.msg == "" && strings.Contains(out.Placement.Message, "refused") {
+				t.Errorf("placement message %q speaks of refusals that do not matter", out.Placement.Message)
+			}
+			if len(g.Refused) != tc.left {
+				t.Errorf("refusals kept %v, want %d", g.Refused, tc.left)
+			}
+		})
+	}
+}
+
+// TestRefusedDomainNextAttempts: the steps in a row. An attempt placed in the tightest rack fails there
+// (the filters refused every node); the next attempt, after the back-off, is placed in another rack;
+// once the refusal ends the tightest rack is chosen again; a recreated PodGroup starts without it.
+func TestRefusedDomainNextAttempts(t *testing.T) {
+	g := New("ns", "g", "uid")
+	members := gangtest.GangOf(2, "4")
+	check := func(now time.Time) PreFilterOut {
+		t.Helper()
+		out := g.PreFilter(PreFilterIn{
+			Now: now, Logger: klog.Background(), Member: members[0], Want: 2, UID: g.PodGroupUID,
+			Policy: rackPolicy, Nodes: gangtest.RackedCluster(), CacheTTL: 2 * time.Second,
+			Members: func() []*v1.Pod { return members },
+			Claimed: func(int32) []*v1.Pod { return nil },
+			Gangs:   map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{},
+		})
+		if out.Stage != Check || out.Reject || out.Placement == nil {
+			t.Fatalf("at %v: stage %v, reject %v (%s); want a checked gang with a placement", now, out.Stage, out.Reject, out.Message)
+		}
+		return out
+	}
+	rackOf := func(out PreFilterOut) string { return out.Placement.Value }
+
+	if out := check(t0); rackOf(out) != "r1" || !out.DomainChosen {
+		t.Fatalf("first attempt placed in %s (chosen %v), want r1", rackOf(out), out.DomainChosen)
+	}
+	failedAt := t0.Add(time.Second)
+	r := g.OnNoNode(members[0], failedAt, 2, 2, backoff, portsRefused())
+	if !r.Failed() || !strings.Contains(r.Message, "cannot be placed in example.com/rack=r1 (2 node(s) didn't have free ports") {
+		t.Fatalf("the failure in r1 = failed %v: %q", r.Failed(), r.Message)
+	}
+	if out := g.PreFilter(PreFilterIn{Now: failedAt, Member: members[1], Want: 2}); out.Stage != Refuse {
+		t.Fatalf("during the back-off: stage %v, want Refuse", out.Stage)
+	}
+	next := failedAt.Add(backoff)
+	out := check(next)
+	if rackOf(out) != "r3" || !out.DomainChosen || !strings.Contains(out.Placement.Message, "avoiding example.com/rack=r1") {
+		t.Errorf("after the back-off placed in %s (chosen %v): %q; want r3, avoiding r1", rackOf(out), out.DomainChosen, out.Placement.Message)
+	}
+	if out := check(failedAt.Add(RefusedDomainTTL - 3*time.Second)); rackOf(out) != "r3" {
+		t.Errorf("shortly before the refusal ends placed in %s, want r3", rackOf(out))
+	}
+	if out := check(failedAt.Add(RefusedDomainTTL)); rackOf(out) != "r1" || g.Refused != nil {
+		t.Errorf("once the refusal ended placed in %s, refusals %v; want r1, none", rackOf(out), g.Refused)
+	}
+
+	g.Refuse("example.com/rack=r1", next, "")
+	g.Recreated("uid2")
+	if g.Refused != nil {
+		t.Errorf("a recreated PodGroup keeps the refusals %v", g.Refused)
+	}
+	if out := check(next.Add(time.Minute)); rackOf(out) != "r1" {
+		t.Errorf("the recreated PodGroup placed in %s, want r1", rackOf(out))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -159,8 +160,31 @@ func PinnedDomains(p Policy, boundNodes []*v1.Node) map[string]string {
 // missing member; with bound members (pinned), only the domain they share. It returns ok=false with a
 // message when the required level has no domain that fits (nothing should be held then). Without a
 // required key, a gang no preferred domain fits goes anywhere (the whole-cluster check decides).
-// Domains in busy ("key=value", see busyDomainsLocked) are taken only when no other domain fits.
+// Domains in busy ("key=value", see gang.BusyDomains) are taken only when no other domain of their
+// level fits. It is ChoosePlacementAvoiding with busy domains only.
 func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string]bool) (Placement, bool) {
+	return ChoosePlacementAvoiding(f, p, pinned, Avoid{Busy: busy})
+}
+
+// Avoid are the domains ("key=value") a gang's choice steers away from while others fit.
+type Avoid struct {
+	// Busy: another gang's attempt gathers its quorum there (the snapshot does not show its members
+	// still to come). A busy domain is taken only when no other domain of its level fits.
+	Busy map[string]bool
+	// Refused: the real filters refused this gang there in a recent attempt (a constraint the check
+	// does not model: host ports, volumes, inter-pod affinity, devices), mapped to when that refusal
+	// ends; every refusal lasts as long, so the soonest to end is the least recently refused. A
+	// refused domain is taken only when no other domain of its level fits, the least recently refused
+	// first; at a preferred level it is not taken at all: the gang falls back to the next level (a
+	// wider domain, the required one, or anywhere), as it would if the domain had no room. Domains
+	// pinned by bound members are never avoided.
+	Refused map[string]time.Time
+}
+
+// ChoosePlacementAvoiding is ChoosePlacement steered away from the domains in avoid (see Avoid): at
+// each level, domains not refused before refused ones (least recently refused first), then not busy
+// before busy, then the tightest fit, then the name.
+func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid Avoid) (Placement, bool) {
 	var notes []string
 	// within reports whether a preferred domain lies in one domain of the required key (the one the
 	// bound members pin, if they do): a preferred domain that spans two cannot hold the gang.
@@ -195,9 +219,11 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			best             string
 			bestCPU, bestMem int64
 			bestBusy         bool
+			bestRefused      time.Time // zero: not refused
 			mostPlaced       int
 			spanning         int
 			placeable        map[string]int
+			refusedFit       []string // refused domains with room, in name order
 		)
 		if lvl.required {
 			placeable = make(map[string]int, len(values))
@@ -221,11 +247,38 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			// A domain where another gang's attempt is still gathering its quorum is chosen only if no
 			// other fits: the snapshot shows that gang's reserved members but not the ones still to
 			// come, so the tightest fit would otherwise draw concurrent gangs into the same domain.
-			isBusy := busy[lvl.key+"="+v]
-			cpu, mem := f.leftover(idx)
-			if best == "" || (bestBusy && !isBusy) || (bestBusy == isBusy && (cpu < bestCPU || (cpu == bestCPU && mem < bestMem))) {
-				best, bestCPU, bestMem, bestBusy = v, cpu, mem, isBusy
+			isBusy := avoid.Busy[lvl.key+"="+v]
+			// A domain the filters refused this gang in likewise, and before a busy one: it is known not
+			// to hold the gang, a busy one only may not. Pinned domains are not avoided.
+			var refused time.Time
+			if pinned == nil {
+				refused = avoid.Refused[lvl.key+"="+v]
 			}
+			if !refused.IsZero() {
+				refusedFit = append(refusedFit, lvl.key+"="+v)
+			}
+			cpu, mem := f.leftover(idx)
+			better := func() bool {
+				switch {
+				case best == "":
+					return true
+				case refused.IsZero() != bestRefused.IsZero():
+					return refused.IsZero()
+				case !refused.Equal(bestRefused):
+					return refused.Before(bestRefused)
+				case bestBusy != isBusy:
+					return bestBusy
+				}
+				return cpu < bestCPU || (cpu == bestCPU && mem < bestMem)
+			}
+			if better() {
+				best, bestCPU, bestMem, bestBusy, bestRefused = v, cpu, mem, isBusy, refused
+			}
+		}
+		if best != "" && !bestRefused.IsZero() && !lvl.required {
+			// Every preferred domain of this level with room was refused: the next level is tried.
+			notes = append(notes, fmt.Sprintf("%s refused by the filters recently", domainList(refusedFit)))
+			continue
 		}
 		if best != "" {
 			how := fmt.Sprintf("required %s", lvl.key)
@@ -236,6 +289,13 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 			}
 			for _, i := range doms[best] {
 				pl.Nodes.Insert(f.free[i].node.Name)
+			}
+			switch {
+			case !bestRefused.IsZero():
+				notes = append(notes, fmt.Sprintf("every %s domain with room was refused by the filters recently (%s); retrying the least recently refused",
+					lvl.key, domainList(refusedFit)))
+			case len(refusedFit) > 0:
+				notes = append(notes, fmt.Sprintf("avoiding %s, refused by the filters recently", domainList(refusedFit)))
 			}
 			pl.Message = fmt.Sprintf("placed in %s=%s (%s)", lvl.key, best, how)
 			if len(notes) > 0 {
@@ -260,6 +320,17 @@ func ChoosePlacement(f *Fit, p Policy, pinned map[string]string, busy map[string
 		msg += ": " + strings.Join(notes, "; ")
 	}
 	return Placement{Level: LevelAnywhere, Message: msg}, true
+}
+
+// maxListedDomains bounds the domains a placement's message names.
+const maxListedDomains = 3
+
+// domainList names domains ("key=value"), at most maxListedDomains of them.
+func domainList(domains []string) string {
+	if len(domains) <= maxListedDomains {
+		return strings.Join(domains, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(domains[:maxListedDomains], ", "), len(domains)-maxListedDomains)
 }
 
 // PinnedPlacement is the placement of a gang that needs no more members checked: the narrowest domain
