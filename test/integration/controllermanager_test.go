@@ -15,7 +15,8 @@ import (
 // testControllers are the kube-controller-manager controllers the tests run: Jobs create and replace
 // their pods, and a deleted Job's pods are deleted after it.
 // An in-tree PodGroup is deleted once no pod uses it (the protection controller's finalizer).
-var testControllers = []string{"job-controller", "garbage-collector-controller", "podgroup-protection-controller"}
+// A pod's ResourceClaimTemplate becomes its ResourceClaim (the resourceclaim controller; DRA tests).
+var testControllers = []string{"job-controller", "garbage-collector-controller", "podgroup-protection-controller", "resourceclaim-controller"}
 
 // controllerManager is the package's kube-controller-manager process.
 var controllerManager struct {
