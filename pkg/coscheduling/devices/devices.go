@@ -172,6 +172,9 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 // delegated, counted or not (a member whose extended-resource claim exists already has it).
 func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.Set[v1.ResourceName]) member {
 	var m member
+	if !MayClaim(pod) {
+		return m
+	}
 	var why []string
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]

@@ -343,3 +343,30 @@ func sequential(t *testing.T, d *fakeDRA, src *Source, node *v1.Node, members []
 }
 
 func newTestCache() *cel.Cache { return cel.NewCache(10, cel.Features{}) }
+
+// BenchmarkDeviceCheck is one whole-gang check's device work for an 8-member gang that asks for one
+// DRA-backed GPU a member, on 1000 nodes with 8 devices each: reading the state, building the
+// allocator, and one count per node (what gangfit.New does once per attempt).
+func BenchmarkDeviceCheck(b *testing.B) {
+	logger, _ := ktesting.NewTestContext(b)
+	d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("")}}
+	var nodes []fwk.NodeInfo
+	for n := range 1000 {
+		name := fmt.Sprintf("n%d", n)
+		d.slices = append(d.slices, slice(name, "a", "a", "a", "a", "a", "a", "a", "a"))
+		nodes = append(nodes, nodeInfo(name, nil))
+	}
+	var members []*v1.Pod
+	for i := range 8 {
+		members = append(members, withExtended(gangtest.Member(fmt.Sprintf("m%d", i), "g", "1"), "1"))
+	}
+	src := &Source{dra: d, cel: newTestCache(), extended: true}
+	b.ResetTimer()
+	for b.Loop() {
+		check := src.ForCheck(logger, members)
+		for _, ni := range nodes {
+			check.Copies(0, ni, 8)
+		}
+		check.(*Check).Done()
+	}
+}
