@@ -363,7 +363,8 @@ func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
 	return lo
 }
 
-// Done releases the check's allocator budget.
+// Done releases the check's allocator budget (gangfit.New calls it once every node is counted; a
+// later Copies counts every node as holding the gang).
 func (c *Check) Done() {
 	if c.cancel != nil {
 		c.cancel()

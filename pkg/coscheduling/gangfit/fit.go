@@ -332,6 +332,10 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 			}
 			f.free = append(f.free, fn)
 		}
+		if d, ok := f.devices.(interface{ Done() }); ok {
+			// The device counts are made: the model's allocator budget is released.
+			d.Done()
+		}
 		f.totals = clusterTotals(f.free)
 	}
 	if len(claimed) > 0 {
