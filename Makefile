@@ -79,11 +79,21 @@ envtest: ## Build kube-apiserver, etcd and kube-controller-manager for the tests
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: build envtest ## Run unit and integration tests against a real apiserver, the unit tests and the soak again under the race detector, then the chart tests.
-	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
-		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) -skip '^$(SOAK)$$' ./...
-	$(MAKE) --no-print-directory test-race
-	$(MAKE) --no-print-directory chart-test
+test: build envtest ## Unit tests, then the integration tests against real apiservers (parallel shards). CI also runs test-race, chart-test, interop and bench-smoke.
+	go test $(TEST_FLAGS) $$(go list ./... | grep -v /test/integration)
+	$(MAKE) --no-print-directory test-integration
+
+# The integration package runs as INTEGRATION_SHARDS processes side by side, each with its own
+# kube-apiserver and etcd (hack/test-integration.sh; tests balanced by hack/integration-durations.tsv).
+# TEST_FLAGS may carry -v, -run and -skip. The soak runs under the race detector in test-race.
+INTEGRATION_SHARDS ?= 4
+.PHONY: test-integration
+test-integration: build envtest ## Only the integration tests (parallel shards, INTEGRATION_SHARDS=4); TEST_FLAGS="-v -run TestX" narrows them.
+	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" INTEGRATION_SHARDS=$(INTEGRATION_SHARDS) \
+		hack/test-integration.sh -timeout $(TEST_TIMEOUT) -skip '^$(SOAK)$$' $(TEST_FLAGS)
+
+.PHONY: test-all
+test-all: test test-race chart-test ## Everything CI runs except interop and bench-smoke: make test, the race build with the soak, the chart tests.
 
 # The race detector needs cgo; the shipped binaries stay static (CGO_ENABLED=0 above), the race
 # build is for tests only. The soak (the scheduler in process, churned behind the fault proxy) runs
