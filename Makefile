@@ -79,9 +79,16 @@ envtest: ## Build kube-apiserver, etcd and kube-controller-manager for the tests
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: build envtest ## Unit tests, then the integration tests against real apiservers (parallel shards). CI also runs test-race, chart-test, interop and bench-smoke.
-	go test $(TEST_FLAGS) $$(go list ./... | grep -v /test/integration)
-	$(MAKE) --no-print-directory test-integration
+test: build envtest ## Unit tests and, beside them, the integration tests against real apiservers (parallel shards). CI also runs test-race, chart-test, interop and bench-smoke.
+	@mkdir -p $(BIN)/test-logs; \
+	echo "unit tests: running beside the integration shards (output below when both end; log in $(BIN)/test-logs/unit.log)"; \
+	go test $(TEST_FLAGS) $$(go list ./... | grep -v /test/integration) >$(BIN)/test-logs/unit.log 2>&1 & unit=$$!; \
+	irc=0; $(MAKE) --no-print-directory test-integration || irc=$$?; \
+	urc=0; wait $$unit || urc=$$?; \
+	echo; echo "unit tests:"; grep -v 'no test files' $(BIN)/test-logs/unit.log || true; \
+	if [ $$urc -ne 0 ]; then echo "unit tests: FAILED (exit $$urc)" >&2; fi; \
+	if [ $$irc -ne 0 ]; then echo "integration tests: FAILED (exit $$irc)" >&2; fi; \
+	[ $$urc -eq 0 ] && [ $$irc -eq 0 ]
 
 # The integration package runs as INTEGRATION_SHARDS processes side by side, each with its own
 # kube-apiserver and etcd (hack/test-integration.sh; tests balanced by hack/integration-durations.tsv).
