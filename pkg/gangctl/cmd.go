@@ -105,7 +105,9 @@ func NewCommand(out io.Writer, now func() time.Time, conn Connect) *cobra.Comman
 		Short: "Where gangs (PodGroups of custom-scheduler) stand, and what each waits for",
 		Long: `kubectl gang reads PodGroups, their member pods and their events from the API (it needs get
 and list on podgroups.scheduling.x-k8s.io, pods and events, and nothing of the scheduler) and says
-where each gang stands and what it waits for.`,
+where each gang stands and what it waits for. Pods that name a scheduler that is none of ours
+(--scheduler-name: our profiles' schedulerNames, custom-scheduler unless $KUBECTL_GANG_SCHEDULER_NAMES
+says otherwise) are never members of our gangs, and kubectl gang says so.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -383,8 +385,8 @@ const eventReaders = 8
 
 // objectEvents lists the events of the objects uids names in ns: one list per object, selected at
 // the apiserver by involvedObject.uid (regarding.uid, for events.k8s.io events), as kubectl describe
-// selects an object's events, a few lists at once; each event once. Reading every event of the
-// namespace instead costs as much as the namespace has events.
+// selects an object's events, a few lists at once; each event once, by name. Reading every event of
+// the namespace instead costs as much as the namespace has events, whatever the gang's share.
 func objectEvents(ctx context.Context, c Clients, ns string, uids []types.UID) ([]v1.Event, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -423,6 +425,8 @@ func objectEvents(ctx context.Context, c Clients, ns string, uids []types.UID) (
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	// In the order one list of them all would have (by name), whichever list came back first.
+	slices.SortFunc(out, func(a, b v1.Event) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
