@@ -289,7 +289,7 @@ func TestSchedulerNames(t *testing.T) {
 		{name: "explain says which pods", args: []string{"explain", "elsewhere", "-n", "demo"},
 			want: `PodGroup demo/elsewhere: Pending, no scheduler of ours serves its pods: they name volcano (ours: custom-scheduler) (age 10m)
 Quorum:   0 of minMember 2 live members bound, 0 waiting at Permit, 0 gated; 0 terminating, 0 finished
-Not ours: 2 of its 2 live pods name volcano, which no scheduler of ours (custom-scheduler; --scheduler-name) serves: they are never members of our gangs
+Not ours: 2 of its 2 live pods name volcano, which no scheduler of ours (custom-scheduler; --scheduler-name) serves: they are never members of our gangs, nor counted above
 Members (2):
   elsewhere-0  Pending  scheduler volcano (not ours)
   elsewhere-1  Pending  scheduler volcano (not ours)

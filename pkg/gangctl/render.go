@@ -171,8 +171,8 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
 		s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
 	if s.Foreign > 0 {
-		fmt.Fprintf(&b, "Not ours: %d of its %d live pods name %s, which no scheduler of ours (%s; --scheduler-name) serves: they are never members of our gangs\n",
-			s.Foreign, s.Live, strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", "))
+		fmt.Fprintf(&b, "Not ours: %d of its %d live pods name %s, which no scheduler of ours (%s; --scheduler-name) serves: they are never members of our gangs, nor counted above\n",
+			s.Foreign, s.Foreign+s.Live, strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", "))
 	}
 	if s.Reason != "" {
 		since := ""

@@ -57,7 +57,7 @@ type Summary struct {
 	Phase     v1alpha1.PodGroupPhase `json:"phase"`
 	MinMember int32                  `json:"minMember"`
 	Created   metav1.Time            `json:"created"`
-	// Counts of the members: live (not terminating, not finished), bound (live and on a node), waiting
+	// Counts of the members (pods of ours with its label): live (not terminating, not finished), bound (live and on a node), waiting
 	// at Permit (the scheduler's count), gated (live, with scheduling gates), terminating, finished.
 	Live        int32 `json:"live"`
 	Bound       int32 `json:"bound"`
@@ -66,8 +66,9 @@ type Summary struct {
 	Terminating int32 `json:"terminating"`
 	Finished    int32 `json:"finished"`
 	// Schedulers are the schedulers of ours (each a profile's schedulerName: --scheduler-name);
-	// Foreign counts the live members whose spec.schedulerName is none of them (counted in Live: no
-	// profile of ours counts them), and ForeignSchedulers names the schedulers those pods name.
+	// Foreign counts the live pods with the gang's label whose spec.schedulerName is none of them: no
+	// profile of ours counts them, so neither do the counts above (Members lists them, marked);
+	// ForeignSchedulers names the schedulers they name.
 	Schedulers        []string `json:"schedulers"`
 	Foreign           int32    `json:"foreign,omitempty"`
 	ForeignSchedulers []string `json:"foreignSchedulers,omitempty"`
@@ -146,35 +147,45 @@ func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event, ours []
 		switch {
 		case p.Status.Phase == v1.PodSucceeded:
 			m.State = StateSucceeded
-			s.Finished++
 		case p.Status.Phase == v1.PodFailed:
 			m.State = StateFailed
-			s.Finished++
 		case p.DeletionTimestamp != nil:
 			m.State = StateTerminating
-			s.Terminating++
 		case p.Spec.NodeName != "":
 			m.State = StateBound
-			s.Live++
-			s.Bound++
 		case len(p.Spec.SchedulingGates) > 0:
 			m.State = StateGated
-			s.Live++
-			s.Gated++
 			for _, g := range p.Spec.SchedulingGates {
 				m.Gates = append(m.Gates, g.Name)
 			}
 		default:
 			m.State = StatePending
-			s.Live++
-		}
-		if m.Foreign && (m.State == StateBound || m.State == StateGated || m.State == StatePending) {
-			s.Foreign++
-			if !slices.Contains(s.ForeignSchedulers, m.Scheduler) {
-				s.ForeignSchedulers = append(s.ForeignSchedulers, m.Scheduler)
-			}
 		}
 		s.Members = append(s.Members, m)
+		live := m.State == StateBound || m.State == StateGated || m.State == StatePending
+		if m.Foreign {
+			// Listed, but no member of the gang's: no profile of ours counts it.
+			if live {
+				s.Foreign++
+				if !slices.Contains(s.ForeignSchedulers, m.Scheduler) {
+					s.ForeignSchedulers = append(s.ForeignSchedulers, m.Scheduler)
+				}
+			}
+			continue
+		}
+		switch m.State {
+		case StateSucceeded, StateFailed:
+			s.Finished++
+		case StateTerminating:
+			s.Terminating++
+		case StateBound:
+			s.Bound++
+		case StateGated:
+			s.Gated++
+		}
+		if live {
+			s.Live++
+		}
 	}
 	slices.Sort(s.ForeignSchedulers)
 	slices.SortFunc(s.Members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
@@ -270,13 +281,13 @@ func waitingFor(s Summary) (string, string) {
 	// Pods of another scheduler are never members of our gangs: a gang whose pods of ours are too
 	// few for its quorum while others name another scheduler waits for no member our profiles would
 	// see (its status, if any, says WaitingForMembers, counting ours only).
-	if ours := s.Live - s.Foreign; s.Foreign > 0 && ours < s.MinMember && (s.Reason == "" || s.Reason == podgroup.ReasonWaitingForMembers) {
+	if s.Foreign > 0 && s.Live < s.MinMember && (s.Reason == "" || s.Reason == podgroup.ReasonWaitingForMembers) {
 		theirs, mine := strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", ")
-		if ours == 0 {
+		if s.Live == 0 {
 			return WaitsForScheduler, fmt.Sprintf("no scheduler of ours serves its pods: they name %s (ours: %s)", theirs, mine)
 		}
 		return WaitsForScheduler, fmt.Sprintf("%d of %d pods name %s, which no scheduler of ours serves (ours: %s); only %d of minMember %d are ours",
-			s.Foreign, s.Live, theirs, mine, ours, s.MinMember)
+			s.Foreign, s.Foreign+s.Live, theirs, mine, s.Live, s.MinMember)
 	}
 	if s.Bound < s.MinMember && s.Gated > 0 && s.Live >= s.MinMember && s.Live-s.Gated < s.MinMember {
 		return WaitsForGates, fmt.Sprintf("%d of %d members gated", s.Gated, s.Live)

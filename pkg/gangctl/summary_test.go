@@ -196,27 +196,28 @@ func TestOtherSchedulers(t *testing.T) {
 		wantShort   string
 		wantForeign int32
 		wantTheirs  []string
+		wantLive    int32 // pods of ours only
 	}{
 		{name: "every pod another scheduler's, no status", pods: []*v1.Pod{pod("a", "default-scheduler", ""), pod("b", "default-scheduler", ""), pod("c", "default-scheduler", "")},
-			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}, wantLive: 0},
 		{name: "no schedulerName is the default scheduler's", pods: []*v1.Pod{pod("a", "", ""), pod("b", "volcano", "")},
-			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler, volcano (ours: custom-scheduler)", wantForeign: 2, wantTheirs: []string{"default-scheduler", "volcano"}},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler, volcano (ours: custom-scheduler)", wantForeign: 2, wantTheirs: []string{"default-scheduler", "volcano"}, wantLive: 0},
 		{name: "bound by another scheduler: still not ours", pods: []*v1.Pod{pod("a", "default-scheduler", "n1"), pod("b", "default-scheduler", "n1"), pod("c", "default-scheduler", "n2")},
-			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}, wantLive: 0},
 		{name: "too few of ours", reason: podgroup.ReasonWaitingForMembers, pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "volcano", ""), pod("c", "volcano", "")},
-			want: WaitsForScheduler, wantShort: "2 of 3 pods name volcano, which no scheduler of ours serves (ours: custom-scheduler); only 1 of minMember 3 are ours", wantForeign: 2, wantTheirs: []string{"volcano"}},
+			want: WaitsForScheduler, wantShort: "2 of 3 pods name volcano, which no scheduler of ours serves (ours: custom-scheduler); only 1 of minMember 3 are ours", wantForeign: 2, wantTheirs: []string{"volcano"}, wantLive: 1},
 		{name: "another profile of ours", ours: []string{"custom-scheduler", "scheduler-plugins-scheduler"}, reason: podgroup.ReasonPending,
 			pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "scheduler-plugins-scheduler", ""), pod("c", "scheduler-plugins-scheduler", "")},
-			want: WaitsForQueue, wantShort: "its turn in the queue"},
+			want: WaitsForQueue, wantShort: "its turn in the queue", wantLive: 3},
 		{name: "enough of ours, one aside", reason: podgroup.ReasonPending, pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "custom-scheduler", ""), pod("c", "custom-scheduler", ""), pod("d", "volcano", "")},
-			want: WaitsForQueue, wantShort: "its turn in the queue", wantForeign: 1, wantTheirs: []string{"volcano"}},
+			want: WaitsForQueue, wantShort: "its turn in the queue", wantForeign: 1, wantTheirs: []string{"volcano"}, wantLive: 3},
 		{name: "placed by ours: the status has the word", reason: podgroup.ReasonQuorumReached, pods: []*v1.Pod{pod("a", "custom-scheduler", "n1"), pod("b", "volcano", ""), pod("c", "volcano", "")},
-			want: WaitsForNothing, wantShort: "placed", wantForeign: 2, wantTheirs: []string{"volcano"}},
+			want: WaitsForNothing, wantShort: "placed", wantForeign: 2, wantTheirs: []string{"volcano"}, wantLive: 1},
 		{name: "another scheduler's pod that finished is no pod of the gang's now", reason: podgroup.ReasonWaitingForMembers,
 			pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "custom-scheduler", ""), succeeded(pod("c", "volcano", "n1"))},
-			want: WaitsForMembers, wantShort: "2 of 3 members exist"},
+			want: WaitsForMembers, wantShort: "2 of 3 members exist", wantLive: 2},
 		{name: "too few members and none of another scheduler: members", reason: podgroup.ReasonWaitingForMembers, pods: []*v1.Pod{pod("a", "custom-scheduler", "")},
-			want: WaitsForMembers, wantShort: "1 of 3 members exist"},
+			want: WaitsForMembers, wantShort: "1 of 3 members exist", wantLive: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,8 +229,8 @@ func TestOtherSchedulers(t *testing.T) {
 			if s.WaitingFor != tc.want || s.Short != tc.wantShort {
 				t.Errorf("waiting for %q (%q), want %q (%q)", s.WaitingFor, s.Short, tc.want, tc.wantShort)
 			}
-			if s.Foreign != tc.wantForeign || !slices.Equal(s.ForeignSchedulers, tc.wantTheirs) {
-				t.Errorf("foreign %d %q, want %d %q", s.Foreign, s.ForeignSchedulers, tc.wantForeign, tc.wantTheirs)
+			if s.Foreign != tc.wantForeign || !slices.Equal(s.ForeignSchedulers, tc.wantTheirs) || s.Live != tc.wantLive {
+				t.Errorf("foreign %d %q, live %d; want %d %q, live %d", s.Foreign, s.ForeignSchedulers, s.Live, tc.wantForeign, tc.wantTheirs, tc.wantLive)
 			}
 			ours := tc.ours
 			if ours == nil {
