@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -64,6 +66,31 @@ type options struct {
 	allNamespaces bool
 	output        string
 	color         string
+	// schedulers are the schedulerNames of our profiles (--scheduler-name).
+	schedulers []string
+	// watchEvents: a watch prints each change as {"type", "object"} (--output-watch-events).
+	watchEvents bool
+	// printed counts the objects a -o yaml stream has printed (the second one on are preceded by "---").
+	printed int
+}
+
+// SchedulerNamesEnv names the environment variable that, when set, gives --scheduler-name's default
+// (comma-separated).
+const SchedulerNamesEnv = "KUBECTL_GANG_SCHEDULER_NAMES"
+
+// defaultSchedulers are --scheduler-name's default: SchedulerNamesEnv's names if it is set, else
+// DefaultSchedulerName.
+func defaultSchedulers() []string {
+	var out []string
+	for _, n := range strings.Split(os.Getenv(SchedulerNamesEnv), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return []string{DefaultSchedulerName}
+	}
+	return out
 }
 
 // NewCommand is kubectl-gang's root command; now is the clock (ages are measured from it), and
@@ -78,7 +105,9 @@ func NewCommand(out io.Writer, now func() time.Time, conn Connect) *cobra.Comman
 		Short: "Where gangs (PodGroups of custom-scheduler) stand, and what each waits for",
 		Long: `kubectl gang reads PodGroups, their member pods and their events from the API (it needs get
 and list on podgroups.scheduling.x-k8s.io, pods and events, and nothing of the scheduler) and says
-where each gang stands and what it waits for.`,
+where each gang stands and what it waits for. Pods that name a scheduler that is none of ours
+(--scheduler-name: our profiles' schedulerNames, custom-scheduler unless $KUBECTL_GANG_SCHEDULER_NAMES
+says otherwise) are never members of our gangs, and kubectl gang says so.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -86,9 +115,15 @@ where each gang stands and what it waits for.`,
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the gangs of every namespace.")
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "Colour the output: auto (when writing to a terminal), always or never.")
+	root.PersistentFlags().StringSliceVar(&o.schedulers, "scheduler-name", defaultSchedulers(),
+		"The schedulerNames of our scheduler's profiles (repeat it, or separate them with commas): pods naming another scheduler are never members of our gangs. Default: $"+SchedulerNamesEnv+" if set.")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if o.color != "auto" && o.color != "always" && o.color != "never" {
 			return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
+		}
+		o.schedulers = slices.DeleteFunc(o.schedulers, func(n string) bool { return strings.TrimSpace(n) == "" })
+		if len(o.schedulers) == 0 {
+			return errors.New("--scheduler-name names no scheduler: name our profiles' schedulerNames")
 		}
 		return nil
 	}
@@ -116,11 +151,15 @@ func (o *options) getCommand() *cobra.Command {
 			if name != "" && o.allNamespaces {
 				return errors.New("a gang's name and --all-namespaces do not go together: name a namespace with -n")
 			}
+			if o.watchEvents && (!watchFlag || (o.output != "json" && o.output != "yaml")) {
+				return errors.New("--output-watch-events goes with --watch and -o json or yaml")
+			}
 			return o.get(cmd.Context(), name, watchFlag)
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml.")
-	cmd.Flags().BoolVarP(&watchFlag, "watch", "w", false, "After listing, print a gang's line again whenever its PodGroup changes.")
+	cmd.Flags().BoolVarP(&watchFlag, "watch", "w", false, "After listing, print a gang's line (with -o json or yaml: its object) again whenever its PodGroup changes.")
+	cmd.Flags().BoolVar(&o.watchEvents, "output-watch-events", false, "With --watch and -o json or yaml, print each change as an object with its type (ADDED, MODIFIED, DELETED) and the gang.")
 	return cmd
 }
 
@@ -208,13 +247,22 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	}
 	sums := make([]Summary, 0, len(pgs))
 	for i := range pgs {
-		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil))
+		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
 	}
 	slices.SortFunc(sums, func(a, b Summary) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	switch o.output {
 	case "json", "yaml":
+		if watchFlag {
+			// As kubectl get -w -o json: each gang an object of its own, then one per change.
+			for _, s := range sums {
+				if err := o.printObject(watch.Added, s); err != nil {
+					return err
+				}
+			}
+			return o.watch(ctx, c, nil, ns, name, rv)
+		}
 		if name != "" {
 			return printData(o.out, o.output, sums[0])
 		}
@@ -238,7 +286,27 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	return o.watch(ctx, c, cols, ns, name, rv)
 }
 
-// watch prints a gang's line again whenever its PodGroup changes, until ctx ends.
+// printObject writes one gang of a -o json|yaml watch: the gang, or with --output-watch-events the
+// change's type and the gang; YAML documents after the first are preceded by "---".
+func (o *options) printObject(t watch.EventType, s Summary) error {
+	var v any = s
+	if o.watchEvents {
+		v = struct {
+			Type   watch.EventType `json:"type"`
+			Object Summary         `json:"object"`
+		}{t, s}
+	}
+	if o.output == "yaml" && o.printed > 0 {
+		if _, err := io.WriteString(o.out, "---\n"); err != nil {
+			return err
+		}
+	}
+	o.printed++
+	return printData(o.out, o.output, v)
+}
+
+// watch prints a gang's line (its object, with -o json|yaml) again whenever its PodGroup changes,
+// until ctx ends.
 func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, resourceVersion string) error {
 	opts := metav1.ListOptions{ResourceVersion: resourceVersion}
 	if name != "" {
@@ -265,9 +333,15 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 			if err != nil {
 				return err
 			}
-			s := Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil)
+			s := Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
 			if ev.Type == watch.Deleted {
 				s.Short = "deleted"
+			}
+			if o.output == "json" || o.output == "yaml" {
+				if err := o.printObject(ev.Type, s); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := printTable(o.out, cols, []Summary{s}, o.allNamespaces, o.output == "wide", false, o.now(), o.style()); err != nil {
 				return err
@@ -290,15 +364,70 @@ func (o *options) explain(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	events, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	members := pods[ns+"/"+name]
+	uids := []types.UID{pg.UID}
+	for _, p := range members {
+		uids = append(uids, p.UID)
+	}
+	events, err := objectEvents(ctx, c, ns, uids)
 	if err != nil {
 		return apiError(err, "events", "", ns)
 	}
-	s := Summarize(pg, pods[ns+"/"+name], events.Items)
+	s := Summarize(pg, members, events, o.schedulers)
 	if o.output != "" {
 		return printData(o.out, o.output, s)
 	}
 	return printExplain(o.out, s, o.now(), o.style())
+}
+
+// eventReaders is how many event lists explain has in flight at once.
+const eventReaders = 8
+
+// objectEvents lists the events of the objects uids names in ns: one list per object, selected at
+// the apiserver by involvedObject.uid (regarding.uid, for events.k8s.io events), as kubectl describe
+// selects an object's events, a few lists at once; each event once, by name. Reading every event of
+// the namespace instead costs as much as the namespace has events, whatever the gang's share.
+func objectEvents(ctx context.Context, c Clients, ns string, uids []types.UID) ([]v1.Event, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		firstErr error
+		out      []v1.Event
+		seen     = map[string]bool{}
+	)
+	slots := make(chan struct{}, eventReaders)
+	for _, uid := range uids {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			for _, e := range list.Items {
+				if k := e.Namespace + "/" + e.Name; !seen[k] {
+					seen[k] = true
+					out = append(out, e)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	// In the order one list of them all would have (by name), whichever list came back first.
+	slices.SortFunc(out, func(a, b v1.Event) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // memberPods lists the member pods of the gang name in ns (every gang's, name empty), by gang

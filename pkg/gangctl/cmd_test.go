@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,7 +50,7 @@ func scheduled(reason, msg string, since time.Duration) metav1.Condition {
 
 func testPod(ns, group, name, node string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Labels: map[string]string{v1alpha1.PodGroupLabel: group}},
-		Spec: v1.PodSpec{NodeName: node}, Status: v1.PodStatus{Phase: v1.PodPending}}
+		Spec: v1.PodSpec{NodeName: node, SchedulerName: DefaultSchedulerName}, Status: v1.PodStatus{Phase: v1.PodPending}}
 }
 
 // fixture is two gangs in demo (too-big: infeasible with numbers; training: running) and one in
@@ -216,6 +220,140 @@ func TestExplainUntil(t *testing.T) {
 		}
 		if !strings.Contains(out, want) {
 			t.Errorf("explain %s: no %q in\n%s", name, want, out)
+		}
+	}
+}
+
+// TestExplainEventsByUID: explain reads the events of the PodGroup and of each member, selected by
+// their uids (involvedObject.uid), not every event of the namespace; each event once.
+func TestExplainEventsByUID(t *testing.T) {
+	var mu sync.Mutex
+	var selectors []string
+	edit := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		kube.PrependReactor("list", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			selectors = append(selectors, a.(clienttesting.ListAction).GetListRestrictions().Fields.String())
+			return false, nil, nil
+		})
+	}
+	out, err := run(t, edit, "explain", "too-big", "-n", "demo", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Events) != 1 || s.Events[0].Count != 1 {
+		t.Errorf("events %+v, want the one GangInfeasible once", s.Events)
+	}
+	slices.Sort(selectors)
+	want := []string{"involvedObject.uid=demo-too-big", "involvedObject.uid=demo-too-big-0", "involvedObject.uid=demo-too-big-1"}
+	if diff := cmp.Diff(want, selectors); diff != "" {
+		t.Errorf("events listed with field selectors (-want,+got):\n%s", diff)
+	}
+}
+
+// TestSchedulerNames: which schedulers are ours: --scheduler-name (repeated, or with commas), else
+// $KUBECTL_GANG_SCHEDULER_NAMES, else custom-scheduler; a gang whose pods name another is said to
+// be served by none of ours, in get's line and explain's story.
+func TestSchedulerNames(t *testing.T) {
+	elsewhere := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		ctx := context.Background()
+		if _, err := pgs.SchedulingV1alpha1().PodGroups("demo").Create(ctx, testPG("demo", "elsewhere", 2, ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, sched := range []string{"volcano", "volcano"} {
+			p := testPod("demo", "elsewhere", fmt.Sprintf("elsewhere-%d", i), "")
+			p.Spec.SchedulerName = sched
+			if _, err := kube.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		name    string
+		env     string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{name: "the default", args: []string{"get", "elsewhere", "-n", "demo"},
+			want: "no scheduler of ours serves its pods: they name volcano (ours: custom-scheduler)"},
+		{name: "the environment's", env: "custom-scheduler, scheduler-plugins-scheduler", args: []string{"get", "elsewhere", "-n", "demo"},
+			want: "they name volcano (ours: custom-scheduler, scheduler-plugins-scheduler)"},
+		{name: "the flag's, over the environment's", env: "a", args: []string{"get", "elsewhere", "-n", "demo", "--scheduler-name", "b,c", "--scheduler-name", "d"},
+			want: "they name volcano (ours: b, c, d)"},
+		{name: "volcano is ours", args: []string{"get", "elsewhere", "-n", "demo", "--scheduler-name", "volcano"}, want: "2 of 2 members exist"},
+		{name: "explain says which pods", args: []string{"explain", "elsewhere", "-n", "demo"},
+			want: `PodGroup demo/elsewhere: Pending, no scheduler of ours serves its pods: they name volcano (ours: custom-scheduler) (age 10m)
+Quorum:   0 of minMember 2 live members bound, 0 waiting at Permit, 0 gated; 0 terminating, 0 finished
+Not ours: 2 of its 2 live pods name volcano, which no scheduler of ours (custom-scheduler; --scheduler-name) serves: they are never members of our gangs, nor counted above
+Members (2):
+  elsewhere-0  Pending  scheduler volcano (not ours)
+  elsewhere-1  Pending  scheduler volcano (not ours)
+Events (0, newest first):
+  <none>
+`},
+		{name: "no name", args: []string{"get", "--scheduler-name", ""}, wantErr: "--scheduler-name names no scheduler"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(SchedulerNamesEnv, tc.env)
+			out, err := run(t, elsewhere, tc.args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output:\n%s\nwant it to contain:\n%s", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestExplainDevices: a shortfall with a device kind's row says what the row counts, and what
+// would unblock the gang in devices of its class.
+func TestExplainDevices(t *testing.T) {
+	edit := func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		pg := testPG("demo", "gpus", 4, v1alpha1.PodGroupPreScheduling, scheduled(podgroup.ReasonGangInfeasible, "no room", time.Minute))
+		pg.Status.Shortfall = &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 4, Placeable: 3, Unscheduled: 4, TopologyKey: "rack",
+			Domains: []v1alpha1.DomainShortfall{{Value: "r1", Placeable: 3}, {Value: "r2", Placeable: 2}},
+			Resources: []v1alpha1.ResourceShortfall{
+				{Name: v1.ResourceCPU, Requested: resource.MustParse("4"), Free: resource.MustParse("40"), Member: resource.MustParse("1"), LargestFree: resource.MustParse("8")},
+				{Name: "devices/gpu.example.com", Requested: resource.MustParse("4"), Free: resource.MustParse("5"), Member: resource.MustParse("1"), LargestFree: resource.MustParse("1")}}}
+		if _, err := pgs.SchedulingV1alpha1().PodGroups("demo").Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := run(t, edit, "explain", "gpus", "-n", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `Short:    TopologyDomain: 4 more members must be placed at once; the free room fits 3 (4 unscheduled members exist)
+          RESOURCE                 NEEDED  FREE  LARGEST MEMBER  LARGEST FREE ON A NODE
+          cpu                      4       40    1               8
+          devices/gpu.example.com  4       5     1               1
+          (a devices/<class> row counts members: one is the devices one member claims)
+Domains:  rack: r1 fits 3, r2 fits 2
+Unblock:  needs 4 members, with their devices of class gpu.example.com, in one rack domain; the roomiest, rack=r1, fits 3
+`
+	if !strings.Contains(out, want) {
+		t.Errorf("explain:\n%s\nwant it to contain:\n%s", out, want)
+	}
+}
+
+// TestWatchEventsFlag: --output-watch-events goes with --watch and -o json or yaml only.
+func TestWatchEventsFlag(t *testing.T) {
+	for _, args := range [][]string{{"get", "--output-watch-events", "-o", "json"}, {"get", "-w", "--output-watch-events"}, {"get", "-w", "-o", "wide", "--output-watch-events"}} {
+		if _, err := run(t, nil, args...); err == nil || !strings.Contains(err.Error(), "--output-watch-events goes with --watch and -o json or yaml") {
+			t.Errorf("%q: error %v", args, err)
 		}
 	}
 }

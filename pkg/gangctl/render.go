@@ -53,7 +53,7 @@ func (s style) amber(t string) string { return s.paint("33", t) }
 func (s style) phase(sum Summary) string {
 	p := string(sum.Phase)
 	switch {
-	case sum.Phase == v1alpha1.PodGroupFailed || sum.WaitingFor == WaitsForRoom || sum.WaitingFor == WaitsForRebind:
+	case sum.Phase == v1alpha1.PodGroupFailed || sum.WaitingFor == WaitsForRoom || sum.WaitingFor == WaitsForRebind || sum.WaitingFor == WaitsForScheduler:
 		return s.red(p)
 	case sum.WaitingFor == WaitsForNothing:
 		return s.green(p)
@@ -170,6 +170,10 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
 	fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
 		s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+	if s.Foreign > 0 {
+		fmt.Fprintf(&b, "Not ours: %d of its %d live pods name %s, which no scheduler of ours (%s; --scheduler-name) serves: they are never members of our gangs, nor counted above\n",
+			s.Foreign, s.Foreign+s.Live, strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", "))
+	}
 	if s.Reason != "" {
 		since := ""
 		if s.Since != nil {
@@ -190,6 +194,9 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 				rows = append(rows, []string{"          " + string(r.Name), r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String()})
 			}
 			_ = (&columns{}).write(&b, rows)
+			if len(deviceRows(sf.Resources)) > 0 {
+				b.WriteString("          (a devices/<class> row counts members: one is the devices one member claims)\n")
+			}
 		}
 		if len(sf.Domains) > 0 {
 			var ds []string
@@ -237,6 +244,9 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 				r = append(r, m.Node)
 			case m.Nominated != "":
 				r = append(r, "nominated to "+m.Nominated)
+			}
+			if m.Foreign {
+				r = append(r, "scheduler "+m.Scheduler+" (not ours)")
 			}
 			rows = append(rows, r)
 		}

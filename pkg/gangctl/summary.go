@@ -40,7 +40,15 @@ const (
 	WaitsForPreemption  = "Preemption"
 	WaitsForBackoff     = "Backoff"
 	WaitsForRebind      = "LostMembers"
+	// WaitsForScheduler: too few of its pods are ours for its quorum, the others naming a scheduler
+	// no profile of ours serves (see Summary.Schedulers).
+	WaitsForScheduler = "Scheduler"
 )
+
+// DefaultSchedulerName is the scheduler kubectl gang takes as ours unless told otherwise (the
+// --scheduler-name flag, or KUBECTL_GANG_SCHEDULER_NAMES): the schedulerName of the shipped profile
+// (manifests/base/scheduler-config.yaml, the chart's schedulerName).
+const DefaultSchedulerName = "custom-scheduler"
 
 // Summary is one gang, as kubectl gang shows it (and -o json prints it).
 type Summary struct {
@@ -49,7 +57,7 @@ type Summary struct {
 	Phase     v1alpha1.PodGroupPhase `json:"phase"`
 	MinMember int32                  `json:"minMember"`
 	Created   metav1.Time            `json:"created"`
-	// Counts of the members: live (not terminating, not finished), bound (live and on a node), waiting
+	// Counts of the members (pods of ours with its label): live (not terminating, not finished), bound (live and on a node), waiting
 	// at Permit (the scheduler's count), gated (live, with scheduling gates), terminating, finished.
 	Live        int32 `json:"live"`
 	Bound       int32 `json:"bound"`
@@ -57,6 +65,13 @@ type Summary struct {
 	Gated       int32 `json:"gated"`
 	Terminating int32 `json:"terminating"`
 	Finished    int32 `json:"finished"`
+	// Schedulers are the schedulers of ours (each a profile's schedulerName: --scheduler-name);
+	// Foreign counts the live pods with the gang's label whose spec.schedulerName is none of them: no
+	// profile of ours counts them, so neither do the counts above (Members lists them, marked);
+	// ForeignSchedulers names the schedulers they name.
+	Schedulers        []string `json:"schedulers"`
+	Foreign           int32    `json:"foreign,omitempty"`
+	ForeignSchedulers []string `json:"foreignSchedulers,omitempty"`
 	// WaitingFor is what the gang waits for (a WaitsFor* word, empty when it waits for nothing), Short
 	// the same in a few words, Reason and Message the Scheduled condition's, Since when it has said so.
 	WaitingFor string       `json:"waitingFor"`
@@ -96,6 +111,9 @@ type Member struct {
 	Node      string   `json:"node,omitempty"`
 	Nominated string   `json:"nominated,omitempty"`
 	Gates     []string `json:"gates,omitempty"`
+	// Scheduler is the pod's spec.schedulerName; Foreign, that it is none of ours.
+	Scheduler string `json:"scheduler"`
+	Foreign   bool   `json:"foreign,omitempty"`
 }
 
 // Event is one event of the gang or a member.
@@ -108,46 +126,68 @@ type Event struct {
 	Count   int32       `json:"count,omitempty"`
 }
 
-// Summarize says where pg stands from its member pods (those with its label, in its namespace) and
-// events (any; those of pg and its members are kept).
-func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event) Summary {
+// Summarize says where pg stands from its member pods (those with its label, in its namespace),
+// events (any; those of pg and its members are kept) and the names of our schedulers (ours: the
+// schedulerNames of our profiles; none: DefaultSchedulerName).
+func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event, ours []string) Summary {
+	if len(ours) == 0 {
+		ours = []string{DefaultSchedulerName}
+	}
 	s := Summary{Namespace: pg.Namespace, Name: pg.Name, Phase: pg.Status.Phase, MinMember: int32(podgroup.MinMember(pg)),
 		Created: pg.CreationTimestamp, Waiting: pg.Status.Waiting, Shortfall: pg.Status.Shortfall,
-		ReservedUntil: pg.Status.ReservedUntil, BackoffUntil: pg.Status.BackoffUntil}
+		ReservedUntil: pg.Status.ReservedUntil, BackoffUntil: pg.Status.BackoffUntil, Schedulers: ours}
 	if s.Phase == "" {
 		s.Phase = v1alpha1.PodGroupPending
 	}
 	uids := map[string]string{string(pg.UID): "PodGroup/" + pg.Name}
 	for _, p := range pods {
 		uids[string(p.UID)] = "Pod/" + p.Name
-		m := Member{Name: p.Name, Node: p.Spec.NodeName, Nominated: p.Status.NominatedNodeName}
+		m := Member{Name: p.Name, Node: p.Spec.NodeName, Nominated: p.Status.NominatedNodeName, Scheduler: schedulerOf(p)}
+		m.Foreign = !slices.Contains(ours, m.Scheduler)
 		switch {
 		case p.Status.Phase == v1.PodSucceeded:
 			m.State = StateSucceeded
-			s.Finished++
 		case p.Status.Phase == v1.PodFailed:
 			m.State = StateFailed
-			s.Finished++
 		case p.DeletionTimestamp != nil:
 			m.State = StateTerminating
-			s.Terminating++
 		case p.Spec.NodeName != "":
 			m.State = StateBound
-			s.Live++
-			s.Bound++
 		case len(p.Spec.SchedulingGates) > 0:
 			m.State = StateGated
-			s.Live++
-			s.Gated++
 			for _, g := range p.Spec.SchedulingGates {
 				m.Gates = append(m.Gates, g.Name)
 			}
 		default:
 			m.State = StatePending
-			s.Live++
 		}
 		s.Members = append(s.Members, m)
+		live := m.State == StateBound || m.State == StateGated || m.State == StatePending
+		if m.Foreign {
+			// Listed, but no member of the gang's: no profile of ours counts it.
+			if live {
+				s.Foreign++
+				if !slices.Contains(s.ForeignSchedulers, m.Scheduler) {
+					s.ForeignSchedulers = append(s.ForeignSchedulers, m.Scheduler)
+				}
+			}
+			continue
+		}
+		switch m.State {
+		case StateSucceeded, StateFailed:
+			s.Finished++
+		case StateTerminating:
+			s.Terminating++
+		case StateBound:
+			s.Bound++
+		case StateGated:
+			s.Gated++
+		}
+		if live {
+			s.Live++
+		}
 	}
+	slices.Sort(s.ForeignSchedulers)
 	slices.SortFunc(s.Members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	if c := meta.FindStatusCondition(pg.Status.Conditions, podgroup.ConditionScheduled); c != nil {
 		s.Reason, s.Message, s.Since = c.Reason, c.Message, &c.LastTransitionTime
@@ -196,6 +236,14 @@ func gangEvents(events []v1.Event, uids map[string]string) []Event {
 	return out
 }
 
+// schedulerOf is the scheduler a pod names (the apiserver's default when it names none).
+func schedulerOf(p *v1.Pod) string {
+	if p.Spec.SchedulerName == "" {
+		return v1.DefaultSchedulerName
+	}
+	return p.Spec.SchedulerName
+}
+
 // condition is pg's condition of type t, if it has one.
 func condition(pg *v1alpha1.PodGroup, t string) *Condition {
 	c := meta.FindStatusCondition(pg.Status.Conditions, t)
@@ -229,6 +277,17 @@ func waitingFor(s Summary) (string, string) {
 	}
 	if s.Reservation != nil && s.Reservation.Status {
 		return WaitsForReservation, "holds a reservation: " + s.Reservation.Message
+	}
+	// Pods of another scheduler are never members of our gangs: a gang whose pods of ours are too
+	// few for its quorum while others name another scheduler waits for no member our profiles would
+	// see (its status, if any, says WaitingForMembers, counting ours only).
+	if s.Foreign > 0 && s.Live < s.MinMember && (s.Reason == "" || s.Reason == podgroup.ReasonWaitingForMembers) {
+		theirs, mine := strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", ")
+		if s.Live == 0 {
+			return WaitsForScheduler, fmt.Sprintf("no scheduler of ours serves its pods: they name %s (ours: %s)", theirs, mine)
+		}
+		return WaitsForScheduler, fmt.Sprintf("%d of %d pods name %s, which no scheduler of ours serves (ours: %s); only %d of minMember %d are ours",
+			s.Foreign, s.Foreign+s.Live, theirs, mine, s.Live, s.MinMember)
 	}
 	if s.Bound < s.MinMember && s.Gated > 0 && s.Live >= s.MinMember && s.Live-s.Gated < s.MinMember {
 		return WaitsForGates, fmt.Sprintf("%d of %d members gated", s.Gated, s.Live)
@@ -282,7 +341,12 @@ func Unblock(sf *v1alpha1.PodGroupShortfall) []string {
 			out = append(out, fmt.Sprintf("no %s domain can be used: label the nodes with %s, or bind the members within one domain", sf.TopologyKey, sf.TopologyKey))
 		} else {
 			d := sf.Domains[0]
-			out = append(out, fmt.Sprintf("needs %d members in one %s domain; the roomiest, %s=%s, fits %d", sf.Needed, sf.TopologyKey, sf.TopologyKey, d.Value, d.Placeable))
+			// A domain's count is of members with everything they ask, their devices among it.
+			with := ""
+			if classes := deviceRows(sf.Resources); len(classes) > 0 {
+				with = ", with their devices of " + classPhrase(classes) + ","
+			}
+			out = append(out, fmt.Sprintf("needs %d members%s in one %s domain; the roomiest, %s=%s, fits %d", sf.Needed, with, sf.TopologyKey, sf.TopologyKey, d.Value, d.Placeable))
 		}
 	}
 	for _, r := range sf.Resources {
@@ -290,6 +354,10 @@ func Unblock(sf *v1alpha1.PodGroupShortfall) []string {
 			if r.Requested.Cmp(r.Free) > 0 {
 				out = append(out, fmt.Sprintf("spec.minResources asks %s %s; %s is free on the nodes the members may use", r.Requested.String(), r.Name, r.Free.String()))
 			}
+			continue
+		}
+		if classes, ok := DeviceClasses(r.Name); ok {
+			out = append(out, unblockDevices(classPhrase(classes), r)...)
 			continue
 		}
 		if r.Member.Cmp(r.LargestFree) > 0 {
@@ -301,6 +369,65 @@ func Unblock(sf *v1alpha1.PodGroupShortfall) []string {
 	}
 	if len(out) == 0 && sf.Reason == v1alpha1.ShortfallNodeRoom {
 		out = append(out, fmt.Sprintf("the free room is split across nodes: %d of the %d members fit node by node", sf.Placeable, sf.Needed))
+	}
+	return out
+}
+
+// devicePrefix starts the name of a device kind in a shortfall: the whole-gang check counts the
+// devices members claim through Dynamic Resource Allocation as one more resource per kind, named
+// "devices/<class>" after the device classes the kind's members claim ("+" between several, "#<n>"
+// after a name two kinds share; see gangfit.DeviceKindName), in units of one member's devices.
+const devicePrefix = "devices/"
+
+// DeviceClasses returns the device classes a shortfall row of a device kind counts, and whether the
+// row is one.
+func DeviceClasses(name v1.ResourceName) ([]string, bool) {
+	rest, ok := strings.CutPrefix(string(name), devicePrefix)
+	if !ok || rest == "" {
+		return nil, false
+	}
+	if i := strings.LastIndexByte(rest, '#'); i > 0 {
+		rest = rest[:i]
+	}
+	return strings.Split(rest, "+"), true
+}
+
+// deviceRows returns the device classes of a shortfall's device rows, each once, in order.
+func deviceRows(rows []v1alpha1.ResourceShortfall) []string {
+	var out []string
+	for _, r := range rows {
+		classes, _ := DeviceClasses(r.Name)
+		for _, c := range classes {
+			if !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// classPhrase is "class a", or "classes a and b" ("a, b and c").
+func classPhrase(classes []string) string {
+	if len(classes) == 1 {
+		return "class " + classes[0]
+	}
+	return "classes " + strings.Join(classes[:len(classes)-1], ", ") + " and " + classes[len(classes)-1]
+}
+
+// unblockDevices says what a device kind's row is short of. Its amounts are members, not devices:
+// one unit is what one member claims (the check counts how many members' claims the free devices
+// hold at once, node by node), so the devices are said for so many members.
+func unblockDevices(class string, r v1alpha1.ResourceShortfall) []string {
+	var out []string
+	if r.Member.Cmp(r.LargestFree) > 0 {
+		if r.LargestFree.IsZero() {
+			out = append(out, fmt.Sprintf("no node the members may use has free devices of %s for a member", class))
+		} else {
+			out = append(out, fmt.Sprintf("needs devices of %s for %s members on one node; the most any node's free ones hold is %s", class, r.Member.String(), r.LargestFree.String()))
+		}
+	}
+	if r.Requested.Cmp(r.Free) > 0 {
+		out = append(out, fmt.Sprintf("needs devices of %s for %s members; the free ones hold %s", class, r.Requested.String(), r.Free.String()))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package gangctl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -83,7 +85,7 @@ func TestSummarize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pg := testPG("ns", "g", 2, tc.phase, tc.conds...)
 			pg.Status.Waiting, pg.Status.Shortfall = tc.waiting, tc.short
-			s := Summarize(pg, tc.pods, nil)
+			s := Summarize(pg, tc.pods, nil, nil)
 			if s.WaitingFor != tc.want || s.Short != tc.wantShort {
 				t.Errorf("waiting for %q (%q), want %q (%q)", s.WaitingFor, s.Short, tc.want, tc.wantShort)
 			}
@@ -171,6 +173,142 @@ func TestFit(t *testing.T) {
 		got := style{width: tc.width}.fit(msg, tc.used)
 		if n := utf8.RuneCountInString(got); n != tc.want {
 			t.Errorf("width %d, used %d: %d characters, want %d", tc.width, tc.used, n, tc.want)
+		}
+	}
+}
+
+// TestOtherSchedulers: pods of a scheduler that is none of ours are never members of our gangs; a
+// gang whose pods of ours are too few for its quorum while others name another scheduler waits for
+// no member our profiles would see, and says so, naming theirs and ours.
+func TestOtherSchedulers(t *testing.T) {
+	pod := func(name, scheduler, node string) *v1.Pod {
+		p := testPod("ns", "g", name, node)
+		p.Spec.SchedulerName = scheduler
+		return p
+	}
+	succeeded := func(p *v1.Pod) *v1.Pod { p.Status.Phase = v1.PodSucceeded; return p }
+	cases := []struct {
+		name        string
+		ours        []string
+		reason      string
+		pods        []*v1.Pod
+		want        string
+		wantShort   string
+		wantForeign int32
+		wantTheirs  []string
+		wantLive    int32 // pods of ours only
+	}{
+		{name: "every pod another scheduler's, no status", pods: []*v1.Pod{pod("a", "default-scheduler", ""), pod("b", "default-scheduler", ""), pod("c", "default-scheduler", "")},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}, wantLive: 0},
+		{name: "no schedulerName is the default scheduler's", pods: []*v1.Pod{pod("a", "", ""), pod("b", "volcano", "")},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler, volcano (ours: custom-scheduler)", wantForeign: 2, wantTheirs: []string{"default-scheduler", "volcano"}, wantLive: 0},
+		{name: "bound by another scheduler: still not ours", pods: []*v1.Pod{pod("a", "default-scheduler", "n1"), pod("b", "default-scheduler", "n1"), pod("c", "default-scheduler", "n2")},
+			want: WaitsForScheduler, wantShort: "no scheduler of ours serves its pods: they name default-scheduler (ours: custom-scheduler)", wantForeign: 3, wantTheirs: []string{"default-scheduler"}, wantLive: 0},
+		{name: "too few of ours", reason: podgroup.ReasonWaitingForMembers, pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "volcano", ""), pod("c", "volcano", "")},
+			want: WaitsForScheduler, wantShort: "2 of 3 pods name volcano, which no scheduler of ours serves (ours: custom-scheduler); only 1 of minMember 3 are ours", wantForeign: 2, wantTheirs: []string{"volcano"}, wantLive: 1},
+		{name: "another profile of ours", ours: []string{"custom-scheduler", "scheduler-plugins-scheduler"}, reason: podgroup.ReasonPending,
+			pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "scheduler-plugins-scheduler", ""), pod("c", "scheduler-plugins-scheduler", "")},
+			want: WaitsForQueue, wantShort: "its turn in the queue", wantLive: 3},
+		{name: "enough of ours, one aside", reason: podgroup.ReasonPending, pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "custom-scheduler", ""), pod("c", "custom-scheduler", ""), pod("d", "volcano", "")},
+			want: WaitsForQueue, wantShort: "its turn in the queue", wantForeign: 1, wantTheirs: []string{"volcano"}, wantLive: 3},
+		{name: "placed by ours: the status has the word", reason: podgroup.ReasonQuorumReached, pods: []*v1.Pod{pod("a", "custom-scheduler", "n1"), pod("b", "volcano", ""), pod("c", "volcano", "")},
+			want: WaitsForNothing, wantShort: "placed", wantForeign: 2, wantTheirs: []string{"volcano"}, wantLive: 1},
+		{name: "another scheduler's pod that finished is no pod of the gang's now", reason: podgroup.ReasonWaitingForMembers,
+			pods: []*v1.Pod{pod("a", "custom-scheduler", ""), pod("b", "custom-scheduler", ""), succeeded(pod("c", "volcano", "n1"))},
+			want: WaitsForMembers, wantShort: "2 of 3 members exist", wantLive: 2},
+		{name: "too few members and none of another scheduler: members", reason: podgroup.ReasonWaitingForMembers, pods: []*v1.Pod{pod("a", "custom-scheduler", "")},
+			want: WaitsForMembers, wantShort: "1 of 3 members exist", wantLive: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var conds []metav1.Condition
+			if tc.reason != "" {
+				conds = append(conds, scheduled(tc.reason, "m", 0))
+			}
+			s := Summarize(testPG("ns", "g", 3, "", conds...), tc.pods, nil, tc.ours)
+			if s.WaitingFor != tc.want || s.Short != tc.wantShort {
+				t.Errorf("waiting for %q (%q), want %q (%q)", s.WaitingFor, s.Short, tc.want, tc.wantShort)
+			}
+			if s.Foreign != tc.wantForeign || !slices.Equal(s.ForeignSchedulers, tc.wantTheirs) || s.Live != tc.wantLive {
+				t.Errorf("foreign %d %q, live %d; want %d %q, live %d", s.Foreign, s.ForeignSchedulers, s.Live, tc.wantForeign, tc.wantTheirs, tc.wantLive)
+			}
+			ours := tc.ours
+			if ours == nil {
+				ours = []string{DefaultSchedulerName}
+			}
+			for _, m := range s.Members {
+				if m.Foreign == slices.Contains(ours, m.Scheduler) {
+					t.Errorf("member %s of scheduler %q: foreign %v", m.Name, m.Scheduler, m.Foreign)
+				}
+			}
+		})
+	}
+}
+
+// TestUnblockDevices: a device kind's shortfall row (devices/<class>, counted in members) is said
+// in devices of its class for so many members, never by the row's name.
+func TestUnblockDevices(t *testing.T) {
+	row := func(name v1.ResourceName, requested, free, member, largest string) v1alpha1.ResourceShortfall {
+		return v1alpha1.ResourceShortfall{Name: name, Requested: resource.MustParse(requested), Free: resource.MustParse(free), Member: resource.MustParse(member), LargestFree: resource.MustParse(largest)}
+	}
+	gpu := v1.ResourceName("devices/gpu.example.com")
+	cases := []struct {
+		name string
+		in   *v1alpha1.PodGroupShortfall
+		want []string
+	}{
+		{name: "too few devices in total", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 4, Placeable: 3,
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "4", "24", "1", "8"), row(gpu, "4", "3", "1", "1")}},
+			want: []string{"needs devices of class gpu.example.com for 4 members; the free ones hold 3"}},
+		{name: "no node has any", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallMemberFitsNowhere, Needed: 2,
+			Resources: []v1alpha1.ResourceShortfall{row(gpu, "2", "0", "1", "0")}},
+			want: []string{"no node the members may use has free devices of class gpu.example.com for a member", "needs devices of class gpu.example.com for 2 members; the free ones hold 0"}},
+		{name: "a required rack", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 4, Placeable: 3, TopologyKey: "rack",
+			Domains:   []v1alpha1.DomainShortfall{{Value: "r1", Placeable: 3}, {Value: "r2", Placeable: 2}},
+			Resources: []v1alpha1.ResourceShortfall{row(v1.ResourceCPU, "4", "40", "1", "8"), row(gpu, "4", "5", "1", "1")}},
+			want: []string{"needs 4 members, with their devices of class gpu.example.com, in one rack domain; the roomiest, rack=r1, fits 3"}},
+		{name: "two kinds, one of two classes", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallTopologyDomain, Needed: 4, Placeable: 1, TopologyKey: "rack",
+			Domains:   []v1alpha1.DomainShortfall{{Value: "r1", Placeable: 1}},
+			Resources: []v1alpha1.ResourceShortfall{row(gpu, "2", "2", "1", "1"), row("devices/gpu.example.com+nic.example.com#1", "2", "1", "1", "1")}},
+			want: []string{"needs 4 members, with their devices of classes gpu.example.com and nic.example.com, in one rack domain; the roomiest, rack=r1, fits 1",
+				"needs devices of classes gpu.example.com and nic.example.com for 2 members; the free ones hold 1"}},
+		{name: "an extended resource of a device plugin is a resource", in: &v1alpha1.PodGroupShortfall{Reason: v1alpha1.ShortfallNodeRoom, Needed: 4,
+			Resources: []v1alpha1.ResourceShortfall{row("nvidia.com/gpu", "4", "3", "1", "1")}},
+			want: []string{"needs 4 nvidia.com/gpu in total; 3 is free"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Unblock(tc.in)); diff != "" {
+				t.Errorf("unblock (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDeviceClasses: the device classes of a shortfall row, read from the names the whole-gang
+// check gives its device kinds (gangfit.DeviceKindName).
+func TestDeviceClasses(t *testing.T) {
+	taken := func(v1.ResourceName) bool { return true }
+	free := func(v1.ResourceName) bool { return false }
+	cases := []struct {
+		name v1.ResourceName
+		want []string
+		ok   bool
+	}{
+		{name: gangfit.DeviceKindName([]string{"gpu.example.com"}, 0, free), want: []string{"gpu.example.com"}, ok: true},
+		{name: gangfit.DeviceKindName([]string{"gpu.example.com", "nic.example.com"}, 0, free), want: []string{"gpu.example.com", "nic.example.com"}, ok: true},
+		{name: gangfit.DeviceKindName([]string{"gpu.example.com"}, 2, taken), want: []string{"gpu.example.com"}, ok: true},
+		{name: v1.ResourceCPU},
+		{name: "example.com/gpu"},
+		{name: "devices/"},
+	}
+	for _, tc := range cases {
+		got, ok := DeviceClasses(tc.name)
+		if ok != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("DeviceClasses(%q) = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+		if ok != gangfit.IsDeviceKind(tc.name) && tc.name != "devices/" {
+			t.Errorf("%q: a device kind to kubectl gang %v, to the check %v", tc.name, ok, gangfit.IsDeviceKind(tc.name))
 		}
 	}
 }
