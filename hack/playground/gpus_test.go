@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -30,9 +28,9 @@ import (
 // member with 2 allocated devices, never part of a gang bound for longer than a quorum's binding
 // takes; gpu-too-big binds nothing and its PodGroup's shortfall has the device row.
 //
-// It needs kwok and the scheduler binary: PLAYGROUND_ASSETS (a folder with kube-apiserver, etcd,
-// kube-controller-manager and kwok; default bin/k8s/<version>-<os>-<arch>, hack/envtest-assets.sh
-// --all) and CUSTOM_SCHEDULER_BINARY (default bin/custom-scheduler, make build); skipped without them.
+// It starts a whole cluster (about a minute), so it runs only when asked: `make test-playground` sets
+// PLAYGROUND_ASSETS (a folder with kube-apiserver, etcd, kube-controller-manager and kwok, from
+// hack/envtest-assets.sh --all) and CUSTOM_SCHEDULER_BINARY (default bin/custom-scheduler).
 func TestPlaygroundGPUs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a whole playground")
@@ -43,15 +41,14 @@ func TestPlaygroundGPUs(t *testing.T) {
 	}
 	assets := os.Getenv("PLAYGROUND_ASSETS")
 	if assets == "" {
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		assets = filepath.Join(root, "bin", "k8s", strings.TrimPrefix(strings.TrimSpace(string(out)), "v")+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+		t.Skip("PLAYGROUND_ASSETS is not set (make test-playground)")
+	}
+	if !filepath.IsAbs(assets) {
+		assets = filepath.Join(root, assets)
 	}
 	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kwok"} {
 		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			t.Skipf("no %s in %s (hack/envtest-assets.sh --all, or PLAYGROUND_ASSETS): %v", b, assets, err)
+			t.Fatalf("no %s in PLAYGROUND_ASSETS=%s (hack/envtest-assets.sh --all): %v", b, assets, err)
 		}
 	}
 	scheduler := os.Getenv("CUSTOM_SCHEDULER_BINARY")
@@ -59,7 +56,7 @@ func TestPlaygroundGPUs(t *testing.T) {
 		scheduler = filepath.Join(root, "bin", "custom-scheduler")
 	}
 	if _, err := os.Stat(scheduler); err != nil {
-		t.Skipf("no scheduler binary (make build, or CUSTOM_SCHEDULER_BINARY): %v", err)
+		t.Fatalf("no scheduler binary (make build, or CUSTOM_SCHEDULER_BINARY): %v", err)
 	}
 	t.Chdir(root) // the playground reads manifests/ and examples/ from the module root
 
