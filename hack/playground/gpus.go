@@ -25,6 +25,9 @@ const (
 	gpuExtResource = "example.com/gpu"
 )
 
+// gpuGangs are the GPU gangs of examples/gpus that fit (gpu-too-big does not).
+var gpuGangs = []string{"gpu-train", "gpu-finetune"}
+
 // checkDRAServed fails unless the apiserver serves resource.k8s.io/v1 (GA since 1.34; a cluster can
 // still turn it off with --runtime-config).
 func checkDRAServed(clientset kubernetes.Interface) error {

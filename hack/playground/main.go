@@ -335,7 +335,15 @@ func run(ctx context.Context, o options) error {
 	}
 
 	// Give the controllers and the scheduler a moment, then report where pods landed.
-	waitForPlacement(ctx, clientset, time.Minute)
+	placementTimeout, mustBind := time.Minute, []string(nil)
+	if o.gpus {
+		// The GPU gangs that fit are shown bound. Their members come last (gpu-train's wait for the
+		// resourceclaim controller's claims) and LoadAware may turn them away at first: the simulated
+		// usage counts the pods just bound at once, and LoadAware's estimates count them again until
+		// warmupSeconds (30) pass, so right after the first burst every node looks hot for a while.
+		placementTimeout, mustBind = 2*time.Minute, gpuGangs
+	}
+	waitForPlacement(ctx, clientset, placementTimeout, mustBind)
 	select {
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
@@ -518,8 +526,9 @@ func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (
 
 // waitForPlacement waits (at most timeout) until the controllers made their pods and the scheduler
 // decided on each of ours: every Deployment has its replicas, every Job its active pods, and every
-// custom-scheduler pod is bound or reported unschedulable.
-func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration) {
+// custom-scheduler pod is bound or reported unschedulable; the pods of the PodGroups in mustBind
+// bound.
+func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration, mustBind []string) {
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 		deployments, err := clientset.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -545,6 +554,9 @@ func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeo
 		}
 		for _, p := range pods.Items {
 			if p.Spec.SchedulerName == schedulerName && p.Spec.NodeName == "" && unschedulableMessage(&p) == "" {
+				return false, nil
+			}
+			if group, ok := podgroup.Of(&p); ok && p.Spec.NodeName == "" && slices.Contains(mustBind, group) {
 				return false, nil
 			}
 		}
