@@ -170,7 +170,10 @@ func TestPlaygroundGPUs(t *testing.T) {
 	row := ""
 	for _, r := range shortfall.Resources {
 		if string(r.Name) == "devices/"+gpuExtended {
-			row = fmt.Sprintf("requested=%s free=%s member=%s largestFree=%s", r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String())
+			row = fmt.Sprintf("requested=%s free=%s member=%s largestFree=%s on %q", r.Requested.String(), r.Free.String(), r.Member.String(), r.LargestFree.String(), r.LargestFreeNode)
+			if r.DeviceClass != gpuExtended || r.Unit != v1alpha1.ShortfallUnitMembers || r.Requested.Value() != 5 {
+				t.Errorf("gpu-too-big's device row: class %q unit %q requested %s, want %s, %s, 5 members", r.DeviceClass, r.Unit, r.Requested.String(), gpuExtended, v1alpha1.ShortfallUnitMembers)
+			}
 		}
 	}
 	if row == "" {
