@@ -16,6 +16,8 @@ package integration
 //     (the tighter rack without devices), where no member can get a device: nothing ever binds.
 //   - TestDRATooFewDevices holds no member today too; only its message assertion (the GangInfeasible
 //     message names the device class) needs the fix.
+//   - TestDRAShortfallDeviceRows: the shortfall's device row had its numbers but no class, unit or
+//     node, a required rack's domains no devices, and that GangInfeasible event no class.
 // The lone (non-gang) pods in these tests check the DRA set-up itself and pass either way.
 
 import (
