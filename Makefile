@@ -35,7 +35,8 @@ ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
 # PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue: docs/operators.md),
-# or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling.md).
+# or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling.md),
+# or PLAYGROUND_FLAGS=--gpus (8 GPUs per node published through DRA ResourceSlices, and GPU gangs: examples/gpus).
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
 TEST_FLAGS ?=
@@ -140,6 +141,14 @@ interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Trai
 interop: build envtest interop-operators ## Operator interoperability tests: KubeRay (v1.4.0, and v1.5.0 with the alias profile), the Training Operator, the MPI Operator and Kueue run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.
 	cd $(INTEROP_DIR) && KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" INTEROP_BIN_DIR="$(INTEROP_BIN)" \
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+
+# The playground end to end (TestPlaygroundGPUs: `make run PLAYGROUND_FLAGS=--gpus`, its GPU gangs bound
+# whole); it needs kwok, so it has its own target.
+.PHONY: test-playground
+test-playground: build ## Run the playground with --gpus (kwok nodes, DRA ResourceSlices) and check its GPU gangs are bound whole.
+	@assets="$$(hack/envtest-assets.sh --all | tail -n 1)"; \
+	PLAYGROUND_ASSETS="$(CURDIR)/$$assets" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
+		go test $(TEST_FLAGS) -timeout 10m -run '^TestPlaygroundGPUs$$' ./hack/playground
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only.

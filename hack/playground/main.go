@@ -63,8 +63,9 @@ const (
 var podExitStages string
 
 // controllers are the kube-controller-manager controllers a local cluster needs: ServiceAccounts and
-// their tokens, the workload controllers, garbage collection, namespace deletion. No node lifecycle
-// controller (kwok keeps the nodes Ready) and no cloud provider.
+// their tokens, the workload controllers, garbage collection, namespace deletion, and the
+// resourceclaim controller (it makes a pod's ResourceClaims from its ResourceClaimTemplates, --gpus).
+// No node lifecycle controller (kwok keeps the nodes Ready) and no cloud provider.
 var controllers = []string{
 	"serviceaccount-controller",
 	"serviceaccount-token-controller",
@@ -77,6 +78,7 @@ var controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
 	"pod-garbage-collector-controller",
+	"resourceclaim-controller",
 }
 
 // workloadAPIExamples are the in-tree gangs --workload-api applies.
@@ -93,6 +95,7 @@ func main() {
 		exitAfter = flag.Duration("exit-after", 0, "stop by itself after this long (0: run until Ctrl-C)")
 		workload  = flag.Bool("workload-api", false, "serve the in-tree workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup, with the Job controller's WorkloadWithJob) and apply examples/workload-api")
 		operator  = flag.String("operator", "", "also build and run this operator with its CRDs and apply its example from examples/operators ("+operatorNames()+")")
+		gpus      = flag.Bool("gpus", false, "publish "+fmt.Sprint(gpusPerNode)+" GPUs per node in ResourceSlices (as a DRA driver "+gpuDriver+" would) and apply the DeviceClasses and GPU gangs of "+gpuExamples)
 	)
 	flag.Parse()
 	// Output piped into a pager or tee that is gone must not kill the playground before it cleans up.
@@ -104,13 +107,27 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *exitAfter)
 		defer cancel()
 	}
-	if err := run(ctx, *assets, *scheduler, *config, *workloads, *dir, *nodes, *operator, *workload); err != nil {
+	opts := options{assets: *assets, schedulerBin: *scheduler, configPath: *config, workloadsDir: *workloads, dir: *dir,
+		nodeCount: *nodes, operatorName: *operator, workloadAPI: *workload, gpus: *gpus}
+	if err := run(ctx, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "playground: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, dir string, nodeCount int, operatorName string, workloadAPI bool) error {
+// options are the playground's flags.
+type options struct {
+	assets, schedulerBin, configPath, workloadsDir, dir string
+	nodeCount                                           int
+	operatorName                                        string
+	workloadAPI, gpus                                   bool
+	// ready, when set, is closed once the playground printed where pods landed (tests).
+	ready chan<- struct{}
+}
+
+func run(ctx context.Context, o options) error {
+	assets, schedulerBin, configPath, workloadsDir, dir := o.assets, o.schedulerBin, o.configPath, o.workloadsDir, o.dir
+	nodeCount, operatorName, workloadAPI := o.nodeCount, o.operatorName, o.workloadAPI
 	if assets == "" {
 		return errors.New("--assets is required (make run passes it)")
 	}
@@ -226,12 +243,24 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 	defer kwok.stop()
 
+	nodeNames := make([]string, 0, nodeCount)
 	for i := 0; i < nodeCount; i++ {
-		if err := createNode(ctx, clientset, fmt.Sprintf("kwok-node-%d", i), i); err != nil {
+		name := fmt.Sprintf("kwok-node-%d", i)
+		if err := createNode(ctx, clientset, name, i); err != nil {
 			return err
 		}
+		nodeNames = append(nodeNames, name)
 	}
 	fmt.Printf("Created %d fake nodes (8 CPU, 32Gi, 110 pods each).\n", nodeCount)
+	if o.gpus {
+		if err := checkDRAServed(clientset); err != nil {
+			return err
+		}
+		if err := publishGPUs(ctx, clientset, nodeNames); err != nil {
+			return err
+		}
+		fmt.Printf("Published %d GPUs per node in ResourceSlices, as the DRA driver %s would (kubectl get resourceslices).\n", gpusPerNode, gpuDriver)
+	}
 
 	// Simulated node usage behind metrics.k8s.io, as metrics-server would report it, for LoadAware.
 	metrics, err := fakemetrics.Start(ctx, restConfig, metav1.NamespaceDefault, "playground-metrics-server")
@@ -285,6 +314,15 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 		}
 		fmt.Printf("Created %d objects from %s (in-tree PodGroups: kubectl -n demo get podgroups.scheduling.k8s.io).\n", objects, workloadAPIExamples)
 	}
+	if o.gpus {
+		if objects, err = createWorkloads(ctx, restConfig, gpuExamples); err != nil {
+			return err
+		}
+		if err := checkExtendedResourceServed(ctx, clientset); err != nil {
+			return err
+		}
+		fmt.Printf("Created %d objects from %s (DeviceClasses %s and %s, GPU gangs in demo).\n", objects, gpuExamples, gpuDriver, gpuExtended)
+	}
 
 	operatorExited := make(<-chan error)
 	if withOperator {
@@ -297,7 +335,15 @@ func run(ctx context.Context, assets, schedulerBin, configPath, workloadsDir, di
 	}
 
 	// Give the controllers and the scheduler a moment, then report where pods landed.
-	waitForPlacement(ctx, clientset, time.Minute)
+	placementTimeout, mustBind := time.Minute, []string(nil)
+	if o.gpus {
+		// The GPU gangs that fit are shown bound. Their members come last (gpu-train's wait for the
+		// resourceclaim controller's claims) and LoadAware may turn them away at first: the simulated
+		// usage counts the pods just bound at once, and LoadAware's estimates count them again until
+		// warmupSeconds (30) pass, so right after the first burst every node looks hot for a while.
+		placementTimeout, mustBind = 2*time.Minute, gpuGangs
+	}
+	waitForPlacement(ctx, clientset, placementTimeout, mustBind)
 	select {
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
@@ -324,6 +370,17 @@ Press Ctrl-C to stop everything.
 	if withOperator {
 		fmt.Printf("%s runs (log %s); its example is demo/%s:\n  %s -n demo get pg %s\n  %s -n demo get pods -l %s=%s -o wide\n",
 			op.binary, filepath.Join(logs, op.binary+".log"), op.group, kubectl, op.group, kubectl, podGroupLabel, op.group)
+	}
+	if o.gpus {
+		fmt.Printf(`GPUs (%[2]s):
+  %[1]s get resourceslices
+  %[1]s -n demo get resourceclaims
+  %[1]s -n demo get pg gpu-train gpu-finetune gpu-too-big
+  %[1]s -n demo get pg gpu-too-big -o jsonpath='{.status.shortfall}'
+`, kubectl, gpuExamples)
+	}
+	if o.ready != nil {
+		close(o.ready)
 	}
 
 	select {
@@ -469,8 +526,9 @@ func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (
 
 // waitForPlacement waits (at most timeout) until the controllers made their pods and the scheduler
 // decided on each of ours: every Deployment has its replicas, every Job its active pods, and every
-// custom-scheduler pod is bound or reported unschedulable.
-func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration) {
+// custom-scheduler pod is bound or reported unschedulable; the pods of the PodGroups in mustBind
+// bound.
+func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration, mustBind []string) {
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 		deployments, err := clientset.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -496,6 +554,9 @@ func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeo
 		}
 		for _, p := range pods.Items {
 			if p.Spec.SchedulerName == schedulerName && p.Spec.NodeName == "" && unschedulableMessage(&p) == "" {
+				return false, nil
+			}
+			if group, ok := podgroup.Of(&p); ok && p.Spec.NodeName == "" && slices.Contains(mustBind, group) {
 				return false, nil
 			}
 		}
@@ -542,6 +603,7 @@ func printPlacement(ctx context.Context, clientset kubernetes.Interface, restCon
 		}
 		return a.Name < b.Name
 	})
+	devices := podDevices(ctx, clientset)
 	perNode := map[string]int{}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "\nOWNER\tPOD\tSCHEDULER\tNODE\tPHASE\tNOTE")
@@ -554,6 +616,8 @@ func printPlacement(ctx context.Context, clientset kubernetes.Interface, restCon
 			note = fmt.Sprintf("for scheduler %q, which the playground does not run (only %s): stays pending", p.Spec.SchedulerName, schedulerName)
 		case node == "":
 			note = unschedulableMessage(p)
+		default:
+			note = deviceNote(devices[p.Namespace+"/"+p.Name])
 		}
 		if node == "" {
 			node = "<pending>"

@@ -16,6 +16,8 @@ package integration
 //     (the tighter rack without devices), where no member can get a device: nothing ever binds.
 //   - TestDRATooFewDevices holds no member today too; only its message assertion (the GangInfeasible
 //     message names the device class) needs the fix.
+//   - TestDRAShortfallDeviceRows: the shortfall's device row had its numbers but no class, unit or
+//     node, a required rack's domains no devices, and that GangInfeasible event no class.
 // The lone (non-gang) pods in these tests check the DRA set-up itself and pass either way.
 
 import (
@@ -421,4 +423,109 @@ func TestDRAClaimTemplateGang(t *testing.T) {
 			t.Errorf("member %s is bound but no allocated claim is reserved for it", name)
 		}
 	}
+}
+
+// deviceRow is the shortfall's row for the device kind of class (devices/<class>), or nil.
+func deviceRow(s *v1alpha1.PodGroupShortfall, class string) *v1alpha1.ResourceShortfall {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Resources {
+		if s.Resources[i].Name == v1.ResourceName("devices/"+class) {
+			return &s.Resources[i]
+		}
+	}
+	return nil
+}
+
+// waitForDeviceShortfall waits until the PodGroup's status.shortfall has the device row of the
+// test's class with Requested want, and returns the shortfall; on timeout it fails with what the
+// status said.
+func (e draEnv) waitForDeviceShortfall(t *testing.T, group string, want int64) *v1alpha1.PodGroupShortfall {
+	t.Helper()
+	var last *v1alpha1.PodGroupShortfall
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		last = getPodGroup(t, e.ns, group).Status.Shortfall
+		r := deviceRow(last, e.class)
+		return r != nil && r.Requested.Value() == want, nil
+	})
+	if err != nil {
+		t.Fatalf("PodGroup %s/%s: no shortfall row devices/%s asking %d members within %v; status.shortfall: %+v", e.ns, group, e.class, want, waitTimeout, last)
+	}
+	return last
+}
+
+// TestDRAShortfallDeviceRows: a gang that lacks devices says so in numbers. 4 members asking one
+// device each where 3 nodes hold 1, 2 and 0: status.shortfall has the row devices/<class> with its
+// DeviceClass, in unit Members (4 requested, 3 free, 1 a member, 2 on the roomiest node, which it
+// names); the GangInfeasible event names the class. With a required rack, each listed rack says how
+// many members' claims its devices hold.
+func TestDRAShortfallDeviceRows(t *testing.T) {
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, true)
+	rackA, rackB := ns+"-a", ns+"-b"
+	e.node(t, ns+"-0", "8", "gang", 1, map[string]string{rackLabel: rackA})
+	e.node(t, ns+"-1", "8", "gang", 2, map[string]string{rackLabel: rackB})
+	e.node(t, ns+"-2", "8", "gang", 0, map[string]string{rackLabel: rackB})
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	// Anywhere: the nodes' devices hold 3 of the 4 members.
+	watchWhole(t, ns, "train", 4, nil)
+	createPodGroup(t, ns, "train", 4, 0)
+	for i := range 4 {
+		createPod(t, e.extPod(fmt.Sprintf("train-%d", i), "train", "1", "gang"))
+	}
+	s := e.waitForDeviceShortfall(t, "train", 4)
+	for _, row := range s.Resources {
+		t.Logf("train shortfall %s: %s requested=%s free=%s member=%s largestFree=%s class=%q unit=%q largestFreeNode=%q", s.Reason, row.Name,
+			row.Requested.String(), row.Free.String(), row.Member.String(), row.LargestFree.String(), row.DeviceClass, row.Unit, row.LargestFreeNode)
+	}
+	r := deviceRow(s, e.class)
+	if r.DeviceClass != e.class || r.Unit != v1alpha1.ShortfallUnitMembers {
+		t.Errorf("device row class %q unit %q, want %q and %q", r.DeviceClass, r.Unit, e.class, v1alpha1.ShortfallUnitMembers)
+	}
+	if r.Free.Value() != 3 || r.Member.Value() != 1 || r.LargestFree.Value() != 2 || r.LargestFreeNode != ns+"-1" {
+		t.Errorf("device row free=%s member=%s largestFree=%s on %q, want 3, 1, 2 on %s",
+			r.Free.String(), r.Member.String(), r.LargestFree.String(), r.LargestFreeNode, ns+"-1")
+	}
+	for _, other := range s.Resources {
+		if other.Name != r.Name && (other.DeviceClass != "" || other.Unit != "") {
+			t.Errorf("row %s is not a device row but has class %q unit %q", other.Name, other.DeviceClass, other.Unit)
+		}
+	}
+	ev := waitForEvent(t, ns, "train", podgroup.ReasonGangInfeasible, schedulerName)
+	if !strings.Contains(ev.Message, e.class) {
+		t.Errorf("GangInfeasible event %q does not name the device class %s", ev.Message, e.class)
+	}
+	consistentlyNoneBound(t, 2*time.Second, ns, "train")
+
+	// In one rack: rack a's devices hold 1 member, rack b's 2.
+	watchWhole(t, ns, "rack", 3, nil)
+	watchOneDomain(t, ns, "rack", rackLabel)
+	createTopologyPodGroup(t, ns, "rack", 3, map[string]any{"required": rackLabel})
+	for i := range 3 {
+		createPod(t, e.extPod(fmt.Sprintf("rack-%d", i), "rack", "1", "gang"))
+	}
+	s = e.waitForDeviceShortfall(t, "rack", 3)
+	t.Logf("rack shortfall: reason=%s key=%s domains=%+v", s.Reason, s.TopologyKey, s.Domains)
+	if s.Reason != v1alpha1.ShortfallTopologyDomain || s.TopologyKey != rackLabel {
+		t.Fatalf("rack shortfall reason %s key %q, want %s %s", s.Reason, s.TopologyKey, v1alpha1.ShortfallTopologyDomain, rackLabel)
+	}
+	got := map[string]int32{}
+	for _, d := range s.Domains {
+		for _, dev := range d.Devices {
+			if dev.Name == v1.ResourceName("devices/"+e.class) {
+				got[d.Value] = dev.Free
+			}
+		}
+	}
+	if got[rackA] != 1 || got[rackB] != 2 || len(got) != 2 {
+		t.Errorf("devices per rack %v, want %s: 1, %s: 2", got, rackA, rackB)
+	}
+	ev = waitForEvent(t, ns, "rack", podgroup.ReasonGangInfeasible, schedulerName)
+	t.Logf("rack GangInfeasible event: %s", ev.Message)
+	if !strings.Contains(ev.Message, e.class) {
+		t.Errorf("GangInfeasible event %q of the rack gang does not name the device class %s", ev.Message, e.class)
+	}
+	consistentlyNoneBound(t, 2*time.Second, ns, "train", "rack")
 }

@@ -2,7 +2,9 @@ package gangfit
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -70,10 +72,102 @@ func (f *Fit) shortfall(reason v1alpha1.ShortfallReason, placeable int, want, me
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		s.Resources = append(s.Resources, v1alpha1.ResourceShortfall{Name: n, Requested: *w.Name(n, resource.DecimalSI), Free: *fr.Name(n, resource.DecimalSI),
-			Member: *m.Name(n, resource.DecimalSI), LargestFree: *l.Name(n, resource.DecimalSI)})
+		row := v1alpha1.ResourceShortfall{Name: n, Requested: *w.Name(n, resource.DecimalSI), Free: *fr.Name(n, resource.DecimalSI),
+			Member: *m.Name(n, resource.DecimalSI), LargestFree: *l.Name(n, resource.DecimalSI)}
+		if IsDeviceKind(n) {
+			row.DeviceClass, row.Unit = DeviceClassOf(n), v1alpha1.ShortfallUnitMembers
+			row.LargestFreeNode = f.largestFreeNode(n)
+		}
+		s.Resources = append(s.Resources, row)
 	}
 	return s
+}
+
+// DeviceClassOf is the device class(es) of a device kind's row name: "devices/gpu.example.com#1"
+// -> "gpu.example.com" (see DeviceKindName).
+func DeviceClassOf(name v1.ResourceName) string {
+	class := strings.TrimPrefix(string(name), devicePrefix)
+	if i := strings.LastIndexByte(class, '#'); i >= 0 {
+		class = class[:i]
+	}
+	return class
+}
+
+// largestFreeNode is the node (among those the members may use) whose free amount of the scalar
+// resource name is the largest, the first in node order on a tie; "" when none has any.
+func (f *Fit) largestFreeNode(name v1.ResourceName) string {
+	idx := slices.Index(f.names, name)
+	if idx < 0 {
+		return ""
+	}
+	best, most := "", int64(0)
+	for i, ok := range f.usable() {
+		if v := scalarAt(f.free[i].free.scalar, idx); ok && v > most {
+			best, most = f.free[i].node.Name, v
+		}
+	}
+	return best
+}
+
+// domainDeviceNote says, for a gang with device kinds that no domain of key holds, for each kind
+// whose free devices in every domain hold fewer members than claim it: at most how many one domain's
+// hold (doms: the domains' nodes, from domainsOf); "" when devices are not what falls short.
+func (f *Fit) domainDeviceNote(key string, doms map[string][]int) string {
+	if f.devices == nil || f.devices.Kinds() == 0 {
+		return ""
+	}
+	usable := f.usable()
+	var parts []string
+	for k := range f.devices.Kinds() {
+		i := f.deviceIndex + k
+		want := int64(0)
+		for _, m := range f.members {
+			want += scalarAt(m.req.scalar, i)
+		}
+		if want == 0 {
+			continue
+		}
+		best := int64(0)
+		for _, nodes := range doms {
+			var free int64
+			for _, n := range nodes {
+				if usable[n] {
+					free += max(scalarAt(f.free[n].free.scalar, i), 0)
+				}
+			}
+			best = max(best, free)
+		}
+		if best < want {
+			parts = append(parts, fmt.Sprintf("the free devices of %s in one %s domain hold at most %d of the %d members that claim them", DeviceClassOf(f.names[i]), key, best, want))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ")
+}
+
+// domainDevices says, per domain of key listed in domains, how many members' claims of each device
+// kind its nodes' free devices hold (summed over the nodes the members may use); nothing for a gang
+// without device kinds.
+func (f *Fit) domainDevices(key string, domains []v1alpha1.DomainShortfall) {
+	if f.devices == nil || f.devices.Kinds() == 0 || len(domains) == 0 {
+		return
+	}
+	usable := f.usable()
+	_, doms := domainsOf(f.free, key)
+	for d := range domains {
+		for k := range f.devices.Kinds() {
+			i := f.deviceIndex + k
+			var free int64
+			for _, n := range doms[domains[d].Value] {
+				if usable[n] {
+					free += max(scalarAt(f.free[n].free.scalar, i), 0)
+				}
+			}
+			domains[d].Devices = append(domains[d].Devices, v1alpha1.DomainDeviceShortfall{Name: f.names[i], Free: int32(free)})
+		}
+	}
 }
 
 // largest is, resource by resource, the largest request of the members to place.

@@ -1,6 +1,7 @@
 package gangfit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -131,6 +132,98 @@ func TestDomainShortfallsAtMost(t *testing.T) {
 		a, b := got[i-1], got[i]
 		if a.Placeable < b.Placeable || (a.Placeable == b.Placeable && a.Value > b.Value) {
 			t.Errorf("domains %d and %d out of order: %+v, %+v", i-1, i, a, b)
+		}
+	}
+}
+
+// TestDeviceShortfallRows checks a device kind's row in a shortfall: named after the class, counted
+// in members (Unit Members), the node whose devices hold most, and per domain of a required key the
+// members' claims its devices hold.
+func TestDeviceShortfallRows(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	const kind = v1.ResourceName("devices/gpu.example.com")
+	deviceRow := func(s *v1alpha1.PodGroupShortfall) *v1alpha1.ResourceShortfall {
+		if s == nil {
+			return nil
+		}
+		for i := range s.Resources {
+			if s.Resources[i].Name == kind {
+				return &s.Resources[i]
+			}
+		}
+		return nil
+	}
+	want := func(requested, free, largest, node string) *v1alpha1.ResourceShortfall {
+		return &v1alpha1.ResourceShortfall{Name: kind, Requested: resource.MustParse(requested), Free: resource.MustParse(free),
+			Member: resource.MustParse("1"), LargestFree: resource.MustParse(largest),
+			DeviceClass: "gpu.example.com", Unit: v1alpha1.ShortfallUnitMembers, LargestFreeNode: node}
+	}
+
+	t.Run("node room: 3 members' devices on 3 nodes, 4 needed", func(t *testing.T) {
+		gang := gpuMembers(4, "1")
+		d := &fakeDevices{kind: kindOf(gang), devices: map[string]int{"n1": 1, "n2": 2, "n3": 0}, delegated: map[v1.ResourceName]bool{"example.com/gpu": true}}
+		nodes := []fwk.NodeInfo{node("n0", "8"), node("n1", "8"), node("n2", "8"), node("n3", "8")}
+		res, f := Check(logger, "ns/g", gang, 4, nodes, nil, nil, nil, &Shared{Devices: d})
+		defer f.Done()
+		if res.Feasible || res.Shortfall == nil {
+			t.Fatalf("feasible=%v shortfall=%v: want infeasible with a shortfall", res.Feasible, res.Shortfall)
+		}
+		if diff := cmp.Diff(want("4", "3", "2", "n2"), deviceRow(res.Shortfall), quantities); diff != "" {
+			t.Errorf("device row (-want,+got):\n%s", diff)
+		}
+		for _, r := range res.Shortfall.Resources {
+			if r.Name != kind && (r.DeviceClass != "" || r.Unit != "" || r.LargestFreeNode != "") {
+				t.Errorf("row %s is not a device row but has %+v", r.Name, r)
+			}
+		}
+	})
+
+	t.Run("required rack: per domain, the members' claims its devices hold", func(t *testing.T) {
+		gang := gpuMembers(4, "2")
+		d := &fakeDevices{kind: kindOf(gang), devices: map[string]int{"r2-0": 1, "r3-0": 1, "r3-1": 2}, delegated: map[v1.ResourceName]bool{"example.com/gpu": true}}
+		f := New(logger, "ns/g", gang, len(gang), rackedCluster(), nil, nil, &Shared{Devices: d}, false)
+		defer f.Done()
+		p, ok := ChoosePlacement(f, Policy{Required: rackKey}, nil, nil)
+		if ok || p.Shortfall == nil {
+			t.Fatalf("placement %+v ok=%v: want no rack and a shortfall", p, ok)
+		}
+		if diff := cmp.Diff(want("4", "4", "2", "r3-1"), deviceRow(p.Shortfall), quantities); diff != "" {
+			t.Errorf("device row (-want,+got):\n%s", diff)
+		}
+		if want := "the free devices of gpu.example.com in one example.com/rack domain hold at most 3 of the 4 members that claim them"; !strings.Contains(p.Message, want) {
+			t.Errorf("message %q does not say %q", p.Message, want)
+		}
+		got := map[string]int32{}
+		for _, dom := range p.Shortfall.Domains {
+			if len(dom.Devices) != 1 || dom.Devices[0].Name != kind {
+				t.Fatalf("domain %s devices %+v, want one row %s", dom.Value, dom.Devices, kind)
+			}
+			got[dom.Value] = dom.Devices[0].Free
+		}
+		if diff := cmp.Diff(map[string]int32{"r1": 0, "r2": 1, "r3": 3}, got); diff != "" {
+			t.Errorf("devices per rack (-want,+got):\n%s", diff)
+		}
+	})
+
+	t.Run("no device kind: no device fields", func(t *testing.T) {
+		p, _ := choosePlacementOn(logger, nil, gangOf(5, "3"), Policy{Required: rackKey}, nil, nil)
+		for _, dom := range p.Shortfall.Domains {
+			if dom.Devices != nil {
+				t.Errorf("domain %s has devices %+v for a gang that claims none", dom.Value, dom.Devices)
+			}
+		}
+	})
+}
+
+func TestDeviceClassOf(t *testing.T) {
+	for name, want := range map[v1.ResourceName]string{
+		"devices/gpu.example.com":                   "gpu.example.com",
+		"devices/gpu.example.com+nic.example.com":   "gpu.example.com+nic.example.com",
+		"devices/gpu.example.com#2":                 "gpu.example.com",
+		"devices/gpu.example.com+nic.example.com#1": "gpu.example.com+nic.example.com",
+	} {
+		if got := DeviceClassOf(name); got != want {
+			t.Errorf("DeviceClassOf(%s) = %q, want %q", name, got, want)
 		}
 	}
 }

@@ -309,7 +309,7 @@ func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid A
 		case spanning == len(values):
 			notes = append(notes, fmt.Sprintf("no %s domain lies in one %s domain", lvl.key, p.Required))
 		default:
-			notes = append(notes, fmt.Sprintf("no %s domain has room for %d members; the best fits %d", lvl.key, f.need, mostPlaced))
+			notes = append(notes, fmt.Sprintf("no %s domain has room for %d members; the best fits %d%s", lvl.key, f.need, mostPlaced, f.domainDeviceNote(lvl.key, doms)))
 		}
 		if lvl.required {
 			return Placement{Message: strings.Join(notes, "; "), Shortfall: f.domainShortfall(lvl.key, placeable)}, false
@@ -445,5 +445,6 @@ func (f *Fit) domainShortfall(key string, placeable map[string]int) *v1alpha1.Po
 	}
 	s := f.shortfall(v1alpha1.ShortfallTopologyDomain, most, total(f.members), f.largest())
 	s.TopologyKey, s.Domains = key, domainShortfalls(placeable)
+	f.domainDevices(key, s.Domains)
 	return s
 }

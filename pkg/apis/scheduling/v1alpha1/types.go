@@ -261,7 +261,29 @@ type ResourceShortfall struct {
 	Member resource.Quantity `json:"member"`
 	// LargestFree is the most of it free on any one node the members may use.
 	LargestFree resource.Quantity `json:"largestFree"`
+
+	// DeviceClass, set on a device row (name devices/<class>: devices the members claim through
+	// Dynamic Resource Allocation), names the DeviceClass the members claim (classes joined by "+"
+	// when their claims name several). A device row's amounts count members, not devices (Unit
+	// Members): Requested is how many of the members to place claim these devices, Member is 1,
+	// Free is how many members' claims the free devices hold at once, node by node, summed over the
+	// nodes the members may use, and LargestFree how many one node holds (on LargestFreeNode).
+	// +optional
+	DeviceClass string `json:"deviceClass,omitempty"`
+	// Unit is what the amounts count when it is not the resource itself: Members for a device row.
+	// +optional
+	Unit ShortfallUnit `json:"unit,omitempty"`
+	// LargestFreeNode, on a device row, names the node whose free devices hold the most members.
+	// +optional
+	LargestFreeNode string `json:"largestFreeNode,omitempty"`
 }
+
+// ShortfallUnit is what a shortfall row's amounts count.
+// +kubebuilder:validation:Enum=Members
+type ShortfallUnit string
+
+// ShortfallUnitMembers: the amounts count members (one member's claims each), not the resource.
+const ShortfallUnitMembers ShortfallUnit = "Members"
 
 // DomainShortfall is how many of a gang's needed members one topology domain fits.
 type DomainShortfall struct {
@@ -269,6 +291,20 @@ type DomainShortfall struct {
 	Value string `json:"value"`
 	// Placeable is how many of the needed members its nodes' free resources fit.
 	Placeable int32 `json:"placeable"`
+	// Devices, for a gang whose members claim devices, says per device row (see ResourceShortfall's
+	// DeviceClass) how many members' claims the domain's free devices hold at once.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Devices []DomainDeviceShortfall `json:"devices,omitempty"`
+}
+
+// DomainDeviceShortfall is how many members' claims of one device row a domain's free devices hold.
+type DomainDeviceShortfall struct {
+	// Name is the device row's name (devices/<class>).
+	Name v1.ResourceName `json:"name"`
+	// Free is how many members' claims the domain's free devices hold at once, node by node, summed.
+	Free int32 `json:"free"`
 }
 
 // PodGroupList is a collection of pod groups.
