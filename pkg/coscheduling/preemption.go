@@ -9,7 +9,6 @@ import (
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -98,9 +97,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	prio := corev1helpers.PodPriority(pod)
+	members := pl.members.InGroup(pg.Namespace, pg.Name)
+	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
+	prio, _ := gang.Priority(pod, members)
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: pl.members.InGroup(pg.Namespace, pg.Name),
+	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
@@ -126,6 +127,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 // PreemptError when an eviction fails.
 func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut) (*fwk.PostFilterResult, *fwk.Status) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
+	if prio, mixed := gang.Priority(pod, in.Members); mixed && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
+		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonMixedPriorities, gang.MixedPrioritiesMessage(key, in.Members, prio))
+	}
 	st := fwk.NewStatus(fwk.Unschedulable)
 	if out.Message != "" {
 		st = fwk.NewStatus(fwk.Unschedulable, out.Message)
@@ -144,7 +148,8 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	case gang.PreemptWaiting:
 		return nil, st
 	}
-	plan, prio := out.Plan, corev1helpers.PodPriority(pod)
+	plan := out.Plan
+	prio, _ := gang.Priority(pod, in.Members)
 	if err := pl.evict(ctx, gangpreemption.NewGang(pg, in.Members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
 		out.Result = gang.PreemptError
 		return nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err))

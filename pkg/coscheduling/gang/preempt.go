@@ -80,6 +80,31 @@ type PreemptOut struct {
 	Need int
 }
 
+// Priority is a gang's one priority as a preemptor: the lowest of its live members' (the member whose
+// PostFilter runs included). A gang preempts only what every member may preempt, and each member's
+// nomination holds the room against every pod of that priority or lower, whichever member the
+// scheduler tries first. mixed reports members of different priorities (a MixedPriorities event says
+// so). Upstream's PodGroup has one priority; a gang of ours whose operator set several gets the lowest.
+func Priority(pod *v1.Pod, members []*v1.Pod) (prio int32, mixed bool) {
+	prio = corev1helpers.PodPriority(pod)
+	for _, m := range members {
+		if p := corev1helpers.PodPriority(m); p != prio {
+			mixed = true
+			prio = min(prio, p)
+		}
+	}
+	return prio, mixed
+}
+
+// MixedPrioritiesMessage says how a gang of members of different priorities preempts.
+func MixedPrioritiesMessage(key string, members []*v1.Pod, prio int32) string {
+	hi := prio
+	for _, m := range members {
+		hi = max(hi, corev1helpers.PodPriority(m))
+	}
+	return fmt.Sprintf("PodGroup %s has members of priorities %d to %d: a gang has one priority, the lowest of its members' (%d); it preempts only pods below %d, and its nominations hold against pods of up to %d", key, prio, hi, prio, prio, prio)
+}
+
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
 // quorum needs of them, and the nodes its earlier preemption and its members' statuses name.
 func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates []*v1.Pod, need int, nominated []string) {
@@ -93,14 +118,14 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 	return candidates, minMember - counted, nominated
 }
 
-// Preempt decides a gang's preemption: refused when a member may not preempt; not helpful when no pod
+// Preempt decides a gang's preemption, at the gang's one priority (see Priority): refused when a member may not preempt; not helpful when no pod
 // of lower priority runs anywhere (a cluster of one priority, checked before any simulation is built:
 // every member of an infeasible gang comes here on every attempt); waiting while the victims of its
 // earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
 // fit at once (per node, in the gang's required domain), or not helpful when none do.
 func Preempt(in PreemptIn) PreemptOut {
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
-	prio := corev1helpers.PodPriority(in.Pod)
+	prio, _ := Priority(in.Pod, in.Members)
 	for _, m := range in.Members {
 		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
 			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))}
