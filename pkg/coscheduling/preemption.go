@@ -100,6 +100,19 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	members := pl.members.InGroup(pg.Namespace, pg.Name)
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
+	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
+	ck := gang.PreemptKey{Priority: prio, FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
+		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
+	pl.mu.Lock()
+	g := pl.gangForLocked(pg)
+	ck.Counted = len(g.Members)
+	cached, hit := g.CachedPreemption(ck, feasibilityCacheTTL)
+	pl.mu.Unlock()
+	if hit {
+		res, st := pl.appliedPreemption(ctx, pod, pg, gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members}, &cached, true)
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", cached.Result).Inc()
+		return res, st, cached.Result
+	}
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
@@ -118,16 +131,20 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		}
 		out = gang.Preempt(in)
 	}
-	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out)
+	pl.mu.Lock()
+	pl.gangForLocked(pg).RememberPreemption(ck, out)
+	pl.mu.Unlock()
+	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, false)
 	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
 	return res, st, out.Result
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); out.Result becomes
-// PreemptError when an eviction fails.
-func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut) (*fwk.PostFilterResult, *fwk.Status) {
+// PreemptError when an eviction fails. cached: the decision is an earlier member's of this attempt
+// (its event was recorded then).
+func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut, cached bool) (*fwk.PostFilterResult, *fwk.Status) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	if prio, mixed := gang.Priority(pod, in.Members); mixed && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
+	if prio, mixed := gang.Priority(pod, in.Members); mixed && !cached && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
 		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonMixedPriorities, gang.MixedPrioritiesMessage(key, in.Members, prio))
 	}
 	st := fwk.NewStatus(fwk.Unschedulable)

@@ -94,6 +94,8 @@ type Gang struct {
 	// Feasibility caches the last whole-gang check; it is valid while CacheKey matches.
 	Feasibility *gangfit.Result
 	CacheKey    FeasibilityKey
+	// LastPreemption caches the last preemption that could not help (see CachedPreemption).
+	LastPreemption *PreemptMemo
 }
 
 // Outcome is a gang's last scheduling-side result for the status updater: a Scheduled condition
@@ -217,6 +219,7 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.BackoffTimer = nil
 	g.Attempt = attempt.Attempt{}
 	g.Feasibility, g.CacheKey = nil, FeasibilityKey{}
+	g.LastPreemption = nil
 	g.Placement = nil
 	g.Refused = nil
 	g.DropPlan()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -103,6 +104,43 @@ func MixedPrioritiesMessage(key string, members []*v1.Pod, prio int32) string {
 		hi = max(hi, corev1helpers.PodPriority(m))
 	}
 	return fmt.Sprintf("PodGroup %s has members of priorities %d to %d: a gang has one priority, the lowest of its members' (%d); it preempts only pods below %d, and its nominations hold against pods of up to %d", key, prio, hi, prio, prio, prio)
+}
+
+// PreemptKey is what a gang's preemption answer depends on besides the pods' priorities: the
+// whole-gang check's key (the epoch, which every freed capacity, node change and moved claim bumps;
+// the PodGroup's spec; the members) and the gang's priority.
+type PreemptKey struct {
+	FeasibilityKey
+	Priority int32
+}
+
+// PreemptMemo is a gang's last preemption that found preemption no help, under the key it was made.
+type PreemptMemo struct {
+	Key PreemptKey
+	Out PreemptOut
+}
+
+// CachedPreemption returns the gang's last preemption answer while it answers for k (the same key,
+// less than ttl before k.At): every member of a gang that does not fit comes to PostFilter in each
+// attempt, and the search (every pod of the cluster read, a fit per unit of eviction) is made once
+// per attempt, not once per member. Only "not helpful" is kept: a preemption that evicts changes the
+// room (and the epoch), and the other results are cheap.
+func (g *Gang) CachedPreemption(k PreemptKey, ttl time.Duration) (PreemptOut, bool) {
+	m := g.LastPreemption
+	if m == nil || m.Key.Priority != k.Priority || !m.Key.Matches(k.FeasibilityKey) || k.At.Sub(m.Key.At) >= ttl {
+		return PreemptOut{}, false
+	}
+	return m.Out, true
+}
+
+// RememberPreemption keeps a preemption's answer made under k for the gang's next members (see
+// CachedPreemption), or forgets the last one when this answer is not kept.
+func (g *Gang) RememberPreemption(k PreemptKey, out PreemptOut) {
+	if out.Result != PreemptNotHelpful {
+		g.LastPreemption = nil
+		return
+	}
+	g.LastPreemption = &PreemptMemo{Key: k, Out: out}
 }
 
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
