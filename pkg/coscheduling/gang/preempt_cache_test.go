@@ -82,8 +82,8 @@ func hopeless(nodes, perNode, members int) (in PreemptIn) {
 		ms[i] = preemptor(fmt.Sprintf("m%d", i), "4")
 	}
 	return PreemptIn{Pod: ms[0], PodGroup: gangtest.PodGroup("ns", "g", int32(members), time.Now()), Members: ms, Nodes: infos,
-		Split:       func() ([]*v1.Pod, int, []string) { return ms, members, nil },
-		Fit:         &gangfit.Shared{}, Logger: klog.Background(),
+		Split: func() ([]*v1.Pod, int, []string) { return ms, members, nil },
+		Fit:   &gangfit.Shared{}, Logger: klog.Background(),
 		Terminating: func([]string, int32) int { return 0 },
 		Claims:      func() []*v1.Pod { return nil },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return nil, nil },
