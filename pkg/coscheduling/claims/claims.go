@@ -27,6 +27,7 @@ import (
 // gone, and its nomination is not recorded, nor does it make cached checks stale.
 type Claims struct {
 	n        atomic.Int64
+	version  atomic.Uint64
 	nAssumed atomic.Int64
 	mu       sync.Mutex
 	// pods are the nominated pods by UID.
@@ -59,11 +60,11 @@ func (c *Claims) Set(pod *v1.Pod) bool {
 			c.pods = map[types.UID]*v1.Pod{}
 		}
 		c.pods[pod.UID] = pod
-		c.n.Store(int64(len(c.pods)))
+		c.changedLocked()
 		return !had || old.Status.NominatedNodeName != pod.Status.NominatedNodeName
 	case had:
 		delete(c.pods, pod.UID)
-		c.n.Store(int64(len(c.pods)))
+		c.changedLocked()
 		return true
 	}
 	return false
@@ -89,12 +90,12 @@ func (c *Claims) SetIfPresent(pod *v1.Pod, current func(*v1.Pod) (*v1.Pod, bool)
 		c.pods = map[types.UID]*v1.Pod{}
 	}
 	c.pods[pod.UID] = pod
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	if cur, ok := current(pod); ok && Present(pod, cur) {
 		return true
 	}
 	delete(c.pods, pod.UID)
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	return false
 }
 
@@ -116,7 +117,7 @@ func (c *Claims) Forget(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	return true
 }
 
@@ -146,7 +147,7 @@ func (c *Claims) Assume(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	return true
 }
 
@@ -187,6 +188,16 @@ func (c *Claims) Against(prio int32, own string) []*v1.Pod {
 	}
 	return out
 }
+
+// changedLocked publishes the count after the claims changed, and moves the version.
+func (c *Claims) changedLocked() {
+	c.n.Store(int64(len(c.pods)))
+	c.version.Add(1)
+}
+
+// Version moves whenever a claim is made, moved or dropped: an answer that read no claim since it was
+// taken at this version still holds for the claims (see gang.Gang.SparedByDelete).
+func (c *Claims) Version() uint64 { return c.version.Load() }
 
 // Assumed counts the members marked assumed (for tests).
 func (c *Claims) Assumed() int64 { return c.nAssumed.Load() }

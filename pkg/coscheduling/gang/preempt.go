@@ -72,6 +72,9 @@ type PreemptOut struct {
 	// Message is the member's status message ("" for none); Err the failed read (PreemptError).
 	Message string
 	Err     error
+	// Hopeless: not helpful even with every lower-priority unit the gang may evict evicted (or none
+	// runs): freeing the room of one of them cannot change the answer (see SparedByDelete).
+	Hopeless bool
 	// DropNominations: the gang's earlier nominations stop keeping room (PreemptNotHelpful: preemption
 	// cannot place it), unless they are its reservation's.
 	DropNominations bool
@@ -112,6 +115,8 @@ func MixedPrioritiesMessage(key string, members []*v1.Pod, prio int32) string {
 type PreemptKey struct {
 	FeasibilityKey
 	Priority int32
+	// Claims is the claims' version (see claims.Claims.Version).
+	Claims uint64
 }
 
 // PreemptMemo is a gang's last preemption that found preemption no help, under the key it was made.
@@ -127,7 +132,7 @@ type PreemptMemo struct {
 // room (and the epoch), and the other results are cheap.
 func (g *Gang) CachedPreemption(k PreemptKey, ttl time.Duration) (PreemptOut, bool) {
 	m := g.LastPreemption
-	if m == nil || m.Key.Priority != k.Priority || !m.Key.Matches(k.FeasibilityKey) || k.At.Sub(m.Key.At) >= ttl {
+	if m == nil || m.Key.Priority != k.Priority || m.Key.Claims != k.Claims || !m.Key.Matches(k.FeasibilityKey) || k.At.Sub(m.Key.At) >= ttl {
 		return PreemptOut{}, false
 	}
 	return m.Out, true
@@ -141,6 +146,30 @@ func (g *Gang) RememberPreemption(k PreemptKey, out PreemptOut) {
 		return
 	}
 	g.LastPreemption = &PreemptMemo{Key: k, Out: out}
+}
+
+// SparedByDelete reports whether a pod deleted (or shrunk) may leave the gang's members where they
+// are, instead of requeueing every one of them for a search that cannot succeed: the gang's last
+// preemption found that it does not fit even with every lower-priority unit evicted (Hopeless), no
+// claim moved and no member was counted since, no whole-gang check found room since, it holds no
+// reservation (whose rechecks count freed room), and the pod is a plain
+// pod (not a gang member, whose gang may outrank the preemptor) of lower priority than the gang's.
+// Such a pod's room was already counted free by that search, so freeing it changes neither the
+// whole-gang check (a subset of that search) nor the preemption. Any other event still requeues.
+func (g *Gang) SparedByDelete(deleted *v1.Pod, claimsVersion uint64) bool {
+	m := g.LastPreemption
+	if m == nil || !m.Out.Hopeless || m.Key.Claims != claimsVersion || g.Reserve.Held() {
+		return false
+	}
+	// A member reserved or bound since, or a whole-gang check that found room since: the answer is
+	// not the gang's any more.
+	if len(g.Members) != m.Key.Counted || (g.Feasibility != nil && g.Feasibility.Feasible) {
+		return false
+	}
+	if _, member := podgroup.UnitOf(deleted); member {
+		return false
+	}
+	return corev1helpers.PodPriority(deleted) < m.Key.Priority
 }
 
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
@@ -170,7 +199,7 @@ func Preempt(in PreemptIn) PreemptOut {
 		}
 	}
 	if !gangfit.AnyPodBelow(in.Nodes, prio) {
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)}
 	}
 	candidates, need, nominated := in.Split()
@@ -194,10 +223,10 @@ func Preempt(in PreemptIn) PreemptOut {
 	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, key, in.Leaving, pdbs)
 	switch {
 	case !plan.Fits && plan.Units == 0:
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)}
 	case !plan.Fits:
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)}
 	case len(plan.Victims) == 0:
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).

@@ -128,3 +128,41 @@ func BenchmarkGangPreemptPostFilter(b *testing.B) {
 		})
 	}
 }
+
+// TestSparedByDelete: a hopeless gang's members stay put for the delete of a plain pod below its
+// priority, and only for that, while its answer is still its own.
+func TestSparedByDelete(t *testing.T) {
+	k := PreemptKey{Priority: 100, Claims: 3, FeasibilityKey: FeasibilityKey{Epoch: 7, Counted: 0}}
+	hopelessOut := PreemptOut{Result: PreemptNotHelpful, Hopeless: true}
+	low, high := gangtest.Running("low", "", "n", "1", 10), gangtest.Running("high", "", "n", "1", 100)
+	lowMember := gangtest.Running("v0", "v", "n", "1", 10)
+	cases := []struct {
+		name    string
+		out     PreemptOut
+		deleted *v1.Pod
+		claims  uint64
+		change  func(g *Gang)
+		want    bool
+	}{
+		{"a plain lower-priority pod", hopelessOut, low, 3, nil, true},
+		{"a plain pod of the gang's priority", hopelessOut, high, 3, nil, false},
+		{"a lower-priority gang member (its gang may outrank the preemptor)", hopelessOut, lowMember, 3, nil, false},
+		{"a claim moved since", hopelessOut, low, 4, nil, false},
+		{"not helpful only because it fits without evicting", PreemptOut{Result: PreemptNotHelpful}, low, 3, nil, false},
+		{"a member reserved since", hopelessOut, low, 3, func(g *Gang) { g.CountReserved("m0", "n") }, false},
+		{"a check found room since", hopelessOut, low, 3, func(g *Gang) { g.Feasibility = &gangfit.Result{Feasible: true} }, false},
+		{"no answer", PreemptOut{}, low, 3, nil, false},
+	}
+	for _, tc := range cases {
+		g := New("ns", "g", "pg")
+		if tc.out.Result != "" {
+			g.RememberPreemption(k, tc.out)
+		}
+		if tc.change != nil {
+			tc.change(g)
+		}
+		if got := g.SparedByDelete(tc.deleted, tc.claims); got != tc.want {
+			t.Errorf("%s: SparedByDelete = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
