@@ -16,6 +16,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -135,7 +136,10 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	pl.gangForLocked(pg).RememberPreemption(ck, out)
 	pl.mu.Unlock()
 	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, false)
-	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
+	if out.Result != gang.PreemptVictims {
+		// A preemption's outcome is counted once its evictions are made (see preemptOutsideCycle).
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
+	}
 	return res, st, out.Result
 }
 
@@ -167,19 +171,51 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	}
 	plan := out.Plan
 	prio, _ := gang.Priority(pod, in.Members)
-	if err := pl.evict(ctx, gangpreemption.NewGang(pg, in.Members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
-		out.Result = gang.PreemptError
-		return nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err))
+	// The API calls are made outside the scheduling cycle, as upstream's preemption does: the
+	// members are held back (gang.Gang.Stage) until they are done, and activated then.
+	pl.mu.Lock()
+	pl.gangForLocked(pg).PreemptionUnderWay = true
+	pl.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, in.Members, plan, prio, out.Need)
+	var res *fwk.PostFilterResult
+	for _, a := range plan.Assignment {
+		if a.Pod.UID == pod.UID {
+			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
+		}
 	}
+	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+gang.PreemptingMessage(plan, prio, out.Need, gang.AssignedNodes(plan.Assignment)))
+}
+
+// preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,
+// then the members' nominations (only of those still in the store, see effects.Nominate), the end of a
+// reservation the gang held, the outcome, the event; then it lets the members in again.
+func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, members []*v1.Pod, plan gangfit.Plan, prio int32, need int) {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	logger := klog.FromContext(ctx)
+	defer func() {
+		pl.mu.Lock()
+		if g := pl.gangs[key]; g != nil {
+			g.PreemptionUnderWay = false
+		}
+		pl.mu.Unlock()
+		pl.activateGroup(pg.Namespace, pg.Name)
+	}()
+	if err := pl.evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptError).Inc()
+		logger.Error(err, "Gang preemption failed: an eviction failed; the gang tries again", "podGroup", key)
+		return
+	}
+	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptVictims).Inc()
 	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
-	msg := gang.PreemptingMessage(plan, prio, out.Need, nodesUsed)
+	msg := gang.PreemptingMessage(plan, prio, need, nodesUsed)
 	// A reservation the gang held ends: the preemption's nominations are the gang's now.
 	keep := make(map[types.UID]bool, len(plan.Assignment))
 	for _, a := range plan.Assignment {
 		keep[a.Pod.UID] = true
 	}
 	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
-	klog.FromContext(ctx).V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
+	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
 	pl.gangForLocked(pg).Preempted(nodesUsed, msg)
 	pl.mu.Unlock()
@@ -187,13 +223,6 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	pl.epoch.Add(1)
 	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
 	pl.notifyStatus(key)
-	var res *fwk.PostFilterResult
-	for _, a := range plan.Assignment {
-		if a.Pod.UID == pod.UID {
-			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
-		}
-	}
-	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
 }
 
 // evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),

@@ -176,3 +176,50 @@ func TestPreemptRound5OneGangPriority(t *testing.T) {
 		}
 	})
 }
+
+// TestPreemptRound5EvictionsOutsideTheCycle (#48): a gang's evictions and nominations are made outside
+// the scheduling cycle, as upstream's preemption does: while the apiserver is slow to delete the
+// victims, other pods are scheduled; the gang's members are held back until the calls are done, and
+// the gang binds whole once its victims are gone.
+func TestPreemptRound5EvictionsOutsideTheCycle(t *testing.T) {
+	ensurePriorityClasses(t)
+	proxy := startFaultProxy(t, faultSeed(t), []faultRule{
+		{name: "slow-pod-delete", method: http.MethodDelete, match: podPath(""), delay: 4 * time.Second},
+	})
+	startScheduler(t, schedulerConfig(t, proxy.kubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	caseNodes(t, "re", 2)
+	caseNodes(t, "rf", 1)
+	kubeletDeletesPreempted(t, ns)
+	for i := range 2 {
+		createPod(t, prioPod(ns, fmt.Sprintf("low-%d", i), "", "3", lowPriority, "re", ""))
+	}
+	for i := range 2 {
+		waitForPodBound(t, ns, fmt.Sprintf("low-%d", i))
+	}
+	watchWhole(t, ns, "h", 2, nil)
+	runGang(t, ns, "h", 2, "3", highPriority, "re", nil)
+	waitFor(t, ns, "a victim marked for preemption", func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range got.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	// The victims' deletes take 4 s: a pod created now is scheduled meanwhile.
+	start := time.Now()
+	createPod(t, prioPod(ns, "bystander", "", "1", lowPriority, "rf", ""))
+	waitForPodBound(t, ns, "bystander")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a plain pod waited %v for a gang's evictions to be made (they take 4 s): the scheduling cycle made them", d.Round(100*time.Millisecond))
+	}
+	waitForBoundMembers(t, ns, "h", 2)
+	waitForEvent(t, ns, "h", podgroup.ReasonPreempting, schedulerName)
+}

@@ -96,6 +96,9 @@ type Gang struct {
 	CacheKey    FeasibilityKey
 	// LastPreemption caches the last preemption that could not help (see CachedPreemption).
 	LastPreemption *PreemptMemo
+	// PreemptionUnderWay: a preemption's evictions and nominations are being made outside the
+	// scheduling cycle; the members are held back (Stage) until they are done.
+	PreemptionUnderWay bool
 }
 
 // Outcome is a gang's last scheduling-side result for the status updater: a Scheduled condition
@@ -220,6 +223,7 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.Attempt = attempt.Attempt{}
 	g.Feasibility, g.CacheKey = nil, FeasibilityKey{}
 	g.LastPreemption = nil
+	g.PreemptionUnderWay = false
 	g.Placement = nil
 	g.Refused = nil
 	g.DropPlan()

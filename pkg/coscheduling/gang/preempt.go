@@ -235,6 +235,16 @@ func Preempt(in PreemptIn) PreemptOut {
 	return PreemptOut{Result: PreemptVictims, Plan: plan, Need: need}
 }
 
+// AssignedNodes are the nodes a preemption's plan places members on, sorted.
+func AssignedNodes(assignment []gangfit.Nomination) []string {
+	var nodes []string
+	for _, a := range assignment {
+		nodes = append(nodes, a.Node)
+	}
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
+}
+
 // PreemptingMessage says what a gang's preemption does, once its members are nominated to nodes.
 func PreemptingMessage(plan gangfit.Plan, prio int32, need int, nodes []string) string {
 	gangs := ""

@@ -166,3 +166,23 @@ func TestSparedByDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptionUnderWay: while a preemption's API calls are made outside the cycle, every member is
+// held back (Refuse), whatever else holds; AssignedNodes are the plan's nodes, once each, sorted.
+func TestPreemptionUnderWay(t *testing.T) {
+	g := New("ns", "g", "pg")
+	g.PreemptionUnderWay = true
+	st, msg := g.Stage(StageIn{Now: time.Now(), Member: "m0", Want: 2, Confirmed: func() int { return 0 }})
+	if st != Refuse || msg != "PodGroup ns/g is preempting: its evictions and nominations are under way" {
+		t.Errorf("Stage = %v %q, want Refuse while the preemption is under way", st, msg)
+	}
+	g.PreemptionUnderWay = false
+	if st, _ := g.Stage(StageIn{Now: time.Now(), Member: "m0", Want: 2, Confirmed: func() int { return 0 }}); st != Check {
+		t.Errorf("Stage = %v once it is done, want Check", st)
+	}
+	m := gangtest.Member("m", "g", "1")
+	got := AssignedNodes([]gangfit.Nomination{{Pod: m, Node: "b"}, {Pod: m, Node: "a"}, {Pod: m, Node: "b"}})
+	if fmt.Sprint(got) != "[a b]" {
+		t.Errorf("AssignedNodes = %v, want [a b]", got)
+	}
+}
