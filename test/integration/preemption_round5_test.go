@@ -184,7 +184,7 @@ func TestPreemptRound5OneGangPriority(t *testing.T) {
 func TestPreemptRound5EvictionsOutsideTheCycle(t *testing.T) {
 	ensurePriorityClasses(t)
 	proxy := startFaultProxy(t, faultSeed(t), []faultRule{
-		{name: "slow-pod-delete", method: http.MethodDelete, match: podPath(""), delay: 4 * time.Second},
+		{name: "slow-pod-delete", method: http.MethodDelete, match: podPath(""), delay: 6 * time.Second},
 	})
 	startScheduler(t, schedulerConfig(t, proxy.kubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
@@ -213,12 +213,12 @@ func TestPreemptRound5EvictionsOutsideTheCycle(t *testing.T) {
 		}
 		return false, nil
 	})
-	// The victims' deletes take 4 s: a pod created now is scheduled meanwhile.
+	// The victims' deletes take 6 s: a pod created now is scheduled meanwhile.
 	start := time.Now()
 	createPod(t, prioPod(ns, "bystander", "", "1", lowPriority, "rf", ""))
 	waitForPodBound(t, ns, "bystander")
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("a plain pod waited %v for a gang's evictions to be made (they take 4 s): the scheduling cycle made them", d.Round(100*time.Millisecond))
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("a plain pod waited %v for a gang's evictions to be made (they take 6 s): the scheduling cycle made them", d.Round(100*time.Millisecond))
 	}
 	waitForBoundMembers(t, ns, "h", 2)
 	waitForEvent(t, ns, "h", podgroup.ReasonPreempting, schedulerName)
