@@ -223,3 +223,45 @@ func TestPreemptRound5EvictionsOutsideTheCycle(t *testing.T) {
 	waitForBoundMembers(t, ns, "h", 2)
 	waitForEvent(t, ns, "h", podgroup.ReasonPreempting, schedulerName)
 }
+
+// TestPreemptRound5HopelessGangUnderChurn (#48): a high-priority gang that does not fit even with every
+// lower-priority pod evicted is not tried again for each plain lower-priority pod deleted around it
+// (its members' PreFilter and PostFilter would run for nothing on every delete of the cluster); a
+// node that could hold it still brings it back.
+func TestPreemptRound5HopelessGangUnderChurn(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	caseNodes(t, "rg", 2)
+	const churn = 10
+	for i := range churn {
+		createPod(t, prioPod(ns, fmt.Sprintf("low-%d", i), "", "100m", lowPriority, "rg", ""))
+	}
+	for i := range churn {
+		waitForPodBound(t, ns, fmt.Sprintf("low-%d", i))
+	}
+	watchWhole(t, ns, "hope", 2, nil)
+	createPodGroup(t, ns, "hope", 2, 0)
+	for i := range 2 {
+		createPod(t, prioPod(ns, fmt.Sprintf("hope-%d", i), "hope", "6", highPriority, "rg", ""))
+	}
+	const metric = "custom_scheduler_coscheduling_preemption_attempts_total"
+	const key = "preemptor=gang,result=not_helpful"
+	waitFor(t, ns, "the gang's preemption found no help", func(context.Context) (bool, error) {
+		return coschedulingCounters(t, metric)[key] > 0, nil
+	})
+	time.Sleep(2 * time.Second)
+	before := coschedulingCounters(t, metric)[key]
+	for i := range churn {
+		forceDelete(t, ns, fmt.Sprintf("low-%d", i))
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if n := coschedulingCounters(t, metric)[key] - before; n > 0 {
+		t.Errorf("the gang's members were tried %v times more for %d lower-priority pods deleted around it, want none", n, churn)
+	}
+	// Room that can hold it brings it back.
+	createNode(t, "rg-big-0", "8", "16Gi", map[string]string{caseLabel: "rg", v1.LabelHostname: "rg-big-0"})
+	createNode(t, "rg-big-1", "8", "16Gi", map[string]string{caseLabel: "rg", v1.LabelHostname: "rg-big-1"})
+	waitForBoundMembers(t, ns, "hope", 2)
+}
