@@ -10,8 +10,10 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // TestCachedPreemption: a gang's "not helpful" answer serves the attempt's other members while its key
@@ -184,5 +186,33 @@ func TestPreemptionUnderWay(t *testing.T) {
 	got := AssignedNodes([]gangfit.Nomination{{Pod: m, Node: "b"}, {Pod: m, Node: "a"}, {Pod: m, Node: "b"}})
 	if fmt.Sprint(got) != "[a b]" {
 		t.Errorf("AssignedNodes = %v, want [a b]", got)
+	}
+}
+
+// TestBindFailuresAfterQuorum (#48, 1b, refuted): a member whose bind fails again and again after its
+// gang's quorum is retried each time (RetryMember): each retry's Reserve starts an attempt (the member
+// set is below minMember without it) whose Permit reaches the quorum at once, so its Unreserve always
+// finds the quorum and never falls to GangRejected. The third failure is like the first.
+func TestBindFailuresAfterQuorum(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := New("ns", "g", "pg")
+	g.CountBound("a")
+	g.CountBound("b")
+	c := gangtest.Member("c", "g", "1")
+	for failure := 1; failure <= 3; failure++ {
+		now = now.Add(time.Second)
+		if r, _ := g.OnReserve(c.UID, "n", now, 3, time.Minute, func() int { return 3 }, 10*time.Second); r.Verdict == attempt.VerdictRefuse {
+			t.Fatalf("failure %d: Reserve refused: %s", failure, r.Message)
+		}
+		if r := g.OnPermit(c, now, 3, func() int { return 3 }, 10*time.Second); !r.AllowWaiting {
+			t.Fatalf("failure %d: Permit did not pass the member at the quorum: %+v", failure, r.Decision)
+		}
+		r := g.OnUnreserve(c, now, 10*time.Second)
+		if r.Failed() || !r.RetryMember {
+			t.Fatalf("bind failure %d: %+v, want the member retried and the attempt kept", failure, r.Decision)
+		}
+		if g.Outcome.Reason == podgroup.ReasonGangRejected || g.BackingOff(now) {
+			t.Fatalf("bind failure %d: outcome %q, backing off %v", failure, g.Outcome.Reason, g.BackingOff(now))
+		}
 	}
 }
