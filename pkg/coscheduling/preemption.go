@@ -143,9 +143,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	return res, st, out.Result
 }
 
-// appliedPreemption applies a gang preemption's decision (see preemptForGang); out.Result becomes
-// PreemptError when an eviction fails. cached: the decision is an earlier member's of this attempt
-// (its event was recorded then).
+// appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted
+// and the members nominated after the cycle (see preemptOutsideCycle). cached: the decision is an
+// earlier member's of this attempt (its event was recorded then).
 func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut, cached bool) (*fwk.PostFilterResult, *fwk.Status) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	if prio, mixed := gang.Priority(pod, in.Members); mixed && !cached && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
@@ -217,7 +217,10 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
-	pl.gangForLocked(pg).Preempted(nodesUsed, msg)
+	// Unless the PodGroup went (or was recreated) while the calls were made.
+	if g := pl.gangs[key]; g != nil && g.PodGroupUID == pg.UID {
+		g.Preempted(nodesUsed, msg)
+	}
 	pl.mu.Unlock()
 	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
