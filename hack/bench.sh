@@ -27,7 +27,7 @@ micro=1
 build=1
 keep_logs=0
 out=""
-cases="Basic BasicCustom BasicCoscheduling BasicLoadAware BasicLoadAwareP95 BasicLoadAwareAvg GangsSmallInTree GangsSmallCustom BasicBatched BasicCustomBatched GangsSmallInTreeBatched GangsSmallCustomBatched GangsLargeInTree GangsLargeCustom TopologyInTree TopologyCustom TopologySaturationInTree TopologySaturationCustom TopologySaturationMixedInTree TopologySaturationMixedCustom SaturationInTree SaturationCustom PreemptionWaveInTree PreemptionWaveCustom StarvationInTree StarvationCustom StarvationNoReservation Ceiling"
+cases="Basic BasicCustom BasicCoscheduling BasicLoadAware BasicLoadAwareP95 BasicLoadAwareAvg GangsSmallInTree GangsSmallCustom BasicBatched BasicCustomBatched GangsSmallInTreeBatched GangsSmallCustomBatched GangsLargeInTree GangsLargeCustom TopologyInTree TopologyCustom TopologySaturationInTree TopologySaturationCustom TopologySaturationMixedInTree TopologySaturationMixedCustom SaturationInTree SaturationCustom PreemptionWaveInTree PreemptionWaveCustom StarvationInTree StarvationCustom StarvationNoReservation HopelessGangChurnCustom HopelessGangChurnCustomBaseline Ceiling"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --smoke) size=smoke ;;

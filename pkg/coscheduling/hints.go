@@ -41,9 +41,24 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 
 // isSchedulableAfterCapacityFreed requeues a member when an assigned pod is deleted or shrinks (which
 // includes the reservations of a rejected gang being released).
-func (pl *Coscheduling) isSchedulableAfterCapacityFreed(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	if _, ok := podgroup.Of(pod); !ok {
+// A gang that does not fit even with every lower-priority pod evicted is not requeued for a plain
+// lower-priority pod's delete (see gang.Gang.SparedByDelete): under churn, each such delete anywhere
+// would otherwise rerun its members' checks and preemption for nothing.
+func (pl *Coscheduling) isSchedulableAfterCapacityFreed(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	name, ok := podgroup.Of(pod)
+	if !ok {
 		return fwk.QueueSkip, nil
+	}
+	if freed, _, err := util.As[*v1.Pod](oldObj, newObj); err == nil && freed != nil {
+		version := pl.claims.Version()
+		pl.mu.RLock()
+		g := pl.gangs[podgroup.Key(pod.Namespace, name)]
+		spared := g != nil && g.SparedByDelete(freed, version)
+		pl.mu.RUnlock()
+		if spared {
+			logger.V(5).Info("Freed room cannot help a gang that does not fit even with every lower-priority pod evicted", "pod", klog.KObj(pod), "freed", klog.KObj(freed))
+			return fwk.QueueSkip, nil
+		}
 	}
 	pl.epoch.Add(1)
 	return fwk.Queue, nil

@@ -9,7 +9,6 @@ import (
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -98,9 +98,24 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	prio := corev1helpers.PodPriority(pod)
+	members := pl.members.InGroup(pg.Namespace, pg.Name)
+	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
+	prio, _ := gang.Priority(pod, members)
+	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
+	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.Version(), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
+		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
+	pl.mu.Lock()
+	g := pl.gangForLocked(pg)
+	ck.Counted = len(g.Members)
+	cached, hit := g.CachedPreemption(ck, feasibilityCacheTTL)
+	pl.mu.Unlock()
+	if hit {
+		res, st := pl.appliedPreemption(ctx, pod, pg, gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members}, &cached, true)
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", cached.Result).Inc()
+		return res, st, cached.Result
+	}
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: pl.members.InGroup(pg.Namespace, pg.Name),
+	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
@@ -117,15 +132,25 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		}
 		out = gang.Preempt(in)
 	}
-	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out)
-	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
+	pl.mu.Lock()
+	pl.gangForLocked(pg).RememberPreemption(ck, out)
+	pl.mu.Unlock()
+	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, false)
+	if out.Result != gang.PreemptVictims {
+		// A preemption's outcome is counted once its evictions are made (see preemptOutsideCycle).
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
+	}
 	return res, st, out.Result
 }
 
-// appliedPreemption applies a gang preemption's decision (see preemptForGang); out.Result becomes
-// PreemptError when an eviction fails.
-func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut) (*fwk.PostFilterResult, *fwk.Status) {
+// appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted
+// and the members nominated after the cycle (see preemptOutsideCycle). cached: the decision is an
+// earlier member's of this attempt (its event was recorded then).
+func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut, cached bool) (*fwk.PostFilterResult, *fwk.Status) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
+	if prio, mixed := gang.Priority(pod, in.Members); mixed && !cached && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
+		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonMixedPriorities, gang.MixedPrioritiesMessage(key, in.Members, prio))
+	}
 	st := fwk.NewStatus(fwk.Unschedulable)
 	if out.Message != "" {
 		st = fwk.NewStatus(fwk.Unschedulable, out.Message)
@@ -144,34 +169,63 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	case gang.PreemptWaiting:
 		return nil, st
 	}
-	plan, prio := out.Plan, corev1helpers.PodPriority(pod)
-	if err := pl.evict(ctx, gangpreemption.NewGang(pg, in.Members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
-		out.Result = gang.PreemptError
-		return nil, fwk.AsStatus(fmt.Errorf("PodGroup %s: preempting: %w", key, err))
-	}
-	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
-	msg := gang.PreemptingMessage(plan, prio, out.Need, nodesUsed)
-	// A reservation the gang held ends: the preemption's nominations are the gang's now.
-	keep := make(map[types.UID]bool, len(plan.Assignment))
-	for _, a := range plan.Assignment {
-		keep[a.Pod.UID] = true
-	}
-	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
-	klog.FromContext(ctx).V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
+	plan := out.Plan
+	prio, _ := gang.Priority(pod, in.Members)
+	// The API calls are made outside the scheduling cycle, as upstream's preemption does: the
+	// members are held back (gang.Gang.Stage) until they are done, and activated then.
 	pl.mu.Lock()
-	pl.gangForLocked(pg).Preempted(nodesUsed, msg)
+	pl.gangForLocked(pg).PreemptionUnderWay = true
 	pl.mu.Unlock()
-	// The victims' room is the gang's now: every other gang checks again too.
-	pl.epoch.Add(1)
-	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
-	pl.notifyStatus(key)
+	logger := klog.FromContext(ctx)
+	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, in.Members, plan, prio, out.Need)
 	var res *fwk.PostFilterResult
 	for _, a := range plan.Assignment {
 		if a.Pod.UID == pod.UID {
 			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
 		}
 	}
-	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+gang.PreemptingMessage(plan, prio, out.Need, gang.AssignedNodes(plan.Assignment)))
+}
+
+// preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,
+// then the members' nominations (only of those still in the store, see effects.Nominate), the end of a
+// reservation the gang held, the outcome, the event; then it lets the members in again.
+func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, members []*v1.Pod, plan gangfit.Plan, prio int32, need int) {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	logger := klog.FromContext(ctx)
+	defer func() {
+		pl.mu.Lock()
+		if g := pl.gangs[key]; g != nil {
+			g.PreemptionUnderWay = false
+		}
+		pl.mu.Unlock()
+		pl.activateGroup(pg.Namespace, pg.Name)
+	}()
+	if err := pl.evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
+		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptError).Inc()
+		logger.Error(err, "Gang preemption failed: an eviction failed; the gang tries again", "podGroup", key)
+		return
+	}
+	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptVictims).Inc()
+	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
+	msg := gang.PreemptingMessage(plan, prio, need, nodesUsed)
+	// A reservation the gang held ends: the preemption's nominations are the gang's now.
+	keep := make(map[types.UID]bool, len(plan.Assignment))
+	for _, a := range plan.Assignment {
+		keep[a.Pod.UID] = true
+	}
+	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
+	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
+	pl.mu.Lock()
+	// Unless the PodGroup went (or was recreated) while the calls were made.
+	if g := pl.gangs[key]; g != nil && g.PodGroupUID == pg.UID {
+		g.Preempted(nodesUsed, msg)
+	}
+	pl.mu.Unlock()
+	// The victims' room is the gang's now: every other gang checks again too.
+	pl.epoch.Add(1)
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
+	pl.notifyStatus(key)
 }
 
 // evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),

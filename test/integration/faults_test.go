@@ -37,6 +37,9 @@ type faultRule struct {
 	cutWithin time.Duration
 	// failFirst: the first requests of this kind always fail, so a run cannot pass without the fault.
 	failFirst int
+	// delay, when set, lets every request of this kind through after this long instead of failing it
+	// (a slow apiserver); rate and failFirst are not read.
+	delay time.Duration
 }
 
 // faultProxy is a loopback proxy in front of the apiserver that fails requests at random, from a
@@ -153,6 +156,13 @@ current-context: proxy
 func (p *faultProxy) fail(r *http.Request) (rule string, cut time.Duration) {
 	for _, fr := range p.rules {
 		if r.Method != fr.method || !fr.match(r) {
+			continue
+		}
+		if fr.delay > 0 {
+			p.mu.Lock()
+			p.injected[fr.name]++
+			p.mu.Unlock()
+			time.Sleep(fr.delay)
 			continue
 		}
 		p.mu.Lock()

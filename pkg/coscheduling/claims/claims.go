@@ -27,6 +27,7 @@ import (
 // gone, and its nomination is not recorded, nor does it make cached checks stale.
 type Claims struct {
 	n        atomic.Int64
+	version  atomic.Uint64
 	nAssumed atomic.Int64
 	mu       sync.Mutex
 	// pods are the nominated pods by UID.
@@ -59,14 +60,49 @@ func (c *Claims) Set(pod *v1.Pod) bool {
 			c.pods = map[types.UID]*v1.Pod{}
 		}
 		c.pods[pod.UID] = pod
-		c.n.Store(int64(len(c.pods)))
+		c.changedLocked()
 		return !had || old.Status.NominatedNodeName != pod.Status.NominatedNodeName
 	case had:
 		delete(c.pods, pod.UID)
-		c.n.Store(int64(len(c.pods)))
+		c.changedLocked()
 		return true
 	}
 	return false
+}
+
+// SetIfPresent records pod's nomination as Set does, for a copy listed earlier, unless current (the
+// pod store's word, read after the claim is in place) no longer holds it live: a pod deleted since it
+// was listed has had its Forget already, and a claim set after that would keep its room for ever.
+// Race-free with the informer's handler: the claim is published (n) before the store is read, and the
+// store is updated before any handler runs, so either the read sees the pod gone or the handler's
+// Forget sees the claim (and waits for this call's lock). It reports whether the claim was kept.
+func (c *Claims) SetIfPresent(pod *v1.Pod, current func(*v1.Pod) (*v1.Pod, bool)) bool {
+	if pod.Status.NominatedNodeName == "" || pod.Spec.NodeName != "" || !podgroup.IsLive(pod) {
+		c.Set(pod)
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, assumed := c.assumed[pod.UID]; assumed {
+		return false
+	}
+	if c.pods == nil {
+		c.pods = map[types.UID]*v1.Pod{}
+	}
+	c.pods[pod.UID] = pod
+	c.changedLocked()
+	if cur, ok := current(pod); ok && Present(pod, cur) {
+		return true
+	}
+	delete(c.pods, pod.UID)
+	c.changedLocked()
+	return false
+}
+
+// Present reports whether cur, the store's copy under pod's name, is pod still live and unbound (the
+// nominator's own check before it records a nomination).
+func Present(pod, cur *v1.Pod) bool {
+	return cur != nil && cur.UID == pod.UID && cur.Spec.NodeName == "" && podgroup.IsLive(cur)
 }
 
 // Forget drops pod's claim (and its assumed mark); it reports whether it had a claim.
@@ -81,7 +117,7 @@ func (c *Claims) Forget(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	return true
 }
 
@@ -111,7 +147,7 @@ func (c *Claims) Assume(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.n.Store(int64(len(c.pods)))
+	c.changedLocked()
 	return true
 }
 
@@ -152,6 +188,16 @@ func (c *Claims) Against(prio int32, own string) []*v1.Pod {
 	}
 	return out
 }
+
+// changedLocked publishes the count after the claims changed, and moves the version.
+func (c *Claims) changedLocked() {
+	c.n.Store(int64(len(c.pods)))
+	c.version.Add(1)
+}
+
+// Version moves whenever a claim is made, moved or dropped: an answer that read no claim since it was
+// taken at this version still holds for the claims (see gang.Gang.SparedByDelete).
+func (c *Claims) Version() uint64 { return c.version.Load() }
 
 // Assumed counts the members marked assumed (for tests).
 func (c *Claims) Assumed() int64 { return c.nAssumed.Load() }

@@ -25,25 +25,35 @@ import (
 
 // Nominate records each member's node in the scheduler's nominator (so that pods of lower priority
 // do not take the room) and in the member's status (the framework writes the preemptor's own), and
-// clears the nominations of lower-priority pods to those nodes. It returns the nodes, sorted.
+// clears the nominations of lower-priority pods to those nodes, except the gang's own members. A
+// member the pod store no longer holds live (deleted or bound since the gang's members were listed) is
+// not nominated: upstream's nominator checks its lister the same way, and a claim set for a pod
+// already deleted would keep its room for ever (see claims.Claims.SetIfPresent). It returns the
+// nodes, sorted.
 func Nominate(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string, preemptor *v1.Pod, assignment []gangfit.Nomination, prio int32) []string {
 	logger := klog.FromContext(ctx)
+	current := storeLookup(h)
 	nodes := map[string]bool{}
+	own := make(map[types.UID]bool, len(assignment))
 	var patch []*v1.Pod
 	var to []string
 	for _, a := range assignment {
 		m, node := a.Pod, a.Node
+		own[m.UID] = true
 		nodes[node] = true
+		// Claimed at once, not when the status patch comes back through the informer: a gang that
+		// preempts next must not count this room as free.
+		claimed := m.DeepCopy()
+		claimed.Status.NominatedNodeName = node
+		if !c.SetIfPresent(claimed, current) {
+			logger.V(4).Info("Member is gone or bound since it was listed: not nominated", "pod", klog.KObj(m), "node", node)
+			continue
+		}
 		pi, err := framework.NewPodInfo(m)
 		if err != nil {
 			continue
 		}
 		h.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
-		// Claimed at once, not when the status patch comes back through the informer: a gang that
-		// preempts next must not count this room as free.
-		claimed := m.DeepCopy()
-		claimed.Status.NominatedNodeName = node
-		c.Set(claimed)
 		if m.UID != preemptor.UID && m.Status.NominatedNodeName != node {
 			patch, to = append(patch, m), append(to, node)
 		}
@@ -51,7 +61,7 @@ func Nominate(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string
 	var others []*v1.Pod
 	for node := range nodes {
 		for _, np := range h.NominatedPodsForNode(node) {
-			if p := np.GetPod(); corev1helpers.PodPriority(p) < prio {
+			if p := np.GetPod(); ClearsNomination(p, prio, own) {
 				others = append(others, p)
 			}
 		}
@@ -74,6 +84,29 @@ func Nominate(ctx context.Context, h fwk.Handle, c *claims.Claims, plugin string
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ClearsNomination reports whether a gang's preemption at priority prio clears the nomination of
+// pod, nominated to one of the nodes it nominates its members to: a pod of lower priority, unless it
+// is one of the members it nominates (own), whose priority may be below the gang's when its members
+// differ.
+func ClearsNomination(pod *v1.Pod, prio int32, own map[types.UID]bool) bool {
+	return !own[pod.UID] && corev1helpers.PodPriority(pod) < prio
+}
+
+// storeLookup reads a pod's copy from the scheduler's pod store (the informer whose handlers keep the
+// claims); nil when the handle has no informer factory (unit tests), in which case every pod counts
+// as present.
+func storeLookup(h fwk.Handle) func(*v1.Pod) (*v1.Pod, bool) {
+	f := h.SharedInformerFactory()
+	if f == nil {
+		return func(p *v1.Pod) (*v1.Pod, bool) { return p, true }
+	}
+	lister := f.Core().V1().Pods().Lister()
+	return func(p *v1.Pod) (*v1.Pod, bool) {
+		cur, err := lister.Pods(p.Namespace).Get(p.Name)
+		return cur, err == nil
+	}
 }
 
 // ClearNominations drops the nominations of a gang's members (in the nominator and in their

@@ -94,6 +94,11 @@ type Gang struct {
 	// Feasibility caches the last whole-gang check; it is valid while CacheKey matches.
 	Feasibility *gangfit.Result
 	CacheKey    FeasibilityKey
+	// LastPreemption caches the last preemption that could not help (see CachedPreemption).
+	LastPreemption *PreemptMemo
+	// PreemptionUnderWay: a preemption's evictions and nominations are being made outside the
+	// scheduling cycle; the members are held back (Stage) until they are done.
+	PreemptionUnderWay bool
 }
 
 // Outcome is a gang's last scheduling-side result for the status updater: a Scheduled condition
@@ -217,6 +222,8 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.BackoffTimer = nil
 	g.Attempt = attempt.Attempt{}
 	g.Feasibility, g.CacheKey = nil, FeasibilityKey{}
+	g.LastPreemption = nil
+	g.PreemptionUnderWay = false
 	g.Placement = nil
 	g.Refused = nil
 	g.DropPlan()

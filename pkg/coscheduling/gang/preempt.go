@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -71,6 +72,9 @@ type PreemptOut struct {
 	// Message is the member's status message ("" for none); Err the failed read (PreemptError).
 	Message string
 	Err     error
+	// Hopeless: not helpful even with every lower-priority unit the gang may evict evicted (or none
+	// runs): freeing the room of one of them cannot change the answer (see SparedByDelete).
+	Hopeless bool
 	// DropNominations: the gang's earlier nominations stop keeping room (PreemptNotHelpful: preemption
 	// cannot place it), unless they are its reservation's.
 	DropNominations bool
@@ -78,6 +82,94 @@ type PreemptOut struct {
 	// needs placed.
 	Plan gangfit.Plan
 	Need int
+}
+
+// Priority is a gang's one priority as a preemptor: the lowest of its live members' (the member whose
+// PostFilter runs included). A gang preempts only what every member may preempt, and each member's
+// nomination holds the room against every pod of that priority or lower, whichever member the
+// scheduler tries first. mixed reports members of different priorities (a MixedPriorities event says
+// so). Upstream's PodGroup has one priority; a gang of ours whose operator set several gets the lowest.
+func Priority(pod *v1.Pod, members []*v1.Pod) (prio int32, mixed bool) {
+	prio = corev1helpers.PodPriority(pod)
+	for _, m := range members {
+		if p := corev1helpers.PodPriority(m); p != prio {
+			mixed = true
+			prio = min(prio, p)
+		}
+	}
+	return prio, mixed
+}
+
+// MixedPrioritiesMessage says how a gang of members of different priorities preempts.
+func MixedPrioritiesMessage(key string, members []*v1.Pod, prio int32) string {
+	hi := prio
+	for _, m := range members {
+		hi = max(hi, corev1helpers.PodPriority(m))
+	}
+	return fmt.Sprintf("PodGroup %s has members of priorities %d to %d: a gang has one priority, the lowest of its members' (%d); it preempts only pods below %d, and its nominations hold against pods of up to %d", key, prio, hi, prio, prio, prio)
+}
+
+// PreemptKey is what a gang's preemption answer depends on besides the pods' priorities: the
+// whole-gang check's key (the epoch, which every freed capacity, node change and moved claim bumps;
+// the PodGroup's spec; the members) and the gang's priority.
+type PreemptKey struct {
+	FeasibilityKey
+	Priority int32
+	// Claims is the claims' version (see claims.Claims.Version).
+	Claims uint64
+}
+
+// PreemptMemo is a gang's last preemption that found preemption no help, under the key it was made.
+type PreemptMemo struct {
+	Key PreemptKey
+	Out PreemptOut
+}
+
+// CachedPreemption returns the gang's last preemption answer while it answers for k (the same key,
+// less than ttl before k.At): every member of a gang that does not fit comes to PostFilter in each
+// attempt, and the search (every pod of the cluster read, a fit per unit of eviction) is made once
+// per attempt, not once per member. Only "not helpful" is kept: a preemption that evicts changes the
+// room (and the epoch), and the other results are cheap.
+func (g *Gang) CachedPreemption(k PreemptKey, ttl time.Duration) (PreemptOut, bool) {
+	m := g.LastPreemption
+	if m == nil || m.Key.Priority != k.Priority || m.Key.Claims != k.Claims || !m.Key.Matches(k.FeasibilityKey) || k.At.Sub(m.Key.At) >= ttl {
+		return PreemptOut{}, false
+	}
+	return m.Out, true
+}
+
+// RememberPreemption keeps a preemption's answer made under k for the gang's next members (see
+// CachedPreemption), or forgets the last one when this answer is not kept.
+func (g *Gang) RememberPreemption(k PreemptKey, out PreemptOut) {
+	if out.Result != PreemptNotHelpful {
+		g.LastPreemption = nil
+		return
+	}
+	g.LastPreemption = &PreemptMemo{Key: k, Out: out}
+}
+
+// SparedByDelete reports whether a pod deleted (or shrunk) may leave the gang's members where they
+// are, instead of requeueing every one of them for a search that cannot succeed: the gang's last
+// preemption found that it does not fit even with every lower-priority unit evicted (Hopeless), no
+// claim moved and no member was counted since, no whole-gang check found room since, it holds no
+// reservation (whose rechecks count freed room), and the pod is a plain
+// pod (not a gang member, whose gang may outrank the preemptor) of lower priority than the gang's.
+// Such a pod's room was already counted free by that search, so freeing it changes neither the
+// whole-gang check (a subset of that search) nor the preemption. Any other event still requeues.
+func (g *Gang) SparedByDelete(deleted *v1.Pod, claimsVersion uint64) bool {
+	m := g.LastPreemption
+	if m == nil || !m.Out.Hopeless || m.Key.Claims != claimsVersion || g.Reserve.Held() {
+		return false
+	}
+	// A member reserved or bound since, or a whole-gang check that found room since: the answer is
+	// not the gang's any more.
+	if len(g.Members) != m.Key.Counted || (g.Feasibility != nil && g.Feasibility.Feasible) {
+		return false
+	}
+	if _, member := podgroup.UnitOf(deleted); member {
+		return false
+	}
+	return corev1helpers.PodPriority(deleted) < m.Key.Priority
 }
 
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
@@ -93,21 +185,21 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 	return candidates, minMember - counted, nominated
 }
 
-// Preempt decides a gang's preemption: refused when a member may not preempt; not helpful when no pod
+// Preempt decides a gang's preemption, at the gang's one priority (see Priority): refused when a member may not preempt; not helpful when no pod
 // of lower priority runs anywhere (a cluster of one priority, checked before any simulation is built:
 // every member of an infeasible gang comes here on every attempt); waiting while the victims of its
 // earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
 // fit at once (per node, in the gang's required domain), or not helpful when none do.
 func Preempt(in PreemptIn) PreemptOut {
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
-	prio := corev1helpers.PodPriority(in.Pod)
+	prio, _ := Priority(in.Pod, in.Members)
 	for _, m := range in.Members {
 		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
 			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))}
 		}
 	}
 	if !gangfit.AnyPodBelow(in.Nodes, prio) {
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)}
 	}
 	candidates, need, nominated := in.Split()
@@ -131,16 +223,26 @@ func Preempt(in PreemptIn) PreemptOut {
 	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, key, in.Leaving, pdbs)
 	switch {
 	case !plan.Fits && plan.Units == 0:
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)}
 	case !plan.Fits:
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)}
 	case len(plan.Victims) == 0:
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
 		return PreemptOut{Result: PreemptNotHelpful}
 	}
 	return PreemptOut{Result: PreemptVictims, Plan: plan, Need: need}
+}
+
+// AssignedNodes are the nodes a preemption's plan places members on, sorted.
+func AssignedNodes(assignment []gangfit.Nomination) []string {
+	var nodes []string
+	for _, a := range assignment {
+		nodes = append(nodes, a.Node)
+	}
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
 }
 
 // PreemptingMessage says what a gang's preemption does, once its members are nominated to nodes.

@@ -52,13 +52,16 @@ type StageIn struct {
 	Confirmed func() int
 }
 
-// Stage decides what a member's PreFilter does: refused while the group backs off or while it must
+// Stage decides what a member's PreFilter does: refused while the group backs off, while its
+// preemption's API calls are under way, or while it must
 // wait for the attempt's lead; joined to an attempt under way; placed on its own once the quorum is
 // met; otherwise the first member of an attempt.
 func (g *Gang) Stage(in StageIn) (Stage, string) {
 	switch {
 	case g.BackingOff(in.Now):
 		return Refuse, BackoffMessage(g.Key(), g.BackoffUntil)
+	case g.PreemptionUnderWay:
+		return Refuse, fmt.Sprintf("PodGroup %s is preempting: its evictions and nominations are under way", g.Key())
 	case g.WaitsForLead(in.Member):
 		return Refuse, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", g.Key(), g.LeadName)
 	case g.InProgress():

@@ -150,12 +150,71 @@ func AnyPodBelow(nodes []fwk.NodeInfo, prio int32) bool {
 // may use, each gang member standing for its whole gang (wherever its members run), with what each
 // frees on the check's nodes. A gang is a unit only if every member has lower priority. Pods already
 // leaving (see leaving) are no unit: their room is taken off f's nodes at once.
+//
+// One pass over the pods that allocates only for the candidates (pods below prio, and one entry per
+// gang met): a gang with a member at or above prio is dropped the moment one is seen, and nothing is
+// built for pods the preemptor may not evict (upstream builds its victims only from lower-priority
+// pods too). The units come in the order their first pod was met, as the victim ordering's ties need.
 func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string, leaving func(*v1.Pod) bool) []*gangUnit {
 	usable := f.usable()
-	gangs := BuildGangIndex(nodes)
-	seen := map[string]bool{}
+	type groupKey struct{ namespace, name string }
+	type group struct {
+		pods []fwk.PodInfo
+		prio int32
+		out  bool // a member at or above prio, or the preemptor's own gang
+	}
+	// entries are the units in the order met: a plain pod's victim, or a gang to build at the end.
+	type entry struct {
+		victim preemption.Victim
+		group  *group
+	}
+	var (
+		groups  map[groupKey]*group
+		entries []entry
+	)
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			pp := corev1helpers.PodPriority(p)
+			name, ok := podgroup.UnitOf(p)
+			if !ok {
+				if pp < prio {
+					entries = append(entries, entry{victim: preemption.NewPodVictim(pi, nil, nil)})
+				}
+				continue
+			}
+			k := groupKey{p.Namespace, name}
+			g := groups[k]
+			if g == nil {
+				if groups == nil {
+					groups = map[groupKey]*group{}
+				}
+				g = &group{prio: pp, out: pp >= prio || podgroup.Key(p.Namespace, name) == own}
+				groups[k] = g
+				if !g.out {
+					entries = append(entries, entry{group: g})
+				}
+			}
+			switch {
+			case g.out:
+			case pp >= prio:
+				g.out, g.pods = true, nil
+			default:
+				g.pods = append(g.pods, pi)
+				g.prio = max(g.prio, pp)
+			}
+		}
+	}
 	var out []*gangUnit
-	add := func(v preemption.Victim) {
+	for _, e := range entries {
+		v := e.victim
+		if e.group != nil {
+			if e.group.out {
+				continue
+			}
+			// NewVictim fails only for no pods.
+			v, _ = preemption.NewVictim(e.group.pods, e.group.prio, fwk.PodGroupKeyType)
+		}
 		u := &gangUnit{Victim: v}
 		helps, gone := false, true
 		for _, pi := range v.Pods() {
@@ -173,25 +232,6 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			u.apply(f, true)
 		case helps:
 			out = append(out, u)
-		}
-	}
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPods() {
-			p := pi.GetPod()
-			if name, ok := podgroup.UnitOf(p); ok {
-				key := podgroup.Key(p.Namespace, name)
-				if key == own || seen[key] {
-					continue
-				}
-				seen[key] = true
-				if g := gangs[key]; g != nil && g.Priority() < prio {
-					add(g)
-				}
-				continue
-			}
-			if corev1helpers.PodPriority(p) < prio {
-				add(preemption.NewPodVictim(pi, nil, nil))
-			}
 		}
 	}
 	return out

@@ -37,6 +37,9 @@ const (
 	// them) are being preempted to make room for it; its members are nominated to the freed nodes and
 	// the gang is placed once the victims are gone.
 	ReasonPreempting = "Preempting"
+	// ReasonMixedPriorities (PodGroup, Warning): the gang's members have different priorities; it
+	// preempts as one gang of the lowest of them (see gang.Priority).
+	ReasonMixedPriorities = "MixedPriorities"
 	// ReasonReserved (PodGroup): the gang waited reservation.afterSeconds for room, and now holds the
 	// room that frees on the nodes its missing members will use (its members are nominated there);
 	// the message says how many nodes and how much.
