@@ -210,7 +210,17 @@ func (u *Updater) Run(ctx context.Context) {
 	}
 	// The scheduler's informer: a member that finishes leaves it with a delete (and joins the finished
 	// informer with an add); both queue the group.
-	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: pgcache.IsGangPod, Handler: handler})
+	// Only this profile's pods: another scheduler's never change our status (GroupPods leaves them
+	// out), and on a cluster where every Job's pods name an in-tree PodGroup, theirs would queue a
+	// sync of every such group on every pod event.
+	ours := func(obj interface{}) bool {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		pod, ok := obj.(*v1.Pod)
+		return ok && pod.Spec.SchedulerName == u.profile && pgcache.IsGangPod(pod)
+	}
+	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: ours, Handler: handler})
 	if err != nil {
 		logger.Error(err, "PodGroup status updates are off")
 		return
