@@ -721,13 +721,14 @@ func (w *soakWorld) succeedMember() string {
 			bound = append(bound, p.Name)
 		}
 	}
-	if len(bound) < g.minMember {
-		return fmt.Sprintf("%s is not whole (%d of minMember %d bound)", g.name, len(bound), g.minMember)
+	if len(bound)+len(g.succeeded) < g.minMember || len(bound) < 2 {
+		return fmt.Sprintf("%s is not whole (%d of minMember %d bound, %d succeeded)", g.name, len(bound), g.minMember, len(g.succeeded))
 	}
-	// (Its count stays: one live member bound less, one of the run succeeded more.)
-	n := 1 + w.rng.IntN(2)
+	// (Its count stays: one live member bound less, one of the run succeeded more. One stays
+	// running.)
+	n := min(1+w.rng.IntN(2), len(bound)-1)
 	var done []string
-	for _, i := range w.rng.Perm(len(bound))[:min(n, len(bound))] {
+	for _, i := range w.rng.Perm(len(bound))[:n] {
 		name := bound[i]
 		w.setPhase(name, v1.PodSucceeded)
 		g.pods = slices.DeleteFunc(g.pods, func(x string) bool { return x == name })
@@ -990,6 +991,9 @@ func (w *soakWorld) evictGhosts() []string {
 		if g := w.gangByName(group); g != nil && slices.Contains(g.pods, p.Name) {
 			g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == p.Name })
 			w.addMembers(g, 1)
+		} else if g != nil && slices.Contains(g.succeeded, p.Name) {
+			// A succeeded member removed with its node counts no more; the job does not rerun it.
+			g.succeeded = slices.DeleteFunc(g.succeeded, func(n string) bool { return n == p.Name })
 		} else if i := slices.Index(w.plain, p.Name); i >= 0 {
 			w.plain = slices.Delete(w.plain, i, i+1)
 			w.addPlain()
@@ -1390,8 +1394,10 @@ func (w *soakWorld) makeRoom() {
 		w.logf("settle: pod GC %v", evicted)
 	}
 	for _, g := range w.gangs {
-		if missing := g.minMember - len(g.pods); missing > 0 {
-			w.logf("settle: %s has %d of minMember %d pods, adding %v", g.name, len(g.pods), g.minMember, w.addMembers(g, missing))
+		// The members of the run that succeeded count (the finished-member rule): a gang is given only
+		// the replacements it needs with them, and must bind so.
+		if missing := g.minMember - len(g.pods) - len(g.succeeded); missing > 0 {
+			w.logf("settle: %s has %d of minMember %d pods and %d succeeded, adding %v", g.name, len(g.pods), g.minMember, len(g.succeeded), w.addMembers(g, missing))
 		}
 	}
 	views, err := w.snapshot(context.Background())
@@ -1444,6 +1450,8 @@ func (w *soakWorld) unsettled(views map[string]*soakGroupView) []string {
 		switch {
 		case v == nil || v.minMember == 0:
 			problems = append(problems, fmt.Sprintf("gang %s: its PodGroup is missing", g.name))
+		case len(g.pods) == 0 && len(g.succeeded) >= v.minMember:
+			// Every member finished: a job done.
 		case v.whole() < v.minMember:
 			problems = append(problems, fmt.Sprintf("gang %s did not bind: %v%s", g.name, v, soakWhyPending(v)))
 		}
