@@ -67,15 +67,24 @@ func (pl *Coscheduling) credit(pod *v1.Pod) int {
 
 // finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status
 // writer's informer of finished pods. A count that grows may complete a group whose replacement
-// members PreEnqueue held back: they are let in.
+// members PreEnqueue held back: they are let in (only then: a group complete without it is not
+// listed on every member that finishes).
 func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 	track := func(obj interface{}) {
 		pod, ok := obj.(*v1.Pod)
 		if !ok {
 			return
 		}
-		name, _, grew := pl.finished.Track(pod)
-		if grew {
+		name, run, grew := pl.finished.Track(pod)
+		if !grew {
+			return
+		}
+		pg := pl.podGroups.Get(pod.Namespace, name)
+		if pg == nil {
+			return
+		}
+		live, want := pl.members.Count(pod.Namespace, name), podgroup.MinMember(pg)
+		if live > 0 && live < want && live+pl.finished.Count(pod.Namespace, name, run) >= want {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}
