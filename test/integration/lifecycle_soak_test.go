@@ -121,6 +121,7 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	w.startWatcher()
 	w.churn(ops)
 	w.settle()
+	w.finishEarly()
 	w.stopWatcher()
 	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s; %d reservations made", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
 	if w.violations > 0 {
@@ -1348,6 +1349,42 @@ func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupSta
 // missing members (so every gang is feasible), and nodes are added to hold every unbound member.
 func (w *soakWorld) settle() {
 	w.makeRoom()
+	w.waitSettled("settle")
+}
+
+// finishEarly plays, once every gang is bound, the end of an indexed Job whose workers finish at
+// different times: in every gang with two live members bound, one succeeds and another fails, and the
+// failed one's replacement must be placed with the running and the succeeded members (the
+// finished-member rule), within the settle timeout, while the watcher keeps judging.
+func (w *soakWorld) finishEarly() {
+	w.mu.Lock()
+	var did []string
+	for _, g := range w.gangs {
+		var bound []string
+		for _, p := range w.listGroup(g.name) {
+			if soakLive(&p) && ours(&p) && p.Spec.NodeName != "" && slices.Contains(g.pods, p.Name) {
+				bound = append(bound, p.Name)
+			}
+		}
+		if len(bound) < 2 {
+			continue
+		}
+		done, failed := bound[0], bound[1]
+		w.setPhase(done, v1.PodSucceeded)
+		g.succeeded = append(g.succeeded, done)
+		w.disrupt(g.name, "a member failed after another succeeded")
+		w.setPhase(failed, v1.PodFailed)
+		w.deletePod(failed, false)
+		g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == done || n == failed })
+		did = append(did, fmt.Sprintf("%s: %s Succeeded, %s Failed, replaced by %v", g.name, done, failed, w.addMembers(g, 1)))
+	}
+	w.mu.Unlock()
+	w.logf("finish early: %s", strings.Join(did, "; "))
+	w.waitSettled("finish early")
+}
+
+// waitSettled waits until every gang is bound (see unsettled), and reports what is not.
+func (w *soakWorld) waitSettled(phase string) {
 	start := time.Now()
 	var last map[string]*soakGroupView
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, soakSettleTimeout, true, func(ctx context.Context) (bool, error) {
@@ -1371,11 +1408,11 @@ func (w *soakWorld) settle() {
 			v := last[g.name]
 			bound = append(bound, fmt.Sprintf("%s %d(+%d succeeded)/%d", g.name, v.liveBound(), v.whole()-v.liveBound(), v.minMember))
 		}
-		w.logf("settle: every gang bound after %v (live bound/minMember: %s)", time.Since(start).Round(100*time.Millisecond), strings.Join(bound, ", "))
+		w.logf("%s: every gang bound after %v (live bound/minMember: %s)", phase, time.Since(start).Round(100*time.Millisecond), strings.Join(bound, ", "))
 		return
 	}
 	for _, problem := range w.unsettled(last) {
-		w.errorf("after %v of settling: %s", soakSettleTimeout, problem)
+		w.errorf("after %v of %s: %s", soakSettleTimeout, phase, problem)
 	}
 }
 
