@@ -84,6 +84,9 @@ type Coscheduling struct {
 	// is decided) and counted in O(1) by podEventHandler (what PreEnqueue, the hints and the pod
 	// handlers count); see pgcache.Pods.
 	members pgcache.Pods
+	// finished counts the members that left by succeeding, per group and run: the finished-member
+	// rule's part of a quorum (see podgroup.SucceededMember), fed by finishedEventHandler.
+	finished *pgcache.Finished
 	// podsSynced reports whether podEventHandler has been handed the pod informer's initial list (nil:
 	// no informer, in unit tests).
 	podsSynced cache.InformerSynced

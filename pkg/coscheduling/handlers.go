@@ -52,10 +52,54 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil || pl.members.Count(pod.Namespace, name) != podgroup.MinMember(pg) {
+	if pg == nil || pl.members.Count(pod.Namespace, name)+pl.credit(pod) != podgroup.MinMember(pg) {
 		return
 	}
 	pl.activateGroup(pod.Namespace, name)
+}
+
+// credit is the finished-member rule's part of a member's quorum count: the members of its group and
+// run that left by succeeding (see podgroup.SucceededMember). O(1).
+func (pl *Coscheduling) credit(pod *v1.Pod) int {
+	name, _ := podgroup.Of(pod)
+	return pl.finished.Count(pod.Namespace, name, podgroup.Run(pod))
+}
+
+// finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status
+// writer's informer of finished pods. A count that grows may complete a group whose replacement
+// members PreEnqueue held back: they are let in (only then: a group complete without it is not
+// listed on every member that finishes).
+func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
+	track := func(obj interface{}) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return
+		}
+		name, run, grew := pl.finished.Track(pod)
+		if !grew {
+			return
+		}
+		pg := pl.podGroups.Get(pod.Namespace, name)
+		if pg == nil {
+			return
+		}
+		live, want := pl.members.Count(pod.Namespace, name), podgroup.MinMember(pg)
+		if live > 0 && live < want && live+pl.finished.Count(pod.Namespace, name, run) >= want {
+			pl.activateGroup(pod.Namespace, name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    track,
+		UpdateFunc: func(_, obj interface{}) { track(obj) },
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				pl.finished.Forget(pod)
+			}
+		},
+	}
 }
 
 func (pl *Coscheduling) onPod(obj interface{}) {
@@ -64,6 +108,13 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 		return
 	}
 	pl.members.Counts.Track(pod)
+	if pod.Spec.SchedulerName != pl.profile {
+		// Another scheduler's pod (another profile's, the default scheduler's, a pod created with its
+		// node set) is no member of this profile's gangs: it never counts toward their quorum, and
+		// no state is made for its group (every bound pod of a Job carries spec.schedulingGroup
+		// where the Job controller writes in-tree PodGroups).
+		return
+	}
 	if !podgroup.IsLive(pod) {
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
@@ -84,6 +135,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	} else if g = pl.gangs[podgroup.Key(pod.Namespace, name)]; g == nil {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
 		g = gang.New(pod.Namespace, name, "")
+		g.Succeeded = pl.finished.Has
 		pl.gangs[g.Key()] = g
 		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
 	}
@@ -102,6 +154,9 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 		return
 	}
 	pl.members.Counts.Forget(pod)
+	if pod.Spec.SchedulerName != pl.profile {
+		return
+	}
 	pl.mu.Lock()
 	pl.forgetLocked(pod, pl.clock.Now())
 	pl.mu.Unlock()

@@ -32,7 +32,7 @@ func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.P
 	if pg == nil {
 		return fwk.QueueSkip, nil
 	}
-	if count := pl.members.Count(pod.Namespace, name); count < podgroup.MinMember(pg) {
+	if count := pl.members.Count(pod.Namespace, name) + pl.credit(pod); count < podgroup.MinMember(pg) {
 		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", podgroup.Key(pod.Namespace, name), "members", count)
 		return fwk.QueueSkip, nil
 	}

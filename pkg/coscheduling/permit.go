@@ -44,6 +44,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	g := pl.gangForLocked(pg)
+	g.Credit = pl.credit(pod)
 	var planned bool
 	r := pl.stepLocked(g, func() (r gang.Result) {
 		r, planned = g.OnReserve(pod.UID, nodeName, now, want, timeout, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
@@ -122,6 +123,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	want, now := podgroup.MinMember(pg), pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
+	g.Credit = pl.credit(pod)
 	r := pl.stepLocked(g, func() gang.Result {
 		return g.OnPermit(pod, now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
 	})

@@ -71,6 +71,7 @@ func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod
 		Now: pl.clock.Now(), Logger: klog.FromContext(ctx), Member: pod,
 		Want: podgroup.MinMember(pg), UID: pg.UID, Generation: pg.Generation, MinResources: pg.Spec.MinResources,
 		Policy: policy, Nodes: nodes, Epoch: pl.epoch.Load(),
+		Credit:    pl.credit(pod),
 		Plannable: pl.plannable(pod), CandidateNodes: int(pl.planArgs.CandidateNodes), CacheTTL: feasibilityCacheTTL,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) },
 		Claimed: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) },

@@ -34,10 +34,14 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,
 			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
 	}
-	want := podgroup.MinMember(pg)
-	if existing := pl.members.CountUpTo(pod.Namespace, name, want); existing < want {
+	want, credit := podgroup.MinMember(pg), pl.credit(pod)
+	if existing := pl.members.CountUpTo(pod.Namespace, name, want-credit); existing+credit < want {
+		succeeded := ""
+		if credit > 0 {
+			succeeded = fmt.Sprintf(" (and %d of its run succeeded)", credit)
+		}
 		return pl.gate(ctx, pod, podgroup.ReasonWaitingForMembers,
-			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist; the pod waits for the rest without holding resources", existing, want, key))
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist%s; the pod waits for the rest without holding resources", existing, want, key, succeeded))
 	}
 	now := pl.clock.Now()
 	pl.mu.Lock()

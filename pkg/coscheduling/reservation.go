@@ -179,7 +179,8 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 		return
 	}
 	g.Reserve.Timer, g.Reserve.TimerAt = nil, time.Time{}
-	in := resv.Input{Event: resv.Timer, Now: at, Live: live, Trying: g.InProgress()}
+	// (The members of the run that succeeded count as for the quorum, as the gang's last step saw them.)
+	in := resv.Input{Event: resv.Timer, Now: at, Live: live + g.Credit, Trying: g.InProgress()}
 	if pg == nil || pg.UID != g.PodGroupUID {
 		in = resv.Input{Event: resv.Deleted, Now: at, Message: "the PodGroup was deleted"}
 	} else {
@@ -227,7 +228,7 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 	if g.Reserve.Phase == resv.Idle || pg == nil {
 		return
 	}
-	live, want := pl.members.Count(g.Namespace, g.Name), podgroup.MinMember(pg)
+	live, want := pl.members.Count(g.Namespace, g.Name)+g.Credit, podgroup.MinMember(pg)
 	if live >= want {
 		return
 	}

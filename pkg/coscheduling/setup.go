@@ -64,6 +64,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)
+	// The finished-member rule reads the members that succeeded from the status writer's informer of
+	// finished pods, started now (not when this replica leads): a replica that starts leading has them.
+	if _, err := pl.status.Finished().AddEventHandler(pl.finishedEventHandler()); err != nil {
+		return nil, fmt.Errorf("watching finished pods: %w", err)
+	}
+	pl.status.StartFinished(ctx)
 	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
 	if err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
@@ -103,6 +109,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		planArgs:  args.PlacementPlan,
 		podGroups: podGroups,
 		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
+		finished:  pgcache.NewFinished(""),
 		gangs:     map[string]*gang.Gang{},
 		ended:     map[string][2]string{},
 		retiring:  make(chan struct{}, 1),
@@ -113,6 +120,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		pl.recorder.Events = h.EventRecorder()
 		pl.profile = h.ProfileName()
 		pl.members.Profile, pl.members.Counts = pl.profile, pgcache.NewMembers(pl.profile)
+		pl.finished = pgcache.NewFinished(pl.profile)
 	}
 	metrics.InitReservations(pl.profile, resv.Reasons)
 	return pl

@@ -30,6 +30,7 @@ func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
 	g := pl.gangs[key]
 	if g == nil {
 		g = gang.New(pg.Namespace, pg.Name, pg.UID)
+		g.Succeeded = pl.finished.Has
 		if e, ok := pl.ended[key]; ok {
 			// This process ended it: it is never adopted again from a condition not yet cleared.
 			g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true

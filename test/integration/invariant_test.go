@@ -3,20 +3,24 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
-// watchGroupPods lists the group's pods and watches them from that list on. It returns, per pod name,
-// whether the pod is live and bound, the watch's events, and a stop function for the test's cleanup.
-func watchGroupPods(t *testing.T, ns, group string) (map[string]bool, <-chan watch.Event, func()) {
+// watchGroupPods lists the group's pods and watches them from that list on. It returns the pods by
+// name, the watch's events, and a stop function for the test's cleanup.
+func watchGroupPods(t *testing.T, ns, group string) (map[string]*v1.Pod, <-chan watch.Event, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := groupListOptions(group)
@@ -35,13 +39,44 @@ func watchGroupPods(t *testing.T, ns, group string) (map[string]bool, <-chan wat
 		cancel()
 		t.Fatalf("watching the pods of %s/%s: %v", ns, group, err)
 	}
-	live := map[string]bool{}
+	pods := map[string]*v1.Pod{}
 	for i := range list.Items {
 		if inGroup(&list.Items[i], group) {
-			live[list.Items[i].Name] = liveAndBound(&list.Items[i])
+			pods[list.Items[i].Name] = &list.Items[i]
 		}
 	}
-	return live, w.ResultChan(), func() { cancel(); w.Stop() }
+	return pods, w.ResultChan(), func() { cancel(); w.Stop() }
+}
+
+// ours reports whether a pod counts for our gangs: another scheduler's (the default scheduler's, in
+// these tests) never does.
+func ours(p *v1.Pod) bool { return p.Spec.SchedulerName != v1.DefaultSchedulerName }
+
+// wholeCount is what the invariant counts of a group's pods: our live members bound, and, when some
+// are, the members of their run that succeeded (the finished-member rule: a gang whose members finish
+// one by one keeps its quorum, and a failed member's replacement joins the running and the succeeded
+// ones). It also returns the live bound members' names.
+func wholeCount(pods map[string]*v1.Pod) (int, []string) {
+	var bound []string
+	succeeded := map[types.UID]int{}
+	for name, p := range pods {
+		switch {
+		case !ours(p):
+		case liveAndBound(p):
+			bound = append(bound, name)
+		case p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil && p.Spec.NodeName != "":
+			succeeded[podgroup.Run(p)]++
+		}
+	}
+	sort.Strings(bound)
+	credit := 0
+	for _, name := range bound {
+		credit = max(credit, succeeded[podgroup.Run(pods[name])])
+	}
+	if len(bound) == 0 {
+		return 0, nil
+	}
+	return len(bound) + credit, bound
 }
 
 // countTrue counts the true values.
@@ -78,8 +113,8 @@ func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 // bindGrace, unless excused said so of the pod that started it.
 func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool, excused func(name string) bool) {
 	t.Helper()
-	live, events, stop := watchGroupPods(t, ns, group)
-	count := func() int { return countTrue(live) }
+	pods, events, stop := watchGroupPods(t, ns, group)
+	count := func() int { n, _ := wholeCount(pods); return n }
 	var (
 		violations []string
 		since      time.Time // start of the partial episode; zero: none
@@ -98,8 +133,9 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 	check := func(now time.Time) {
 		if !since.IsZero() && !excusedEp && !reported && now.Sub(since) > bindGrace {
 			reported = true
-			violations = append(violations, fmt.Sprintf("%s left %d of minMember %d live members bound %v, still so after %v",
-				cause, count(), minMember, sortedTrue(live), bindGrace))
+			n, bound := wholeCount(pods)
+			violations = append(violations, fmt.Sprintf("%s left %d of minMember %d live members bound (with the run's succeeded ones) %v, still so after %v",
+				cause, n, minMember, bound, bindGrace))
 		}
 	}
 	go func() {
@@ -119,19 +155,25 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 				if !isPod || !inGroup(pod, group) {
 					continue
 				}
-				was := live[pod.Name]
-				live[pod.Name] = ev.Type != watch.Deleted && liveAndBound(pod)
-				if was == live[pod.Name] {
+				before := count()
+				prev := pods[pod.Name]
+				was := prev != nil && ours(prev) && liveAndBound(prev)
+				if ev.Type == watch.Deleted {
+					delete(pods, pod.Name)
+				} else {
+					pods[pod.Name] = pod
+				}
+				if count() == before {
 					continue
 				}
 				now := time.Now()
 				switch n := count(); {
 				case n == 0 || n >= minMember:
 					end(now)
-				case since.IsZero() && (!bindsOnly || !was):
+				case since.IsZero() && (!bindsOnly || (!was && ev.Type != watch.Deleted && ours(pod) && liveAndBound(pod))):
 					since = now
 					verb := "binding"
-					if was {
+					if n < before {
 						verb = "losing"
 					}
 					cause = fmt.Sprintf("%s %s (node %s)", verb, pod.Name, pod.Spec.NodeName)

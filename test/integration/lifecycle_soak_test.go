@@ -121,6 +121,7 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	w.startWatcher()
 	w.churn(ops)
 	w.settle()
+	w.finishEarly()
 	w.stopWatcher()
 	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s; %d reservations made", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
 	if w.violations > 0 {
@@ -167,6 +168,10 @@ type soakGang struct {
 	// pods are the members the test created and has not deleted, in creation order.
 	pods    []string
 	nextPod int
+	// succeeded are members that finished successfully early (the job goes on without replacing
+	// them): they keep counting toward the quorum of the run (the finished-member rule) until the job
+	// restarts, completes or is deleted.
+	succeeded []string
 }
 
 // soakPending is an action due later: a kubelet finishing a graceful stop, a pod GC pass.
@@ -342,6 +347,8 @@ func (w *soakWorld) ops() []soakOp {
 		{"edit minMember", 2, w.editMinMember},
 		{"delete pending member", 2, w.deletePendingMember},
 		{"delete gang", 1, w.deleteGang},
+		{"member succeeds early", 3, w.succeedMember},
+		{"other scheduler's pod in a gang", 2, w.foreignMember},
 		{"create plain pod", 2, w.createPlain},
 		{"delete plain pod", 2, w.deletePlain},
 		{"add node", 1, w.addNodeOp},
@@ -614,7 +621,7 @@ func (w *soakWorld) completeGang() string {
 	for _, p := range pods {
 		w.deletePod(p.Name, true)
 	}
-	g.pods = nil
+	g.pods, g.succeeded = nil, nil
 	return fmt.Sprintf("%s: %d bound members Succeeded, %d pods deleted", g.name, succeeded, len(pods))
 }
 
@@ -639,6 +646,12 @@ func (w *soakWorld) restartGang() string {
 	}
 
 	w.disrupt(g.name, "restart")
+	// The operator deletes every pod of the job, the ones that succeeded too: the new pods are a
+	// new run.
+	for _, name := range g.succeeded {
+		w.deletePod(name, true)
+	}
+	g.succeeded = nil
 	var graceful, forced []string
 	for i, name := range g.pods {
 		if stopAfter[i] == 0 {
@@ -692,6 +705,57 @@ func (w *soakWorld) replaceMember() string {
 	g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == victim })
 	names := w.addMembers(g, 1)
 	return fmt.Sprintf("%s: %s %s, new pod %v", g.name, how, victim, names)
+}
+
+// succeedMember models the workers of a job finishing at different times (an indexed Job whose
+// indices complete early): one or two bound members of a whole gang report Succeeded and are not
+// replaced. The gang keeps its quorum with them (the finished-member rule): a member that fails later
+// is replaced and placed with the running and the succeeded ones.
+func (w *soakWorld) succeedMember() string {
+	g := w.pickGang()
+	if g == nil {
+		return "no gang"
+	}
+	var bound []string
+	for _, p := range w.listGroup(g.name) {
+		if soakLive(&p) && ours(&p) && p.Spec.NodeName != "" && slices.Contains(g.pods, p.Name) {
+			bound = append(bound, p.Name)
+		}
+	}
+	if len(bound)+len(g.succeeded) < g.minMember || len(bound) < 2 {
+		return fmt.Sprintf("%s is not whole (%d of minMember %d bound, %d succeeded)", g.name, len(bound), g.minMember, len(g.succeeded))
+	}
+	// (Its count stays: one live member bound less, one of the run succeeded more. One stays
+	// running.)
+	n := min(1+w.rng.IntN(2), len(bound)-1)
+	var done []string
+	for _, i := range w.rng.Perm(len(bound))[:n] {
+		name := bound[i]
+		w.setPhase(name, v1.PodSucceeded)
+		g.pods = slices.DeleteFunc(g.pods, func(x string) bool { return x == name })
+		g.succeeded = append(g.succeeded, name)
+		done = append(done, name)
+	}
+	return fmt.Sprintf("%s: %v Succeeded (%d succeeded in the run)", g.name, done, len(g.succeeded))
+}
+
+// foreignMember models a pod of the group that the default scheduler placed (or one created with its
+// node set): bound to a random node, taking its room, never a member of ours. Its workload deletes it
+// 3 to 10 seconds later.
+func (w *soakWorld) foreignMember() string {
+	g := w.pickGang()
+	if g == nil || len(w.nodes) == 0 {
+		return "no gang"
+	}
+	name := fmt.Sprintf("%s-theirs-%d", g.name, g.nextPod)
+	g.nextPod++
+	node := w.nodes[w.rng.IntN(len(w.nodes))]
+	pod := gangPod(w.ns, name, g.name, "1")
+	pod.Spec.SchedulerName, pod.Spec.NodeName = v1.DefaultSchedulerName, node
+	createPod(w.t, pod)
+	d := time.Duration(3+w.rng.IntN(8)) * time.Second
+	w.later(d, "delete "+name, func() { w.deletePod(name, true) })
+	return fmt.Sprintf("%s: %s on %s for %v", g.name, name, node, d)
 }
 
 // recreatePodGroup models a user deleting and re-applying the PodGroup manifest while the job's
@@ -928,6 +992,9 @@ func (w *soakWorld) evictGhosts() []string {
 		if g := w.gangByName(group); g != nil && slices.Contains(g.pods, p.Name) {
 			g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == p.Name })
 			w.addMembers(g, 1)
+		} else if g != nil && slices.Contains(g.succeeded, p.Name) {
+			// A succeeded member removed with its node counts no more; the job does not rerun it.
+			g.succeeded = slices.DeleteFunc(g.succeeded, func(n string) bool { return n == p.Name })
 		} else if i := slices.Index(w.plain, p.Name); i >= 0 {
 			w.plain = slices.Delete(w.plain, i, i+1)
 			w.addPlain()
@@ -1049,21 +1116,33 @@ type soakGroupView struct {
 	reservedAt time.Time
 }
 
+// liveBound counts our live bound members (another scheduler's pods are none).
 func (v *soakGroupView) liveBound() int {
 	n := 0
 	for i := range v.pods {
-		if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
+		if soakLive(&v.pods[i]) && ours(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
 			n++
 		}
 	}
 	return n
 }
 
-// boundNames are the live bound members.
+// whole is what the quorum counts: our live bound members and, while some are, the members of their
+// run that succeeded (the finished-member rule; see wholeCount).
+func (v *soakGroupView) whole() int {
+	pods := make(map[string]*v1.Pod, len(v.pods))
+	for i := range v.pods {
+		pods[v.pods[i].Name] = &v.pods[i]
+	}
+	n, _ := wholeCount(pods)
+	return n
+}
+
+// boundNames are our live bound members.
 func (v *soakGroupView) boundNames() map[string]bool {
 	out := map[string]bool{}
 	for i := range v.pods {
-		if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
+		if soakLive(&v.pods[i]) && ours(&v.pods[i]) && v.pods[i].Spec.NodeName != "" {
 			out[v.pods[i].Name] = true
 		}
 	}
@@ -1073,17 +1152,18 @@ func (v *soakGroupView) boundNames() map[string]bool {
 func (v *soakGroupView) live() int {
 	n := 0
 	for i := range v.pods {
-		if soakLive(&v.pods[i]) {
+		if soakLive(&v.pods[i]) && ours(&v.pods[i]) {
 			n++
 		}
 	}
 	return n
 }
 
-// partial: the PodGroup exists and 1..minMember-1 live members are bound.
+// partial: the PodGroup exists and 1..minMember-1 of our live members are bound, counting the
+// succeeded members of their run.
 func (v *soakGroupView) partial() bool {
 	n := v.liveBound()
-	return v.minMember > 0 && n > 0 && n < v.minMember
+	return v.minMember > 0 && n > 0 && v.whole() < v.minMember
 }
 
 // String lists the members: name@node for bound ones, with their state when not live.
@@ -1096,6 +1176,8 @@ func (v *soakGroupView) String() string {
 			s += "@" + p.Spec.NodeName
 		}
 		switch {
+		case !ours(p):
+			s += "(" + p.Spec.SchedulerName + ")"
 		case p.DeletionTimestamp != nil:
 			s += "(terminating)"
 		case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
@@ -1104,7 +1186,7 @@ func (v *soakGroupView) String() string {
 		parts = append(parts, s)
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("%d of %d live members bound, minMember %d: [%s]", v.liveBound(), v.live(), v.minMember, strings.Join(parts, " "))
+	return fmt.Sprintf("%d of %d live members bound (%d with the run's succeeded), minMember %d: [%s]", v.liveBound(), v.live(), v.whole(), v.minMember, strings.Join(parts, " "))
 }
 
 // snapshot lists the namespace's gang pods and PodGroups, by group.
@@ -1199,7 +1281,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 			s.partialSince = time.Time{}
 		case !v.partial():
 			if d := now.Sub(s.partialSince); !s.partialSince.IsZero() {
-				if !s.reported && v.liveBound() >= v.minMember {
+				if !s.reported && v.whole() >= v.minMember {
 					w.longest = max(w.longest, d)
 				}
 				if s.reported || d > time.Second {
@@ -1241,7 +1323,7 @@ func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupSta
 	if v.required && !s.splitReported {
 		racks := map[string][]string{}
 		for i := range v.pods {
-			if p := &v.pods[i]; soakLive(p) && p.Spec.NodeName != "" {
+			if p := &v.pods[i]; soakLive(p) && ours(p) && p.Spec.NodeName != "" {
 				racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
 			}
 		}
@@ -1267,6 +1349,42 @@ func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupSta
 // missing members (so every gang is feasible), and nodes are added to hold every unbound member.
 func (w *soakWorld) settle() {
 	w.makeRoom()
+	w.waitSettled("settle")
+}
+
+// finishEarly plays, once every gang is bound, the end of an indexed Job whose workers finish at
+// different times: in every gang with two live members bound, one succeeds and another fails, and the
+// failed one's replacement must be placed with the running and the succeeded members (the
+// finished-member rule), within the settle timeout, while the watcher keeps judging.
+func (w *soakWorld) finishEarly() {
+	w.mu.Lock()
+	var did []string
+	for _, g := range w.gangs {
+		var bound []string
+		for _, p := range w.listGroup(g.name) {
+			if soakLive(&p) && ours(&p) && p.Spec.NodeName != "" && slices.Contains(g.pods, p.Name) {
+				bound = append(bound, p.Name)
+			}
+		}
+		if len(bound) < 2 {
+			continue
+		}
+		done, failed := bound[0], bound[1]
+		w.setPhase(done, v1.PodSucceeded)
+		g.succeeded = append(g.succeeded, done)
+		w.disrupt(g.name, "a member failed after another succeeded")
+		w.setPhase(failed, v1.PodFailed)
+		w.deletePod(failed, false)
+		g.pods = slices.DeleteFunc(g.pods, func(n string) bool { return n == done || n == failed })
+		did = append(did, fmt.Sprintf("%s: %s Succeeded, %s Failed, replaced by %v", g.name, done, failed, w.addMembers(g, 1)))
+	}
+	w.mu.Unlock()
+	w.logf("finish early: %s", strings.Join(did, "; "))
+	w.waitSettled("finish early")
+}
+
+// waitSettled waits until every gang is bound (see unsettled), and reports what is not.
+func (w *soakWorld) waitSettled(phase string) {
 	start := time.Now()
 	var last map[string]*soakGroupView
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, soakSettleTimeout, true, func(ctx context.Context) (bool, error) {
@@ -1288,13 +1406,13 @@ func (w *soakWorld) settle() {
 		var bound []string
 		for _, g := range w.gangs {
 			v := last[g.name]
-			bound = append(bound, fmt.Sprintf("%s %d/%d", g.name, v.liveBound(), v.minMember))
+			bound = append(bound, fmt.Sprintf("%s %d(+%d succeeded)/%d", g.name, v.liveBound(), v.whole()-v.liveBound(), v.minMember))
 		}
-		w.logf("settle: every gang bound after %v (live bound/minMember: %s)", time.Since(start).Round(100*time.Millisecond), strings.Join(bound, ", "))
+		w.logf("%s: every gang bound after %v (live bound/minMember: %s)", phase, time.Since(start).Round(100*time.Millisecond), strings.Join(bound, ", "))
 		return
 	}
 	for _, problem := range w.unsettled(last) {
-		w.errorf("after %v of settling: %s", soakSettleTimeout, problem)
+		w.errorf("after %v of %s: %s", soakSettleTimeout, phase, problem)
 	}
 }
 
@@ -1313,8 +1431,10 @@ func (w *soakWorld) makeRoom() {
 		w.logf("settle: pod GC %v", evicted)
 	}
 	for _, g := range w.gangs {
-		if missing := g.minMember - len(g.pods); missing > 0 {
-			w.logf("settle: %s has %d of minMember %d pods, adding %v", g.name, len(g.pods), g.minMember, w.addMembers(g, missing))
+		// The members of the run that succeeded count (the finished-member rule): a gang is given only
+		// the replacements it needs with them, and must bind so.
+		if missing := g.minMember - len(g.pods) - len(g.succeeded); missing > 0 {
+			w.logf("settle: %s has %d of minMember %d pods and %d succeeded, adding %v", g.name, len(g.pods), g.minMember, len(g.succeeded), w.addMembers(g, missing))
 		}
 	}
 	views, err := w.snapshot(context.Background())
@@ -1324,7 +1444,7 @@ func (w *soakWorld) makeRoom() {
 	unbound := 0
 	for _, v := range views {
 		for i := range v.pods {
-			if soakLive(&v.pods[i]) && v.pods[i].Spec.NodeName == "" {
+			if soakLive(&v.pods[i]) && ours(&v.pods[i]) && v.pods[i].Spec.NodeName == "" {
 				unbound++
 			}
 		}
@@ -1367,7 +1487,9 @@ func (w *soakWorld) unsettled(views map[string]*soakGroupView) []string {
 		switch {
 		case v == nil || v.minMember == 0:
 			problems = append(problems, fmt.Sprintf("gang %s: its PodGroup is missing", g.name))
-		case v.liveBound() < v.minMember:
+		case len(g.pods) == 0 && len(g.succeeded) >= v.minMember:
+			// Every member finished: a job done.
+		case v.whole() < v.minMember:
 			problems = append(problems, fmt.Sprintf("gang %s did not bind: %v%s", g.name, v, soakWhyPending(v)))
 		}
 	}

@@ -51,10 +51,10 @@ func ref(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 // its way may be its own siblings), the domain is recorded as refused: the next attempts avoid it
 // while another domain fits (see RefusedDomainTTL).
 func (g *Gang) OnNoNode(pod *v1.Pod, now time.Time, want, existing int, backoff time.Duration, statuses fwk.NodeToStatusReader) Result {
-	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: len(g.Members), MayLead: g.MayLead(pod.UID)}
+	in := attempt.Input{Kind: attempt.NoNode, Now: now, Want: want, Counted: g.Count(), MayLead: g.MayLead(pod.UID)}
 	if in.Counted < want {
 		g.Unplaced[pod.UID] = struct{}{}
-		in.Reachable = existing-len(g.Unplaced) >= want
+		in.Reachable = existing+g.Credit-len(g.Unplaced) >= want
 	}
 	placed := g.Placement // a failed attempt forgets its placement (Step)
 	r := g.result(in, backoff)
@@ -93,7 +93,7 @@ func (g *Gang) OnNoNode(pod *v1.Pod, now time.Time, want, existing int, backoff 
 // store's word (called only when the member set reaches want and no attempt is under way). planned
 // reports whether the attempt's plan had a place for the member there.
 func (g *Gang) OnReserve(uid types.UID, node string, now time.Time, want int, timeout time.Duration, confirmed func() int, backoff time.Duration) (r Result, planned bool) {
-	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: len(g.Members), Timeout: timeout}
+	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: g.Count(), Timeout: timeout}
 	in.Confirmed = in.Counted
 	if in.Counted >= want && !g.InProgress() {
 		in.Confirmed = confirmed()
@@ -132,7 +132,7 @@ func (g *Gang) OnUnreserve(pod *v1.Pod, now time.Time, backoff time.Duration) Re
 // deadline the attempt fails. The quorum is decided once, on the store's word (confirmed, called only
 // when the member set reaches want and the attempt has not had its quorum).
 func (g *Gang) OnPermit(pod *v1.Pod, now time.Time, want int, confirmed func() int, backoff time.Duration) Result {
-	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: len(g.Members)}
+	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: g.Count()}
 	in.Confirmed = in.Counted
 	if in.Counted >= want && g.Phase != attempt.PhaseQuorum {
 		in.Confirmed = confirmed()
@@ -183,7 +183,7 @@ func (g *Gang) OnEvicted(victim *v1.Pod, now time.Time, backoff time.Duration) (
 // the waiting members through at once, on the store's word (confirmed, called only when the member
 // set reaches want).
 func (g *Gang) OnEdited(now time.Time, want int, confirmed func() int, backoff time.Duration) Result {
-	in := attempt.Input{Kind: attempt.PodGroupEdited, Now: now, Want: want, Counted: len(g.Members)}
+	in := attempt.Input{Kind: attempt.PodGroupEdited, Now: now, Want: want, Counted: g.Count()}
 	if in.Counted >= in.Want {
 		in.Confirmed = confirmed()
 	}

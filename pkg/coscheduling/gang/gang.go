@@ -41,8 +41,16 @@ type Gang struct {
 	// the same name has a new UID, and the attempt history starts from nothing (ResetHistory).
 	PodGroupUID types.UID
 
-	// Members are the live pods that are reserved here or bound; len(Members) is the quorum count.
+	// Members are the live pods that are reserved here or bound; len(Members) plus Credit is the
+	// quorum count (Count).
 	Members map[types.UID]Flags
+	// Credit is the finished-member rule's part of the quorum count: the members of the run of the
+	// member at hand that left by succeeding (see podgroup.SucceededMember). The plugin sets it before
+	// each step of a member; it is not a fact the state keeps.
+	Credit int
+	// Succeeded reports whether a pod is counted in Credit (nil: none is), so that a pod the pod store
+	// still holds live for a moment after it succeeded is not counted twice by Confirmed.
+	Succeeded func(types.UID) bool
 	// ReservedOn is the node each member reserved here is on (until the informer shows it bound): a
 	// gang's domain is pinned by its reserved members as much as by its bound ones.
 	ReservedOn map[types.UID]string
@@ -145,6 +153,10 @@ func New(namespace, name string, uid types.UID) *Gang {
 	return &Gang{Namespace: namespace, Name: name, PodGroupUID: uid, Members: map[types.UID]Flags{}, ReservedOn: map[types.UID]string{},
 		Waiting: map[types.UID]*v1.Pod{}, Unplaced: map[types.UID]struct{}{}}
 }
+
+// Count is the quorum count: the live members reserved here or bound, plus the members of the run
+// that succeeded (Credit). O(1).
+func (g *Gang) Count() int { return len(g.Members) + g.Credit }
 
 // Key is the group's "namespace/name".
 func (g *Gang) Key() string { return podgroup.Key(g.Namespace, g.Name) }
@@ -392,7 +404,8 @@ func (g *Gang) Split(members []*v1.Pod) (candidates, counted []*v1.Pod, countedN
 }
 
 // Confirmed counts the group's members on the pod store's word: live pods bound, plus live pods
-// reserved here. The member set is kept by the plugin's informer handler, which can lag the store
+// reserved here, plus the members of the run that succeeded (Credit; a pod the store still holds live
+// is counted once). The member set is kept by the plugin's informer handler, which can lag the store
 // (and the scheduling queue's own handler) by a moment: a job restarted by deleting its pods and
 // creating new ones could have its new pods scheduled while the old ones still count. The store is
 // updated before any handler runs, so deciding a quorum on it never counts a pod that is gone.
@@ -400,10 +413,13 @@ func (g *Gang) Confirmed(members []*v1.Pod) int {
 	n := 0
 	for _, p := range members {
 		if p.Spec.NodeName != "" || g.Members[p.UID]&Reserved != 0 {
+			if g.Credit > 0 && g.Succeeded != nil && g.Succeeded(p.UID) {
+				continue
+			}
 			n++
 		}
 	}
-	return n
+	return n + g.Credit
 }
 
 // Step moves the gang's attempt on an event (see attempt.Step) and applies what belongs to the

@@ -66,7 +66,7 @@ func (g *Gang) Stage(in StageIn) (Stage, string) {
 		return Refuse, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", g.Key(), g.LeadName)
 	case g.InProgress():
 		return Join, ""
-	case len(g.Members) >= in.Want && in.Confirmed() >= in.Want:
+	case g.Count() >= in.Want && in.Confirmed() >= in.Want:
 		return Extra, ""
 	}
 	return Check, ""
@@ -184,6 +184,8 @@ type PreFilterIn struct {
 	CandidateNodes int
 	// CacheTTL bounds how long a check answers for the members of one burst.
 	CacheTTL time.Duration
+	// Credit is the finished-member rule's part of the member's quorum count (see Gang.Credit).
+	Credit int
 	// Members lists the group's live pods; Claimed the pods nominated to nodes that a member of this
 	// priority must leave room for (the gang's own aside).
 	Members func() []*v1.Pod
@@ -216,6 +218,7 @@ type PreFilterOut struct {
 // check, an adopted attempt's pinned placement) and returns what the plugin does with the cycle.
 func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
 	members := memo(in.Members)
+	g.Credit = in.Credit
 	stage, msg := g.Stage(StageIn{Now: in.Now, Member: in.Member.UID, Want: in.Want, Confirmed: func() int { return g.Confirmed(members()) }})
 	out := PreFilterOut{Stage: stage}
 	switch stage {
@@ -243,7 +246,7 @@ func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
 // whole (or the cache answers), a gang with a topology policy is given its domain, and a plan is made.
 func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFilterOut {
 	candidates, counted, countedN := g.Split(members)
-	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN, At: in.Now}
+	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
 			out.Reject, out.Infeasible, out.Message = true, true, res.Message
@@ -252,7 +255,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		return g.narrow(in, out, g.Placement)
 	}
 	key := g.Key()
-	res, fit := gangfit.Check(in.Logger, key, candidates, in.Want-countedN, in.Nodes, in.MinResources, counted, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit)
+	res, fit := gangfit.Check(in.Logger, key, candidates, in.Want-countedN-g.Credit, in.Nodes, in.MinResources, counted, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit)
 	var chosen *gangfit.Placement
 	if res.Feasible && !in.Policy.Empty() {
 		pinned := gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
@@ -163,4 +164,67 @@ func Ref(pg *v1alpha1.PodGroup) *v1.ObjectReference {
 		ref.APIVersion, ref.Name = InTreeGroupVersion.String(), name
 	}
 	return ref
+}
+
+// What counts toward a gang's quorum (docs/coscheduling.md, "What counts toward the quorum"): the
+// pods of the profile's own scheduler only; live members bound or reserved; and, by the
+// finished-member rule, the members of the same run that left by succeeding. A run is the pods of one
+// controller (the Job, the operator's object; pods without a controller are one run): a gang that
+// reached its quorum keeps it while members of its run finish successfully, so the replacement of a
+// member that failed is placed with the running ones and the succeeded ones; a job restarted as a new
+// object starts a new run, whose quorum counts nothing of the old one. Failed and deleted pods never
+// count. The scheduler counts these pods per run (pgcache.Finished) and the status writer from the
+// group's pods (RunCredit); both ask SucceededMember of each pod.
+
+// Run is the run a pod belongs to: the UID of its controller, empty for a pod without one.
+func Run(pod *v1.Pod) types.UID {
+	for i := range pod.OwnerReferences {
+		if r := &pod.OwnerReferences[i]; r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
+}
+
+// SucceededMember reports whether pod counts toward its group's quorum for profile by the
+// finished-member rule, and its run: a pod of profile's scheduler that ran (it has a node), succeeded
+// and is not being deleted. The group is the caller's to check (Of).
+func SucceededMember(pod *v1.Pod, profile string) (types.UID, bool) {
+	if pod.Spec.SchedulerName != profile || pod.Status.Phase != v1.PodSucceeded || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
+		return "", false
+	}
+	return Run(pod), true
+}
+
+// RunCredit is the finished-member rule over a group's pods of one profile, as the status counts it:
+// the succeeded members (SucceededMember) of the run that goes on. That run is a live pod's (for pods
+// of several runs, the one with the most succeeded members); with no live pod left, the run that
+// finished last is taken to be the one with the most succeeded members.
+func RunCredit(pods []*v1.Pod, profile string) int {
+	var succeeded map[types.UID]int
+	for _, p := range pods {
+		if run, ok := SucceededMember(p, profile); ok {
+			if succeeded == nil {
+				succeeded = map[types.UID]int{}
+			}
+			succeeded[run]++
+		}
+	}
+	if len(succeeded) == 0 {
+		return 0
+	}
+	credit, anyLive := 0, false
+	for _, p := range pods {
+		if p.Spec.SchedulerName == profile && IsLive(p) {
+			anyLive = true
+			credit = max(credit, succeeded[Run(p)])
+		}
+	}
+	if anyLive {
+		return credit
+	}
+	for _, n := range succeeded {
+		credit = max(credit, n)
+	}
+	return credit
 }

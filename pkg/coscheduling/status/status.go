@@ -177,6 +177,14 @@ func New(cfg Config) *Updater {
 	}
 }
 
+// Finished is the informer of this profile's finished gang pods (Succeeded, Failed), which the
+// scheduler reads too (the finished-member rule).
+func (u *Updater) Finished() cache.SharedIndexInformer { return u.finished }
+
+// StartFinished starts the informer of finished pods until ctx ends, without waiting for it; Run
+// starts it too (once).
+func (u *Updater) StartFinished(ctx context.Context) { u.factory.Start(ctx.Done()) }
+
 // Enqueue asks for the group "namespace/name" to be written (after coalesceDelay).
 func (u *Updater) Enqueue(key string) { u.queue.AddAfter(key, coalesceDelay) }
 
@@ -202,7 +210,17 @@ func (u *Updater) Run(ctx context.Context) {
 	}
 	// The scheduler's informer: a member that finishes leaves it with a delete (and joins the finished
 	// informer with an add); both queue the group.
-	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: pgcache.IsGangPod, Handler: handler})
+	// Only this profile's pods: another scheduler's never change our status (GroupPods leaves them
+	// out), and on a cluster where every Job's pods name an in-tree PodGroup, theirs would queue a
+	// sync of every such group on every pod event.
+	ours := func(obj interface{}) bool {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		pod, ok := obj.(*v1.Pod)
+		return ok && pod.Spec.SchedulerName == u.profile && pgcache.IsGangPod(pod)
+	}
+	liveReg, err := u.live.AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: ours, Handler: handler})
 	if err != nil {
 		logger.Error(err, "PodGroup status updates are off")
 		return
@@ -381,18 +399,21 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 		}
 	}
 	want := int32(podgroup.MinMember(pg))
+	// The members of the run that succeeded count toward the quorum, as the scheduler counts them
+	// (the finished-member rule); those of an earlier run do not.
+	credit := int32(podgroup.RunCredit(pods, profileOf(pods)))
 	switch {
-	case st.Succeeded >= want:
+	case credit >= want:
 		st.Phase = v1alpha1.PodGroupFinished
-	case st.Running+st.Succeeded >= want:
+	case st.Running+credit >= want:
 		st.Phase = v1alpha1.PodGroupRunning
-	case st.Failed > 0 && st.Failed+st.Running+st.Succeeded >= want:
+	case st.Failed > 0 && st.Failed+st.Running+credit >= want:
 		st.Phase = v1alpha1.PodGroupFailed
 	case st.Scheduled >= want:
 		st.Phase = v1alpha1.PodGroupScheduled
 	case st.Scheduled > 0 || attempt.Waiting:
 		st.Phase = v1alpha1.PodGroupScheduling
-	case live >= want:
+	case live+credit >= want:
 		st.Phase = v1alpha1.PodGroupPreScheduling
 	default:
 		st.Phase = v1alpha1.PodGroupPending
@@ -401,7 +422,7 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
 	st.Waiting = int32(attempt.AtPermit)
-	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, attempt), now)
+	st.Conditions = withCondition(pg.Status.Conditions, scheduledCondition(pg, st, live, credit, attempt), now)
 	if attempt.PlacementLevel != "" {
 		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,
 			Reason: attempt.PlacementLevel, Message: attempt.PlacementMessage, ObservedGeneration: pg.Generation}, now)
@@ -442,24 +463,29 @@ func reservedCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, attemp
 }
 
 // scheduledCondition says where the gang stands, most decisive fact first.
-func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live int32, attempt Attempt) metav1.Condition {
+func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live, credit int32, attempt Attempt) metav1.Condition {
 	want := int32(podgroup.MinMember(pg))
 	c := metav1.Condition{Type: ConditionScheduled, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
 	placed := max(st.Scheduled, int32(attempt.Counted))
+	succeeded := ""
+	if credit > 0 {
+		succeeded = fmt.Sprintf(", and %d of the run succeeded", credit)
+	}
 	switch {
-	case placed >= want || (st.Succeeded > 0 && st.Scheduled+st.Succeeded >= want):
-		// Members that succeeded were placed: a gang finishing member by member is not below quorum.
+	case placed+credit >= want:
+		// Members of the run that succeeded were placed: a gang finishing member by member is not
+		// below quorum, and the replacement of one that failed is placed with them.
 		c.Status, c.Reason = metav1.ConditionTrue, podgroup.ReasonQuorumReached
-		c.Message = fmt.Sprintf("%d of minMember %d live members are bound or binding, %d succeeded", placed, want, st.Succeeded)
+		c.Message = fmt.Sprintf("%d of minMember %d live members are bound or binding, %d succeeded", placed, want, credit)
 	case attempt.Waiting:
 		c.Reason = podgroup.ReasonWaitingForQuorum
-		c.Message = fmt.Sprintf("%d of minMember %d live members are reserved or bound; the reserved ones wait for the rest of the quorum", placed, want)
+		c.Message = fmt.Sprintf("%d of minMember %d live members are reserved or bound%s; the reserved ones wait for the rest of the quorum", placed, want, succeeded)
 	case st.Scheduled > 0:
 		c.Reason = podgroup.ReasonBelowQuorum
-		c.Message = fmt.Sprintf("%d of minMember %d live members are bound", st.Scheduled, want)
-	case live < want:
+		c.Message = fmt.Sprintf("%d of minMember %d live members are bound%s", st.Scheduled, want, succeeded)
+	case live+credit < want:
 		c.Reason = podgroup.ReasonWaitingForMembers
-		c.Message = fmt.Sprintf("%d of minMember %d live pods exist; the group waits for the rest without holding resources", live, want)
+		c.Message = fmt.Sprintf("%d of minMember %d live pods exist%s; the group waits for the rest without holding resources", live, want, succeeded)
 	case attempt.Reason != "" && attempt.Reason != podgroup.ReasonQuorumReached:
 		c.Reason, c.Message = attempt.Reason, attempt.Message
 	default:
@@ -467,6 +493,14 @@ func scheduledCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, live 
 		c.Message = fmt.Sprintf("%d live pods exist (minMember %d); the group waits for its turn in the scheduling queue", live, want)
 	}
 	return c
+}
+
+// profileOf is the scheduler of a group's pods as GroupPods selects them (one profile's).
+func profileOf(pods []*v1.Pod) string {
+	if len(pods) == 0 {
+		return ""
+	}
+	return pods[0].Spec.SchedulerName
 }
 
 // withCondition returns conds with c in place of the condition of its type. The lastTransitionTime
