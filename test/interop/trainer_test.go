@@ -1,0 +1,205 @@
+package interop
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func trainerGVR(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: resource}
+}
+
+var (
+	trainJobGVR               = trainerGVR("trainjobs")
+	clusterTrainingRuntimeGVR = trainerGVR("clustertrainingruntimes")
+)
+
+const (
+	// Trainer v2.0.0's cert rotator (pkg/util/cert, always on): the Secret it keeps, in the namespace it
+	// assumes out of a cluster, the DNS name it certifies, the webhook configuration it injects its CA
+	// into, and the fixed folder its webhook server reads the serving certificate from (a kubelet would
+	// mount the Secret there; the test copies it).
+	trainerNamespace = "kubeflow-system"
+	trainerSecret    = "kubeflow-trainer-webhook-cert"
+	trainerDNSName   = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
+	trainerCAName    = "kubeflow-trainer-ca"
+	trainerWebhook   = "validator.trainer.kubeflow.org"
+	trainerCertDir   = "/tmp/k8s-webhook-server/serving-certs"
+)
+
+// startTrainer applies Trainer's CRDs from the module cache and runs Kubeflow Trainer v2.0.0's
+// trainer-controller-manager out of a cluster, with its validating webhooks for real: its cert rotator
+// finds, in its Secret, a certificate the test made (valid for the rotator's DNS name and for
+// 127.0.0.1, a year long, so the rotator keeps it), the test copies it where the webhook server reads
+// it, and the webhooks of its manifests are registered under the name the rotator injects its CA into,
+// called by URL on loopback (TrainJobs of namespace ns only). JobSet must be running (Trainer makes
+// JobSets). It returns once the TrainJob controller has started.
+func startTrainer(t *testing.T, ns string) *process {
+	t.Helper()
+	ctx := context.Background()
+	bin := operatorBinary(t, "trainer-controller-manager")
+	dir := moduleDir(t, "trainer", "github.com/kubeflow/trainer/v2")
+	crds, err := filepath.Glob(filepath.Join(dir, "manifests", "base", "crds", "trainer.kubeflow.org_*.yaml"))
+	if err != nil || len(crds) != 3 {
+		t.Fatalf("Trainer's CRDs in %s: %v %v", dir, crds, err)
+	}
+	for _, f := range crds {
+		applyFile(t, f)
+	}
+
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trainerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM := selfSignedCA(t, []string{trainerCAName, trainerDNSName}, 365*24*time.Hour)
+	_ = client.CoreV1().Secrets(trainerNamespace).Delete(ctx, trainerSecret, metav1.DeleteOptions{})
+	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: trainerSecret}, Data: map[string][]byte{
+		"ca.crt": certPEM, "ca.key": keyPEM, "tls.crt": certPEM, "tls.key": keyPEM,
+	}}
+	if _, err := client.CoreV1().Secrets(trainerNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(trainerCertDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(trainerCertDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(trainerCertDir) })
+	for k, v := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(trainerCertDir, k), v, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	webhookPort, healthPort := mustFreePort(t), mustFreePort(t)
+	registerWebhooks(t, filepath.Join(dir, "manifests", "base", "webhook", "manifests.yaml"), trainerWebhook, webhookPort, certPEM, ns)
+
+	p := startOperator(t, "trainer", bin, []string{"KUBECONFIG=" + kubeconfig},
+		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+		fmt.Sprintf("--webhook-server-port=%d", webhookPort))
+	waitReady(t, p, healthPort, webhookPort)
+	waitFor(t, "Trainer's TrainJob controller to start", 120*time.Second, func(context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("trainer exited:\n%s", tail(p.logText(), 20))
+		}
+		for _, line := range strings.Split(p.logText(), "\n") {
+			if strings.Contains(line, "Starting workers") && strings.Contains(strings.ToLower(line), "trainjob") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return p
+}
+
+// selfSignedCA is a self-signed certificate and its key (PEM), a CA valid for names and 127.0.0.1.
+func selfSignedCA(t *testing.T, names []string, validFor time.Duration) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: names[0], Organization: []string{"interop"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(validFor),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:              names,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+// applyRuntime server-side applies a ClusterTrainingRuntime (through Trainer's validating webhook) and
+// deletes it when the test ends.
+func applyRuntime(t *testing.T, manifest string) {
+	t.Helper()
+	objs := applyYAML(t, []byte(manifest))
+	t.Cleanup(func() {
+		for _, o := range objs {
+			_ = dyn.Resource(clusterTrainingRuntimeGVR).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+		}
+	})
+}
+
+// TestTrainer runs Kubeflow Trainer v2.0.0 and JobSet v0.8.2 against custom-scheduler, with a
+// ClusterTrainingRuntime that asks for coscheduling (examples/operators/trainer-runtime.yaml):
+//   - a TrainJob of 4 nodes: Trainer writes PodGroup <TrainJob> with minMember 4, minResources cpu 8 and
+//     the runtime's scheduleTimeoutSeconds, and the 4 node pods are bound whole;
+//   - a node pod fails: JobSet's failurePolicy deletes the Jobs and creates them again (restart-attempt
+//     1); the new attempt is bound whole, and no member of attempt 0 is left;
+//   - a TrainJob too big for the nodes (5 nodes of 7 CPUs: each fits a node of 8, together 35 of 32)
+//     holds nothing; its pods and its PodGroup say why with numbers;
+//   - deleting a TrainJob deletes its JobSet, pods and PodGroup.
+func TestTrainer(t *testing.T) {
+	ns := testNamespace(t, "trainer")
+	startJobSet(t, ns)
+	startTrainer(t, ns)
+	ctx := context.Background()
+	applyRuntime(t, readExample(t, "trainer-runtime.yaml"))
+
+	createObject(t, trainJobGVR, ns, readExample(t, "trainer-trainjob.yaml"))
+	pg := waitPodGroup(t, ns, "trainjob-gang")
+	spec := specOf(t, pg)
+	if spec.MinMember != 4 || !quantityEqual(spec.MinResources["cpu"], "8") || spec.ScheduleTimeoutSeconds == nil || *spec.ScheduleTimeoutSeconds != 60 {
+		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4, minResources cpu 8, scheduleTimeoutSeconds 60", spec)
+	}
+	for _, p := range waitGangBound(t, ns, "trainjob-gang", 4) {
+		if p.Spec.SchedulerName != schedulerName {
+			t.Errorf("pod %s has schedulerName %q, want %q", p.Name, p.Spec.SchedulerName, schedulerName)
+		}
+	}
+
+	// A node fails: JobSet restarts every Job, and the new attempt's gang is whole again.
+	pods, err := groupPods(ctx, ns, "trainjob-gang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	markFailed(t, ns, pods[len(pods)-1].Name)
+	waitJobSetRestarted(t, ns, "trainjob-gang", "trainjob-gang", 4, "1")
+
+	// Too big: 5 nodes of 7 CPUs.
+	big := parseYAML(t, readExample(t, "trainer-trainjob.yaml"))
+	big.SetName("trainjob-too-big")
+	must(t, unstructured.SetNestedField(big.Object, int64(5), "spec", "trainer", "numNodes"))
+	must(t, unstructured.SetNestedField(big.Object, "7", "spec", "trainer", "resourcesPerNode", "requests", "cpu"))
+	createObject(t, trainJobGVR, ns, toYAML(t, big))
+	if got := specOf(t, waitPodGroup(t, ns, "trainjob-too-big")); got.MinMember != 5 || !quantityEqual(got.MinResources["cpu"], "35") {
+		t.Errorf("the too-big TrainJob's PodGroup spec = %+v, want minMember 5, cpu 35", got)
+	}
+	t.Logf("a member of the too-big TrainJob says: %s", waitGangHeld(t, ns, "trainjob-too-big", 5))
+	t.Logf("PodGroup trainjob-too-big: %s", waitPodGroupCondition(t, ns, "trainjob-too-big"))
+	deleteJob(t, trainJobGVR, ns, "trainjob-too-big")
+
+	deleteJob(t, trainJobGVR, ns, "trainjob-gang")
+}
