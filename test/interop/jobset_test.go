@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -206,7 +203,7 @@ func TestJobSet(t *testing.T) {
 	createObject(t, podGroupGVR, ns, toYAML(t, pg))
 	createObject(t, jobSetGVR, ns, toYAML(t, big))
 	t.Logf("a member of the too-big JobSet says: %s", waitGangHeld(t, ns, "jobset-too-big", 7))
-	t.Logf("PodGroup jobset-too-big: %s", waitPodGroupCondition(t, ns, "jobset-too-big"))
+	t.Logf("PodGroup jobset-too-big: %s", waitGangInfeasible(t, ns, "jobset-too-big", "37"))
 
 	for _, name := range []string{"jobset-too-big", "jobset-gang"} {
 		if err := dyn.Resource(jobSetGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -291,12 +288,14 @@ func splitYAML(t *testing.T, data string) []string {
 	return docs
 }
 
-// waitPodGroupCondition waits for the PodGroup to carry a False condition of our plugin with a message
-// and returns "Type Reason: message".
-func waitPodGroupCondition(t *testing.T, ns, name string) string {
+// waitGangInfeasible waits for the PodGroup's Scheduled condition to say GangInfeasible, checks its
+// status.shortfall counts wantRequested CPUs requested in total (and more than are free), and returns the
+// condition's message with the shortfall's numbers.
+func waitGangInfeasible(t *testing.T, ns, name, wantRequested string) string {
 	t.Helper()
 	var msg string
-	waitFor(t, "PodGroup "+ns+"/"+name+" to say why it waits", 60*time.Second, func(ctx context.Context) (bool, error) {
+	var shortfall map[string]any
+	waitFor(t, "PodGroup "+ns+"/"+name+" to say GangInfeasible", 60*time.Second, func(ctx context.Context) (bool, error) {
 		pg, err := getPodGroup(ctx, ns, name)
 		if err != nil {
 			return false, ignoreNotFound(err)
@@ -304,16 +303,22 @@ func waitPodGroupCondition(t *testing.T, ns, name string) string {
 		conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
 		for _, c := range conds {
 			m, _ := c.(map[string]any)
-			if s, _ := m["message"].(string); s != "" && strings.Contains(s, "cpu") {
-				msg = fmt.Sprintf("%v %v=%v: %s", m["type"], m["reason"], m["status"], s)
-				return true, nil
+			if m["type"] == "Scheduled" && m["reason"] == "GangInfeasible" {
+				msg, _ = m["message"].(string)
 			}
 		}
-		return false, nil
+		shortfall, _, _ = unstructured.NestedMap(pg.Object, "status", "shortfall")
+		return msg != "" && shortfall != nil, nil
 	})
-	return msg
+	res, _ := shortfall["resources"].([]any)
+	var cpu map[string]any
+	for _, r := range res {
+		if m, _ := r.(map[string]any); m["name"] == "cpu" {
+			cpu = m
+		}
+	}
+	if cpu == nil || !quantityEqual(fmt.Sprint(cpu["requested"]), wantRequested) {
+		t.Errorf("PodGroup %s/%s: status.shortfall = %v, want cpu requested %s", ns, name, shortfall, wantRequested)
+	}
+	return fmt.Sprintf("GangInfeasible: %s; shortfall: needed %v, placeable %v, cpu %v", msg, shortfall["needed"], shortfall["placeable"], cpu)
 }
-
-var _ = errors.New
-var _ = apierrors.IsNotFound
-var _ = v1.PodRunning
