@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func trainerGVR(resource string) schema.GroupVersionResource {
@@ -203,4 +204,292 @@ func TestTrainer(t *testing.T) {
 	deleteJob(t, trainJobGVR, ns, "trainjob-too-big")
 
 	deleteJob(t, trainJobGVR, ns, "trainjob-gang")
+}
+
+// startTrainerTest is the start of every Trainer test: a namespace watched by the gang invariant, JobSet
+// and Trainer running, the runtimes applied.
+func startTrainerTest(t *testing.T, prefix string, runtimes ...string) string {
+	t.Helper()
+	ns := testNamespace(t, prefix)
+	startJobSet(t, ns)
+	startTrainer(t, ns)
+	for _, r := range runtimes {
+		applyRuntime(t, r)
+	}
+	return ns
+}
+
+// TestTrainerMPI: a TrainJob on an MPI runtime with coscheduling (examples/operators/trainer-mpi-runtime.yaml:
+// a launcher Job of 1 pod and a node Job of numNodes pods, runLauncherAsNode false): Trainer's PodGroup
+// counts both (minMember 1 + 3 = 4, minResources the templates' requests), and the launcher and the nodes
+// are bound whole; too many nodes (16 of 2 CPUs and the launcher's 1: 33 CPUs of 32) hold nothing.
+func TestTrainerMPI(t *testing.T) {
+	ns := startTrainerTest(t, "trainer-mpi", readExample(t, "trainer-mpi-runtime.yaml"))
+	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: mpi-gang
+spec:
+  runtimeRef:
+    name: mpi-distributed-gang
+  trainer:
+    numNodes: 3
+`)
+	pg := waitPodGroup(t, ns, "mpi-gang")
+	spec := specOf(t, pg)
+	// Here the requests are in the runtime's templates, so Trainer sums them: 1 + 3×2 CPUs.
+	if spec.MinMember != 4 || !quantityEqual(spec.MinResources["cpu"], "7") {
+		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4 (launcher 1 + nodes 3), minResources cpu 7", spec)
+	}
+	roles := map[string]int{}
+	for _, p := range waitGangBound(t, ns, "mpi-gang", 4) {
+		roles[p.Labels["jobset.sigs.k8s.io/replicatedjob-name"]]++
+	}
+	if roles["launcher"] != 1 || roles["node"] != 3 {
+		t.Errorf("bound members by replicated job = %v, want launcher 1, node 3", roles)
+	}
+
+	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: mpi-too-big
+spec:
+  runtimeRef:
+    name: mpi-distributed-gang
+  trainer:
+    numNodes: 16
+`)
+	t.Logf("a member of the too-big MPI TrainJob says: %s", waitGangHeld(t, ns, "mpi-too-big", 17))
+	t.Logf("PodGroup mpi-too-big: %s", waitGangInfeasible(t, ns, "mpi-too-big", "33"))
+	deleteJob(t, trainJobGVR, ns, "mpi-too-big")
+	deleteJob(t, trainJobGVR, ns, "mpi-gang")
+}
+
+// initializerRuntime is a runtime shaped like Trainer's torchtune runtimes: a dataset-initializer, then
+// (dependsOn Complete) a model-initializer, then the trainer nodes, with coscheduling. Volumes are left
+// out (no storage in these tests).
+const initializerRuntime = `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: torch-initializers-gang
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch:
+      numProcPerNode: auto
+  podGroupPolicy:
+    coscheduling:
+      scheduleTimeoutSeconds: 60
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer
+            spec:
+              template:
+                spec:
+                  schedulerName: custom-scheduler
+                  containers:
+                    - name: dataset-initializer
+                      image: ghcr.io/kubeflow/trainer/dataset-initializer
+        - name: model-initializer
+          dependsOn:
+            - name: dataset-initializer
+              status: Complete
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: model-initializer
+            spec:
+              template:
+                spec:
+                  schedulerName: custom-scheduler
+                  containers:
+                    - name: model-initializer
+                      image: ghcr.io/kubeflow/trainer/model-initializer
+        - name: node
+          dependsOn:
+            - name: model-initializer
+              status: Complete
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              template:
+                spec:
+                  schedulerName: custom-scheduler
+                  containers:
+                    - name: node
+                      image: ghcr.io/kubeflow/trainer/torchtune-trainer
+`
+
+// initContainerRuntime is the fix docs/operators.md gives for initializerRuntime: the initializers run as
+// init containers of the node pods (one replicated job, no dependsOn), so the gang is the nodes alone.
+const initContainerRuntime = `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: torch-initcontainers-gang
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch:
+      numProcPerNode: auto
+  podGroupPolicy:
+    coscheduling:
+      scheduleTimeoutSeconds: 60
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              template:
+                spec:
+                  schedulerName: custom-scheduler
+                  initContainers:
+                    - name: dataset-initializer
+                      image: ghcr.io/kubeflow/trainer/dataset-initializer
+                    - name: model-initializer
+                      image: ghcr.io/kubeflow/trainer/model-initializer
+                  containers:
+                    - name: node
+                      image: ghcr.io/kubeflow/trainer/torchtune-trainer
+`
+
+// TestTrainerInitializers: a runtime whose replicated jobs run one after another (dependsOn, as in
+// Trainer's torchtune runtimes) with coscheduling. Trainer's PodGroup counts every replicated job (minMember
+// 1 + 1 + 2 = 4), but JobSet creates the model-initializer's and the nodes' Jobs only once the step before
+// completed: the dataset-initializer's pod is alone, 1 of minMember 4, and waits for members that never come
+// (WaitingForMembers); nothing is ever bound and the TrainJob never starts. The fix (docs/operators.md): the
+// initializers as init containers of the node pods: the gang is the 2 nodes, bound whole.
+func TestTrainerInitializers(t *testing.T) {
+	ns := startTrainerTest(t, "trainer-init", initializerRuntime, initContainerRuntime)
+	ctx := context.Background()
+	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: init-gang
+spec:
+  runtimeRef:
+    name: torch-initializers-gang
+  trainer:
+    numNodes: 2
+    resourcesPerNode:
+      requests:
+        cpu: "1"
+`)
+	if got := specOf(t, waitPodGroup(t, ns, "init-gang")); got.MinMember != 4 {
+		t.Errorf("Trainer's PodGroup minMember = %d, want 4 (dataset-initializer 1 + model-initializer 1 + nodes 2)", got.MinMember)
+	}
+	// The dataset-initializer's pod is alone: our plugin holds it back (no attempt, no resources held) and
+	// says why, on the pod (event) and on the PodGroup (condition WaitingForMembers).
+	var initPod string
+	waitFor(t, "the dataset-initializer's pod", 60*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, "init-gang")
+		if len(pods) > 0 {
+			initPod = pods[0].Name
+		}
+		return len(pods) > 0, err
+	})
+	t.Logf("the dataset-initializer's pod says: %s", waitEvent(t, ns, initPod, "WaitingForMembers", "1 of minMember 4 live pods", 60*time.Second).Message)
+	waitFor(t, "PodGroup init-gang to say WaitingForMembers", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return strings.HasPrefix(podGroupReason(t, ns, "init-gang"), "WaitingForMembers: 1 of minMember 4"), nil
+	})
+	t.Logf("PodGroup init-gang: %s", podGroupReason(t, ns, "init-gang"))
+	// It stays so: the later steps' Jobs are never created, nothing is bound.
+	time.Sleep(5 * time.Second)
+	pods, err := groupPods(ctx, ns, "init-gang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0].Spec.NodeName != "" || pods[0].Labels["jobset.sigs.k8s.io/replicatedjob-name"] != "dataset-initializer" {
+		for _, p := range pods {
+			t.Errorf("pod %s of init-gang (node %q): want the dataset-initializer alone, unbound", p.Name, p.Spec.NodeName)
+		}
+		t.Errorf("init-gang has %d pods, want 1", len(pods))
+	}
+	deleteJob(t, trainJobGVR, ns, "init-gang")
+
+	// The fix: the initializers as init containers; the gang is the nodes.
+	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: initc-gang
+spec:
+  runtimeRef:
+    name: torch-initcontainers-gang
+  trainer:
+    numNodes: 2
+    resourcesPerNode:
+      requests:
+        cpu: "1"
+`)
+	if got := specOf(t, waitPodGroup(t, ns, "initc-gang")); got.MinMember != 2 {
+		t.Errorf("Trainer's PodGroup minMember = %d, want 2", got.MinMember)
+	}
+	waitGangBound(t, ns, "initc-gang", 2)
+	deleteJob(t, trainJobGVR, ns, "initc-gang")
+}
+
+// podGroupReason is the PodGroup's Scheduled condition as "Reason: message".
+func podGroupReason(t *testing.T, ns, name string) string {
+	t.Helper()
+	pg, err := getPodGroup(context.Background(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Scheduled" {
+			return fmt.Sprintf("%v: %v", m["reason"], m["message"])
+		}
+	}
+	return "no Scheduled condition"
+}
+
+// TestTrainerSuspend: a TrainJob created suspended gets its PodGroup but no pod (JobSet suspended); resumed,
+// its 4 nodes are bound whole; suspended again, its pods are deleted (the gang is released whole); resumed,
+// bound whole again; deleted, its JobSet, pods and PodGroup go with it.
+func TestTrainerSuspend(t *testing.T) {
+	ns := startTrainerTest(t, "trainer-suspend", readExample(t, "trainer-runtime.yaml"))
+	ctx := context.Background()
+	tj := parseYAML(t, readExample(t, "trainer-trainjob.yaml"))
+	tj.SetName("suspended-gang")
+	must(t, unstructured.SetNestedField(tj.Object, true, "spec", "suspend"))
+	createObject(t, trainJobGVR, ns, toYAML(t, tj))
+	waitPodGroup(t, ns, "suspended-gang")
+	waitFor(t, "the JobSet of the suspended TrainJob", 60*time.Second, func(ctx context.Context) (bool, error) {
+		js, err := dyn.Resource(jobSetGVR).Namespace(ns).Get(ctx, "suspended-gang", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend")
+		return s, nil
+	})
+	time.Sleep(3 * time.Second)
+	if pods, err := groupPods(ctx, ns, "suspended-gang"); err != nil || len(pods) != 0 {
+		t.Errorf("a suspended TrainJob has %d pods (%v), want none", len(pods), err)
+	}
+	setSuspend(t, ns, "suspended-gang", false)
+	waitGangBound(t, ns, "suspended-gang", 4)
+	setSuspend(t, ns, "suspended-gang", true)
+	waitNoPods(t, ns, "suspended-gang")
+	setSuspend(t, ns, "suspended-gang", false)
+	waitGangBound(t, ns, "suspended-gang", 4)
+	deleteJob(t, trainJobGVR, ns, "suspended-gang")
+}
+
+func setSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, suspend)
+	if _, err := dyn.Resource(trainJobGVR).Namespace(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("setting suspend %v on TrainJob %s/%s: %v", suspend, ns, name, err)
+	}
 }
