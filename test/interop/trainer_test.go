@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -403,6 +404,16 @@ spec:
 		return strings.HasPrefix(podGroupReason(t, ns, "init-gang"), "WaitingForMembers: 1 of minMember 4"), nil
 	})
 	t.Logf("PodGroup init-gang: %s", podGroupReason(t, ns, "init-gang"))
+	// kubectl gang explain says the same.
+	gang := filepath.Join(filepath.Dir(os.Getenv("CUSTOM_SCHEDULER_BINARY")), "kubectl-gang")
+	if os.Getenv("CUSTOM_SCHEDULER_BINARY") == "" {
+		gang = filepath.Join(repoRoot, "bin", "kubectl-gang")
+	}
+	out, err := exec.Command(gang, "explain", "init-gang", "-n", ns, "--kubeconfig="+kubeconfig).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "WaitingForMembers") || !strings.Contains(string(out), "1 of minMember 4") {
+		t.Errorf("kubectl gang explain init-gang (%v) does not say WaitingForMembers, 1 of minMember 4:\n%s", err, out)
+	}
+	t.Logf("kubectl gang explain init-gang:\n%s", out)
 	// It stays so: the later steps' Jobs are never created, nothing is bound.
 	time.Sleep(5 * time.Second)
 	pods, err := groupPods(ctx, ns, "init-gang")
