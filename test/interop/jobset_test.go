@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -169,7 +170,7 @@ func TestJobSet(t *testing.T) {
 	objs := splitYAML(t, readExample(t, "jobset-jobset.yaml"))
 	createObject(t, podGroupGVR, ns, objs[0])
 	createObject(t, jobSetGVR, ns, objs[1])
-	for _, p := range waitGangBound(t, ns, "jobset-gang", 5) {
+	for _, p := range waitPlacedWhole(t, ns, "jobset-gang", 5) {
 		if p.Spec.SchedulerName != schedulerName {
 			t.Errorf("pod %s has schedulerName %q, want %q", p.Name, p.Spec.SchedulerName, schedulerName)
 		}
@@ -189,6 +190,7 @@ func TestJobSet(t *testing.T) {
 	}
 	markFailed(t, ns, victim)
 	waitJobSetRestarted(t, ns, "jobset-gang", "jobset-gang", 5, "1")
+	waitPlacedWhole(t, ns, "jobset-gang", 5)
 
 	// Too big: workers of 6 CPUs, 3 pods per Job (1 + 2×3 = 7 members, 37 CPUs of 32; each fits a node).
 	big := parseYAML(t, objs[1])
@@ -321,4 +323,22 @@ func waitGangInfeasible(t *testing.T, ns, name, wantRequested string) string {
 		t.Errorf("PodGroup %s/%s: status.shortfall = %v, want cpu requested %s", ns, name, shortfall, wantRequested)
 	}
 	return fmt.Sprintf("GangInfeasible: %s; shortfall: needed %v, placeable %v, cpu %v", msg, shortfall["needed"], shortfall["placeable"], cpu)
+}
+
+// waitPlacedWhole waits until the group's want live pods are all bound (waitGangBound) and its PodGroup
+// says so as our plugin writes it: condition Scheduled True with reason QuorumReached, status.scheduled
+// want. A scheduler without our plugin binds the pods of a gang that fits, too, but writes no such status;
+// after a restart, members of an earlier attempt counted by mistake would show in status.scheduled.
+func waitPlacedWhole(t *testing.T, ns, group string, want int) []v1.Pod {
+	t.Helper()
+	pods := waitGangBound(t, ns, group, want)
+	waitFor(t, fmt.Sprintf("PodGroup %s/%s to say QuorumReached with %d scheduled", ns, group, want), 30*time.Second, func(ctx context.Context) (bool, error) {
+		pg, err := getPodGroup(ctx, ns, group)
+		if err != nil {
+			return false, err
+		}
+		scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
+		return scheduled == int64(want) && strings.HasPrefix(podGroupReason(t, ns, group), "QuorumReached"), nil
+	})
+	return pods
 }

@@ -177,7 +177,7 @@ func TestTrainer(t *testing.T) {
 	if spec.MinMember != 4 || len(spec.MinResources) != 0 || spec.ScheduleTimeoutSeconds == nil || *spec.ScheduleTimeoutSeconds != 60 {
 		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4, minResources empty (Trainer v2.0.0), scheduleTimeoutSeconds 60", spec)
 	}
-	for _, p := range waitGangBound(t, ns, "trainjob-gang", 4) {
+	for _, p := range waitPlacedWhole(t, ns, "trainjob-gang", 4) {
 		if p.Spec.SchedulerName != schedulerName {
 			t.Errorf("pod %s has schedulerName %q, want %q", p.Name, p.Spec.SchedulerName, schedulerName)
 		}
@@ -190,6 +190,7 @@ func TestTrainer(t *testing.T) {
 	}
 	markFailed(t, ns, pods[len(pods)-1].Name)
 	waitJobSetRestarted(t, ns, "trainjob-gang", "trainjob-gang", 4, "1")
+	waitPlacedWhole(t, ns, "trainjob-gang", 4)
 
 	// Too big: 5 nodes of 7 CPUs.
 	big := parseYAML(t, readExample(t, "trainer-trainjob.yaml"))
@@ -243,7 +244,7 @@ spec:
 		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4 (launcher 1 + nodes 3), minResources cpu 7", spec)
 	}
 	roles := map[string]int{}
-	for _, p := range waitGangBound(t, ns, "mpi-gang", 4) {
+	for _, p := range waitPlacedWhole(t, ns, "mpi-gang", 4) {
 		roles[p.Labels["jobset.sigs.k8s.io/replicatedjob-name"]]++
 	}
 	if roles["launcher"] != 1 || roles["node"] != 3 {
@@ -445,7 +446,7 @@ spec:
 	if got := specOf(t, waitPodGroup(t, ns, "initc-gang")); got.MinMember != 2 {
 		t.Errorf("Trainer's PodGroup minMember = %d, want 2", got.MinMember)
 	}
-	waitGangBound(t, ns, "initc-gang", 2)
+	waitPlacedWhole(t, ns, "initc-gang", 2)
 	deleteJob(t, trainJobGVR, ns, "initc-gang")
 }
 
@@ -489,11 +490,11 @@ func TestTrainerSuspend(t *testing.T) {
 		t.Errorf("a suspended TrainJob has %d pods (%v), want none", len(pods), err)
 	}
 	setSuspend(t, ns, "suspended-gang", false)
-	waitGangBound(t, ns, "suspended-gang", 4)
+	waitPlacedWhole(t, ns, "suspended-gang", 4)
 	setSuspend(t, ns, "suspended-gang", true)
 	waitNoPods(t, ns, "suspended-gang")
 	setSuspend(t, ns, "suspended-gang", false)
-	waitGangBound(t, ns, "suspended-gang", 4)
+	waitPlacedWhole(t, ns, "suspended-gang", 4)
 	deleteJob(t, trainJobGVR, ns, "suspended-gang")
 }
 
