@@ -168,7 +168,7 @@ func TestTrainer(t *testing.T) {
 	ctx := context.Background()
 	applyRuntime(t, readExample(t, "trainer-runtime.yaml"))
 
-	createObject(t, trainJobGVR, ns, readExample(t, "trainer-trainjob.yaml"))
+	createTrainJob(t, ns, readExample(t, "trainer-trainjob.yaml"))
 	pg := waitPodGroup(t, ns, "trainjob-gang")
 	spec := specOf(t, pg)
 	// Trainer v2.0.0 sums the requests of the runtime's pod templates, taken before the TrainJob's
@@ -197,7 +197,7 @@ func TestTrainer(t *testing.T) {
 	big.SetName("trainjob-too-big")
 	must(t, unstructured.SetNestedField(big.Object, int64(5), "spec", "trainer", "numNodes"))
 	must(t, unstructured.SetNestedField(big.Object, "7", "spec", "trainer", "resourcesPerNode", "requests", "cpu"))
-	createObject(t, trainJobGVR, ns, toYAML(t, big))
+	createTrainJob(t, ns, toYAML(t, big))
 	if got := specOf(t, waitPodGroup(t, ns, "trainjob-too-big")); got.MinMember != 5 {
 		t.Errorf("the too-big TrainJob's PodGroup spec = %+v, want minMember 5", got)
 	}
@@ -227,7 +227,7 @@ func startTrainerTest(t *testing.T, prefix string, runtimes ...string) string {
 // are bound whole; too many nodes (16 of 2 CPUs and the launcher's 1: 33 CPUs of 32) hold nothing.
 func TestTrainerMPI(t *testing.T) {
 	ns := startTrainerTest(t, "trainer-mpi", readExample(t, "trainer-mpi-runtime.yaml"))
-	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+	createTrainJob(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: mpi-gang
@@ -251,7 +251,7 @@ spec:
 		t.Errorf("bound members by replicated job = %v, want launcher 1, node 3", roles)
 	}
 
-	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+	createTrainJob(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: mpi-too-big
@@ -374,7 +374,7 @@ spec:
 func TestTrainerInitializers(t *testing.T) {
 	ns := startTrainerTest(t, "trainer-init", initializerRuntime, initContainerRuntime)
 	ctx := context.Background()
-	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+	createTrainJob(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: init-gang
@@ -430,7 +430,7 @@ spec:
 	deleteJob(t, trainJobGVR, ns, "init-gang")
 
 	// The fix: the initializers as init containers; the gang is the nodes.
-	createObject(t, trainJobGVR, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+	createTrainJob(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: initc-gang
@@ -475,7 +475,7 @@ func TestTrainerSuspend(t *testing.T) {
 	tj := parseYAML(t, readExample(t, "trainer-trainjob.yaml"))
 	tj.SetName("suspended-gang")
 	must(t, unstructured.SetNestedField(tj.Object, true, "spec", "suspend"))
-	createObject(t, trainJobGVR, ns, toYAML(t, tj))
+	createTrainJob(t, ns, toYAML(t, tj))
 	waitPodGroup(t, ns, "suspended-gang")
 	waitFor(t, "the JobSet of the suspended TrainJob", 60*time.Second, func(ctx context.Context) (bool, error) {
 		js, err := dyn.Resource(jobSetGVR).Namespace(ns).Get(ctx, "suspended-gang", metav1.GetOptions{})
@@ -503,5 +503,23 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 	patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, suspend)
 	if _, err := dyn.Resource(trainJobGVR).Namespace(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("setting suspend %v on TrainJob %s/%s: %v", suspend, ns, name, err)
+	}
+}
+
+// createTrainJob creates a TrainJob, retrying while Trainer's webhook does not yet see the runtime just
+// applied ("specified clusterTrainingRuntime must be created before the TrainJob is created": it reads
+// runtimes from its informer's cache).
+func createTrainJob(t *testing.T, ns, manifest string) {
+	t.Helper()
+	obj := parseYAML(t, manifest)
+	var lastErr error
+	if err := poll(context.Background(), 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, lastErr = dyn.Resource(trainJobGVR).Namespace(ns).Create(ctx, obj.DeepCopy(), metav1.CreateOptions{})
+		if lastErr != nil && strings.Contains(lastErr.Error(), "must be created before the TrainJob is created") {
+			return false, nil
+		}
+		return lastErr == nil, lastErr
+	}); err != nil {
+		t.Fatalf("creating TrainJob %s/%s: %v (last: %v)", ns, obj.GetName(), err, lastErr)
 	}
 }
