@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -341,4 +342,129 @@ func waitPlacedWhole(t *testing.T, ns, group string, want int) []v1.Pod {
 		return scheduled == int64(want) && strings.HasPrefix(podGroupReason(t, ns, group), "QuorumReached"), nil
 	})
 	return pods
+}
+
+// rackLabel is the node label of the exclusive-topology test: node-0 and node-1 in rack r0, node-2 and
+// node-3 in r1 (8 CPUs each: 16 per rack).
+const rackLabel = "example.com/rack"
+
+// labelRacks puts the shared nodes in two racks for one test and removes the label when it ends.
+func labelRacks(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	set := func(node, value string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, rackLabel, value)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("labelling node %s: %v", node, err)
+		}
+	}
+	for i := range nodeCount {
+		node := fmt.Sprintf("node-%d", i)
+		set(node, fmt.Sprintf("%q", fmt.Sprintf("r%d", i/2)))
+		t.Cleanup(func() { set(node, "null") })
+	}
+}
+
+// rackJobSet is a JobSet of two replicated jobs, each 1 Job of 2 pods of 6 CPUs and a gang of its own
+// (PodGroup <name>-a and <name>-b, required to one rack: 2×6 CPUs fit one rack of 16, not two gangs), with
+// annotations on the JobSet.
+func rackJobSet(name string, annotations string) string {
+	rj := func(suffix string) string {
+		return fmt.Sprintf(`  - name: %[1]s
+    replicas: 1
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        backoffLimit: 0
+        template:
+          metadata:
+            labels:
+              scheduling.x-k8s.io/pod-group: %[2]s-%[1]s
+          spec:
+            schedulerName: custom-scheduler
+            restartPolicy: Never
+            containers:
+            - name: c
+              image: busybox
+              resources:
+                requests: {cpu: "6", memory: 1Gi}
+`, suffix, name)
+	}
+	return fmt.Sprintf("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: %s\n  annotations: %s\nspec:\n  replicatedJobs:\n%s%s", name, annotations, rj("a"), rj("b"))
+}
+
+func rackPodGroup(name string) string {
+	return fmt.Sprintf("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n  name: %s\nspec:\n  minMember: 2\n  topologyPolicy:\n    required: %s\n", name, rackLabel)
+}
+
+// TestJobSetExclusiveTopology: JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology:
+// one Job per rack) with a gang per Job required to one rack. JobSet's pod webhook admits a Job's follower
+// pods only once its leader pod (completion index 0) is scheduled (v0.8.2: "follower pod node selector not
+// set"), and our plugin holds the leader until its gang's members exist: the leaders wait
+// (WaitingForMembers, 1 of minMember 2), the followers are refused, nothing is bound, for ever. Without the annotation, our required rack policy alone gives one gang per
+// rack here (each gang fills most of a rack): both gangs bound whole, each in one rack, in different racks.
+func TestJobSetExclusiveTopology(t *testing.T) {
+	ns := testNamespace(t, "jobset-excl")
+	labelRacks(t)
+	startJobSet(t, ns)
+	ctx := context.Background()
+
+	for _, g := range []string{"excl-a", "excl-b"} {
+		createObject(t, podGroupGVR, ns, rackPodGroup(g))
+	}
+	createObject(t, jobSetGVR, ns, rackJobSet("excl", fmt.Sprintf("{alpha.jobset.sigs.k8s.io/exclusive-topology: %s}", rackLabel)))
+	for _, g := range []string{"excl-a", "excl-b"} {
+		var leader string
+		waitFor(t, "the leader pod of "+g, 60*time.Second, func(ctx context.Context) (bool, error) {
+			pods, err := groupPods(ctx, ns, g)
+			if len(pods) > 0 {
+				leader = pods[0].Name
+			}
+			return len(pods) > 0, err
+		})
+		t.Logf("leader %s says: %s", leader, waitEvent(t, ns, leader, "WaitingForMembers", "1 of minMember 2 live pods", 60*time.Second).Message)
+	}
+	// The Job controller's follower pods are refused by JobSet's pod webhook (its mutating webhook sets the
+	// follower's rack node selector only from a scheduled leader).
+	t.Logf("Job excl-a-0: %s", waitEvent(t, ns, "excl-a-0", "FailedCreate", `admission webhook "vpod.kb.io" denied the request`, 60*time.Second).Message)
+	time.Sleep(5 * time.Second)
+	for _, g := range []string{"excl-a", "excl-b"} {
+		pods, err := groupPods(ctx, ns, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].Spec.NodeName != "" {
+			t.Errorf("gang %s has %d pods (want its leader alone, unbound)", g, len(pods))
+		}
+	}
+	if err := dyn.Resource(jobSetGVR).Namespace(ns).Delete(ctx, "excl", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNoPods(t, ns, "excl-a")
+	waitNoPods(t, ns, "excl-b")
+
+	// Our required rack policy instead: each gang in one rack, the two in different racks.
+	for _, g := range []string{"rack-a", "rack-b"} {
+		createObject(t, podGroupGVR, ns, rackPodGroup(g))
+	}
+	createObject(t, jobSetGVR, ns, rackJobSet("rack", "{}"))
+	racks := map[string]string{}
+	for _, g := range []string{"rack-a", "rack-b"} {
+		seen := map[string]bool{}
+		for _, p := range waitPlacedWhole(t, ns, g, 2) {
+			node, err := client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[node.Labels[rackLabel]] = true
+			racks[g] = node.Labels[rackLabel]
+		}
+		if len(seen) != 1 {
+			t.Errorf("gang %s spans racks %v, want one", g, seen)
+		}
+	}
+	if racks["rack-a"] == racks["rack-b"] {
+		t.Errorf("both gangs in rack %s, want one gang per rack", racks["rack-a"])
+	}
 }
