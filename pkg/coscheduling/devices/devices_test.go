@@ -303,6 +303,12 @@ func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 			ni := nodeInfo(fmt.Sprintf("n%d", n), nil)
 			got := check.Copies(0, ni, limit)
 			want := sequential(t, d, src, ni.Node(), members, limit)
+			if got != want && check.(*Check).ctx.Err() != nil {
+				// The check's time budget ran out (a loaded machine): by design it then counts the node
+				// as holding the gang and lets the real filters decide, so the answers may differ.
+				t.Logf("round %d: the check's %s budget ran out; round not compared", round, checkBudget)
+				return true
+			}
 			if got != want {
 				t.Errorf("round %d: node %s holds %d members by the check, %d member by member (count %d, extended %v)", round, ni.Node().Name, got, want, count, useExtended)
 				return false
