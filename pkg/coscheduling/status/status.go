@@ -32,6 +32,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
@@ -427,7 +428,7 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 		st.Conditions = withCondition(st.Conditions, metav1.Condition{Type: ConditionTopology, Status: metav1.ConditionTrue,
 			Reason: attempt.PlacementLevel, Message: attempt.PlacementMessage, ObservedGeneration: pg.Generation}, now)
 	}
-	if c, ok := reservedCondition(pg, st, attempt); ok {
+	if c, ok := reservedCondition(pg, st, live+credit, attempt); ok {
 		st.Conditions = withCondition(st.Conditions, c, now)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ConditionScheduled); c != nil && c.Reason == podgroup.ReasonGangInfeasible {
@@ -442,9 +443,12 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 }
 
 // reservedCondition is the Reserved condition, if the gang has one to show: True while it holds a
-// reservation, False once one ended (or, for a condition a previous leader left True, once the gang
-// is placed).
-func reservedCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, attempt Attempt) (metav1.Condition, bool) {
+// reservation, False once one ended. A condition left True that this process does not hold (a
+// previous leader's, or one whose gang state this process dropped with its last member) turns False
+// once the gang is placed, or once fewer than minMember live members exist (counted: live members
+// plus the run's succeeded ones): no scheduler holds room for such a gang, and nothing else would
+// end it.
+func reservedCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, counted int32, attempt Attempt) (metav1.Condition, bool) {
 	c := metav1.Condition{Type: ConditionReserved, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
 	switch {
 	case attempt.Reserved:
@@ -454,10 +458,18 @@ func reservedCondition(pg *v1alpha1.PodGroup, st v1alpha1.PodGroupStatus, attemp
 	default:
 		old := meta.FindStatusCondition(pg.Status.Conditions, ConditionReserved)
 		placed := st.Phase == v1alpha1.PodGroupScheduled || st.Phase == v1alpha1.PodGroupRunning || st.Phase == v1alpha1.PodGroupFinished
-		if old == nil || old.Status != metav1.ConditionTrue || !placed {
+		want := int32(podgroup.MinMember(pg))
+		switch {
+		case old == nil || old.Status != metav1.ConditionTrue:
+			return c, false
+		case placed:
+			c.Reason, c.Message = podgroup.ReasonQuorumReached, "the gang was placed"
+		case counted < want:
+			c.Reason = resv.EndBelowMinMember
+			c.Message = fmt.Sprintf("the reservation ended: %d of minMember %d live members exist", counted, want)
+		default:
 			return c, false
 		}
-		c.Reason, c.Message = podgroup.ReasonQuorumReached, "the gang was placed"
 	}
 	return c, true
 }

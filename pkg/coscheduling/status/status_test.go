@@ -12,6 +12,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
 func makePG(ns, name string, minMember int32) *v1alpha1.PodGroup {
@@ -115,5 +116,56 @@ func TestGroupPods(t *testing.T) {
 	}
 	if got := GroupPods("custom", nil, nil); len(got) != 0 {
 		t.Errorf("groupPods of nothing = %v", got)
+	}
+}
+
+// TestReservedConditionNobodyHolds: a Reserved condition left True that this process does not hold
+// (a previous leader's, or one whose gang state went with its last member) turns False once the gang
+// is placed or falls below minMember, and is left alone otherwise (a new leader may still adopt it).
+func TestReservedConditionNobodyHolds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	bound := func(name string, phase v1.PodPhase) *v1.Pod {
+		p := member(name, "g")
+		p.Spec.NodeName, p.Status.Phase = "n", phase
+		return p
+	}
+	pending := func(name string) *v1.Pod { return member(name, "g") }
+	cases := []struct {
+		name       string
+		pods       []*v1.Pod
+		attempt    Attempt
+		leftTrue   bool
+		wantStatus metav1.ConditionStatus // "" when no condition is shown
+		wantReason string
+	}{
+		{name: "no condition left, no reservation here", pods: []*v1.Pod{pending("a")}},
+		{name: "left True, every member gone", leftTrue: true, wantStatus: metav1.ConditionFalse, wantReason: resv.EndBelowMinMember},
+		{name: "left True, one of two live", leftTrue: true, pods: []*v1.Pod{pending("a")}, wantStatus: metav1.ConditionFalse, wantReason: resv.EndBelowMinMember},
+		{name: "left True, one live and one of the run succeeded", leftTrue: true, pods: []*v1.Pod{pending("a"), bound("b", v1.PodSucceeded)},
+			wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
+		{name: "left True, two live and unplaced (a new leader may adopt it)", leftTrue: true, pods: []*v1.Pod{pending("a"), pending("b")},
+			wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
+		{name: "left True, placed", leftTrue: true, pods: []*v1.Pod{bound("a", v1.PodPending), bound("b", v1.PodPending)},
+			wantStatus: metav1.ConditionFalse, wantReason: podgroup.ReasonQuorumReached},
+		{name: "held here, below minMember until the step ends it", leftTrue: true, pods: []*v1.Pod{pending("a")},
+			attempt: Attempt{Reserved: true, ReservedMessage: "holds room"}, wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
+		{name: "ended here", leftTrue: true, attempt: Attempt{ReservationEnded: resv.EndTimedOut, ReservedMessage: "timed out"},
+			wantStatus: metav1.ConditionFalse, wantReason: resv.EndTimedOut},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := makePG("ns", "g", 2)
+			if tc.leftTrue {
+				pg.Status.Conditions = []metav1.Condition{{Type: ConditionReserved, Status: metav1.ConditionTrue, Reason: podgroup.ReasonRoomHeld,
+					Message: "holds room for 2 members on 2 nodes", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
+			}
+			got := meta.FindStatusCondition(ComputeStatus(pg, tc.pods, tc.attempt, now).Conditions, ConditionReserved)
+			switch {
+			case tc.wantStatus == "" && got != nil:
+				t.Errorf("Reserved condition = %+v, want none", got)
+			case tc.wantStatus != "" && (got == nil || got.Status != tc.wantStatus || got.Reason != tc.wantReason):
+				t.Errorf("Reserved condition = %+v, want %s with reason %s", got, tc.wantStatus, tc.wantReason)
+			}
+		})
 	}
 }
