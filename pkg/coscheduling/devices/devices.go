@@ -46,6 +46,8 @@ type Source struct {
 	features structured.Features
 	cel      *cel.Cache
 	extended bool
+	// consumable is DRAConsumableCapacity: shared device allocations are tracked apart.
+	consumable bool
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -65,7 +67,8 @@ func New(dra fwk.SharedDRAManager) *Source {
 			EnableConsumableCapacity: fts.EnableDRAConsumableCapacity,
 			EnableListTypeAttributes: fts.EnableDRAListTypeAttributes,
 		}),
-		extended: fts.EnableDRAExtendedResource,
+		extended:   fts.EnableDRAExtendedResource,
+		consumable: fts.EnableDRAConsumableCapacity,
 	}
 }
 
@@ -108,6 +111,9 @@ type Check struct {
 	// more than one node (all nodes, a node selector, or per device): then every node is asked.
 	sliceNodes sets.Set[string]
 	nodeless   bool
+	// src and slices are the source and the slices the allocator was built from (see Released).
+	src    *Source
+	slices []*resourceapi.ResourceSlice
 	// Unmodelled says, per member, what of its claims the model leaves to the real filters.
 	Unmodelled map[types.UID]string
 }
@@ -137,13 +143,13 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 			c.Unmodelled[p.UID] = members[i].why
 		}
 	}
-	allocator, sliceNodes, nodeless, err := s.allocator()
+	allocator, slicesList, sliceNodes, nodeless, err := s.allocator()
 	if err != nil {
 		// Today's behaviour, less the extended resources DRA backs (never in node allocatable).
 		logger.V(2).Info("Gang check counts no devices: the DRA state could not be read", "err", err)
 		return c
 	}
-	c.allocator, c.sliceNodes, c.nodeless = allocator, sliceNodes, nodeless
+	c.allocator, c.sliceNodes, c.nodeless, c.src, c.slices = allocator, sliceNodes, nodeless, s, slicesList
 	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), checkBudget)
 	bySig := map[uint64]int{}
 	for i, p := range pods {
@@ -239,14 +245,14 @@ func sharedClaims(pods []*v1.Pod) sets.Set[string] {
 
 // allocator builds one allocator over the allocated devices (allocations in flight included), the
 // slices (device taints applied) and the classes, as the DynamicResources plugin's PreFilter does.
-func (s *Source) allocator() (structured.Allocator, sets.Set[string], bool, error) {
+func (s *Source) allocator() (structured.Allocator, []*resourceapi.ResourceSlice, sets.Set[string], bool, error) {
 	state, err := s.dra.ResourceClaims().GatherAllocatedState()
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
 	}
 	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("listing ResourceSlices: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
 	nodes, nodeless := sets.New[string](), false
 	for _, sl := range slicesList {
@@ -258,9 +264,9 @@ func (s *Source) allocator() (structured.Allocator, sets.Set[string], bool, erro
 	}
 	a, err := structured.NewAllocator(context.Background(), s.features, *state, s.dra.DeviceClasses(), slicesList, s.cel)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("building the allocator: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("building the allocator: %w", err)
 	}
-	return a, nodes, nodeless, nil
+	return a, slicesList, nodes, nodeless, nil
 }
 
 // signature hashes the shape of what a member claims: its claims' specs and its extended requests.
@@ -320,6 +326,12 @@ func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(na
 // otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
 // allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it.
 func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
+	return c.copies(c.ctx, c.allocator, true, k, ni, limit)
+}
+
+// copies is Copies with allocator a under ctx; outOfTime is what an Allocate cut short by ctx
+// answers.
+func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bool, k int, ni fwk.NodeInfo, limit int) int {
 	kd, node := c.kinds[k], ni.Node()
 	byPlugin, extended := limit, make([]extendedRequest, 0, len(kd.extended))
 	for _, e := range kd.extended {
@@ -341,10 +353,10 @@ func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
 		return 0
 	}
 	fits := func(n int) bool {
-		res, err := c.allocator.Allocate(c.ctx, node, c.claimsFor(kd, extended, n))
-		if err != nil && c.ctx.Err() != nil {
-			// Out of time: not counted against the gang.
-			return true
+		res, err := a.Allocate(ctx, node, c.claimsFor(kd, extended, n))
+		if err != nil && ctx.Err() != nil {
+			// Out of time: not counted against the gang in a check.
+			return outOfTime
 		}
 		return err == nil && res != nil
 	}

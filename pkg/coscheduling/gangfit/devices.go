@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -122,4 +123,113 @@ func (f *Fit) deviceNote() string {
 		return ""
 	}
 	return "; " + strings.Join(parts, ", ")
+}
+
+// Devices in a preemption search. A victim's devices are freed once it is gone: the claims whose
+// every reserver (status.reservedFor) is among the victims are deallocated (the resourceclaim
+// controller clears the allocation of a claim nobody reserves, and deletes the claims made for a pod,
+// from a template or for its DRA-backed extended resources); a claim also reserved by a pod that
+// stays keeps its devices. A DeviceRelease tells, once per search, which pods hold such devices on
+// which node and how many members of each kind the node's devices hold once they are all gone. The
+// search counts those amounts only while every such holder on the node is evicted, and the amounts
+// it counted before otherwise: devices are freed only when they truly are (never counted freed while
+// a holder stays), so with every unit evicted the answer is exact, and a gang that lacks devices
+// evicts nothing for CPU alone. Putting one of several holders of a node back takes all of the
+// node's freed devices off, so with several lower-priority holders on a node the search may evict
+// more of them than the fewest that would do.
+
+// DeviceRelease is a DeviceCheck that models what evicting pods frees in devices.
+type DeviceRelease interface {
+	// Released returns, for each node where claims reserved only by the pods (the candidate
+	// victims) hold devices, those claims' reservers and how many members of each kind (at most
+	// need) the node's devices hold once those claims are deallocated. Nodes absent free nothing.
+	Released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) map[string]NodeRelease
+}
+
+// NodeRelease is what a node's devices hold once the claims of its holders are deallocated.
+type NodeRelease struct {
+	// Holders are the pods whose claims hold the node's freed devices.
+	Holders []types.UID
+	// Copies is, per device kind, how many members the node's devices hold then.
+	Copies []int
+}
+
+// deviceRelease is a search's freed devices, per node index of its Fit.
+type deviceRelease struct {
+	// waiting is how many holder units are still in place; freed the kinds' amounts once none is;
+	// kept the amounts they replaced.
+	waiting []int
+	freed   [][]int64
+	kept    [][]int64
+}
+
+// releaseDevices asks the check's device model, once, what the units free in devices, and gives
+// each unit the nodes where it holds them (see DeviceRelease). No-op without devices.
+func (f *Fit) releaseDevices(nodes []fwk.NodeInfo, nodeIdx map[string]int, units []*gangUnit) {
+	f.released = nil
+	rel, ok := f.devices.(DeviceRelease)
+	if !ok || len(units) == 0 {
+		return
+	}
+	unitOf := map[types.UID]*gangUnit{}
+	var pods []*v1.Pod
+	for _, u := range units {
+		for _, pi := range u.Pods() {
+			pods = append(pods, pi.GetPod())
+			unitOf[pi.GetPod().UID] = u
+		}
+	}
+	byNode := rel.Released(pods, nodes, f.need)
+	if len(byNode) == 0 {
+		return
+	}
+	kinds := f.devices.Kinds()
+	r := &deviceRelease{waiting: make([]int, len(f.free)), freed: make([][]int64, len(f.free)), kept: make([][]int64, len(f.free))}
+	for name, nr := range byNode {
+		n, ok := nodeIdx[name]
+		if !ok || len(nr.Copies) != kinds {
+			continue
+		}
+		holders := map[*gangUnit]bool{}
+		known := true
+		for _, uid := range nr.Holders {
+			u := unitOf[uid]
+			known = known && u != nil
+			holders[u] = true
+		}
+		if !known || len(holders) == 0 {
+			// A holder that is no candidate: the node's devices are not freed.
+			continue
+		}
+		r.waiting[n] = len(holders)
+		r.freed[n] = make([]int64, kinds)
+		for k, c := range nr.Copies {
+			r.freed[n][k] = int64(c)
+		}
+		r.kept[n] = make([]int64, kinds)
+		for u := range holders {
+			u.devNodes = append(u.devNodes, n)
+		}
+	}
+	f.released = r
+}
+
+// step evicts (or puts back) one holder unit of node n: the node's freed devices count once the
+// last holder is evicted, and no more once one is back.
+func (r *deviceRelease) step(f *Fit, n int, evict bool) {
+	free := f.free[n].free.scalar[f.deviceIndex : f.deviceIndex+len(r.freed[n])]
+	if evict {
+		r.waiting[n]--
+		if r.waiting[n] == 0 {
+			copy(r.kept[n], free)
+			for k, c := range r.freed[n] {
+				free[k] = max(free[k], c)
+			}
+		}
+		return
+	}
+	if r.waiting[n] == 0 {
+		copy(free, r.kept[n])
+	}
+	r.waiting[n]++
 }

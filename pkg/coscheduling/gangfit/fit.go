@@ -263,6 +263,9 @@ type Fit struct {
 	// of names from deviceIndex on (see devices.go).
 	devices     DeviceCheck
 	deviceIndex int
+	// released is what a preemption search's victims free in devices (nil: nothing; see
+	// releaseDevices).
+	released *deviceRelease
 }
 
 // Shared is what the checks of one plugin instance share (see capacity.go). A nil *Shared

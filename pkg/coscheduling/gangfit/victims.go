@@ -1,6 +1,7 @@
 package gangfit
 
 import (
+	"slices"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -125,6 +126,9 @@ func Reprieve(units []preemption.Victim, pdbs []*policy.PodDisruptionBudget, put
 type gangUnit struct {
 	preemption.Victim
 	frees []nodeDelta
+	// devNodes are the nodes (indexes of a Fit) where the unit's pods hold devices that their
+	// eviction frees (see releaseDevices).
+	devNodes []int
 }
 
 // nodeDelta is what one pod frees on the node at index node of a Fit.
@@ -148,8 +152,9 @@ func AnyPodBelow(nodes []fwk.NodeInfo, prio int32) bool {
 
 // gangUnits lists the units a gang preemptor may evict: lower-priority pods on the nodes its members
 // may use, each gang member standing for its whole gang (wherever its members run), with what each
-// frees on the check's nodes. A gang is a unit only if every member has lower priority. Pods already
-// leaving (see leaving) are no unit: their room is taken off f's nodes at once.
+// frees on the check's nodes (devices included, see releaseDevices). A gang is a unit only if every
+// member has lower priority. Pods already leaving (see leaving) are no unit: their room is taken off
+// f's nodes at once.
 //
 // One pass over the pods that allocates only for the candidates (pods below prio, and one entry per
 // gang met): a gang with a member at or above prio is dropped the moment one is seen, and nothing is
@@ -205,7 +210,7 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			}
 		}
 	}
-	var out []*gangUnit
+	var out, gone []*gangUnit
 	for _, e := range entries {
 		v := e.victim
 		if e.group != nil {
@@ -216,10 +221,10 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			v, _ = preemption.NewVictim(e.group.pods, e.group.prio, fwk.PodGroupKeyType)
 		}
 		u := &gangUnit{Victim: v}
-		helps, gone := false, true
+		helps, leavingUnit := false, true
 		for _, pi := range v.Pods() {
 			p := pi.GetPod()
-			gone = gone && leaving != nil && leaving(p)
+			leavingUnit = leavingUnit && leaving != nil && leaving(p)
 			i, ok := nodeIdx[p.Spec.NodeName]
 			if !ok {
 				continue
@@ -228,11 +233,17 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			u.frees = append(u.frees, nodeDelta{node: i, req: resourcesFromList(podRequestList(p), f.names)})
 		}
 		switch {
-		case gone:
-			u.apply(f, true)
+		case leavingUnit:
+			gone = append(gone, u)
 		case helps:
 			out = append(out, u)
 		}
+	}
+	// The devices the units' claims hold are freed with them (see releaseDevices); the room of the
+	// pods already leaving, devices included, is taken off at once.
+	f.releaseDevices(nodes, nodeIdx, append(slices.Clone(out), gone...))
+	for _, u := range gone {
+		u.apply(f, true)
 	}
 	return out
 }
@@ -273,6 +284,9 @@ func (u *gangUnit) apply(f *Fit, evict bool) {
 			d.req.subFrom(&n.free)
 			n.slots--
 		}
+	}
+	for _, n := range u.devNodes {
+		f.released.step(f, n, evict)
 	}
 }
 
