@@ -46,6 +46,9 @@ type Source struct {
 	features structured.Features
 	cel      *cel.Cache
 	extended bool
+	// freed are the pods whose devices a reservation's plan counts as free (see Freeing): the
+	// devices of the claims reserved for these pods only.
+	freed sets.Set[types.UID]
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -75,8 +78,11 @@ func New(dra fwk.SharedDRAManager) *Source {
 type member struct {
 	claims   []*resourceapi.ResourceClaim
 	extended []extendedRequest
-	// why says what of the member's claims the model leaves out ("" when nothing).
-	why string
+	// why says what of the member's claims the model leaves out ("" when nothing); pinned is set
+	// when some claim is allocated already (it holds devices on its nodes, which the model does not
+	// place).
+	why    string
+	pinned bool
 }
 
 type extendedRequest struct {
@@ -110,6 +116,8 @@ type Check struct {
 	nodeless   bool
 	// Unmodelled says, per member, what of its claims the model leaves to the real filters.
 	Unmodelled map[types.UID]string
+	// pinned are the members with a claim allocated already.
+	pinned sets.Set[types.UID]
 }
 
 var _ gangfit.DeviceCheck = &Check{}
@@ -131,10 +139,13 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	if !claiming && delegated.Len() == 0 {
 		return nil
 	}
-	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}}
+	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}, pinned: sets.New[types.UID]()}
 	for i, p := range pods {
 		if members[i].why != "" {
 			c.Unmodelled[p.UID] = members[i].why
+		}
+		if members[i].pinned {
+			c.pinned.Insert(p.UID)
 		}
 	}
 	allocator, sliceNodes, nodeless, err := s.allocator()
@@ -196,6 +207,7 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 			continue
 		}
 		if claim.Status.Allocation != nil {
+			m.pinned = true
 			continue
 		}
 		m.claims = append(m.claims, claim)
@@ -243,6 +255,13 @@ func (s *Source) allocator() (structured.Allocator, sets.Set[string], bool, erro
 	state, err := s.dra.ResourceClaims().GatherAllocatedState()
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
+	}
+	if s.freed.Len() > 0 {
+		claims, err := s.dra.ResourceClaims().List()
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("listing ResourceClaims: %w", err)
+		}
+		state = freedState(state, claims, s.freed, s.features.ConsumableCapacity)
 	}
 	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
@@ -296,6 +315,17 @@ func classesOf(m member) []string {
 		set.Insert(e.class)
 	}
 	return sets.List(set)
+}
+
+// Modelled implements gangfit.DeviceCheck: a member with ResourceClaims is modelled when each of
+// them is counted (its own, created, not allocated yet, not shared with other members) and the DRA
+// state could be read.
+func (c *Check) Modelled(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return true
+	}
+	_, counted := c.kindOf[pod.UID]
+	return counted && c.allocator != nil && c.Unmodelled[pod.UID] == "" && !c.pinned.Has(pod.UID)
 }
 
 // Kinds implements gangfit.DeviceCheck.
