@@ -77,7 +77,7 @@ func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleS
 		}
 		for n := range off {
 			if _, ok := why[n]; !ok {
-				why[n] = fmt.Sprintf("node %s: the devices there are held for PodGroup %s/%s (a reservation since %s)", n, h.Namespace, h.Name, h.Since.UTC().Format(time.RFC3339))
+				why[n] = fmt.Sprintf("devices on the node are held for PodGroup %s/%s (a reservation since %s)", h.Namespace, h.Name, h.Since.UTC().Format(time.RFC3339))
 			}
 		}
 	}
