@@ -11,7 +11,8 @@ package integration
 //     plugin does not see nominated pods' claims), so a stream of device pods took every device that
 //     freed and the gang, which needs them all at once, was starved past the test's deadline.
 //   - TestDRASharedClaimGang records what the real filters do with a claim that several members share
-//     (not modelled): it passes on either code.
+//     (not modelled), and TestDRAPartitionedDeviceGang that partitions of one device are counted as
+//     the allocator counts them: both pass on either code.
 
 import (
 	"context"
@@ -22,6 +23,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -239,4 +242,99 @@ func TestDRASharedClaimGang(t *testing.T) {
 			}
 		}
 	}
+}
+
+// partitionedNode creates a node of 8 CPUs whose one physical GPU the driver publishes as 8
+// partitions (devices gpu-0-p<i>) that each consume 2 of its 8 "slices" (a counter set): at most 4
+// partitions are allocated at once, however many are listed. Two ResourceSlices in one pool, as
+// DRAPartitionableDevices wants: the counters in one, the devices in the other.
+func (e draEnv) partitionedNode(t *testing.T, name, role string) {
+	t.Helper()
+	createNode(t, name, "8", "16Gi", map[string]string{draCaseLabel: e.ns + "-" + role, v1.LabelHostname: name})
+	pool := resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 2}
+	counters := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-counters-" + e.driver},
+		Spec: resourcev1.ResourceSliceSpec{Driver: e.driver, Pool: pool, NodeName: ptr.To(name),
+			SharedCounters: []resourcev1.CounterSet{{Name: "gpu-0", Counters: map[string]resourcev1.Counter{"slices": {Value: resource.MustParse("8")}}}}},
+	}
+	devices := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-devices-" + e.driver},
+		Spec:       resourcev1.ResourceSliceSpec{Driver: e.driver, Pool: pool, NodeName: ptr.To(name)},
+	}
+	for i := range 8 {
+		devices.Spec.Devices = append(devices.Spec.Devices, resourcev1.Device{
+			Name: fmt.Sprintf("gpu-0-p%d", i),
+			ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0",
+				Counters: map[string]resourcev1.Counter{"slices": {Value: resource.MustParse("2")}}}},
+		})
+	}
+	ctx := context.Background()
+	for _, s := range []*resourcev1.ResourceSlice{counters, devices} {
+		created, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating ResourceSlice %s: %v", s.Name, err)
+		}
+		if len(created.Spec.SharedCounters) != len(s.Spec.SharedCounters) || (len(s.Spec.Devices) > 0 && len(created.Spec.Devices[0].ConsumesCounters) == 0) {
+			t.Fatalf("the apiserver dropped the counters of ResourceSlice %s: DRAPartitionableDevices is not served", s.Name)
+		}
+		t.Cleanup(func() {
+			if err := client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting ResourceSlice %s: %v", s.Name, err)
+			}
+		})
+	}
+}
+
+// TestDRAPartitionedDeviceGang: members that take partitions of one device (DRAPartitionableDevices,
+// beta and on by default since 1.36). Each of two nodes lists 8 partitions of its one GPU, of which
+// the GPU's counters let 4 be allocated at once. A gang of 4, a partition each, is placed whole on one
+// node (the whole-gang check and the plan count what the counters allow, through the same allocator as
+// DynamicResources); a gang of 5 on the other is refused whole, the verdict saying the free devices
+// hold 4 of the 5 members (not the 8 partitions listed), and nothing of it binds.
+func TestDRAPartitionedDeviceGang(t *testing.T) {
+	needControllerManager(t)
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, false)
+	e.claimTemplate(t, "gpu")
+	e.partitionedNode(t, ns+"-a", "a")
+	e.partitionedNode(t, ns+"-b", "b")
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	watchWhole(t, ns, "four", 4, nil)
+	createPodGroup(t, ns, "four", 4, 0)
+	for i := range 4 {
+		createPod(t, e.claimPod(fmt.Sprintf("four-%d", i), "four", "1", "a", "gpu"))
+	}
+	nodes := waitForDRAGangBound(t, ns, "four", 4)
+	if distinct(nodes) != 1 {
+		t.Errorf("members on %v, want all on %s-a", nodes, ns)
+	}
+	claims, err := client.ResourceV1().ResourceClaims(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var partitions []string
+	for _, c := range claims.Items {
+		if c.Status.Allocation != nil {
+			for _, r := range c.Status.Allocation.Devices.Results {
+				partitions = append(partitions, r.Pool+"/"+r.Device)
+			}
+		}
+	}
+	t.Logf("the gang of 4 holds partitions %v", partitions)
+	if len(partitions) != 4 {
+		t.Errorf("%d partitions allocated, want 4 (one a member)", len(partitions))
+	}
+
+	watchWhole(t, ns, "five", 5, nil)
+	createPodGroup(t, ns, "five", 5, 0)
+	for i := range 5 {
+		createPod(t, e.claimPod(fmt.Sprintf("five-%d", i), "five", "1", "b", "gpu"))
+	}
+	c := waitForPodGroupCondition(t, ns, "five", podgroup.ReasonGangInfeasible)
+	t.Logf("gang of 5: %s", c.Message)
+	if !strings.Contains(c.Message, "hold 4 of the 5 members") {
+		t.Errorf("GangInfeasible %q does not say the free devices hold 4 of the 5 members", c.Message)
+	}
+	consistentlyNoneBound(t, 5*time.Second, ns, "five")
 }
