@@ -83,6 +83,12 @@ type member struct {
 	// place).
 	why    string
 	pinned bool
+	// templates names the member's claims made from templates ("claim=template", in spec order;
+	// "" when some claim is not from a template), and pending is set when one of them is not
+	// made (or not seen) yet: such a member claims what another member with the same templates,
+	// whose claims are made, claims (see ForCheck).
+	templates string
+	pending   bool
 }
 
 type extendedRequest struct {
@@ -134,8 +140,9 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	claiming := false
 	for i, p := range pods {
 		members[i] = s.memberOf(p, shared, delegated)
-		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != ""
+		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != "" || members[i].pending
 	}
+	fromTemplates(members)
 	if !claiming && delegated.Len() == 0 {
 		return nil
 	}
@@ -186,12 +193,22 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 	if !MayClaim(pod) {
 		return m
 	}
-	var why []string
+	var why, templates []string
+	fromTemplate := true
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimTemplateName != nil {
+			templates = append(templates, pc.Name+"="+*pc.ResourceClaimTemplateName)
+		} else {
+			fromTemplate = false
+		}
 		name, _, err := resourceclaim.Name(pod, pc)
 		if err != nil {
-			why = append(why, fmt.Sprintf("claim %s is not created yet", pc.Name))
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", pc.Name, err))
+			}
 			continue
 		}
 		if name == nil {
@@ -203,7 +220,11 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 		}
 		claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name)
 		if err != nil {
-			why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			}
 			continue
 		}
 		if claim.Status.Allocation != nil {
@@ -228,7 +249,37 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 		slices.SortFunc(m.extended, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
 	}
 	m.why = strings.Join(why, "; ")
+	if fromTemplate && len(templates) > 0 {
+		m.templates = strings.Join(templates, ",")
+	}
 	return m
+}
+
+// fromTemplates gives each member whose claims from templates are not all made yet the claims of a
+// member with the same templates whose claims are all made and unallocated (the claims a template
+// makes have its spec, so the model counts them before they exist); a member with no such peer is
+// left to the real filters. The resourceclaim controller makes the claims of a gang's members one by
+// one: the attempt of the first member whose claims exist counts its peers' too.
+func fromTemplates(members []member) {
+	made := map[string]int{}
+	for i, m := range members {
+		if m.templates != "" && !m.pending && !m.pinned && m.why == "" && len(m.claims) > 0 {
+			if _, ok := made[m.templates]; !ok {
+				made[m.templates] = i
+			}
+		}
+	}
+	for i := range members {
+		m := &members[i]
+		if !m.pending {
+			continue
+		}
+		if j, ok := made[m.templates]; ok && m.templates != "" && !m.pinned && m.why == "" {
+			m.claims, m.pending = members[j].claims, false
+			continue
+		}
+		m.why = strings.TrimPrefix(m.why+"; a claim from a template is not created yet", "; ")
+	}
 }
 
 // sharedClaims are the claims named by more than one of the pods.

@@ -73,20 +73,33 @@ func TestModelled(t *testing.T) {
 	// A claim allocated already.
 	pinned := claimer(d, "pinned", "g", 1)
 	d.claims["ns/pinned-gpu"].Status.Allocation = &resourceapi.AllocationResult{}
-	// A template whose claim is not made yet.
+	// A template whose claim is not made yet, and no member's is.
 	pending := gangtest.Member("pending", "g", "1")
 	pending.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}
+	// The template of own0 and own1, whose claim is not made yet: it claims what theirs do.
+	peer := gangtest.Member("peer", "g", "1")
+	peer.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-template")}}
+	// Its claim named in its status but not seen yet.
+	unseen := peer.DeepCopy()
+	unseen.Name, unseen.UID = "unseen", "unseen"
+	unseen.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("unseen-gpu")}}
 	plain := gangtest.Member("plain", "g", "1")
 
 	src := &Source{dra: d, cel: newTestCache(), extended: true}
-	check := src.ForCheck(logger, []*v1.Pod{own0, own1, sharing0, sharing1, pinned, pending, plain})
+	check := src.ForCheck(logger, []*v1.Pod{own0, own1, sharing0, sharing1, pinned, pending, peer, unseen, plain})
 	for _, tc := range []struct {
 		pod  *v1.Pod
 		want bool
-	}{{own0, true}, {own1, true}, {sharing0, false}, {sharing1, false}, {pinned, false}, {pending, false}, {plain, true}} {
+	}{{own0, true}, {own1, true}, {sharing0, false}, {sharing1, false}, {pinned, false}, {pending, false}, {peer, true}, {unseen, true}, {plain, true}} {
 		if got := check.Modelled(tc.pod); got != tc.want {
 			t.Errorf("Modelled(%s) = %v, want %v", tc.pod.Name, got, tc.want)
 		}
+	}
+	if check.Kind(peer) != check.Kind(own0) || check.Kind(unseen) != check.Kind(own0) || check.Kind(own0) < 0 {
+		t.Errorf("kinds: own0 %d, peer %d, unseen %d: want one counted kind", check.Kind(own0), check.Kind(peer), check.Kind(unseen))
+	}
+	if got := check.Copies(check.Kind(own0), nodeInfo("n0", nil), 8); got != 4 {
+		t.Errorf("n0 holds %d members, want its 4 devices' worth", got)
 	}
 	// The DRA state could not be read: no claim is counted.
 	broken := &Check{kindOf: map[types.UID]int{own0.UID: 0}, pinned: sets.New[types.UID]()}
