@@ -68,10 +68,11 @@ func NewReservable(logger klog.Logger, groupKey string, candidates []*v1.Pod, ne
 		if f, ok := devices.(FreeingDevices); ok {
 			devices = f.Freeing(leaving)
 		}
-		// A table of its own: the staying room is not the scheduler's free capacity.
+		// Only for the device model: the staying room is not the scheduler's free capacity, and the
+		// check is private (nothing is held once it is made).
 		shared = &Shared{Devices: devices}
 	}
-	return New(logger, groupKey, candidates, need, staying, nil, claimed, shared, false)
+	return New(logger, groupKey, candidates, need, staying, nil, claimed, shared, shared != nil)
 }
 
 // stayingView is a NodeInfo whose requested resources and pods are only those that stay (see Stays).
