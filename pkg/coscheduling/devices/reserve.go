@@ -113,18 +113,14 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 	if len(own.claims) == 0 && len(own.extended) == 0 {
 		return nil, nil
 	}
-	allocator, _, _, err := s.allocator()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logger), keptOffBudget)
-	defer cancel()
 	names := make([]string, 0, len(held))
 	for n := range held {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	out := sets.New[string]()
+	// The claims to compare per node, first: a reservation whose members wait for no device the
+	// model counts (a CPU gang) costs no allocator.
+	compare := map[string][]*resourceapi.ResourceClaim{}
 	for _, name := range names {
 		ni := nodes[name]
 		if ni == nil || ni.Node() == nil {
@@ -138,11 +134,26 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 		if len(waiting) == 0 {
 			continue
 		}
-		mine := claimsOn(own, ni, &serial)
-		if len(mine) == 0 {
+		if mine := claimsOn(own, ni, &serial); len(mine) > 0 {
+			compare[name] = append(waiting, mine...)
+		}
+	}
+	if len(compare) == 0 {
+		return nil, nil
+	}
+	allocator, _, _, err := s.allocator()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logger), keptOffBudget)
+	defer cancel()
+	out := sets.New[string]()
+	for _, name := range names {
+		claims, ok := compare[name]
+		if !ok {
 			continue
 		}
-		res, err := allocator.Allocate(ctx, ni.Node(), append(waiting, mine...))
+		res, err := allocator.Allocate(ctx, nodes[name].Node(), claims)
 		if err != nil && ctx.Err() != nil {
 			logger.V(4).Info("Held devices not compared: out of time", "pod", klog.KObj(pod), "node", name)
 			break
