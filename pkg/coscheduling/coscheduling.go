@@ -118,6 +118,9 @@ type Coscheduling struct {
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).
 	reserved atomic.Int64
+	// keptOff are the pods kept off the devices a reservation holds, brought back when one ends (see
+	// helddevices.go).
+	keptOff keptOffPods
 	// waitingMu serializes the plugin's and the preemption's stops of pods waiting at Permit.
 	waitingMu sync.Mutex
 

@@ -104,7 +104,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	}
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger,
+	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
 		Nodes:   func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
 		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}

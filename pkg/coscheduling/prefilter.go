@@ -27,6 +27,13 @@ import (
 // the domain, or bypass its plan's offer. A member whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	res, st := pl.preFilter(ctx, state, pod, nodes)
+	if (st.IsSuccess() || st.IsSkip()) && pl.keepOffHeldDevices(ctx, state, pod, nodes) {
+		// Filter keeps the pod off the devices a reservation holds (see helddevices.go).
+		if st.IsSkip() {
+			return nil, nil
+		}
+		return res, st
+	}
 	if st.IsSuccess() && res.AllNodes() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -128,16 +135,20 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter rejects a node outside those PreFilter allowed the member (see PreFilter): O(1), and called
-// only for members whose nodes PreFilter narrowed. The framework evaluates only the allowed nodes
+// Filter rejects a node outside those PreFilter allowed the member (see PreFilter), and a node whose
+// devices a reservation holds for another gang (see helddevices.go): O(1), and called only for pods
+// whose nodes PreFilter narrowed or kept off held devices. The framework evaluates only the allowed nodes
 // anyway, except a nominated node and the batching hint, which it tries first.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	node := nodeInfo.Node().Name
+	if st := heldDevicesFilter(state, node); st != nil {
+		return st
+	}
 	data, err := state.Read(allowedNodesKey)
 	if err != nil {
 		return nil
 	}
 	a := data.(*allowedNodes)
-	node := nodeInfo.Node().Name
 	if a.nodes.Has(node) {
 		return nil
 	}

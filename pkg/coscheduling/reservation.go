@@ -138,6 +138,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 		for _, o := range d.waiting {
 			pl.activateGroup(o[0], o[1])
 		}
+		pl.activateKeptOff(logger)
 	}
 	if d.lost != "" {
 		logger.V(3).Info("Gang lost its place in the reservation order", "podGroup", key, "reason", d.lost)

@@ -31,13 +31,21 @@ type stream struct {
 
 func startStream(t *testing.T, ns, caseName, cpu, class string, interval, lifetime time.Duration) *stream {
 	t.Helper()
+	return startPodStream(t, ns, caseName, func(i int) *v1.Pod {
+		return prioPod(ns, fmt.Sprintf("small-%d", i), "", cpu, class, caseName, "")
+	}, interval, lifetime)
+}
+
+// startPodStream is startStream with the pods made by pod(i), which must be named small-<i>.
+func startPodStream(t *testing.T, ns, caseName string, pod func(i int) *v1.Pod, interval, lifetime time.Duration) *stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stream{t: t, ns: ns, name: caseName, cancel: cancel, bound: map[string]time.Time{}}
 	s.done.Add(2)
 	go func() { // the stream
 		defer s.done.Done()
 		for i := 0; ; i++ {
-			p := prioPod(ns, fmt.Sprintf("small-%d", i), "", cpu, class, caseName, "")
+			p := pod(i)
 			if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
 				t.Errorf("creating %s: %v", p.Name, err)
 			}

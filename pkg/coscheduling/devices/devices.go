@@ -48,6 +48,9 @@ type Source struct {
 	extended bool
 	// consumable is DRAConsumableCapacity: shared device allocations are tracked apart.
 	consumable bool
+	// freed are the pods whose devices a reservation's plan counts as free (see Freeing): the
+	// devices of the claims reserved for these pods only.
+	freed sets.Set[types.UID]
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -78,8 +81,17 @@ func New(dra fwk.SharedDRAManager) *Source {
 type member struct {
 	claims   []*resourceapi.ResourceClaim
 	extended []extendedRequest
-	// why says what of the member's claims the model leaves out ("" when nothing).
-	why string
+	// why says what of the member's claims the model leaves out ("" when nothing); pinned is set
+	// when some claim is allocated already (it holds devices on its nodes, which the model does not
+	// place).
+	why    string
+	pinned bool
+	// templates names the member's claims made from templates ("claim=template", in spec order;
+	// "" when some claim is not from a template), and pending is set when one of them is not
+	// made (or not seen) yet: such a member claims what another member with the same templates,
+	// whose claims are made, claims (see ForCheck).
+	templates string
+	pending   bool
 }
 
 type extendedRequest struct {
@@ -116,6 +128,8 @@ type Check struct {
 	slices []*resourceapi.ResourceSlice
 	// Unmodelled says, per member, what of its claims the model leaves to the real filters.
 	Unmodelled map[types.UID]string
+	// pinned are the members with a claim allocated already.
+	pinned sets.Set[types.UID]
 }
 
 var _ gangfit.DeviceCheck = &Check{}
@@ -132,15 +146,19 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	claiming := false
 	for i, p := range pods {
 		members[i] = s.memberOf(p, shared, delegated)
-		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != ""
+		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != "" || members[i].pending
 	}
+	fromTemplates(members)
 	if !claiming && delegated.Len() == 0 {
 		return nil
 	}
-	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}}
+	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}, pinned: sets.New[types.UID]()}
 	for i, p := range pods {
 		if members[i].why != "" {
 			c.Unmodelled[p.UID] = members[i].why
+		}
+		if members[i].pinned {
+			c.pinned.Insert(p.UID)
 		}
 	}
 	allocator, slicesList, sliceNodes, nodeless, err := s.allocator()
@@ -181,12 +199,22 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 	if !MayClaim(pod) {
 		return m
 	}
-	var why []string
+	var why, templates []string
+	fromTemplate := true
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimTemplateName != nil {
+			templates = append(templates, pc.Name+"="+*pc.ResourceClaimTemplateName)
+		} else {
+			fromTemplate = false
+		}
 		name, _, err := resourceclaim.Name(pod, pc)
 		if err != nil {
-			why = append(why, fmt.Sprintf("claim %s is not created yet", pc.Name))
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", pc.Name, err))
+			}
 			continue
 		}
 		if name == nil {
@@ -198,10 +226,15 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 		}
 		claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name)
 		if err != nil {
-			why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			}
 			continue
 		}
 		if claim.Status.Allocation != nil {
+			m.pinned = true
 			continue
 		}
 		m.claims = append(m.claims, claim)
@@ -222,7 +255,37 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 		slices.SortFunc(m.extended, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
 	}
 	m.why = strings.Join(why, "; ")
+	if fromTemplate && len(templates) > 0 {
+		m.templates = strings.Join(templates, ",")
+	}
 	return m
+}
+
+// fromTemplates gives each member whose claims from templates are not all made yet the claims of a
+// member with the same templates whose claims are all made and unallocated (the claims a template
+// makes have its spec, so the model counts them before they exist); a member with no such peer is
+// left to the real filters. The resourceclaim controller makes the claims of a gang's members one by
+// one: the attempt of the first member whose claims exist counts its peers' too.
+func fromTemplates(members []member) {
+	made := map[string]int{}
+	for i, m := range members {
+		if m.templates != "" && !m.pending && !m.pinned && m.why == "" && len(m.claims) > 0 {
+			if _, ok := made[m.templates]; !ok {
+				made[m.templates] = i
+			}
+		}
+	}
+	for i := range members {
+		m := &members[i]
+		if !m.pending {
+			continue
+		}
+		if j, ok := made[m.templates]; ok && m.templates != "" && !m.pinned && m.why == "" {
+			m.claims, m.pending = members[j].claims, false
+			continue
+		}
+		m.why = strings.TrimPrefix(m.why+"; a claim from a template is not created yet", "; ")
+	}
 }
 
 // sharedClaims are the claims named by more than one of the pods.
@@ -249,6 +312,13 @@ func (s *Source) allocator() (structured.Allocator, []*resourceapi.ResourceSlice
 	state, err := s.dra.ResourceClaims().GatherAllocatedState()
 	if err != nil {
 		return nil, nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
+	}
+	if s.freed.Len() > 0 {
+		claims, err := s.dra.ResourceClaims().List()
+		if err != nil {
+			return nil, nil, nil, false, fmt.Errorf("listing ResourceClaims: %w", err)
+		}
+		state = freedState(state, claims, s.freed, s.features.ConsumableCapacity)
 	}
 	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
@@ -302,6 +372,17 @@ func classesOf(m member) []string {
 		set.Insert(e.class)
 	}
 	return sets.List(set)
+}
+
+// Modelled implements gangfit.DeviceCheck: a member with ResourceClaims is modelled when each of
+// them is counted (its own, created, not allocated yet, not shared with other members) and the DRA
+// state could be read.
+func (c *Check) Modelled(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return true
+	}
+	_, counted := c.kindOf[pod.UID]
+	return counted && c.allocator != nil && c.Unmodelled[pod.UID] == "" && !c.pinned.Has(pod.UID)
 }
 
 // Kinds implements gangfit.DeviceCheck.

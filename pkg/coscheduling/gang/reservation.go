@@ -56,6 +56,8 @@ type ReserveIn struct {
 	Claims          func(prio int32) []*v1.Pod
 	DefaultTopology config.TopologyPolicy
 	Logger          klog.Logger
+	// Devices models the members' DRA devices for the plan (nil: none are counted).
+	Devices gangfit.DeviceSource
 }
 
 // ReserveOut is what a reservation step leaves to the plugin.
@@ -161,7 +163,7 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 	}
 	prio := corev1helpers.PodPriority(in.Pod)
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
-	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.Claims(prio), prio)
+	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.Claims(prio), prio, in.Devices)
 	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(room.Members, nodes)))
 }
 
@@ -266,4 +268,31 @@ func KeptOff(gangs map[string]*Gang, pod *v1.Pod) string {
 	}
 	sort.Strings(notes)
 	return strings.Join(notes, "; ")
+}
+
+// HeldRoom is a reservation another pod must leave room for: the gang, since when it holds, and
+// where each of its members is nominated (read only: Hold replaces the map, never changes it).
+type HeldRoom struct {
+	Namespace, Name string
+	Since           time.Time
+	Node            map[types.UID]string
+}
+
+// HeldAgainst are the reservations that keep pod off their room: those of its priority or more, not
+// its own gang's (as KeptOff). O(gangs).
+func HeldAgainst(gangs map[string]*Gang, pod *v1.Pod) []HeldRoom {
+	prio := corev1helpers.PodPriority(pod)
+	own, _ := podgroup.Of(pod)
+	var out []HeldRoom
+	for _, g := range gangs {
+		r := &g.Reserve
+		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) || len(r.Node) == 0 {
+			continue
+		}
+		out = append(out, HeldRoom{Namespace: g.Namespace, Name: g.Name, Since: r.Since, Node: r.Node})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out
 }

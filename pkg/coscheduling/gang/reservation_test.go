@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,55 @@ func TestKeptOff(t *testing.T) {
 			}
 			if n := strings.Count(got, "room on"); n != len(tc.want) {
 				t.Errorf("KeptOff names %d reservations, want %d: %q", n, len(tc.want), got)
+			}
+		})
+	}
+}
+
+// The reservations whose held devices a pod must leave room for: as KeptOff, those of its priority or
+// more, not its own gang's, with where each member is nominated.
+func TestHeldAgainst(t *testing.T) {
+	pod := func(group string, prio int32) *v1.Pod {
+		p := gangtest.Member("p", group, "1")
+		p.Spec.Priority = &prio
+		return p
+	}
+	nominated := func(g *Gang, nodes ...string) *Gang {
+		p := g.Reserve.Plan
+		for i, n := range nodes {
+			p.Assignment = append(p.Assignment, gangfit.Nomination{Pod: gangtest.Member(fmt.Sprintf("%s-%d", g.Name, i), g.Name, "1"), Node: n})
+		}
+		g.Reserve.Hold(p)
+		return g
+	}
+	all := gangs(nominated(holding("hi", t0, 100, "n1"), "n1"), nominated(holding("lo", t0, 0, "n2", "n3"), "n2", "n3"),
+		waitingFor("w", t0, t0, 100), holding("planless", t0, 100))
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want []string
+	}{
+		{name: "a low pod: both", pod: pod("", 0), want: []string{"hi{hi-0:n1}", "lo{lo-0:n2 lo-1:n3}"}},
+		{name: "a pod above one: the other", pod: pod("", 50), want: []string{"hi{hi-0:n1}"}},
+		{name: "a member: not its own gang's", pod: pod("lo", 0), want: []string{"hi{hi-0:n1}"}},
+		{name: "a top pod: none", pod: pod("", 1000)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, h := range HeldAgainst(all, tc.pod) {
+				var parts []string
+				for uid, n := range h.Node {
+					parts = append(parts, string(uid)+":"+n)
+				}
+				sort.Strings(parts)
+				got = append(got, h.Name+"{"+strings.Join(parts, " ")+"}")
+				if !h.Since.Equal(t0) {
+					t.Errorf("%s since %v, want %v", h.Name, h.Since, t0)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("HeldAgainst = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -45,6 +46,20 @@ type DeviceCheck interface {
 	Delegated(name v1.ResourceName) bool
 	// Copies is how many members of kind the node's free devices hold at once, at most limit.
 	Copies(kind int, node fwk.NodeInfo, limit int) int
+	// Modelled reports whether the model counts every ResourceClaim of the member (true when it has
+	// none): then the nodes the check counts for it are where its claims fit, and a placement plan
+	// may narrow its cycle to them. Claims shared with other members, allocated already, or not
+	// created yet are not counted.
+	Modelled(pod *v1.Pod) bool
+}
+
+// FreeingDevices is a DeviceSource that can count, for a reservation's plan, the devices of pods
+// that leave as free (see NewReservable).
+type FreeingDevices interface {
+	DeviceSource
+	// Freeing returns a source whose checks count the devices of the claims reserved for leaving
+	// pods only as free.
+	Freeing(leaving sets.Set[types.UID]) DeviceSource
 }
 
 // devicePrefix starts the name of a device kind's dimension.

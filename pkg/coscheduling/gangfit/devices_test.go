@@ -1,6 +1,7 @@
 package gangfit
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,7 +18,9 @@ type fakeDevices struct {
 	kind      map[string]bool
 	devices   map[string]int
 	delegated map[v1.ResourceName]bool
-	calls     int
+	// unmodelled are the members some of whose ResourceClaims the model does not count.
+	unmodelled map[string]bool
+	calls      int
 }
 
 func (d *fakeDevices) ForCheck(_ klog.Logger, members []*v1.Pod) DeviceCheck {
@@ -45,6 +48,9 @@ func (d *fakeDevices) Kind(p *v1.Pod) int {
 }
 func (d *fakeDevices) Name(int) v1.ResourceName            { return "devices/gpu.example.com" }
 func (d *fakeDevices) Delegated(name v1.ResourceName) bool { return d.delegated[name] }
+func (d *fakeDevices) Modelled(p *v1.Pod) bool {
+	return len(p.Spec.ResourceClaims) == 0 || (d.kind[p.Name] && !d.unmodelled[p.Name])
+}
 func (d *fakeDevices) Copies(_ int, ni fwk.NodeInfo, limit int) int {
 	d.calls++
 	return min(d.devices[ni.Node().Name], limit)
@@ -148,6 +154,71 @@ func TestChoosePlacementCountsDevices(t *testing.T) {
 			}
 			if !ok && p.Shortfall == nil {
 				t.Errorf("no shortfall for an infeasible device gang: %s", p.Message)
+			}
+		})
+	}
+}
+
+// claimMembers are n members of "g" asking cpu and a ResourceClaim from the template "gpu".
+func claimMembers(n int, cpu string) []*v1.Pod {
+	pods := gangOf(n, cpu)
+	for _, p := range pods {
+		tmpl := "gpu"
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}}
+	}
+	return pods
+}
+
+// A gang whose ResourceClaims the device model counts is planned on the nodes whose devices hold its
+// members' claims, each up to the members they hold; one whose claims it does not count is not planned.
+func TestPlanPlacementPlansClaims(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes := []fwk.NodeInfo{node("n0", "8"), node("n1", "8"), node("n2", "8"), node("n3", "8")}
+	cases := []struct {
+		name       string
+		gang       []*v1.Pod
+		devices    map[string]int
+		unmodelled string // a member whose claims the model does not count
+		noModel    bool   // no device model at all
+		want       []PlannedNode
+	}{
+		{name: "devices on two nodes: planned there only", gang: claimMembers(4, "1"),
+			devices: map[string]int{"n1": 2, "n3": 2},
+			want:    []PlannedNode{{Name: "n1", Members: 2}, {Name: "n3", Members: 2}}},
+		{name: "devices of one node hold the gang: planned on it whole", gang: claimMembers(3, "1"),
+			devices: map[string]int{"n2": 4},
+			want:    []PlannedNode{{Name: "n2", Members: 3}}},
+		{name: "the tightest device node first", gang: claimMembers(3, "1"),
+			devices: map[string]int{"n0": 1, "n1": 4, "n2": 2},
+			want:    []PlannedNode{{Name: "n0", Members: 1}, {Name: "n2", Members: 2}}},
+		{name: "CPU limits a device node", gang: claimMembers(2, "6"),
+			devices: map[string]int{"n0": 2, "n1": 1},
+			want:    []PlannedNode{{Name: "n1", Members: 1}, {Name: "n0", Members: 1}}},
+		{name: "a member's claim is shared (or allocated, or not created): not planned", gang: claimMembers(2, "1"),
+			devices: map[string]int{"n0": 2}, unmodelled: "m1"},
+		{name: "no device model: not planned", gang: claimMembers(2, "1"), noModel: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDevices{kind: kindOf(tc.gang), devices: tc.devices, unmodelled: map[string]bool{tc.unmodelled: true}}
+			shared := &Shared{Devices: d}
+			if tc.noModel {
+				shared = &Shared{}
+			}
+			f := New(logger, "ns/g", tc.gang, len(tc.gang), nodes, nil, nil, shared, false)
+			defer f.Done()
+			p := PlanPlacement(f, nil)
+			if tc.want == nil {
+				if p != nil {
+					t.Fatalf("planned %+v, want no plan", p.Nodes)
+				}
+				return
+			}
+			if p == nil {
+				t.Fatal("no plan")
+			}
+			if fmt.Sprint(p.Nodes) != fmt.Sprint(tc.want) {
+				t.Errorf("plan %+v, want %+v", p.Nodes, tc.want)
 			}
 		})
 	}

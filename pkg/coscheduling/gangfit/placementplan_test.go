@@ -131,7 +131,8 @@ func TestPlannable(t *testing.T) {
 		{name: "preferred inter-pod affinity only weighs", pod: base().PodAffinityExists("app", "kubernetes.io/hostname", st.PodAffinityWithPreferredReq).Obj(), want: true},
 		{name: "a claim", pod: base().PVC("data").Obj()},
 		{name: "a host port", pod: base().ContainerPort([]v1.ContainerPort{{HostPort: 8080, ContainerPort: 8080}}).Obj()},
-		{name: "a resource claim", pod: base().PodResourceClaims(v1.PodResourceClaim{Name: "gpu"}).Obj()},
+		// The device model decides for resource claims (see PlanPlacement and TestPlanPlacementPlansClaims).
+		{name: "a resource claim", pod: base().PodResourceClaims(v1.PodResourceClaim{Name: "gpu"}).Obj(), want: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

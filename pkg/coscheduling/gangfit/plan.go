@@ -37,14 +37,23 @@ type PlacementPlan struct {
 // or anywhere):
 // nodes whose free capacity is smallest first (by the members' dominant resource), so that the gang
 // fills partly used nodes and leaves empty ones whole for the next gang, each node up to the copies of a
-// member it holds. It plans only gangs whose candidates are all alike (one request, one set of node
-// constraints: the usual gang, one pod template); it returns nil for the others, and when the members
-// do not all fit; those attempts use full cycles.
+// member it holds (for members that claim devices through DRA, up to the members' claims its free
+// devices hold: see DeviceCheck). It plans only gangs whose candidates are all alike (one request, one
+// set of node constraints: the usual gang, one pod template) and whose ResourceClaims the device model
+// counts (DeviceCheck.Modelled); it returns nil for the others, and when the members do not all fit;
+// those attempts use full cycles.
 func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 	if f == nil || f.need <= 0 || !f.alike {
 		// Members that differ (in requests or node constraints) would need the plan's places kept per
 		// shape: a small member offered a big one's node takes its room. They use full cycles.
 		return nil
+	}
+	for _, m := range f.all {
+		if len(m.pod.Spec.ResourceClaims) > 0 && (f.devices == nil || !f.devices.Modelled(m.pod)) {
+			// Claims the device model does not count (shared, allocated already, not created yet):
+			// the check does not know which nodes hold them, so neither does the plan.
+			return nil
+		}
 	}
 	var idx []int
 	if in != nil {
@@ -181,11 +190,12 @@ func (p *PlacementPlan) Take(node string) bool {
 }
 
 // Plannable reports whether a member's placement is fully modelled by the plan's inputs (resources,
-// pod slots, taints, unschedulable nodes, node selector and required node affinity), so that a plan
+// pod slots, taints, unschedulable nodes, node selector and required node affinity, and the devices
+// its ResourceClaims ask for, which PlanPlacement checks against the device model), so that a plan
 // may narrow its cycle to a few nodes. Required constraints between pods (inter-pod affinity and
-// anti-affinity, DoNotSchedule topology spread), host ports, volumes whose topology the plan cannot see,
-// and dynamic resource claims are not modelled: such members search every node as before. Preferred
-// terms and ScheduleAnyway spread never reject a node; the Score plugins weigh them among the offered.
+// anti-affinity, DoNotSchedule topology spread), host ports and volumes whose topology the plan cannot
+// see are not modelled: such members search every node as before. Preferred terms and ScheduleAnyway
+// spread never reject a node; the Score plugins weigh them among the offered.
 func Plannable(pod *v1.Pod) bool {
 	if a := pod.Spec.Affinity; a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
 		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)) {
@@ -195,9 +205,6 @@ func Plannable(pod *v1.Pod) bool {
 		if c.WhenUnsatisfiable == v1.DoNotSchedule {
 			return false
 		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return false
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -42,17 +43,36 @@ func Stays(pod *v1.Pod, prio int32) bool {
 // NewReservable prepares a check of placing `need` of the candidates on the room a reservation of
 // priority prio may count on: each node's allocatable less what the pods that stay there (Stays) ask
 // for, less the room nominated to others (claimed: other reservations and preemptors of at least
-// prio). Pods that will leave (finish, or be kept off) are not counted. It reads every pod of every
+// prio). Pods that will leave (finish, or be kept off) are not counted. With devices (nil: none are
+// counted), the members' DRA devices are counted as the whole-gang check counts them, the devices of
+// the claims only leaving pods hold counting as free (see FreeingDevices). It reads every pod of every
 // node, so it is for a reservation's start and its periodic check, not for every cycle.
-func NewReservable(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, claimed []*v1.Pod, prio int32) *Fit {
+func NewReservable(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, nodes []fwk.NodeInfo, claimed []*v1.Pod, prio int32, devices DeviceSource) *Fit {
 	staying := make([]fwk.NodeInfo, 0, len(nodes))
+	leaving := sets.New[types.UID]()
 	for _, ni := range nodes {
 		if ni.Node() == nil {
 			continue
 		}
 		staying = append(staying, stayingView{NodeInfo: ni, prio: prio})
+		if devices != nil {
+			for _, pi := range ni.GetPods() {
+				if p := pi.GetPod(); !Stays(p, prio) {
+					leaving.Insert(p.UID)
+				}
+			}
+		}
 	}
-	return New(logger, groupKey, candidates, need, staying, nil, claimed, nil, false)
+	var shared *Shared
+	if devices != nil {
+		if f, ok := devices.(FreeingDevices); ok {
+			devices = f.Freeing(leaving)
+		}
+		// Only for the device model: the staying room is not the scheduler's free capacity, and the
+		// check is private (nothing is held once it is made).
+		shared = &Shared{Devices: devices}
+	}
+	return New(logger, groupKey, candidates, need, staying, nil, claimed, shared, shared != nil)
 }
 
 // stayingView is a NodeInfo whose requested resources and pods are only those that stay (see Stays).
@@ -92,8 +112,10 @@ type ReservationPlan struct {
 	// Assignment is each missing member's node; Nodes the distinct nodes, sorted.
 	Assignment []Nomination
 	Nodes      []string
-	// MilliCPU and Memory are what the members hold in all.
+	// MilliCPU and Memory are what the members hold in all; Devices how many of them hold the DRA
+	// devices their claims ask for (the model counts them).
 	MilliCPU, Memory int64
+	Devices          int
 }
 
 // PlanReservation places the gang's `need` missing members on f (see NewReservable): in the
@@ -123,6 +145,9 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 		plan.Assignment = append(plan.Assignment, Nomination{Pod: m.pod, Node: name})
 		plan.MilliCPU += m.req.milliCPU
 		plan.Memory += m.req.memory
+		if f.devices != nil && f.devices.Kind(m.pod) >= 0 {
+			plan.Devices++
+		}
 		nodes[name] = true
 	}
 	if len(plan.Assignment) < f.need {
@@ -133,7 +158,11 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 	}
 	sort.Strings(plan.Nodes)
 	plan.OK = true
-	plan.Message = fmt.Sprintf("holds room for %d members on %d nodes (cpu %dm, memory %d)", len(plan.Assignment), len(plan.Nodes), plan.MilliCPU, plan.Memory)
+	plan.Message = fmt.Sprintf("holds room for %d members on %d nodes (cpu %dm, memory %d", len(plan.Assignment), len(plan.Nodes), plan.MilliCPU, plan.Memory)
+	if plan.Devices > 0 {
+		plan.Message += fmt.Sprintf(", the devices of %d members", plan.Devices)
+	}
+	plan.Message += ")"
 	if !p.Empty() {
 		plan.Message += " " + strings.TrimPrefix(pl.Message, "placed ")
 	}

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -107,7 +109,7 @@ func TestPlanReservation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := NewReservable(logger, "ns/g", tc.gang, tc.need, tc.nodes, tc.claimed, 0)
+			f := NewReservable(logger, "ns/g", tc.gang, tc.need, tc.nodes, tc.claimed, 0, nil)
 			got := PlanReservation(f, tc.policy, tc.pinned)
 			f.Done()
 			if got.OK != tc.wantOK || got.Message != tc.wantMsg {
@@ -140,7 +142,7 @@ func TestPlanReservation(t *testing.T) {
 func TestReservableLeavesTheSnapshotAlone(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ni := cpuNode("a", "4", running("x", "", "a", "3", 0))
-	f := NewReservable(logger, "ns/g", gangOf(1, "4"), 1, []fwk.NodeInfo{ni}, nil, 0)
+	f := NewReservable(logger, "ns/g", gangOf(1, "4"), 1, []fwk.NodeInfo{ni}, nil, 0, nil)
 	if got := PlanReservation(f, Policy{}, nil); !got.OK {
 		t.Fatalf("plan: %s", got.Message)
 	}
@@ -174,5 +176,59 @@ func TestReservationPlanSame(t *testing.T) {
 				t.Errorf("Same = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// freeingDevices is fakeDevices that frees, for a reservation's plan, the devices of leaving pods:
+// frees[pod] is the node and how many members' claims its devices hold.
+type freeingDevices struct {
+	*fakeDevices
+	frees   map[string]string
+	leaving sets.Set[types.UID]
+}
+
+func (d *freeingDevices) Freeing(leaving sets.Set[types.UID]) DeviceSource {
+	d.leaving = leaving
+	out := &fakeDevices{kind: d.kind, devices: map[string]int{}}
+	for n, c := range d.devices {
+		out.devices[n] = c
+	}
+	for p, n := range d.frees {
+		if leaving.Has(types.UID(p)) {
+			out.devices[n]++
+		}
+	}
+	return out
+}
+
+// A reservation's plan counts devices: the members hold room where the devices free (those of pods
+// that leave), never on a node whose devices stay taken, however much CPU it frees.
+func TestPlanReservationCountsDevices(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	gang := claimMembers(2, "1")
+	nodes := []fwk.NodeInfo{
+		cpuNode("cpu-only", "8"),
+		cpuNode("busy-low", "8", running("low-a", "", "busy-low", "4", 0), running("low-b", "", "busy-low", "4", 0)),
+		cpuNode("busy-high", "8", running("high-a", "", "busy-high", "4", 100), running("high-b", "", "busy-high", "4", 100)),
+	}
+	d := &freeingDevices{fakeDevices: &fakeDevices{kind: kindOf(gang), devices: map[string]int{}},
+		frees: map[string]string{"low-a": "busy-low", "low-b": "busy-low", "high-a": "busy-high", "high-b": "busy-high"}}
+	p := PlanReservation(NewReservable(logger, "ns/g", gang, 2, nodes, nil, 0, d), Policy{}, nil)
+	if !p.OK {
+		t.Fatalf("no plan: %s", p.Message)
+	}
+	if diff := cmp.Diff([]string{"busy-low"}, p.Nodes); diff != "" {
+		t.Errorf("held nodes (-want +got):\n%s", diff)
+	}
+	if !d.leaving.Has("low-a") || d.leaving.Has("high-a") {
+		t.Errorf("leaving pods %v: want the pods of the gang's priority or lower", sets.List(d.leaving))
+	}
+	if want := "holds room for 2 members on 1 nodes (cpu 2000m, memory 0, the devices of 2 members)"; p.Message != want {
+		t.Errorf("message %q, want %q", p.Message, want)
+	}
+	// Without the device model the plan counts CPU only (the CPU-only node is as good).
+	p = PlanReservation(NewReservable(logger, "ns/g", gang, 2, nodes, nil, 0, nil), Policy{}, nil)
+	if !p.OK || p.Devices != 0 {
+		t.Errorf("without devices: %+v", p)
 	}
 }

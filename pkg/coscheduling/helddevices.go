@@ -1,0 +1,139 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+)
+
+// A reservation holds the devices its members wait for. Upstream's hold (nominated pods count as if
+// they ran, for the Filter plugins of pods of their priority or lower) keeps other pods off a held
+// node's CPU and memory, but not off its devices: the DynamicResources plugin never sees a nominated
+// pod's claims. So, while a gang holds a reservation, PreFilter asks the device model, for a pod that
+// may claim devices and that the reservation keeps off (of its priority or lower, not of the gang),
+// on which held nodes its devices do not fit beside those the members nominated there wait for
+// (devices.Source.KeptOff: one allocator, one Allocate per held node), and Filter keeps it off them.
+// Backfill stays: a pod whose devices fit beside the held ones still goes there. Pods kept off are
+// brought back when the reservation ends.
+
+// heldDevicesKey marks, in a cycle, the held nodes whose devices the pod would take.
+const heldDevicesKey fwk.StateKey = Name + "/heldDevices"
+
+// maxKeptOff bounds the pods remembered for activation when a reservation ends (past it, the queue's
+// own flush brings the rest back).
+const maxKeptOff = 10000
+
+// heldDevices are the nodes a pod is kept off, each with why. Never changed once written.
+type heldDevices struct{ why map[string]string }
+
+func (h *heldDevices) Clone() fwk.StateData { return h }
+
+// keepOffHeldDevices writes, for a pod that may claim devices while some gang holds a reservation it
+// must leave room for, the held nodes whose devices it would take; it reports whether there are any
+// (Filter must then run).
+func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) bool {
+	if pl.reserved.Load() == 0 || !devices.MayClaim(pod) {
+		return false
+	}
+	src, ok := pl.fit.Devices.(*devices.Source)
+	if !ok || src == nil {
+		return false
+	}
+	pl.mu.RLock()
+	held := gang.HeldAgainst(pl.gangs, pod)
+	pl.mu.RUnlock()
+	if len(held) == 0 {
+		return false
+	}
+	logger := klog.FromContext(ctx)
+	byName := make(map[string]fwk.NodeInfo, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() != nil {
+			byName[ni.Node().Name] = ni
+		}
+	}
+	why := map[string]string{}
+	for _, h := range held {
+		waiting := map[string][]*v1.Pod{}
+		for _, m := range pl.members.InGroup(h.Namespace, h.Name) {
+			if node, ok := h.Node[m.UID]; ok && m.Spec.NodeName == "" {
+				waiting[node] = append(waiting[node], m)
+			}
+		}
+		off, err := src.KeptOff(logger, pod, waiting, byName)
+		if err != nil {
+			logger.V(3).Info("Held devices not compared", "pod", klog.KObj(pod), "podGroup", h.Namespace+"/"+h.Name, "err", err)
+			continue
+		}
+		for n := range off {
+			if _, ok := why[n]; !ok {
+				why[n] = fmt.Sprintf("devices on the node are held for PodGroup %s/%s (a reservation since %s)", h.Namespace, h.Name, h.Since.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+	if len(why) == 0 {
+		return false
+	}
+	logger.V(4).Info("Pod kept off the devices a reservation holds", "pod", klog.KObj(pod), "nodes", len(why))
+	state.Write(heldDevicesKey, &heldDevices{why: why})
+	pl.keptOff.add(pod)
+	return true
+}
+
+// heldDevicesFilter rejects a node whose held devices the pod would take (see keepOffHeldDevices).
+// Evicting pods there gives it no held device: unresolvable.
+func heldDevicesFilter(state fwk.CycleState, node string) *fwk.Status {
+	data, err := state.Read(heldDevicesKey)
+	if err != nil {
+		return nil
+	}
+	if why, ok := data.(*heldDevices).why[node]; ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	return nil
+}
+
+// activateKeptOff brings back the pods kept off held devices (a reservation ended: the devices may be
+// theirs now).
+func (pl *Coscheduling) activateKeptOff(logger klog.Logger) {
+	effects.Activate(logger, pl.handle, pl.keptOff.take()...)
+}
+
+// keptOffPods are the pods kept off held devices since the last reservation ended, at most maxKeptOff.
+type keptOffPods struct {
+	mu   sync.Mutex
+	pods map[types.UID]*v1.Pod
+}
+
+func (k *keptOffPods) add(pod *v1.Pod) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pods == nil {
+		k.pods = map[types.UID]*v1.Pod{}
+	}
+	if len(k.pods) < maxKeptOff {
+		k.pods[pod.UID] = pod
+	}
+}
+
+// take returns the pods and forgets them.
+func (k *keptOffPods) take() []*v1.Pod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(k.pods))
+	for _, p := range k.pods {
+		out = append(out, p)
+	}
+	k.pods = nil
+	return out
+}
