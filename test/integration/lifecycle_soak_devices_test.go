@@ -53,9 +53,10 @@ type soakDevices struct {
 	// reportedDevices, reportedPods: double allocations and members already reported.
 	reportedDevices map[string]bool
 	reportedPods    map[string]bool
-	// boundSeen are the device members seen bound with their claim in order (the check had work);
-	// allocated are the devices seen allocated over the run.
-	boundSeen map[string]bool
+	// boundSeen are the device members seen bound with their claim in order (the check had work),
+	// with how they ask (soakClaimDevices, soakExtendedDevices); allocated are the devices seen
+	// allocated over the run.
+	boundSeen map[string]string
 	allocated map[string]bool
 }
 
@@ -75,7 +76,7 @@ func (w *soakWorld) setUpDevices() {
 		claims: claims, extended: extended,
 		perNode: map[string]int{}, sliceOf: map[string]string{},
 		reportedDevices: map[string]bool{}, reportedPods: map[string]bool{},
-		boundSeen: map[string]bool{}, allocated: map[string]bool{},
+		boundSeen: map[string]string{}, allocated: map[string]bool{},
 	}
 }
 
@@ -131,8 +132,18 @@ func (w *soakWorld) soakAsksDevice(p *v1.Pod) bool {
 	return false
 }
 
-// devicesSummary lists the GPUs per node, for the logs.
+// devicesSummary says what the device check saw, for the logs.
 func (w *soakWorld) devicesSummary() string {
+	kinds := map[string]int{}
+	for _, k := range w.dev.boundSeen {
+		kinds[k]++
+	}
+	return fmt.Sprintf("%d device members seen bound with their claim allocated on their node (%d by claim template, %d by extended resource), %d distinct devices seen allocated; GPUs per node at the end: %s",
+		len(w.dev.boundSeen), kinds[soakClaimDevices], kinds[soakExtendedDevices], len(w.dev.allocated), w.gpusPerNode())
+}
+
+// gpusPerNode lists the GPUs each node publishes.
+func (w *soakWorld) gpusPerNode() string {
 	var parts []string
 	for n, d := range w.dev.perNode {
 		if d > 0 {
@@ -188,7 +199,10 @@ func (w *soakWorld) checkDevices(ctx context.Context, views map[string]*soakGrou
 			}
 			problem := soakClaimProblem(p, claims)
 			if problem == "" {
-				w.dev.boundSeen[p.Name] = true
+				w.dev.boundSeen[p.Name] = soakClaimDevices
+				if len(p.Spec.ResourceClaims) == 0 {
+					w.dev.boundSeen[p.Name] = soakExtendedDevices
+				}
 				continue
 			}
 			if problem = w.recheckClaim(ctx, p); problem == "" {
