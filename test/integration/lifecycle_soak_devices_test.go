@@ -49,6 +49,8 @@ type soakDevices struct {
 	// perNode are the GPUs each node of the soak publishes (0: none), and its slice.
 	perNode map[string]int
 	sliceOf map[string]string
+	// gangs counts the device gangs created (they ask by claim template and extended resource in turn).
+	gangs int
 
 	// reportedDevices, reportedPods: double allocations and members already reported.
 	reportedDevices map[string]bool

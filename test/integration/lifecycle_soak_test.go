@@ -558,11 +558,11 @@ func (w *soakWorld) createGang() string {
 		g.class = highPriority
 	}
 	g.required = w.rng.IntN(4) == 0
-	switch w.rng.IntN(4) {
-	case 0:
-		g.devices = soakClaimDevices
-	case 1:
-		g.devices = soakExtendedDevices
+	if w.rng.IntN(2) == 0 {
+		// Half the gangs ask GPUs, by claim template and by extended resource in turn (so both are
+		// seen in every run with two device gangs).
+		g.devices = []string{soakClaimDevices, soakExtendedDevices}[w.dev.gangs%2]
+		w.dev.gangs++
 	}
 	w.nextGang++
 	n := g.minMember + w.rng.IntN(2)
