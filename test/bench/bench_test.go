@@ -207,7 +207,7 @@ func prepare(tCtx ktesting.TContext) error {
 		return startTopologySaturationWatcher(tCtx, w)
 	case strings.HasPrefix(tc, "Topology"):
 		return startTopologyWatcher(tCtx, w)
-	case strings.HasPrefix(tc, "GangsSmall"), strings.HasPrefix(tc, "GangsLarge"):
+	case strings.HasPrefix(tc, "GangsSmall"), strings.HasPrefix(tc, "GangsLarge"), strings.HasPrefix(tc, "DeviceGangs"):
 		return startGangWatcher(tCtx, w)
 	}
 	return nil

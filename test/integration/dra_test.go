@@ -58,38 +58,47 @@ type draEnv struct {
 func newDRAEnv(t *testing.T, ns string, extended bool) draEnv {
 	t.Helper()
 	env := draEnv{ns: ns, driver: "gpu." + ns + ".example.com", class: "gpu-" + ns + ".example.com"}
+	if extended {
+		env.extended = v1.ResourceName(ns + ".example.com/gpu")
+	}
+	createDeviceClass(t, env.class, env.driver, env.extended)
+	return env
+}
+
+// createDeviceClass creates a DeviceClass selecting every device of driver (deleted when the test
+// ends), with spec.extendedResourceName extended unless that is "".
+func createDeviceClass(t *testing.T, class, driver string, extended v1.ResourceName) {
+	t.Helper()
 	dc := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: env.class},
+		ObjectMeta: metav1.ObjectMeta{Name: class},
 		Spec: resourcev1.DeviceClassSpec{
 			Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-				Expression: fmt.Sprintf("device.driver == %q", env.driver),
+				Expression: fmt.Sprintf("device.driver == %q", driver),
 			}}},
 		},
 	}
-	if extended {
-		env.extended = v1.ResourceName(ns + ".example.com/gpu")
-		dc.Spec.ExtendedResourceName = ptr.To(string(env.extended))
+	if extended != "" {
+		dc.Spec.ExtendedResourceName = ptr.To(string(extended))
 	}
 	ctx := context.Background()
 	created, err := client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("creating DeviceClass %s: %v", env.class, err)
+		t.Fatalf("creating DeviceClass %s: %v", class, err)
 	}
 	t.Cleanup(func() {
-		if err := client.ResourceV1().DeviceClasses().Delete(ctx, env.class, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting DeviceClass %s: %v", env.class, err)
+		if err := client.ResourceV1().DeviceClasses().Delete(ctx, class, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting DeviceClass %s: %v", class, err)
 		}
 	})
-	if extended && ptr.Deref(created.Spec.ExtendedResourceName, "") != string(env.extended) {
+	if extended != "" && ptr.Deref(created.Spec.ExtendedResourceName, "") != string(extended) {
 		t.Fatalf("the apiserver dropped DeviceClass %s's spec.extendedResourceName (got %v): DRAExtendedResource is not served",
-			env.class, created.Spec.ExtendedResourceName)
+			class, created.Spec.ExtendedResourceName)
 	}
-	return env
 }
 
 // node creates a node with the given CPUs and labels plus draCaseLabel=<ns>-<role> and its hostname,
-// and publishes devices GPUs on it (none when 0) as the driver would: one ResourceSlice, pool named
-// after the node. Everything is deleted when the test ends.
+// and publishes devices GPUs on it (none when 0) as the driver would (see publish). Everything is
+// deleted when the test ends.
 func (e draEnv) node(t *testing.T, name, cpu, role string, devices int, labels map[string]string) {
 	t.Helper()
 	l := map[string]string{draCaseLabel: e.ns + "-" + role, v1.LabelHostname: name}
@@ -97,15 +106,22 @@ func (e draEnv) node(t *testing.T, name, cpu, role string, devices int, labels m
 		l[k] = v
 	}
 	createNode(t, name, cpu, "16Gi", l)
-	if devices == 0 {
-		return
+	if devices > 0 {
+		e.publish(t, name, devices)
 	}
+}
+
+// publish publishes devices GPUs gpu-0, gpu-1, ... on node as the driver would: one ResourceSlice,
+// pool named after the node. It returns the slice's name; the slice is deleted when the test ends
+// (if it is still there).
+func (e draEnv) publish(t *testing.T, node string, devices int) string {
+	t.Helper()
 	slice := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.driver},
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + e.driver},
 		Spec: resourcev1.ResourceSliceSpec{
 			Driver:   e.driver,
-			Pool:     resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
-			NodeName: ptr.To(name),
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: ptr.To(node),
 		},
 	}
 	for i := range devices {
@@ -120,6 +136,7 @@ func (e draEnv) node(t *testing.T, name, cpu, role string, devices int, labels m
 			t.Errorf("deleting ResourceSlice %s: %v", slice.Name, err)
 		}
 	})
+	return slice.Name
 }
 
 // extPod is a pod on the test's <role> nodes asking cpu and one of the DRA-backed extended resource

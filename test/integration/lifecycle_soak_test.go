@@ -84,7 +84,10 @@ const (
 // doing: a group the test broke (a bound member deleted, minMember raised, the scheduler stopped
 // mid-bind) is not judged until the scheduler binds a member after the disruption; from that bind on,
 // the group must be whole again within the window, as any other. Afterwards every gang must bind,
-// and the plugin must forget the groups once they are gone.
+// and the plugin must forget the groups once they are gone. Some nodes publish GPUs through DRA and
+// some gangs ask one per member (a claim from a template, or a DRA-backed extended resource): no
+// device may ever be allocated twice, and every bound member of a device gang must have its claim
+// allocated on its node (lifecycle_soak_devices_test.go).
 //
 // Every random choice comes from one seed, logged at the start: SOAK_SEED=<seed> replays the same
 // sequence of operations, delayed actions and injected faults (timing, and so the scheduler's
@@ -101,6 +104,7 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	t.Logf("soak seed %d, %d ops (replay with SOAK_SEED=%d SOAK_OPS=%d)", seed, ops, seed, ops)
 
 	w := newSoakWorld(t, seed)
+	w.setUpDevices()
 	ensurePriorityClasses(t)
 	// Plays the kubelet for the pods the scheduler preempts (they would stay Terminating otherwise).
 	kubeletDeletesPreempted(t, w.ns)
@@ -124,8 +128,12 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	w.finishEarly()
 	w.stopWatcher()
 	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s; %d reservations made", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
+	w.logf("devices: %s", w.devicesSummary())
 	if w.violations > 0 {
-		w.errorf("%d partially bound group(s) seen during the run (each reported above)", w.violations)
+		w.errorf("%d violation(s) seen during the run (each reported above)", w.violations)
+	}
+	if len(w.dev.boundSeen) == 0 {
+		w.errorf("no member of a device gang was seen bound: the device check proves nothing")
 	}
 	if proxy.injectedOf("bind") == 0 || proxy.injectedOf("watch-cut") == 0 {
 		w.errorf("no bind or watch fault was injected (%s): the run proves less than it says", proxy.counts(proxy.injected))
@@ -165,6 +173,8 @@ type soakGang struct {
 	class string
 	// required: the PodGroup asks for all its members in one rack (topologyPolicy.required).
 	required bool
+	// devices: how each member asks one GPU (soakClaimDevices, soakExtendedDevices), "" for none.
+	devices string
 	// pods are the members the test created and has not deleted, in creation order.
 	pods    []string
 	nextPod int
@@ -250,6 +260,10 @@ type soakWorld struct {
 	op           int
 	// opCounts counts the ops run, by kind, for the summary.
 	opCounts map[string]int
+
+	// dev is the DRA set-up (lifecycle_soak_devices_test.go): GPUs published on some nodes, the
+	// classes and claim template the device gangs ask, and what the device check saw.
+	dev soakDevices
 
 	// mu serializes the test's changes with the watcher's observations: a snapshot is taken either
 	// entirely before or entirely after an op, so a mark is never cleared from a view older than the
@@ -544,6 +558,12 @@ func (w *soakWorld) createGang() string {
 		g.class = highPriority
 	}
 	g.required = w.rng.IntN(4) == 0
+	if w.rng.IntN(2) == 0 {
+		// Half the gangs ask GPUs, by claim template and by extended resource in turn (so both are
+		// seen in every run with two device gangs).
+		g.devices = []string{soakClaimDevices, soakExtendedDevices}[w.dev.gangs%2]
+		w.dev.gangs++
+	}
 	w.nextGang++
 	n := g.minMember + w.rng.IntN(2)
 	podsFirst := w.rng.IntN(3) == 0
@@ -555,7 +575,7 @@ func (w *soakWorld) createGang() string {
 		w.createPodGroupOf(g)
 	}
 	w.gangs = append(w.gangs, g)
-	return fmt.Sprintf("%s minMember=%d cpu=%s class=%q required=%v pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, g.class, g.required, names, podsFirst)
+	return fmt.Sprintf("%s minMember=%d cpu=%s class=%q required=%v devices=%q pods=%v podsFirst=%v", g.name, g.minMember, g.cpu, g.class, g.required, g.devices, names, podsFirst)
 }
 
 // createPodGroupOf creates g's PodGroup: its minMember, the soak's schedule timeout, and for a gang
@@ -584,6 +604,7 @@ func (w *soakWorld) addMembers(g *soakGang, n int) []string {
 		g.nextPod++
 		pod := gangPod(w.ns, name, g.name, g.cpu)
 		pod.Spec.PriorityClassName = g.class
+		w.withDevices(pod, g)
 		if !w.settling && w.rng.IntN(5) == 0 {
 			// Created gated (as Kueue's admission gate or a job framework does): not a member until
 			// the gate goes, a moment later.
@@ -921,7 +942,7 @@ func (w *soakWorld) deletePlain() string {
 	return name
 }
 
-// addNodeOp models the cluster autoscaler adding a 4-CPU node.
+// addNodeOp models the cluster autoscaler adding a 4-CPU node, with 0, 2 or 4 GPUs.
 func (w *soakWorld) addNodeOp() string {
 	if len(w.nodes) >= soakMaxNodes {
 		return "at the node limit, so instead: delete node: " + w.deleteNode()
@@ -936,7 +957,9 @@ func (w *soakWorld) addNode() string {
 	createNode(w.t, name, "4", "16Gi", map[string]string{rackLabel: rack})
 	w.rackOf[name] = rack
 	w.nodes = append(w.nodes, name)
-	return name
+	gpus := 2 * w.rng.IntN(3)
+	w.publishDevices(name, gpus)
+	return fmt.Sprintf("%s (%d GPUs)", name, gpus)
 }
 
 // deleteNode models a node removed (scale-down or failure). No node lifecycle controller or pod GC
@@ -953,6 +976,7 @@ func (w *soakWorld) deleteNode() string {
 	if err := client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		w.fatalf("deleting node %s: %v", name, err)
 	}
+	w.unpublishDevices(name)
 	evicted := w.evictGhosts()
 	w.later(3*time.Second, "pod GC after deleting "+name, func() {
 		if evicted := w.evictGhosts(); len(evicted) > 0 {
@@ -1313,6 +1337,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 			delete(w.groups, name)
 		}
 	}
+	w.checkDevices(ctx, views)
 }
 
 // checkPromises checks, at each observation, the promises a gang's changes must not break: a gang
@@ -1449,9 +1474,9 @@ func (w *soakWorld) makeRoom() {
 			}
 		}
 	}
-	// Members ask for at most 3 CPUs: a 16-CPU node per 5 unbound members, and one more for the
-	// fragments, hold them all wherever the scheduler spreads them, in each rack (a gang that
-	// requires one rack may be pinned to any by its bound members).
+	// Members ask for at most 3 CPUs and one GPU: a 16-CPU node with soakRoomDevices GPUs per 5
+	// unbound members, and one more for the fragments, hold them all wherever the scheduler spreads
+	// them, in each rack (a gang that requires one rack may be pinned to any by its bound members).
 	var added []string
 	for r := range soakRacks {
 		rack := fmt.Sprintf("soak-r%d", r)
@@ -1460,6 +1485,7 @@ func (w *soakWorld) makeRoom() {
 			w.nextRoom++
 			createNode(w.t, name, "16", "64Gi", map[string]string{rackLabel: rack})
 			w.rackOf[name] = rack
+			w.publishDevices(name, soakRoomDevices)
 			added = append(added, name)
 		}
 	}

@@ -339,7 +339,7 @@ func splitBatched(tc string) (base, suffix string) {
 }
 
 // order sorts the workloads by size (node count), then the test cases in the config's order.
-var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "BasicLoadAwareP95", "BasicLoadAwareAvg", "GangsSmallInTree", "GangsSmallCustom", "GangsSmallCustomNoPlan", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "GangsLargeCustomNoPlan", "TopologyInTree", "TopologyCustom", "TopologyCustomNoPlan", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
+var caseOrder = []string{"Basic", "BasicCustom", "BasicCoscheduling", "BasicLoadAware", "BasicLoadAwareP95", "BasicLoadAwareAvg", "GangsSmallInTree", "GangsSmallCustom", "GangsSmallCustomNoPlan", "BasicBatched", "BasicCustomBatched", "GangsSmallInTreeBatched", "GangsSmallCustomBatched", "GangsLargeInTree", "GangsLargeCustom", "GangsLargeCustomNoPlan", "DeviceGangsInTree", "DeviceGangsCustom", "DeviceGangsExtendedInTree", "DeviceGangsExtendedCustom", "TopologyInTree", "TopologyCustom", "TopologyCustomNoPlan", "TopologySaturationInTree", "TopologySaturationCustom", "TopologySaturationMixedInTree", "TopologySaturationMixedCustom", "SaturationInTree", "SaturationCustom", "PreemptionWaveInTree", "PreemptionWaveCustom", "StarvationInTree", "StarvationCustom", "StarvationNoReservation", "Ceiling"}
 
 func caseRank(tc string) int {
 	for i, c := range caseOrder {
