@@ -36,10 +36,11 @@ func TestPlaygroundTrainer(t *testing.T) {
 	)
 	// The playground waited up to 90 s for the gang; give it one more minute here.
 	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		if pg, err = pgClient.SchedulingV1alpha1().PodGroups("demo").Get(ctx, gang, metav1.GetOptions{}); err != nil {
+		got, err := pgClient.SchedulingV1alpha1().PodGroups("demo").Get(ctx, gang, metav1.GetOptions{})
+		if err != nil {
 			return false, nil
 		}
+		pg = got
 		list, err := clientset.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + gang})
 		if err != nil {
 			return false, nil
