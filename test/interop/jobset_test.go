@@ -261,8 +261,10 @@ func waitGangInfeasible(t *testing.T, ns, name, wantRequested string) string {
 
 // waitPlacedWhole waits until the group's want live pods are all bound (waitGangBound) and its PodGroup
 // says so as our plugin writes it: condition Scheduled True with reason QuorumReached, status.scheduled
-// want. A scheduler without our plugin binds the pods of a gang that fits, too, but writes no such status;
-// after a restart, members of an earlier attempt counted by mistake would show in status.scheduled.
+// want. A scheduler without our plugin binds the pods of a gang that fits, too, but writes no such status
+// (shown: with the PodGroup label ignored, every member is bound and this wait fails). After a restart the
+// earlier attempt's pods are already deleted here (JobSet deletes its Jobs, the kubelet stand-in the pods),
+// so a status that counted bound members no longer live would still say want: that fault is not caught.
 func waitPlacedWhole(t *testing.T, ns, group string, want int) []v1.Pod {
 	t.Helper()
 	pods := waitGangBound(t, ns, group, want)
