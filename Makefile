@@ -34,7 +34,7 @@ BIN := $(CURDIR)/bin
 ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
-# PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue: docs/operators.md),
+# PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue, jobset, trainer: docs/operators.md),
 # or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling.md),
 # or PLAYGROUND_FLAGS=--gpus (8 GPUs per node published through DRA ResourceSlices, and GPU gangs: examples/gpus).
 PLAYGROUND_FLAGS ?=
@@ -145,12 +145,14 @@ interop: build envtest interop-operators ## Operator interoperability tests: Kub
 		go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 # The playground end to end (TestPlaygroundGPUs: `make run PLAYGROUND_FLAGS=--gpus`, its GPU gangs bound
-# whole); it needs kwok, so it has its own target.
+# whole; TestPlaygroundTrainer: `make run PLAYGROUND_FLAGS=--operator=trainer`, its TrainJob bound whole);
+# it needs kwok, so it has its own target. The Trainer test builds JobSet and Trainer from their pins
+# like `make interop-operators` (seconds once built, about 10 minutes the first time).
 .PHONY: test-playground
-test-playground: build ## Run the playground with --gpus (kwok nodes, DRA ResourceSlices) and check its GPU gangs are bound whole.
+test-playground: build ## Run the playground with --gpus (kwok nodes, DRA ResourceSlices) and with --operator=trainer (JobSet, Kubeflow Trainer v2), and check their gangs are bound whole.
 	@assets="$$(hack/envtest-assets.sh --all | tail -n 1)"; \
 	PLAYGROUND_ASSETS="$(CURDIR)/$$assets" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" \
-		go test $(TEST_FLAGS) -timeout 10m -run '^TestPlaygroundGPUs$$' ./hack/playground
+		go test $(TEST_FLAGS) -timeout 30m -run '^TestPlayground(GPUs|Trainer)$$' ./hack/playground
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only.

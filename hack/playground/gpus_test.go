@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
 // TestPlaygroundGPUs runs the playground as `make run PLAYGROUND_FLAGS=--gpus` does (real apiserver,
@@ -32,97 +28,19 @@ import (
 // PLAYGROUND_ASSETS (a folder with kube-apiserver, etcd, kube-controller-manager and kwok, from
 // hack/envtest-assets.sh --all) and CUSTOM_SCHEDULER_BINARY (default bin/custom-scheduler).
 func TestPlaygroundGPUs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a whole playground")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets := os.Getenv("PLAYGROUND_ASSETS")
-	if assets == "" {
-		t.Skip("PLAYGROUND_ASSETS is not set (make test-playground)")
-	}
-	if !filepath.IsAbs(assets) {
-		assets = filepath.Join(root, assets)
-	}
-	for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kwok"} {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			t.Fatalf("no %s in PLAYGROUND_ASSETS=%s (hack/envtest-assets.sh --all): %v", b, assets, err)
-		}
-	}
-	scheduler := os.Getenv("CUSTOM_SCHEDULER_BINARY")
-	if scheduler == "" {
-		scheduler = filepath.Join(root, "bin", "custom-scheduler")
-	}
-	if _, err := os.Stat(scheduler); err != nil {
-		t.Fatalf("no scheduler binary (make build, or CUSTOM_SCHEDULER_BINARY): %v", err)
-	}
-	t.Chdir(root) // the playground reads manifests/ and examples/ from the module root
-
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, options{assets: assets, schedulerBin: scheduler, configPath: "manifests/base/scheduler-config.yaml",
-			workloadsDir: "examples/playground", dir: dir, nodeCount: 4, gpus: true, ready: ready})
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("playground: %v", err)
-		}
-	}
-	defer stop()
-
-	// The playground writes its kubeconfig once the apiserver runs.
-	var (
-		clientset kubernetes.Interface
-		pgClient  versioned.Interface
-	)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-done:
-			return false, fmt.Errorf("playground ended early: %v", err)
-		default:
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
-		if err != nil {
-			return false, nil
-		}
-		if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-			return false, err
-		}
-		pgClient, err = versioned.NewForConfig(cfg)
-		return err == nil, err
-	}); err != nil {
-		stopped = true
-		t.Fatalf("waiting for the playground's kubeconfig: %v", err)
-	}
+	play := startPlayground(t, options{nodeCount: 4, gpus: true}, 5*time.Minute)
+	ctx, clientset, pgClient := play.ctx, play.clientset, play.pgClient
 
 	gangs := map[string]int{"gpu-train": 4, "gpu-finetune": 4}
 	watcher := watchPartial(ctx, t, clientset, "demo", gangs)
 
-	select {
-	case <-ready:
-	case err := <-done:
-		stopped = true
-		t.Fatalf("playground ended before it was ready: %v", err)
-	case <-ctx.Done():
-		t.Fatal("playground not ready within 5 minutes")
-	}
+	play.waitReady()
 
 	// Both gangs bound whole, every member with 2 devices allocated to its claim.
 	var pods *corev1.PodList
 	bound := map[string]int{}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
 		pods, err = clientset.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -182,7 +100,7 @@ func TestPlaygroundGPUs(t *testing.T) {
 		t.Logf("gpu-too-big shortfall %s, device row: %s", shortfall.Reason, row)
 	}
 
-	stop()
+	play.stop()
 	if n := watcher.violations(); len(n) > 0 {
 		t.Errorf("part of a gang stayed bound: %s", strings.Join(n, "; "))
 	}

@@ -45,7 +45,7 @@ var (
 	}()
 )
 
-func prepareKueue(ctx context.Context, c kubernetes.Interface) error {
+func prepareKueue(ctx context.Context, c kubernetes.Interface, _ string) error {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kueue-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -84,7 +84,7 @@ integrations:
 }
 
 // kueueReady waits for Kueue's readiness endpoint and registers its pod webhook for namespace demo.
-func kueueReady(ctx context.Context, c kubernetes.Interface, p *process) error {
+func kueueReady(ctx context.Context, c kubernetes.Interface, p *process, _ string) error {
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-p.exited:

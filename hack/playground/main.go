@@ -131,21 +131,21 @@ func run(ctx context.Context, o options) error {
 	if assets == "" {
 		return errors.New("--assets is required (make run passes it)")
 	}
-	// An operator (--operator): built from its pin first, its CRDs installed with ours.
+	// An operator (--operator): built from its pin first (and those it needs), its CRDs installed with ours.
 	var (
 		op           operator
-		opBin        string
+		opChain      []builtOperator
 		opCRDs       []string
 		withOperator = operatorName != ""
 	)
 	if withOperator {
-		var ok bool
-		if op, ok = operators[operatorName]; !ok {
-			return fmt.Errorf("--operator=%s: not one of %s", operatorName, operatorNames())
-		}
 		var err error
-		if opBin, opCRDs, err = buildOperator(op); err != nil {
+		if opChain, err = buildOperators(operatorName); err != nil {
 			return err
+		}
+		op = opChain[len(opChain)-1].operator
+		for _, b := range opChain {
+			opCRDs = append(opCRDs, b.crds...)
 		}
 	}
 	dir, err := filepath.Abs(dir)
@@ -324,14 +324,24 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("Created %d objects from %s (DeviceClasses %s and %s, GPU gangs in demo).\n", objects, gpuExamples, gpuDriver, gpuExtended)
 	}
 
-	operatorExited := make(<-chan error)
-	if withOperator {
-		opProc, err := startOperator(ctx, op, opBin, kubeconfig, logs, restConfig, clientset)
+	// An operator that exits ends the playground; operatorExited says which.
+	operatorExited := make(chan error, len(opChain))
+	for _, b := range opChain {
+		opProc, err := startOperator(ctx, b, kubeconfig, logs, clientset)
 		if err != nil {
 			return err
 		}
 		defer opProc.stop()
-		operatorExited = opProc.exited
+		go func() {
+			err := <-opProc.exited
+			opProc.exited <- err // for stop
+			operatorExited <- fmt.Errorf("%s exited: %v; see %s", b.binary, err, opProc.logPath)
+		}()
+	}
+	if withOperator {
+		if err := applyOperatorExample(ctx, op, restConfig, clientset); err != nil {
+			return err
+		}
 	}
 
 	// Give the controllers and the scheduler a moment, then report where pods landed.
@@ -350,7 +360,7 @@ func run(ctx context.Context, o options) error {
 	case err := <-controllerManager.exited:
 		return fmt.Errorf("kube-controller-manager exited: %v; see %s", err, controllerManager.logPath)
 	case err := <-operatorExited:
-		return fmt.Errorf("%s exited: %v; see %s", op.binary, err, filepath.Join(logs, op.binary+".log"))
+		return err
 	default:
 	}
 	if err := printPlacement(ctx, clientset, restConfig); err != nil {
@@ -368,8 +378,14 @@ Try (README.md, "Try this"):
 Press Ctrl-C to stop everything.
 `, kubectl, scheduler.logPath)
 	if withOperator {
+		for _, b := range opChain[:len(opChain)-1] {
+			fmt.Printf("%s runs (log %s).\n", b.binary, filepath.Join(logs, b.binary+".log"))
+		}
 		fmt.Printf("%s runs (log %s); its example is demo/%s:\n  %s -n demo get pg %s\n  %s -n demo get pods -l %s=%s -o wide\n",
 			op.binary, filepath.Join(logs, op.binary+".log"), op.group, kubectl, op.group, kubectl, podGroupLabel, op.group)
+		for _, k := range op.kubectl {
+			fmt.Printf("  %s -n demo %s\n", kubectl, k)
+		}
 	}
 	if o.gpus {
 		fmt.Printf(`GPUs (%[2]s):
@@ -394,7 +410,7 @@ Press Ctrl-C to stop everything.
 	case err := <-kwok.exited:
 		return fmt.Errorf("kwok exited: %v; see %s", err, kwok.logPath)
 	case err := <-operatorExited:
-		return fmt.Errorf("%s exited: %v; see %s", op.binary, err, filepath.Join(logs, op.binary+".log"))
+		return err
 	}
 }
 

@@ -25,32 +25,54 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// operator is one of the operators that create scheduler-plugins PodGroups, run in the playground with
-// --operator=NAME: built from its pin in test/interop/tools/<tool>/go.mod (as `make interop` does), its
-// CRDs installed from the Go module cache, and the example of examples/operators applied.
+// operator is one of the operators run in the playground with --operator=NAME: built from its pin in
+// test/interop/tools/<tool>/go.mod (as `make interop-operators` does), its CRDs installed from the Go
+// module cache, and the example of examples/operators applied. Most create scheduler-plugins PodGroups;
+// JobSet and Kueue are run beside our own.
 type operator struct {
 	tool    string   // folder under test/interop/tools
-	module  string   // the module whose CRDs are installed
+	module  string   // the module whose CRDs (and webhook manifests) are read
 	pkg     string   // the main package
 	binary  string   // under bin/interop
-	crds    []string // CRD files inside the module
+	crds    []string // CRD files inside the module (glob patterns)
 	example string   // under examples/operators; more files in moreExamples, created first
 	// moreExamples are created before example (e.g. Kueue's queues before its Job); every document of a
 	// file is created, namespaced objects in namespace demo.
 	moreExamples []string
 	group        string // the PodGroup (and job) the example makes
+	// needs are operators started before this one, without their examples (Trainer makes JobSets).
+	needs []string
+	// retryCreate: creating an example object is retried (30 s) while the error says this (a webhook that
+	// reads from its informer's cache and does not see an object just created).
+	retryCreate string
+	// kubectl are more commands to show (after "kubectl -n demo").
+	kubectl []string
 	// schedulerConfig, when set, replaces the scheduler's configuration (--config): for KubeRay v1.5.0,
 	// the shipped one with the alias profile scheduler-plugins-scheduler.
 	schedulerConfig string
 	// args are its flags; env its environment.
 	args func(kubeconfig string) []string
 	env  func(kubeconfig string) []string
-	// prepare runs before it starts; ready after, until it is ready to reconcile.
-	prepare func(ctx context.Context, c kubernetes.Interface) error
-	ready   func(ctx context.Context, c kubernetes.Interface, p *process) error
+	// prepare runs before it starts; ready after, until it is ready to reconcile. moduleDir is the
+	// module's folder in the module cache.
+	prepare func(ctx context.Context, c kubernetes.Interface, moduleDir string) error
+	ready   func(ctx context.Context, c kubernetes.Interface, p *process, moduleDir string) error
+}
+
+// builtOperator is an operator built: its binary, its module's folder and its CRD files.
+type builtOperator struct {
+	operator
+	bin, moduleDir string
+	crds           []string
 }
 
 var operators = map[string]operator{
+	// JobSet with our PodGroup beside it (examples/operators/jobset-jobset.yaml): JobSet knows nothing of
+	// the gang.
+	"jobset": jobSetOperator,
+	// Kubeflow Trainer v2 (and JobSet, which it runs its TrainJobs on): a ClusterTrainingRuntime with
+	// coscheduling and a TrainJob of 4 nodes, whose PodGroup Trainer writes.
+	"trainer": trainerOperator,
 	"kuberay": {
 		tool: "kuberay", module: "github.com/ray-project/kuberay/ray-operator", pkg: "github.com/ray-project/kuberay/ray-operator",
 		binary: "ray-operator", example: "kuberay-raycluster.yaml", group: "ray-gang",
@@ -119,41 +141,66 @@ func operatorNames() string {
 	return strings.Join(names, ", ")
 }
 
-// buildOperator builds the operator's binary from its pin and returns its path and the CRD files.
-func buildOperator(op operator) (string, []string, error) {
+// buildOperators builds the operator named and those it needs (first) from their pins.
+func buildOperators(name string) ([]builtOperator, error) {
+	op, ok := operators[name]
+	if !ok {
+		return nil, fmt.Errorf("--operator=%s: not one of %s", name, operatorNames())
+	}
+	var built []builtOperator
+	for _, n := range op.needs {
+		b, err := buildOperators(n)
+		if err != nil {
+			return nil, err
+		}
+		built = append(built, b...)
+	}
+	b, err := buildOperator(op)
+	if err != nil {
+		return nil, err
+	}
+	return append(built, b), nil
+}
+
+// buildOperator builds the operator's binary from its pin and finds its module and CRD files.
+func buildOperator(op operator) (builtOperator, error) {
 	toolDir := filepath.Join("test", "interop", "tools", op.tool)
 	bin, err := filepath.Abs(filepath.Join("bin", "interop", op.binary))
 	if err != nil {
-		return "", nil, err
+		return builtOperator{}, err
 	}
 	fmt.Printf("Building %s from %s/go.mod (the first build takes a few minutes)...\n", op.binary, toolDir)
 	build := exec.Command("go", "build", "-o", bin, op.pkg)
 	build.Dir = toolDir
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		return "", nil, fmt.Errorf("building %s: %w", op.binary, err)
+		return builtOperator{}, fmt.Errorf("building %s: %w", op.binary, err)
 	}
 	download := exec.Command("go", "mod", "download", "-json", op.module)
 	download.Dir = toolDir
 	out, err := download.Output()
 	if err != nil {
-		return "", nil, fmt.Errorf("go mod download %s: %w", op.module, err)
+		return builtOperator{}, fmt.Errorf("go mod download %s: %w", op.module, err)
 	}
 	var m struct{ Dir string }
 	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", nil, fmt.Errorf("go mod download %s: no Dir in %s", op.module, out)
+		return builtOperator{}, fmt.Errorf("go mod download %s: no Dir in %s", op.module, out)
 	}
-	var crds []string
-	for _, f := range op.crds {
-		crds = append(crds, filepath.Join(m.Dir, f))
+	b := builtOperator{operator: op, bin: bin, moduleDir: m.Dir}
+	for _, pattern := range op.crds {
+		files, err := filepath.Glob(filepath.Join(m.Dir, pattern))
+		if err != nil || len(files) == 0 {
+			return builtOperator{}, fmt.Errorf("no CRD %s in %s (%v)", pattern, m.Dir, err)
+		}
+		b.crds = append(b.crds, files...)
 	}
-	return bin, crds, nil
+	return b, nil
 }
 
-// startOperator starts the operator and applies its example in namespace demo.
-func startOperator(ctx context.Context, op operator, bin, kubeconfig, logs string, restConfig *rest.Config, c kubernetes.Interface) (*process, error) {
+// startOperator prepares and starts the operator and waits until it is ready.
+func startOperator(ctx context.Context, op builtOperator, kubeconfig, logs string, c kubernetes.Interface) (*process, error) {
 	if op.prepare != nil {
-		if err := op.prepare(ctx, c); err != nil {
+		if err := op.prepare(ctx, c, op.moduleDir); err != nil {
 			return nil, err
 		}
 	}
@@ -161,52 +208,83 @@ func startOperator(ctx context.Context, op operator, bin, kubeconfig, logs strin
 	if op.env != nil {
 		env = op.env(kubeconfig)
 	}
-	p, err := startProcessEnv(bin, filepath.Join(logs, op.binary+".log"), env, op.args(kubeconfig)...)
+	p, err := startProcessEnv(op.bin, filepath.Join(logs, op.binary+".log"), env, op.args(kubeconfig)...)
 	if err != nil {
 		return nil, err
 	}
 	if op.ready != nil {
-		if err := op.ready(ctx, c, p); err != nil {
+		if err := op.ready(ctx, c, p, op.moduleDir); err != nil {
 			p.stop()
 			return nil, err
 		}
 	}
+	return p, nil
+}
+
+// applyOperatorExample creates the operator's example in namespace demo, waits (at most 90 s) for the
+// operator to make the PodGroup and its pods and for the scheduler to place them, so the placement below
+// shows them (a first attempt may back off behind the sample workloads' LoadAware estimates), and prints
+// the PodGroup's state.
+func applyOperatorExample(ctx context.Context, op operator, restConfig *rest.Config, c kubernetes.Interface) error {
 	cl, err := client.New(restConfig, client.Options{})
 	if err != nil {
-		p.stop()
-		return nil, err
+		return err
 	}
 	for _, name := range append(append([]string{}, op.moreExamples...), op.example) {
-		if err := createExample(ctx, cl, name); err != nil {
-			p.stop()
-			return nil, err
+		if err := createExample(ctx, cl, name, op.retryCreate); err != nil {
+			return err
 		}
 	}
-	// Wait (at most 90 s) for the operator to make the PodGroup and its pods and for the scheduler to
-	// place them, so the placement below shows them (a first attempt may back off behind the sample
-	// workloads' LoadAware estimates).
 	fmt.Printf("Waiting for the operator's pods and their placement...\n")
+	var (
+		pg    *unstructured.Unstructured
+		bound int
+		pods  int
+	)
 	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: podGroupLabel + "=" + op.group})
+		list, err := c.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: podGroupLabel + "=" + op.group})
 		if err != nil {
 			return false, nil
 		}
-		pg := &unstructured.Unstructured{}
-		pg.SetAPIVersion("scheduling.x-k8s.io/v1alpha1")
-		pg.SetKind("PodGroup")
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: "demo", Name: op.group}, pg); err != nil {
+		g := &unstructured.Unstructured{}
+		g.SetAPIVersion("scheduling.x-k8s.io/v1alpha1")
+		g.SetKind("PodGroup")
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "demo", Name: op.group}, g); err != nil {
 			return false, nil
 		}
-		minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
-		bound := 0
-		for _, p := range pods.Items {
+		pg, pods, bound = g, 0, 0
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			pods++
 			if p.Spec.NodeName != "" {
 				bound++
 			}
 		}
-		return int64(len(pods.Items)) >= minMember && bound == len(pods.Items), nil
+		minMember, _, _ := unstructured.NestedInt64(g.Object, "spec", "minMember")
+		return int64(pods) >= minMember && bound == pods, nil
 	})
-	return p, nil
+	if pg == nil {
+		fmt.Printf("PodGroup demo/%s: not there yet.\n", op.group)
+		return nil
+	}
+	fmt.Printf("PodGroup demo/%s: %s; %d of its %d pods bound.\n", op.group, podGroupState(pg), bound, pods)
+	return nil
+}
+
+// podGroupState is a scheduler-plugins PodGroup's minMember, status.scheduled and Scheduled condition.
+func podGroupState(pg *unstructured.Unstructured) string {
+	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
+	scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
+	state := fmt.Sprintf("minMember %d, status.scheduled %d", minMember, scheduled)
+	conds, _, _ := unstructured.NestedSlice(pg.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Scheduled" {
+			state += fmt.Sprintf(", Scheduled %v (%v: %v)", m["status"], m["reason"], m["message"])
+		}
+	}
+	return state
 }
 
 const (
@@ -219,8 +297,9 @@ const (
 	trainingCertDir   = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-// createExample creates every object of examples/operators/NAME, namespaced ones in namespace demo.
-func createExample(ctx context.Context, cl client.Client, name string) error {
+// createExample creates every object of examples/operators/NAME, namespaced ones in namespace demo,
+// retrying (30 s) while the error says retryOn (when set).
+func createExample(ctx context.Context, cl client.Client, name, retryOn string) error {
 	data, err := os.ReadFile(filepath.Join("examples", "operators", name))
 	if err != nil {
 		return err
@@ -238,7 +317,12 @@ func createExample(ctx context.Context, cl client.Client, name string) error {
 		} else if namespaced {
 			obj.SetNamespace("demo")
 		}
-		if err := cl.Create(ctx, obj); err != nil {
+		var err error
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err = cl.Create(ctx, obj.DeepCopy())
+			return err == nil || retryOn == "" || !strings.Contains(err.Error(), retryOn), nil
+		})
+		if err != nil {
 			return fmt.Errorf("creating %s %s from examples/operators/%s: %w", obj.GetKind(), obj.GetName(), name, err)
 		}
 		fmt.Printf("Created %s %s from examples/operators/%s.\n", obj.GetKind(), obj.GetName(), name)
@@ -246,7 +330,7 @@ func createExample(ctx context.Context, cl client.Client, name string) error {
 	return nil
 }
 
-func prepareTrainingOperator(ctx context.Context, c kubernetes.Interface) error {
+func prepareTrainingOperator(ctx context.Context, c kubernetes.Interface, _ string) error {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trainingNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -262,7 +346,7 @@ func prepareTrainingOperator(ctx context.Context, c kubernetes.Interface) error 
 
 // trainingOperatorReady copies the certificate its rotator wrote into the Secret to the folder its
 // webhook server reads, then waits for its controllers to start.
-func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *process) error {
+func trainingOperatorReady(ctx context.Context, c kubernetes.Interface, p *process, _ string) error {
 	// An operator that exits stops the wait at once rather than at its timeout.
 	running := func() error {
 		select {

@@ -2,14 +2,7 @@ package interop
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/custom-scheduler/custom-scheduler/test/operatorenv"
 )
 
 func trainerGVR(resource string) schema.GroupVersionResource {
@@ -34,32 +27,20 @@ var (
 	clusterTrainingRuntimeGVR = trainerGVR("clustertrainingruntimes")
 )
 
-const (
-	// Trainer v2.0.0's cert rotator (pkg/util/cert, always on): the Secret it keeps, in the namespace it
-	// assumes out of a cluster, the DNS name it certifies, the webhook configuration it injects its CA
-	// into, and the fixed folder its webhook server reads the serving certificate from (a kubelet would
-	// mount the Secret there; the test copies it).
-	trainerNamespace = "kubeflow-system"
-	trainerSecret    = "kubeflow-trainer-webhook-cert"
-	trainerDNSName   = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
-	trainerCAName    = "kubeflow-trainer-ca"
-	trainerWebhook   = "validator.trainer.kubeflow.org"
-	trainerCertDir   = "/tmp/k8s-webhook-server/serving-certs"
-)
-
 // startTrainer applies Trainer's CRDs from the module cache and runs Kubeflow Trainer v2.0.0's
-// trainer-controller-manager out of a cluster, with its validating webhooks for real: its cert rotator
-// finds, in its Secret, a certificate the test made (valid for the rotator's DNS name and for
-// 127.0.0.1, a year long, so the rotator keeps it), the test copies it where the webhook server reads
-// it, and the webhooks of its manifests are registered under the name the rotator injects its CA into,
-// called by URL on loopback (TrainJobs of namespace ns only). JobSet must be running (Trainer makes
-// JobSets). It returns once the TrainJob controller has started.
+// trainer-controller-manager out of a cluster as operatorenv runs it (the playground's --operator=trainer
+// does the same), with its validating webhooks for real: its cert rotator finds, in its Secret, a
+// certificate the test made (valid for the rotator's DNS name and for 127.0.0.1, a year long, so the
+// rotator keeps it), the certificate is copied where the webhook server reads it, and the webhooks of its
+// manifests are registered under the name the rotator injects its CA into, called by URL on loopback
+// (TrainJobs of namespace ns only). JobSet must be running (Trainer makes JobSets). It returns once the
+// TrainJob controller has started.
 func startTrainer(t *testing.T, ns string) *process {
 	t.Helper()
 	ctx := context.Background()
 	bin := operatorBinary(t, "trainer-controller-manager")
-	dir := moduleDir(t, "trainer", "github.com/kubeflow/trainer/v2")
-	crds, err := filepath.Glob(filepath.Join(dir, "manifests", "base", "crds", "trainer.kubeflow.org_*.yaml"))
+	dir := moduleDir(t, "trainer", operatorenv.TrainerModule)
+	crds, err := filepath.Glob(filepath.Join(dir, operatorenv.TrainerCRDs))
 	if err != nil || len(crds) != 3 {
 		t.Fatalf("Trainer's CRDs in %s: %v %v", dir, crds, err)
 	}
@@ -67,76 +48,27 @@ func startTrainer(t *testing.T, ns string) *process {
 		applyFile(t, f)
 	}
 
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trainerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM := selfSignedCA(t, []string{trainerCAName, trainerDNSName}, 365*24*time.Hour)
-	_ = client.CoreV1().Secrets(trainerNamespace).Delete(ctx, trainerSecret, metav1.DeleteOptions{})
-	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: trainerSecret}, Data: map[string][]byte{
-		"ca.crt": certPEM, "ca.key": keyPEM, "tls.crt": certPEM, "tls.key": keyPEM,
-	}}
-	if _, err := client.CoreV1().Secrets(trainerNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(trainerCertDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(trainerCertDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(trainerCertDir) })
-	for k, v := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
-		if err := os.WriteFile(filepath.Join(trainerCertDir, k), v, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	certPEM, keyPEM, err := operatorenv.TrainerCert()
+	must(t, err)
+	manifests, err := os.ReadFile(filepath.Join(dir, operatorenv.TrainerWebhooks))
+	must(t, err)
 	webhookPort, healthPort := mustFreePort(t), mustFreePort(t)
-	registerWebhooks(t, filepath.Join(dir, "manifests", "base", "webhook", "manifests.yaml"), trainerWebhook, webhookPort, certPEM, ns)
+	t.Cleanup(func() { _ = os.RemoveAll(operatorenv.TrainerCertDir) })
+	webhooks, err := operatorenv.PrepareTrainer(ctx, client, certPEM, keyPEM, manifests, webhookPort, ns)
+	t.Cleanup(func() { webhooks.Delete(context.Background(), client) })
+	if err != nil {
+		t.Fatalf("preparing Trainer: %v", err)
+	}
 
-	p := startOperator(t, "trainer", bin, []string{"KUBECONFIG=" + kubeconfig},
-		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
-		fmt.Sprintf("--webhook-server-port=%d", webhookPort))
+	p := startOperator(t, "trainer", bin, []string{"KUBECONFIG=" + kubeconfig}, operatorenv.TrainerArgs(healthPort, webhookPort)...)
 	waitReady(t, p, healthPort, webhookPort)
 	waitFor(t, "Trainer's TrainJob controller to start", 120*time.Second, func(context.Context) (bool, error) {
 		if p.exited() {
 			return false, fmt.Errorf("trainer exited:\n%s", tail(p.logText(), 20))
 		}
-		for _, line := range strings.Split(p.logText(), "\n") {
-			if strings.Contains(line, "Starting workers") && strings.Contains(strings.ToLower(line), "trainjob") {
-				return true, nil
-			}
-		}
-		return false, nil
+		return operatorenv.TrainerStarted([]byte(p.logText())), nil
 	})
 	return p
-}
-
-// selfSignedCA is a self-signed certificate and its key (PEM), a CA valid for names and 127.0.0.1.
-func selfSignedCA(t *testing.T, names []string, validFor time.Duration) (certPEM, keyPEM []byte) {
-	t.Helper()
-	// An RSA key in PKCS #1: the rotator parses the CA key with x509.ParsePKCS1PrivateKey.
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: names[0], Organization: []string{"interop"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(validFor),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:              names,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 }
 
 // applyRuntime server-side applies a ClusterTrainingRuntime (through Trainer's validating webhook) and
