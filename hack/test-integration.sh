@@ -8,18 +8,19 @@
 # Tests are given to shards by their last measured duration (hack/integration-durations.tsv, longest
 # first onto the least-loaded shard); a test missing from it counts as 20 s.
 #
-# Usage: hack/test-integration.sh [-v] [-run REGEX] [-skip REGEX] [-shards N] [-record] [-timeout D]
+# Usage: hack/test-integration.sh [-v] [-run REGEX] [-skip REGEX] [-shards N] [-record] [-count N] [-timeout D]
 #   -v        verbose test output (every shard's lines, prefixed with its number)
 #   -run      only tests whose name matches (as go test -run)
 #   -skip     skip tests whose name matches (as go test -skip)
 #   -shards   number of shards (default $INTEGRATION_SHARDS or 4)
 #   -record   rewrite hack/integration-durations.tsv from this run
+#   -count    run each test N times in its shard's process (as go test -count; default 1)
 # Needs KUBEBUILDER_ASSETS (absolute, or relative to the module root). Logs: bin/test-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 
-verbose="" run="" skip="" shards="${INTEGRATION_SHARDS:-4}" record="" timeout="40m"
+verbose="" run="" skip="" shards="${INTEGRATION_SHARDS:-4}" record="" timeout="40m" count=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -v|-test.v) verbose="-test.v" ;;
@@ -32,7 +33,8 @@ while [[ $# -gt 0 ]]; do
     -record) record=1 ;;
     -timeout) timeout="$2"; shift ;;
     -timeout=*) timeout="${1#-timeout=}" ;;
-    -count=*|-count) [[ "$1" == "-count" ]] && shift ;; # a fresh run every time anyway
+    -count) count="$2"; shift ;;
+    -count=*) count="${1#-count=}" ;;
     *) echo "test-integration.sh: unknown flag $1" >&2; exit 2 ;;
   esac
   shift
@@ -85,7 +87,7 @@ for ((i = 0; i < shards; i++)); do
   (
     cd "${root}/test/integration"
     set +e
-    "${bin}" -test.run "^(${members[i]})\$" -test.timeout "${timeout}" -test.v >"${log}" 2>&1
+    "${bin}" -test.run "^(${members[i]})\$" -test.count "${count}" -test.timeout "${timeout}" -test.v >"${log}" 2>&1
     echo $? >"${log}.rc"
   ) &
   pids+=($!)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when generated files are stale: deepcopy code, CRD YAML (also the Helm chart's copy), the PodGroup
 # clientset, listers and informers (pkg/generated), the k8s.io
-# replace block, or the test modules (test/chart, test/interop: tidy, and the same k8s.io pins as the main
+# replace block, the main module tidy, or the test modules (test/chart, test/interop: tidy, and the same k8s.io pins as the main
 # module; test/interop/tools/*: the operator pins, tidy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,10 @@ if [[ -n "$(git status --porcelain -- manifests/helm/custom-scheduler/crds pkg/g
 fi
 if ! diff <(grep '^replace k8s.io/' go.mod) <(grep '^replace k8s.io/' test/chart/go.mod); then
   echo "test/chart/go.mod pins k8s.io modules differently from go.mod: copy go.mod's replace lines" >&2
+  exit 1
+fi
+if ! go mod tidy -diff; then
+  echo "go.mod is not tidy: run 'go mod tidy'" >&2
   exit 1
 fi
 if ! (cd test/chart && go mod tidy -diff); then
