@@ -41,7 +41,7 @@ func (h *heldDevices) Clone() fwk.StateData { return h }
 // keepOffHeldDevices writes, for a pod that may claim devices while some gang holds a reservation it
 // must leave room for, the held nodes whose devices it would take; it reports whether there are any
 // (Filter must then run).
-func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) bool {
+func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleState, pod *v1.Pod) bool {
 	if pl.reserved.Load() == 0 || !devices.MayClaim(pod) {
 		return false
 	}
@@ -56,11 +56,13 @@ func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleS
 		return false
 	}
 	logger := klog.FromContext(ctx)
-	byName := make(map[string]fwk.NodeInfo, len(nodes))
-	for _, ni := range nodes {
-		if ni.Node() != nil {
-			byName[ni.Node().Name] = ni
+	infos := pl.handle.SnapshotSharedLister().NodeInfos()
+	node := func(name string) fwk.NodeInfo {
+		ni, err := infos.Get(name)
+		if err != nil {
+			return nil
 		}
+		return ni
 	}
 	why := map[string]string{}
 	for _, h := range held {
@@ -70,7 +72,7 @@ func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleS
 				waiting[node] = append(waiting[node], m)
 			}
 		}
-		off, err := src.KeptOff(logger, pod, waiting, byName)
+		off, err := src.KeptOff(logger, pod, waiting, node)
 		if err != nil {
 			logger.V(3).Info("Held devices not compared", "pod", klog.KObj(pod), "podGroup", h.Namespace+"/"+h.Name, "err", err)
 			continue

@@ -27,7 +27,7 @@ import (
 // the domain, or bypass its plan's offer. A member whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	res, st := pl.preFilter(ctx, state, pod, nodes)
-	if (st.IsSuccess() || st.IsSkip()) && pl.keepOffHeldDevices(ctx, state, pod, nodes) {
+	if (st.IsSuccess() || st.IsSkip()) && pl.keepOffHeldDevices(ctx, state, pod) {
 		// Filter keeps the pod off the devices a reservation holds (see helddevices.go).
 		if st.IsSkip() {
 			return nil, nil

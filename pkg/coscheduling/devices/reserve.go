@@ -74,9 +74,9 @@ func onlyFor(claim *resourceapi.ResourceClaim, pods sets.Set[types.UID]) bool {
 // devices that the reservation holds, so it is kept off, as NodeResourcesFit keeps it off the held
 // CPU. Only devices the model counts are compared: the pod's and the members' own claims that are
 // not allocated yet and shared with no other of them, and the extended resources DRA backs on that
-// node; on a node where the members wait for no such device, nobody is kept off. nodes are the
-// cycle's nodes by name. Nil when the pod claims no device the model counts.
-func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.Pod, nodes map[string]fwk.NodeInfo) (sets.Set[string], error) {
+// node; on a node where the members wait for no such device, nobody is kept off. node looks up the
+// cycle's node of a name (nil when there is none). Nil when the pod claims no device the model counts.
+func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.Pod, node func(name string) fwk.NodeInfo) (sets.Set[string], error) {
 	if s == nil || s.dra == nil || len(held) == 0 {
 		return nil, nil
 	}
@@ -99,7 +99,7 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 	// model counts (a CPU gang) costs no allocator.
 	compare := map[string][]*resourceapi.ResourceClaim{}
 	for _, name := range names {
-		ni := nodes[name]
+		ni := node(name)
 		if ni == nil || ni.Node() == nil {
 			continue
 		}
@@ -130,7 +130,7 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 		if !ok {
 			continue
 		}
-		res, err := allocator.Allocate(ctx, nodes[name].Node(), claims)
+		res, err := allocator.Allocate(ctx, node(name).Node(), claims)
 		if err != nil && ctx.Err() != nil {
 			logger.V(4).Info("Held devices not compared: out of time", "pod", klog.KObj(pod), "node", name)
 			break

@@ -173,7 +173,7 @@ func TestKeptOff(t *testing.T) {
 		{name: "no devices: kept off nowhere", pod: gangtest.Member("cpu", "", "1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := src.KeptOff(logger, tc.pod, held, nodes)
+			got, err := src.KeptOff(logger, tc.pod, held, func(name string) fwk.NodeInfo { return nodes[name] })
 			if err != nil {
 				t.Fatal(err)
 			}
