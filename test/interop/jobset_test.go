@@ -267,7 +267,7 @@ func waitGangInfeasible(t *testing.T, ns, name, wantRequested string) string {
 // PodGroup label ignored, every member is bound and this wait fails). The counts are exact, so that a
 // status or a scheduler still counting members no longer live (a failed pod beside its replacement, the
 // pods of a JobSet's earlier attempt) would fail it (meant to catch that; not yet shown failing on such a
-// build: see /work/wt/permit-evidence.md of branch h-permit).
+// build).
 func waitPlacedWhole(t *testing.T, ns, group string, want int) []v1.Pod {
 	t.Helper()
 	pods := waitGangBound(t, ns, group, want)
