@@ -260,22 +260,31 @@ func waitGangInfeasible(t *testing.T, ns, name, wantRequested string) string {
 }
 
 // waitPlacedWhole waits until the group's want live pods are all bound (waitGangBound) and its PodGroup
-// says so as our plugin writes it: condition Scheduled True with reason QuorumReached, status.scheduled
-// want. A scheduler without our plugin binds the pods of a gang that fits, too, but writes no such status
-// (shown: with the PodGroup label ignored, every member is bound and this wait fails). After a restart the
-// earlier attempt's pods are already deleted here (JobSet deletes its Jobs, the kubelet stand-in the pods),
-// so a status that counted bound members no longer live would still say want: that fault is not caught.
+// (of minMember want) says so as our plugin writes it: condition Scheduled True with reason QuorumReached
+// and the message "<want> of minMember <want> live members are bound or binding" (the scheduler's own
+// count of the members reserved or bound), status.scheduled want (the live members bound). A scheduler
+// without our plugin binds the pods of a gang that fits, too, but writes no such status (shown: with the
+// PodGroup label ignored, every member is bound and this wait fails). The counts are exact, so that a
+// status or a scheduler still counting members no longer live (a failed pod beside its replacement, the
+// pods of a JobSet's earlier attempt) would fail it (meant to catch that; not yet shown failing on such a
+// build).
 func waitPlacedWhole(t *testing.T, ns, group string, want int) []v1.Pod {
 	t.Helper()
 	pods := waitGangBound(t, ns, group, want)
-	waitFor(t, fmt.Sprintf("PodGroup %s/%s to say QuorumReached with %d scheduled", ns, group, want), 30*time.Second, func(ctx context.Context) (bool, error) {
+	wantReason := fmt.Sprintf("QuorumReached: %d of minMember %d live members are bound or binding", want, want)
+	var last string
+	var scheduled int64
+	if err := poll(context.Background(), 30*time.Second, func(ctx context.Context) (bool, error) {
 		pg, err := getPodGroup(ctx, ns, group)
 		if err != nil {
 			return false, err
 		}
-		scheduled, _, _ := unstructured.NestedInt64(pg.Object, "status", "scheduled")
-		return scheduled == int64(want) && strings.HasPrefix(podGroupReason(t, ns, group), "QuorumReached"), nil
-	})
+		scheduled, _, _ = unstructured.NestedInt64(pg.Object, "status", "scheduled")
+		last = podGroupReason(t, ns, group)
+		return scheduled == int64(want) && strings.HasPrefix(last, wantReason), nil
+	}); err != nil {
+		t.Fatalf("waiting 30s for PodGroup %s/%s to say %q with %d scheduled: %v (last: scheduled %d, %s)", ns, group, wantReason, want, err, scheduled, last)
+	}
 	return pods
 }
 
