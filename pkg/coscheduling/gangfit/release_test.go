@@ -212,7 +212,7 @@ func TestChooseVictimsFreesDevices(t *testing.T) {
 			gang:   2,
 			claims: map[string][][]string{"n0": {{"p"}, {"q"}, {"r"}}},
 			freed:  map[string]int{"n0": 3},
-			wantOK: true, want: []string{"r", "q"},
+			wantOK: true, want: []string{"q", "r"},
 		},
 		{
 			name: "a claim two holders share frees only with both: both evicted",
