@@ -52,9 +52,9 @@ type heldDevices struct{ why map[string]string }
 
 func (h *heldDevices) Clone() fwk.StateData { return h }
 
-// keepOffHeldDevices writes, for a pod that may claim devices while some gang holds a reservation it
-// must leave room for, the held nodes whose devices it would take; it reports whether there are any
-// (Filter must then run).
+// keepOffHeldDevices writes, for a pod that may claim devices while some gang holds a reservation, or
+// some pod is nominated to a node, that it must leave room for, the held nodes whose devices it would
+// take; it reports whether there are any (Filter must then run).
 func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleState, pod *v1.Pod) bool {
 	if (pl.reserved.Load() == 0 && pl.claims.Len() == 0) || !devices.MayClaim(pod) {
 		return false
@@ -102,7 +102,7 @@ func (pl *Coscheduling) keepOffHeldDevices(ctx context.Context, state fwk.CycleS
 	if len(why) == 0 {
 		return false
 	}
-	logger.V(4).Info("Pod kept off the devices a reservation holds", "pod", klog.KObj(pod), "nodes", len(why))
+	logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(why))
 	state.Write(heldDevicesKey, &heldDevices{why: why})
 	pl.keptOff.add(pod)
 	return true
