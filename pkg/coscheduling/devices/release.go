@@ -146,6 +146,33 @@ func slicesOf(all []*resourceapi.ResourceSlice, node string) []*resourceapi.Reso
 	return out
 }
 
+// Releasing counts the allocated claims on the given nodes whose every reserver is a pod in gone
+// (pods an earlier preemption evicted): the resourceclaim controller deallocates such a claim once
+// its pods are deleted, but until it does the allocator counts its devices taken, and a preemptor
+// nominated there that searched again would evict more holders for devices already on their way
+// to it. A nil source counts none.
+func (s *Source) Releasing(nodes []string, gone sets.Set[types.UID]) (int, error) {
+	if s == nil || s.dra == nil || gone.Len() == 0 || len(nodes) == 0 {
+		return 0, nil
+	}
+	claims, err := s.dra.ResourceClaims().List()
+	if err != nil {
+		return 0, fmt.Errorf("listing ResourceClaims: %w", err)
+	}
+	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return 0, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	byNode := freeable(claims, gone, poolNodesOf(slicesList))
+	n := 0
+	for _, node := range sets.List(sets.New(nodes...)) {
+		if nc := byNode[node]; nc != nil {
+			n += len(nc.Claims)
+		}
+	}
+	return n, nil
+}
+
 // nodeClaims are the freeable claims whose devices are on one node, and their reservers.
 type nodeClaims struct {
 	Claims  []*resourceapi.ResourceClaim
