@@ -238,7 +238,7 @@ func (pl *Coscheduling) releasingClaims(ctx context.Context) func(nodes []string
 		return nil
 	}
 	return func(nodes []string) int {
-		n, err := src.Releasing(nodes, pl.evicted.UIDs())
+		n, err := src.Releasing(nodes, pl.evicted.UIDs(pl.clock.Now()))
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Counting the claims of evicted pods; preempting as if none were left")
 		}

@@ -31,11 +31,13 @@ func (e *Evicted) Has(uid types.UID) bool {
 	return ok
 }
 
-// UIDs are the pods remembered as evicted.
-func (e *Evicted) UIDs() sets.Set[types.UID] {
+// UIDs are the pods evicted within EvictedMemory before now.
+func (e *Evicted) UIDs(now time.Time) sets.Set[types.UID] {
 	out := sets.New[types.UID]()
-	e.at.Range(func(uid, _ any) bool {
-		out.Insert(uid.(types.UID))
+	e.at.Range(func(uid, at any) bool {
+		if now.Sub(at.(time.Time)) <= EvictedMemory {
+			out.Insert(uid.(types.UID))
+		}
 		return true
 	})
 	return out
