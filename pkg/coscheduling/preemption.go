@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
@@ -118,6 +119,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
+		Releasing:   pl.releasingClaims(ctx),
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
 	out := gang.PreemptOut{Result: gang.PreemptError}
@@ -226,6 +228,22 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	pl.epoch.Add(1)
 	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonPreempting, msg)
 	pl.notifyStatus(key)
+}
+
+// releasingClaims counts the claims on nodes still allocated to pods this plugin evicted (see
+// devices.Source.Releasing); nil when the scheduler models no devices.
+func (pl *Coscheduling) releasingClaims(ctx context.Context) func(nodes []string) int {
+	src, ok := pl.fit.Devices.(*devices.Source)
+	if !ok || src == nil {
+		return nil
+	}
+	return func(nodes []string) int {
+		n, err := src.Releasing(nodes, pl.evicted.UIDs(pl.clock.Now()))
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Counting the claims of evicted pods; preempting as if none were left")
+		}
+		return n
+	}
 }
 
 // evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),

@@ -78,6 +78,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if src := devices.New(h.SharedDRAManager()); src != nil {
 		pl.fit.Devices = src
 	}
+	// A nomination dropped frees the devices it held for the pods kept off them (see helddevices.go).
+	pl.claims.Dropped = func() { pl.activateKeptOff(logger) }
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}

@@ -34,7 +34,13 @@ type Claims struct {
 	pods map[types.UID]*v1.Pod
 	// assumed are the gang members reserved and not yet bound or unreserved.
 	assumed map[types.UID]struct{}
+	// Dropped, when set (before the handler runs), is called by the handler after a nomination is
+	// dropped: the room, devices included, kept for it is free for others again.
+	Dropped func()
 }
+
+// Len counts the nominations recorded (one atomic load).
+func (c *Claims) Len() int { return int(c.n.Load()) }
 
 // Set records pod's nomination, or forgets it when it has none (or is bound or not live, or assumed).
 // It reports whether the claims changed.

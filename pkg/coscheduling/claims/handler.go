@@ -17,6 +17,7 @@ func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEven
 		AddFunc: func(obj interface{}) {
 			if pod, ok := obj.(*v1.Pod); ok && c.Set(pod) {
 				stale()
+				c.dropped(pod)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
@@ -25,12 +26,16 @@ func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEven
 			if !ok1 || !ok2 {
 				return
 			}
-			changed := c.Set(pod)
+			moved := c.Set(pod)
+			changed := moved
 			if pod.Spec.NodeName != "" && podutil.IsPodTerminal(pod) && !podutil.IsPodTerminal(old) {
 				changed = true
 			}
 			if changed {
 				stale()
+			}
+			if moved {
+				c.dropped(pod)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -43,9 +48,20 @@ func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEven
 			}
 			// Any pod's request may have been cached (a nominated plain pod's, for the claims).
 			forget(pod.UID)
-			if c.Forget(pod) || pod.Spec.NodeName != "" {
+			forgot := c.Forget(pod)
+			if forgot || pod.Spec.NodeName != "" {
 				stale()
 			}
+			if forgot {
+				c.dropped(pod)
+			}
 		},
+	}
+}
+
+// dropped calls Dropped when pod, whose claim just changed, has none any more.
+func (c *Claims) dropped(pod *v1.Pod) {
+	if c.Dropped != nil && !c.Has(pod.UID) {
+		c.Dropped()
 	}
 }

@@ -24,25 +24,31 @@ func TestHandler(t *testing.T) {
 		old, obj interface{}
 	}
 	rows := []struct {
-		name       string
-		op         op
-		wantStale  bool
-		wantForgot types.UID
+		name        string
+		op          op
+		wantStale   bool
+		wantForgot  types.UID
+		wantDropped bool
 	}{
 		{name: "a pod without a nomination added: nothing moves", op: op{kind: "add", obj: pending}},
 		{name: "a nominated pod added: its claim moves room", op: op{kind: "add", obj: nominated}, wantStale: true},
 		{name: "the same nomination again: nothing moves", op: op{kind: "update", old: nominated, obj: nominated}},
-		{name: "the nomination dropped", op: op{kind: "update", old: nominated, obj: unnominated}, wantStale: true},
+		{name: "the nomination dropped: the pods kept off its devices are told", op: op{kind: "update", old: nominated, obj: unnominated}, wantStale: true, wantDropped: true},
 		{name: "a running pod updated: nothing moves", op: op{kind: "update", old: running, obj: running}},
 		{name: "a bound pod finished: its room frees", op: op{kind: "update", old: running, obj: done}, wantStale: true},
 		{name: "a finished pod updated again: nothing moves", op: op{kind: "update", old: done, obj: done}},
 		{name: "a pending pod deleted: its request is forgotten, no room frees", op: op{kind: "delete", obj: pending}, wantForgot: "q"},
 		{name: "a bound pod deleted (a tombstone): its room frees", op: op{kind: "tomb", obj: running}, wantStale: true, wantForgot: "r"},
 		{name: "not a pod: nothing", op: op{kind: "update", old: "x", obj: "y"}},
+		{name: "nominated again", op: op{kind: "update", old: unnominated, obj: nominated}, wantStale: true},
+		{name: "the nominated pod deleted: its nomination is dropped", op: op{kind: "delete", obj: nominated}, wantStale: true, wantForgot: "p", wantDropped: true},
 	}
 	var c Claims
+	dropped := false
+	c.Dropped = func() { dropped = true }
 	for _, r := range rows {
 		stale, forgot := false, types.UID("")
+		dropped = false
 		h := Handler(&c, func(uid types.UID) { forgot = uid }, func() { stale = true })
 		switch r.op.kind {
 		case "add":
@@ -54,8 +60,8 @@ func TestHandler(t *testing.T) {
 		case "tomb":
 			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/r", Obj: r.op.obj})
 		}
-		if stale != r.wantStale || forgot != r.wantForgot {
-			t.Errorf("%s: stale %v, forgot %q; want %v, %q", r.name, stale, forgot, r.wantStale, r.wantForgot)
+		if stale != r.wantStale || forgot != r.wantForgot || dropped != r.wantDropped {
+			t.Errorf("%s: stale %v, forgot %q, dropped %v; want %v, %q, %v", r.name, stale, forgot, dropped, r.wantStale, r.wantForgot, r.wantDropped)
 		}
 	}
 }

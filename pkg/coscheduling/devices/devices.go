@@ -51,6 +51,9 @@ type Source struct {
 	// freed are the pods whose devices a reservation's plan counts as free (see Freeing): the
 	// devices of the claims reserved for these pods only.
 	freed sets.Set[types.UID]
+	// claimed are pods nominated to nodes (see Claiming): the devices they claim are not free
+	// there.
+	claimed []*v1.Pod
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -123,9 +126,19 @@ type Check struct {
 	// more than one node (all nodes, a node selector, or per device): then every node is asked.
 	sliceNodes sets.Set[string]
 	nodeless   bool
-	// src and slices are the source and the slices the allocator was built from (see Released).
+	// src, state and slices are the source, the allocated devices and the slices the allocator
+	// was built from (see Released).
 	src    *Source
+	state  *structured.AllocatedState
 	slices []*resourceapi.ResourceSlice
+	// nominated are, by node, the pods nominated there whose devices the model counts (see
+	// Claiming); held caches, by node, the claims they wait for there.
+	nominated map[string][]member
+	held      map[string][]*resourceapi.ResourceClaim
+	// rel is the last preemption search's freed devices (see Released, ReleasedBy); together
+	// caches FitTogether's answers.
+	rel      *release
+	together map[string]bool
 	// Unmodelled says, per member, what of its claims the model leaves to the real filters.
 	Unmodelled map[types.UID]string
 	// pinned are the members with a claim allocated already.
@@ -161,13 +174,14 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 			c.pinned.Insert(p.UID)
 		}
 	}
-	allocator, slicesList, sliceNodes, nodeless, err := s.allocator()
+	allocator, state, slicesList, sliceNodes, nodeless, err := s.allocator()
 	if err != nil {
 		// Today's behaviour, less the extended resources DRA backs (never in node allocatable).
 		logger.V(2).Info("Gang check counts no devices: the DRA state could not be read", "err", err)
 		return c
 	}
-	c.allocator, c.sliceNodes, c.nodeless, c.src, c.slices = allocator, sliceNodes, nodeless, s, slicesList
+	c.allocator, c.state, c.sliceNodes, c.nodeless, c.src, c.slices = allocator, state, sliceNodes, nodeless, s, slicesList
+	c.nominated = s.nominatedMembers(pods)
 	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), checkBudget)
 	bySig := map[uint64]int{}
 	for i, p := range pods {
@@ -308,21 +322,21 @@ func sharedClaims(pods []*v1.Pod) sets.Set[string] {
 
 // allocator builds one allocator over the allocated devices (allocations in flight included), the
 // slices (device taints applied) and the classes, as the DynamicResources plugin's PreFilter does.
-func (s *Source) allocator() (structured.Allocator, []*resourceapi.ResourceSlice, sets.Set[string], bool, error) {
+func (s *Source) allocator() (structured.Allocator, *structured.AllocatedState, []*resourceapi.ResourceSlice, sets.Set[string], bool, error) {
 	state, err := s.dra.ResourceClaims().GatherAllocatedState()
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
+		return nil, nil, nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
 	}
 	if s.freed.Len() > 0 {
 		claims, err := s.dra.ResourceClaims().List()
 		if err != nil {
-			return nil, nil, nil, false, fmt.Errorf("listing ResourceClaims: %w", err)
+			return nil, nil, nil, nil, false, fmt.Errorf("listing ResourceClaims: %w", err)
 		}
 		state = freedState(state, claims, s.freed, s.features.ConsumableCapacity)
 	}
 	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("listing ResourceSlices: %w", err)
+		return nil, nil, nil, nil, false, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
 	nodes, nodeless := sets.New[string](), false
 	for _, sl := range slicesList {
@@ -334,9 +348,9 @@ func (s *Source) allocator() (structured.Allocator, []*resourceapi.ResourceSlice
 	}
 	a, err := structured.NewAllocator(context.Background(), s.features, *state, s.dra.DeviceClasses(), slicesList, s.cel)
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("building the allocator: %w", err)
+		return nil, nil, nil, nil, false, fmt.Errorf("building the allocator: %w", err)
 	}
-	return a, slicesList, nodes, nodeless, nil
+	return a, state, slicesList, nodes, nodeless, nil
 }
 
 // signature hashes the shape of what a member claims: its claims' specs and its extended requests.
@@ -433,8 +447,13 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bo
 	if !c.nodeless && !c.sliceNodes.Has(node.Name) {
 		return 0
 	}
+	held := c.heldOn(ni)
 	fits := func(n int) bool {
-		res, err := a.Allocate(ctx, node, c.claimsFor(kd, extended, n))
+		claims := c.claimsFor(kd, extended, n)
+		if len(held) > 0 {
+			claims = append(slices.Clone(held), claims...)
+		}
+		res, err := a.Allocate(ctx, node, claims)
 		if err != nil && ctx.Err() != nil {
 			// Out of time: not counted against the gang in a check.
 			return outOfTime

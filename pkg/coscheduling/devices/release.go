@@ -41,6 +41,7 @@ func (c *Check) Released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) map[str
 }
 
 func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[string]gangfit.NodeRelease, error) {
+	c.rel, c.together = nil, nil
 	claims, err := c.src.dra.ResourceClaims().List()
 	if err != nil {
 		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
@@ -53,15 +54,13 @@ func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[st
 	if len(byNode) == 0 {
 		return nil, nil
 	}
-	state, err := c.src.dra.ResourceClaims().GatherAllocatedState()
-	if err != nil {
-		return nil, fmt.Errorf("gathering allocated devices: %w", err)
-	}
 	var freed []*resourceapi.ResourceClaim
 	for _, fc := range byNode {
 		freed = append(freed, fc.Claims...)
 	}
-	rest := without(*state, freed, claims, c.src.consumable)
+	// The check's own allocated state: allocations in flight, and what a reservation's plan
+	// counts as leaving.
+	rest := without(*c.state, freed, claims, c.src.consumable)
 	a, err := structured.NewAllocator(context.Background(), c.src.features, rest, c.src.dra.DeviceClasses(), c.slices, c.src.cel)
 	if err != nil {
 		return nil, fmt.Errorf("building the allocator: %w", err)
@@ -69,6 +68,7 @@ func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[st
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), c.logger), checkBudget)
 	defer cancel()
 	out := make(map[string]gangfit.NodeRelease, len(byNode))
+	rel := &release{claims: claims, byNode: byNode, nodes: map[string]fwk.NodeInfo{}}
 	for _, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
@@ -78,6 +78,7 @@ func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[st
 		if !ok {
 			continue
 		}
+		rel.nodes[node.Name] = ni
 		nr := gangfit.NodeRelease{Holders: fc.Holders, Copies: make([]int, len(c.kinds))}
 		for k := range c.kinds {
 			// Out of time, an Allocate does not fit: devices are counted freed only when the
@@ -86,7 +87,90 @@ func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[st
 		}
 		out[node.Name] = nr
 	}
+	c.rel = rel
 	return out, nil
+}
+
+// release is what a preemption search's Released read, for ReleasedBy.
+type release struct {
+	claims []*resourceapi.ResourceClaim
+	byNode map[string]*nodeClaims
+	nodes  map[string]fwk.NodeInfo
+}
+
+// ReleasedBy implements gangfit.DeviceRelease: how many members of each kind the node's devices hold
+// once only the freeable claims all of whose reservers are among holders are deallocated (some of
+// the node's holders evicted, the others staying). One allocator over the node's own slices (and
+// those not of one node), one count per kind. Nil when those claims free nothing, or out of time.
+func (c *Check) ReleasedBy(node string, holders []types.UID, need int) []int {
+	if c == nil || c.rel == nil {
+		return nil
+	}
+	fc, ni := c.rel.byNode[node], c.rel.nodes[node]
+	if fc == nil || ni == nil {
+		return nil
+	}
+	in := sets.New(holders...)
+	var freed []*resourceapi.ResourceClaim
+	for _, claim := range fc.Claims {
+		if onlyFor(claim, in) {
+			freed = append(freed, claim)
+		}
+	}
+	if len(freed) == 0 {
+		return nil
+	}
+	rest := without(*c.state, freed, c.rel.claims, c.src.consumable)
+	a, err := structured.NewAllocator(context.Background(), c.src.features, rest, c.src.dra.DeviceClasses(), slicesOf(c.slices, node), c.src.cel)
+	if err != nil {
+		c.logger.V(2).Info("Gang preemption counts no devices freed by some of a node's holders", "node", node, "err", err)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), c.logger), keptOffBudget)
+	defer cancel()
+	out := make([]int, len(c.kinds))
+	for k := range c.kinds {
+		out[k] = c.copies(ctx, a, false, k, ni, need)
+	}
+	return out
+}
+
+// slicesOf are the slices an Allocate on the node reads: the node's own, and those not of one node.
+func slicesOf(all []*resourceapi.ResourceSlice, node string) []*resourceapi.ResourceSlice {
+	var out []*resourceapi.ResourceSlice
+	for _, s := range all {
+		if n := ptr.Deref(s.Spec.NodeName, ""); n == "" || n == node {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Releasing counts the allocated claims on the given nodes whose every reserver is a pod in gone
+// (pods an earlier preemption evicted): the resourceclaim controller deallocates such a claim once
+// its pods are deleted, but until it does the allocator counts its devices taken, and a preemptor
+// nominated there that searched again would evict more holders for devices already on their way
+// to it. A nil source counts none.
+func (s *Source) Releasing(nodes []string, gone sets.Set[types.UID]) (int, error) {
+	if s == nil || s.dra == nil || gone.Len() == 0 || len(nodes) == 0 {
+		return 0, nil
+	}
+	claims, err := s.dra.ResourceClaims().List()
+	if err != nil {
+		return 0, fmt.Errorf("listing ResourceClaims: %w", err)
+	}
+	slicesList, err := s.dra.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return 0, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	byNode := freeable(claims, gone, poolNodesOf(slicesList))
+	n := 0
+	for _, node := range sets.List(sets.New(nodes...)) {
+		if nc := byNode[node]; nc != nil {
+			n += len(nc.Claims)
+		}
+	}
+	return n, nil
 }
 
 // nodeClaims are the freeable claims whose devices are on one node, and their reservers.

@@ -239,3 +239,42 @@ func TestReleased(t *testing.T) {
 		})
 	}
 }
+
+func TestReleasing(t *testing.T) {
+	claims := []*resourceapi.ResourceClaim{held("c0", []string{"n0/gpu-0"}, "a"), held("c1", []string{"n0/gpu-1"}, "b", "x"),
+		held("c2", []string{"n1/gpu-0"}, "c")}
+	cases := []struct {
+		name  string
+		nodes []string
+		gone  []string
+		want  int
+	}{
+		{name: "a claim only an evicted pod reserves, on a nominated node", nodes: []string{"n0"}, gone: []string{"a", "b"}, want: 1},
+		{name: "a node named twice counts once", nodes: []string{"n0", "n0"}, gone: []string{"a"}, want: 1},
+		{name: "a claim a live pod also reserves is not releasing", nodes: []string{"n0"}, gone: []string{"b"}, want: 0},
+		{name: "claims on other nodes are not counted", nodes: []string{"n0"}, gone: []string{"c"}, want: 0},
+		{name: "every nominated node", nodes: []string{"n0", "n1"}, gone: []string{"a", "c"}, want: 2},
+		{name: "nothing evicted", nodes: []string{"n0", "n1"}, want: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("")},
+				slices: []*resourceapi.ResourceSlice{slice("n0", "a", "a"), slice("n1", "a")}}
+			for _, c := range claims {
+				d.claims["ns/"+c.Name] = c
+			}
+			src := &Source{dra: d}
+			gone := sets.New[types.UID]()
+			for _, g := range tc.gone {
+				gone.Insert(types.UID(g))
+			}
+			got, err := src.Releasing(tc.nodes, gone)
+			if err != nil || got != tc.want {
+				t.Errorf("Releasing(%v, %v) = %d, %v; want %d", tc.nodes, tc.gone, got, err, tc.want)
+			}
+		})
+	}
+	if n, err := (*Source)(nil).Releasing([]string{"n0"}, sets.New[types.UID]("a")); n != 0 || err != nil {
+		t.Errorf("a nil source: %d, %v; want 0", n, err)
+	}
+}

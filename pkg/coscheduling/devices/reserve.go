@@ -118,7 +118,7 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 	if len(compare) == 0 {
 		return nil, nil
 	}
-	allocator, _, _, _, err := s.allocator()
+	allocator, _, _, _, _, err := s.allocator()
 	if err != nil {
 		return nil, err
 	}

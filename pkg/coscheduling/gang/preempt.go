@@ -57,6 +57,9 @@ type PreemptIn struct {
 	Logger          klog.Logger
 	// Terminating counts the pods of priority below prio still terminating on nodes.
 	Terminating func(nodes []string, prio int32) int
+	// Releasing counts the claims on nodes still allocated to pods an earlier preemption evicted
+	// (see devices.Source.Releasing); nil counts none.
+	Releasing func(nodes []string) int
 	// Claims are the pods nominated to nodes that this gang must count as taken (see claims.Against).
 	Claims func() []*v1.Pod
 	// PDBs lists the PodDisruptionBudgets; Leaving reports a pod on its way out for an earlier
@@ -205,6 +208,11 @@ func Preempt(in PreemptIn) PreemptOut {
 	candidates, need, nominated := in.Split()
 	if n := in.Terminating(nominated, prio); n > 0 {
 		return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)}
+	}
+	if in.Releasing != nil {
+		if n := in.Releasing(nominated); n > 0 {
+			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for the devices of %d ResourceClaims of preempted pods to be freed", key, n)}
+		}
 	}
 	pol, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
 	if err != nil {

@@ -61,10 +61,12 @@ func TestPreempt(t *testing.T) {
 		need        int
 		nodes       []fwk.NodeInfo
 		terminating int
-		claimed     []*v1.Pod
-		pdbErr      error
-		pdbs        []*policy.PodDisruptionBudget
-		want        PreemptOut
+		// releasing counts the claims still allocated to evicted pods on the nominated nodes.
+		releasing int
+		claimed   []*v1.Pod
+		pdbErr    error
+		pdbs      []*policy.PodDisruptionBudget
+		want      PreemptOut
 		// wantViolations counts the victims whose eviction breaks a budget.
 		wantViolations int
 		wantVictims    []string
@@ -80,6 +82,10 @@ func TestPreempt(t *testing.T) {
 		{name: "the earlier preemption's victims still terminate: wait for them",
 			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, terminating: 2,
 			want:      PreemptOut{Result: PreemptWaiting, Message: "preemption: PodGroup ns/g waits for 2 pods it preempted to terminate"},
+			wantCalls: calls{split: 1, terminating: 1}},
+		{name: "the earlier victims are gone but their claims still hold the devices: wait for them, evict no other holder",
+			need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))}, releasing: 1,
+			want:      PreemptOut{Result: PreemptWaiting, Message: "preemption: PodGroup ns/g waits for the devices of 1 ResourceClaims of preempted pods to be freed"},
 			wantCalls: calls{split: 1, terminating: 1}},
 		{name: "malformed topology annotations: the gang may not preempt",
 			pod: badTopology, need: 1, nodes: []fwk.NodeInfo{gangtest.NodeWith("a", "4", low("x", "a", "4"))},
@@ -140,6 +146,12 @@ func TestPreempt(t *testing.T) {
 						t.Errorf("Terminating(%v, %d), want the gang's nominated nodes at its priority", nodes, prio)
 					}
 					return tc.terminating
+				},
+				Releasing: func(nodes []string) int {
+					if len(nodes) != 1 || nodes[0] != "a" {
+						t.Errorf("Releasing(%v), want the gang's nominated nodes", nodes)
+					}
+					return tc.releasing
 				},
 				Claims:  func() []*v1.Pod { got.claims++; return tc.claimed },
 				PDBs:    func() ([]*policy.PodDisruptionBudget, error) { got.pdbs++; return tc.pdbs, tc.pdbErr },

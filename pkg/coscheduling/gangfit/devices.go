@@ -2,6 +2,7 @@ package gangfit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,9 +22,13 @@ import (
 // domains, the plan and the shortfall then count devices as they count CPU, and an extended resource
 // that DRA backs is no longer compared with node allocatable, where it never appears.
 //
-// Kinds are counted each on its own: members of two kinds that compete for the same devices are
-// counted as if each had the devices to itself, so for such mixed gangs the check stays a
-// relaxation, and the real filters (DynamicResources) have the last word.
+// Each kind's free amount on a node is counted as if the kind had the node's devices to itself. Two
+// kinds may compete for the same devices (DeviceClasses whose selectors overlap, a member asking two
+// classes beside one asking one of them, an extended resource DRA backs beside a claim of the same
+// devices), so for a gang of several kinds the amounts are only a bound: the members are then placed
+// first-fit decreasing with the model's DevicePacker asked, for each member put on a node, whether
+// the members put there fit its devices together (as the real cycle allocates them, member after
+// member), and the gang is admitted, planned or preempted for only on a placement found that way.
 
 // DeviceSource models the devices members claim, once per check. A nil DeviceSource models none.
 type DeviceSource interface {
@@ -60,6 +65,24 @@ type FreeingDevices interface {
 	// Freeing returns a source whose checks count the devices of the claims reserved for leaving
 	// pods only as free.
 	Freeing(leaving sets.Set[types.UID]) DeviceSource
+}
+
+// DevicePacker is a DeviceCheck that can tell whether members of several kinds fit a node's devices
+// together (see above).
+type DevicePacker interface {
+	// FitTogether reports whether counts[k] members of each kind k fit the node's devices at once,
+	// with the devices that evicting gone frees freed (the holders of the last Released).
+	FitTogether(node fwk.NodeInfo, counts []int, gone []types.UID) bool
+}
+
+// ClaimingDevices is a DeviceSource that can count the devices of pods nominated to nodes (the room
+// claimed against a gang, see New) as taken there: the DynamicResources plugin never sees a
+// nominated pod, so without it their devices look free.
+type ClaimingDevices interface {
+	DeviceSource
+	// Claiming returns a source whose checks count the devices the claimed pods claim as taken on
+	// the nodes they are nominated to.
+	Claiming(claimed []*v1.Pod) DeviceSource
 }
 
 // devicePrefix starts the name of a device kind's dimension.
@@ -145,13 +168,13 @@ func (f *Fit) deviceNote() string {
 // controller clears the allocation of a claim nobody reserves, and deletes the claims made for a pod,
 // from a template or for its DRA-backed extended resources); a claim also reserved by a pod that
 // stays keeps its devices. A DeviceRelease tells, once per search, which pods hold such devices on
-// which node and how many members of each kind the node's devices hold once they are all gone. The
-// search counts those amounts only while every such holder on the node is evicted, and the amounts
-// it counted before otherwise: devices are freed only when they truly are (never counted freed while
-// a holder stays), so with every unit evicted the answer is exact, and a gang that lacks devices
-// evicts nothing for CPU alone. Putting one of several holders of a node back takes all of the
-// node's freed devices off, so with several lower-priority holders on a node the search may evict
-// more of them than the fewest that would do.
+// which node and how many members of each kind the node's devices hold once they are all gone; and,
+// while the search puts victims back one by one, how many they hold once only some of the node's
+// holders are gone (ReleasedBy, asked once per distinct set of holders gone). Devices are freed only
+// when they truly are (never counted freed while their claim's holder stays), so the search's answer
+// is exact in the model, a gang that lacks devices evicts nothing for CPU alone, and of several
+// lower-priority holders on a node only as many are evicted as the gang needs, the least important
+// first (as upstream's reprieve does).
 
 // DeviceRelease is a DeviceCheck that models what evicting pods frees in devices.
 type DeviceRelease interface {
@@ -159,6 +182,10 @@ type DeviceRelease interface {
 	// victims) hold devices, those claims' reservers and how many members of each kind (at most
 	// need) the node's devices hold once those claims are deallocated. Nodes absent free nothing.
 	Released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) map[string]NodeRelease
+	// ReleasedBy returns, for a node of the last Released, how many members of each kind (at most
+	// need) its devices hold once only the claims all of whose reservers are among holders (a subset
+	// of the node's Holders) are deallocated; nil when that frees nothing the model can tell.
+	ReleasedBy(node string, holders []types.UID, need int) []int
 }
 
 // NodeRelease is what a node's devices hold once the claims of its holders are deallocated.
@@ -169,13 +196,30 @@ type NodeRelease struct {
 	Copies []int
 }
 
-// deviceRelease is a search's freed devices, per node index of its Fit.
+// deviceRelease is a search's freed devices, per node index of its Fit (nil: the node frees none).
 type deviceRelease struct {
-	// waiting is how many holder units are still in place; freed the kinds' amounts once none is;
-	// kept the amounts they replaced.
-	waiting []int
-	freed   [][]int64
-	kept    [][]int64
+	rel   DeviceRelease
+	need  int
+	nodes []*releasedNode
+}
+
+// maxSubsetHolders bounds the holder units of one node whose subsets are asked about; past it, a
+// node's devices count freed only with all of its holders evicted.
+const maxSubsetHolders = 64
+
+// releasedNode is one node's holder units and the devices they free.
+type releasedNode struct {
+	name string
+	// units are the node's holder units, uids the pods of each that hold the node's devices; gone
+	// marks those evicted now, count how many are.
+	units []*gangUnit
+	uids  [][]types.UID
+	gone  []bool
+	count int
+	// base is the kinds' amounts with no holder evicted, full with all of them; subsets caches
+	// ReleasedBy's answers by the mask of the units gone (nil: frees nothing).
+	base, full []int64
+	subsets    map[uint64][]int64
 }
 
 // releaseDevices asks the check's device model, once, what the units free in devices, and gives
@@ -199,52 +243,142 @@ func (f *Fit) releaseDevices(nodes []fwk.NodeInfo, nodeIdx map[string]int, units
 		return
 	}
 	kinds := f.devices.Kinds()
-	r := &deviceRelease{waiting: make([]int, len(f.free)), freed: make([][]int64, len(f.free)), kept: make([][]int64, len(f.free))}
+	r := &deviceRelease{rel: rel, need: f.need, nodes: make([]*releasedNode, len(f.free))}
 	for name, nr := range byNode {
 		n, ok := nodeIdx[name]
 		if !ok || len(nr.Copies) != kinds {
 			continue
 		}
-		holders := map[*gangUnit]bool{}
+		rn := &releasedNode{name: name}
 		known := true
 		for _, uid := range nr.Holders {
 			u := unitOf[uid]
-			known = known && u != nil
-			holders[u] = true
+			if u == nil {
+				known = false
+				break
+			}
+			i := slices.Index(rn.units, u)
+			if i < 0 {
+				i = len(rn.units)
+				rn.units, rn.uids = append(rn.units, u), append(rn.uids, nil)
+			}
+			rn.uids[i] = append(rn.uids[i], uid)
 		}
-		if !known || len(holders) == 0 {
+		if !known || len(rn.units) == 0 {
 			// A holder that is no candidate: the node's devices are not freed.
 			continue
 		}
-		r.waiting[n] = len(holders)
-		r.freed[n] = make([]int64, kinds)
+		rn.gone = make([]bool, len(rn.units))
+		rn.base = slices.Clone(f.free[n].free.scalar[f.deviceIndex : f.deviceIndex+kinds])
+		rn.full = make([]int64, kinds)
 		for k, c := range nr.Copies {
-			r.freed[n][k] = int64(c)
+			rn.full[k] = int64(c)
 		}
-		r.kept[n] = make([]int64, kinds)
-		for u := range holders {
+		for _, u := range rn.units {
 			u.devNodes = append(u.devNodes, n)
 		}
+		r.nodes[n] = rn
 	}
 	f.released = r
 }
 
-// step evicts (or puts back) one holder unit of node n: the node's freed devices count once the
-// last holder is evicted, and no more once one is back.
-func (r *deviceRelease) step(f *Fit, n int, evict bool) {
-	free := f.free[n].free.scalar[f.deviceIndex : f.deviceIndex+len(r.freed[n])]
-	if evict {
-		r.waiting[n]--
-		if r.waiting[n] == 0 {
-			copy(r.kept[n], free)
-			for k, c := range r.freed[n] {
-				free[k] = max(free[k], c)
-			}
-		}
+// step evicts (or puts back) holder unit u of node n: the node's devices hold what they hold with
+// the claims of the node's evicted holders deallocated (see DeviceRelease), and never less than
+// before. Past maxSubsetHolders holders, all of them or nothing.
+func (r *deviceRelease) step(f *Fit, n int, u *gangUnit, evict bool) {
+	rn := r.nodes[n]
+	if rn == nil {
 		return
 	}
-	if r.waiting[n] == 0 {
-		copy(free, r.kept[n])
+	i := slices.Index(rn.units, u)
+	if i < 0 || rn.gone[i] == evict {
+		return
 	}
-	r.waiting[n]++
+	rn.gone[i] = evict
+	if evict {
+		rn.count++
+	} else {
+		rn.count--
+	}
+	var freed []int64
+	switch {
+	case rn.count == 0:
+	case rn.count == len(rn.units):
+		freed = rn.full
+	case len(rn.units) <= maxSubsetHolders:
+		freed = r.subset(rn)
+	}
+	free := f.free[n].free.scalar[f.deviceIndex : f.deviceIndex+len(rn.base)]
+	copy(free, rn.base)
+	for k, c := range freed {
+		free[k] = max(free[k], c)
+	}
+}
+
+// goneOn are the pods a search evicts now whose claims hold the devices of node n.
+func (r *deviceRelease) goneOn(n int) []types.UID {
+	if r == nil || r.nodes[n] == nil {
+		return nil
+	}
+	rn := r.nodes[n]
+	var out []types.UID
+	for i, gone := range rn.gone {
+		if gone {
+			out = append(out, rn.uids[i]...)
+		}
+	}
+	return out
+}
+
+// jointDevices reports whether the check places members of several device kinds with the model's
+// DevicePacker (see above).
+func (f *Fit) jointDevices() bool {
+	if f.devices == nil || f.devices.Kinds() < 2 || f.infos == nil {
+		return false
+	}
+	_, ok := f.devices.(DevicePacker)
+	return ok
+}
+
+// devicesFit reports whether member m fits the devices of node i beside the members counted there
+// (counts, per kind): always without joint devices.
+func (f *Fit) devicesFit(i int, counts []int, m gangMember) bool {
+	if !f.joint {
+		return true
+	}
+	k := f.devices.Kind(m.pod)
+	if k < 0 {
+		return true
+	}
+	c := make([]int, f.devices.Kinds())
+	copy(c, counts)
+	c[k]++
+	return f.devices.(DevicePacker).FitTogether(f.infos[i], c, f.released.goneOn(i))
+}
+
+// subset is what the node's devices hold with only its evicted holders gone (asked once per set).
+func (r *deviceRelease) subset(rn *releasedNode) []int64 {
+	var mask uint64
+	var uids []types.UID
+	for i, gone := range rn.gone {
+		if gone {
+			mask |= 1 << i
+			uids = append(uids, rn.uids[i]...)
+		}
+	}
+	if got, ok := rn.subsets[mask]; ok {
+		return got
+	}
+	var out []int64
+	if copies := r.rel.ReleasedBy(rn.name, uids, r.need); len(copies) == len(rn.base) {
+		out = make([]int64, len(copies))
+		for k, c := range copies {
+			out[k] = int64(c)
+		}
+	}
+	if rn.subsets == nil {
+		rn.subsets = map[uint64][]int64{}
+	}
+	rn.subsets[mask] = out
+	return out
 }

@@ -266,6 +266,10 @@ type Fit struct {
 	// released is what a preemption search's victims free in devices (nil: nothing; see
 	// releaseDevices).
 	released *deviceRelease
+	// infos are the NodeInfos of free (with devices only); joint is set when members of several
+	// device kinds are placed with the model's DevicePacker (see devices.go).
+	infos []fwk.NodeInfo
+	joint bool
 }
 
 // Shared is what the checks of one plugin instance share (see capacity.go). A nil *Shared
@@ -277,11 +281,17 @@ type Shared struct {
 	Devices DeviceSource
 }
 
-func (s *Shared) deviceCheck(logger klog.Logger, members []*v1.Pod) DeviceCheck {
+// deviceCheck is the device model of a check over members, with the devices of the claimed pods
+// (nominated to nodes, see New) taken when the source counts them.
+func (s *Shared) deviceCheck(logger klog.Logger, members, claimed []*v1.Pod) DeviceCheck {
 	if s == nil || s.Devices == nil {
 		return nil
 	}
-	return s.Devices.ForCheck(logger, members)
+	src := s.Devices
+	if c, ok := src.(ClaimingDevices); ok && len(claimed) > 0 {
+		src = c.Claiming(claimed)
+	}
+	return src.ForCheck(logger, members)
 }
 
 func (s *Shared) requestCache() *requestCache {
@@ -306,7 +316,7 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 		reqs[i] = requests.of(p)
 		names = names.withRequest(reqs[i])
 	}
-	f := &Fit{logger: logger, groupKey: groupKey, need: need, devices: shared.deviceCheck(logger, candidates)}
+	f := &Fit{logger: logger, groupKey: groupKey, need: need, devices: shared.deviceCheck(logger, candidates, claimed)}
 	if f.devices != nil {
 		// The device kinds are this check's own dimensions: the shared table does not hold them.
 		names, f.deviceIndex = withDevices(names, f.devices)
@@ -332,6 +342,7 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 			fn := nodeFree(ni, names, backing[i*len(names):(i+1)*len(names)])
 			if f.devices != nil {
 				deviceFree(&fn, ni, f.devices, f.deviceIndex, need)
+				f.infos = append(f.infos, ni)
 			}
 			f.free = append(f.free, fn)
 		}
@@ -373,6 +384,7 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 		return dominantShare(members[i].req, f.totals) < dominantShare(members[j].req, f.totals)
 	})
 	f.all, f.members = members, members[:need]
+	f.joint = f.jointDevices()
 	f.homogeneous = homogeneous(f.members, f.eligible)
 	f.alike = f.homogeneous && (len(members) == need || homogeneous(members, f.eligible))
 	return f
@@ -491,6 +503,8 @@ func (f *Fit) assign(idx []int) []int {
 	})
 	out := make([]int, len(f.members))
 	sim := map[int]freeNode{}
+	// kinds counts, with joint devices, the members of each device kind put on a node.
+	var kinds map[int][]int
 	for _, mi := range order {
 		m := f.members[mi]
 		out[mi] = -1
@@ -501,17 +515,34 @@ func (f *Fit) assign(idx []int) []int {
 				n = f.free[i]
 				n.free = n.free.clone()
 			}
-			if elig[i] && n.slots > 0 && m.req.fits(n.free) {
+			if elig[i] && n.slots > 0 && m.req.fits(n.free) && f.devicesFit(i, kinds[i], m) {
 				m.req.subFrom(&n.free)
 				n.slots--
 				sim[i] = n
 				out[mi] = i
+				if k := f.kindOf(m); k >= 0 {
+					if kinds == nil {
+						kinds = map[int][]int{}
+					}
+					if kinds[i] == nil {
+						kinds[i] = make([]int, f.devices.Kinds())
+					}
+					kinds[i][k]++
+				}
 				return false
 			}
 			return true
 		})
 	}
 	return out
+}
+
+// kindOf is a member's device kind when the check places device kinds jointly, else -1.
+func (f *Fit) kindOf(m gangMember) int {
+	if !f.joint {
+		return -1
+	}
+	return f.devices.Kind(m.pod)
 }
 
 // eachNode calls fn with each index of idx (0..n-1 when idx is nil) until fn returns false.
@@ -592,6 +623,13 @@ func Check(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, 
 	if f.homogeneous && f.alike {
 		s := f.shortfall(v1alpha1.ShortfallNodeRoom, placed, total(f.members), f.largest())
 		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (checked per node, not in total)%s", groupKey, need, placed, f.deviceNote()), Shortfall: s}, f
+	}
+	if f.joint {
+		// Members of several device kinds: the kinds' amounts are bounds, and the weaker tests
+		// below would sum kinds that compete for the same devices. Admitted only on a placement
+		// found with the devices counted together (see devices.go).
+		s := f.shortfall(v1alpha1.ShortfallNodeRoom, placed, total(f.members), f.largest())
+		return Result{Message: fmt.Sprintf("PodGroup %s needs %d more members placed at once, but the nodes' free resources fit only %d of them (their devices of %d kinds counted together, member after member)%s", groupKey, need, placed, f.devices.Kinds(), f.deviceNote()), Shortfall: s}, f
 	}
 	// Neither first-fit decreasing nor the choice of the smallest members is exact for mixed members:
 	// admit the gang if the sound, weaker tests pass over every candidate. Enough of them fit some

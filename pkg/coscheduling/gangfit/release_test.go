@@ -21,6 +21,7 @@ type releasingDevices struct {
 	claims   map[string][][]string
 	freed    map[string]int
 	searches int
+	subsets  int
 }
 
 func (d *releasingDevices) ForCheck(logger klog.Logger, members []*v1.Pod) DeviceCheck {
@@ -51,6 +52,30 @@ func (d *releasingDevices) Released(pods []*v1.Pod, _ []fwk.NodeInfo, need int) 
 		}
 	}
 	return out
+}
+
+// ReleasedBy: each claim of the node all of whose reservers are among holders frees one member's
+// devices (at most freed[node]).
+func (d *releasingDevices) ReleasedBy(node string, holders []types.UID, need int) []int {
+	d.subsets++
+	in := map[types.UID]bool{}
+	for _, h := range holders {
+		in[h] = true
+	}
+	n := 0
+	for _, c := range d.claims[node] {
+		all := true
+		for _, r := range c {
+			all = all && in[types.UID(r)]
+		}
+		if all {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []int{min(n, d.freed[node], need)}
 }
 
 // TestChooseVictimsFreesDevices: a gang whose members each claim one device preempts the
@@ -148,14 +173,55 @@ func TestChooseVictimsFreesDevices(t *testing.T) {
 			wantOK: false,
 		},
 		{
-			// Putting one of them back takes the node's freed devices off (see deviceRelease).
-			name: "two holders of one node's devices are evicted together",
+			// Issue #47 (a): putting one of them back used to take all of the node's freed devices
+			// off, so both were evicted.
+			name: "of two holders of one node's devices, only the one needed is evicted",
 			nodes: []fwk.NodeInfo{
 				cpuNode("n0", "8", running("p", "", "n0", "1", 0), running("q", "", "n0", "1", 0)),
 			},
 			gang:   1,
 			claims: map[string][][]string{"n0": {{"p"}, {"q"}}},
 			freed:  map[string]int{"n0": 2},
+			wantOK: true, want: []string{"q"},
+		},
+		{
+			name: "of two holders of one node's devices, the lower-priority one is evicted",
+			nodes: []fwk.NodeInfo{
+				cpuNode("n0", "8", running("p", "", "n0", "1", 0), running("q", "", "n0", "1", 10)),
+			},
+			gang:   1,
+			claims: map[string][][]string{"n0": {{"p"}, {"q"}}},
+			freed:  map[string]int{"n0": 2},
+			wantOK: true, want: []string{"p"},
+		},
+		{
+			name: "two holders of one node's devices are both evicted when the gang needs both",
+			nodes: []fwk.NodeInfo{
+				cpuNode("n0", "8", running("p", "", "n0", "1", 0), running("q", "", "n0", "1", 0)),
+			},
+			gang:   2,
+			claims: map[string][][]string{"n0": {{"p"}, {"q"}}},
+			freed:  map[string]int{"n0": 2},
+			wantOK: true, want: []string{"p", "q"},
+		},
+		{
+			name: "of three holders of a node, a gang of two evicts the two least important",
+			nodes: []fwk.NodeInfo{
+				cpuNode("n0", "8", running("p", "", "n0", "1", 5), running("q", "", "n0", "1", 0), running("r", "", "n0", "1", 1)),
+			},
+			gang:   2,
+			claims: map[string][][]string{"n0": {{"p"}, {"q"}, {"r"}}},
+			freed:  map[string]int{"n0": 3},
+			wantOK: true, want: []string{"q", "r"},
+		},
+		{
+			name: "a claim two holders share frees only with both: both evicted",
+			nodes: []fwk.NodeInfo{
+				cpuNode("n0", "8", running("p", "", "n0", "1", 0), running("q", "", "n0", "1", 0)),
+			},
+			gang:   1,
+			claims: map[string][][]string{"n0": {{"p", "q"}}},
+			freed:  map[string]int{"n0": 1},
 			wantOK: true, want: []string{"p", "q"},
 		},
 		{

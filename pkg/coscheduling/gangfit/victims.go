@@ -286,7 +286,7 @@ func (u *gangUnit) apply(f *Fit, evict bool) {
 		}
 	}
 	for _, n := range u.devNodes {
-		f.released.step(f, n, evict)
+		f.released.step(f, n, u, evict)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
@@ -28,6 +29,18 @@ func (e *Evicted) Remember(uid types.UID, at time.Time) { e.at.Store(uid, at) }
 func (e *Evicted) Has(uid types.UID) bool {
 	_, ok := e.at.Load(uid)
 	return ok
+}
+
+// UIDs are the pods evicted within EvictedMemory before now.
+func (e *Evicted) UIDs(now time.Time) sets.Set[types.UID] {
+	out := sets.New[types.UID]()
+	e.at.Range(func(uid, at any) bool {
+		if now.Sub(at.(time.Time)) <= EvictedMemory {
+			out.Insert(uid.(types.UID))
+		}
+		return true
+	})
+	return out
 }
 
 // ForgetOld forgets the victims evicted more than EvictedMemory before now.

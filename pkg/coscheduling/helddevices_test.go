@@ -1,0 +1,91 @@
+package coscheduling
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+)
+
+// heldPods gathers the pods whose devices a pod must leave, by node: a reservation's members, and
+// every other nominated pod that claims devices (issue #47 (b): a gang's preemption nominates its
+// members, and a lone pod must not take the devices it freed for them).
+func TestHeldPods(t *testing.T) {
+	gpu := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
+		return p
+	}
+	nominated := func(p *v1.Pod, node string) *v1.Pod {
+		p.Status.NominatedNodeName = node
+		return p
+	}
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r0, r1 := gpu(gangtest.Member("r0", "res", "1")), gpu(gangtest.Member("r1", "res", "1"))
+	reservation := gang.HeldRoom{Namespace: "ns", Name: "res", Since: since, Node: map[types.UID]string{"r0": "n0", "r1": "n1"}}
+	members := func(ns, name string) []*v1.Pod {
+		if name == "res" {
+			return []*v1.Pod{r0, r1}
+		}
+		return nil
+	}
+	lone := gpu(gangtest.Member("lone", "", "1"))
+	for _, tc := range []struct {
+		name      string
+		held      []gang.HeldRoom
+		nominated []*v1.Pod
+		want      map[string][]string
+		whose     map[string]string
+	}{
+		{name: "a reservation's members", held: []gang.HeldRoom{reservation},
+			want:  map[string][]string{"n0": {"r0"}, "n1": {"r1"}},
+			whose: map[string]string{"n0": "PodGroup ns/res (a reservation since 2026-01-01T00:00:00Z)"}},
+		{name: "a preemption's nominated members",
+			nominated: []*v1.Pod{nominated(gpu(gangtest.Member("hi-0", "hi", "1")), "n0"), nominated(gpu(gangtest.Member("hi-1", "hi", "1")), "n0")},
+			want:      map[string][]string{"n0": {"hi-0", "hi-1"}},
+			whose:     map[string]string{"n0": "PodGroup ns/hi (nominated there)"}},
+		{name: "a nominated pod without devices is no held pod",
+			nominated: []*v1.Pod{nominated(gangtest.Member("cpu", "", "1"), "n0")}},
+		{name: "a reservation's member also nominated counts once, beside another gang's",
+			held:      []gang.HeldRoom{reservation},
+			nominated: []*v1.Pod{nominated(r0, "n0"), nominated(gpu(gangtest.Member("hi-0", "hi", "1")), "n0")},
+			want:      map[string][]string{"n0": {"r0", "hi-0"}, "n1": {"r1"}},
+			whose:     map[string]string{"n0": "PodGroup ns/res"}},
+		{name: "the pod itself is no held pod", nominated: []*v1.Pod{nominated(lone, "n0")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waiting, whose := heldPods(lone, tc.held, members, tc.nominated)
+			got := map[string][]string{}
+			for n, ps := range waiting {
+				for _, p := range ps {
+					got[n] = append(got[n], p.Name)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(nonNil(tc.want)) {
+				t.Errorf("held %v, want %v", got, tc.want)
+			}
+			for n, w := range tc.whose {
+				if !strings.HasPrefix(whose[n], w) {
+					t.Errorf("node %s held for %q, want %q", n, whose[n], w)
+				}
+			}
+			if slices.ContainsFunc(waiting["n0"], func(p *v1.Pod) bool { return p.UID == lone.UID }) {
+				t.Error("the pod is held against itself")
+			}
+		})
+	}
+}
+
+func nonNil(m map[string][]string) map[string][]string {
+	if m == nil {
+		return map[string][]string{}
+	}
+	return m
+}
