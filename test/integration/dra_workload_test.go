@@ -207,3 +207,52 @@ func TestDRAPodGroupClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestDRAPodGroupClaimGateOff: the same gang, with the scheduler's DRAWorkloadResourceClaims gate off
+// (its default; the apiserver and the controller manager have it on). The check reads the members'
+// entries as their own claims, as before this model existed (the group's claim, which every member's
+// status names, is a claim they share: not counted), and upstream's DynamicResources plugin refuses
+// every member: the controller made the claim for the PodGroup, not for the pod. Nothing binds; the
+// documentation says so ("A claim of the PodGroup").
+func TestDRAPodGroupClaimGateOff(t *testing.T) {
+	needControllerManager(t)
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, false)
+	e.node(t, ns+"-a", "4", "gang", 6, nil)
+	e.claimTemplateOf(t, "group-gpus", 2)
+	e.claimTemplateOf(t, "own-gpu", 1)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	spec := inTreeSpec(2)
+	spec.ResourceClaims = []schedulingv1beta1.PodGroupResourceClaim{{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")}}
+	createInTreePodGroup(t, ns, "train", spec)
+	watchWhole(t, ns, inTree("train"), 2, nil)
+	for i := range 2 {
+		p := e.pod(fmt.Sprintf("train-%d", i), "", "1", "gang")
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{
+			{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")},
+			{Name: "gpu", ResourceClaimTemplateName: ptr.To("own-gpu")},
+		}
+		p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "shared"}, {Name: "gpu"}}
+		createPod(t, p)
+	}
+	var msg string
+	waitFor(t, ns, "a member refused by DynamicResources: the claim is the PodGroup's", func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, inTree("train"))
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods {
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && strings.Contains(c.Message, "Pod is not owner") {
+					msg = p.Name + ": " + c.Message
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	t.Logf("with the scheduler's gate off: %s", msg)
+	consistentlyNoneBound(t, 5*time.Second, ns, inTree("train"))
+}

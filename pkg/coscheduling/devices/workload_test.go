@@ -324,3 +324,33 @@ func TestKeptOffGroupClaim(t *testing.T) {
 		})
 	}
 }
+
+// Which PodGroup claims are still to allocate, and where the allocated ones keep the members.
+func TestPlaceGroupClaims(t *testing.T) {
+	n0, n1 := st.MakeNode().Name("n0").Obj(), st.MakeNode().Name("n1").Obj()
+	anywhere := groupClaim("anywhere", 1, "n0")
+	anywhere.Status.Allocation.NodeSelector = nil
+	for _, tc := range []struct {
+		name    string
+		claims  []*resourceapi.ResourceClaim
+		pending int
+		allowN0 bool
+		allowN1 bool
+	}{
+		{name: "none", allowN0: true, allowN1: true},
+		{name: "not allocated: to allocate, anywhere", claims: []*resourceapi.ResourceClaim{groupClaim("c", 2, "")}, pending: 1, allowN0: true, allowN1: true},
+		{name: "allocated on n0: n0 only", claims: []*resourceapi.ResourceClaim{groupClaim("c", 2, "n0")}, allowN0: true},
+		{name: "allocated without a node selector (network-attached): anywhere", claims: []*resourceapi.ResourceClaim{anywhere}, allowN0: true, allowN1: true},
+		{name: "one on n0, one on n1: nowhere", claims: []*resourceapi.ResourceClaim{groupClaim("c", 1, "n0"), groupClaim("d", 1, "n1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := placeGroupClaims(tc.claims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(g.pending) != tc.pending || g.allows(n0) != tc.allowN0 || g.allows(n1) != tc.allowN1 {
+				t.Errorf("pending %d, n0 %v, n1 %v; want %d, %v, %v", len(g.pending), g.allows(n0), g.allows(n1), tc.pending, tc.allowN0, tc.allowN1)
+			}
+		})
+	}
+}
