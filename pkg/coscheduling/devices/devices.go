@@ -236,7 +236,7 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 					why = append(why, fmt.Sprintf("claim %s of PodGroup %s: %v", name, pg.Name, err))
 					continue
 				}
-				m.group = append(m.group, claim)
+				m.group = append(m.group, inFlight(s.dra.ResourceClaims(), claim))
 			}
 			continue
 		}

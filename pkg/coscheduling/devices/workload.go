@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // PodGroup-owned ResourceClaims (KEP-5729, the DRAWorkloadResourceClaims gate: beta and off by default
@@ -107,6 +108,22 @@ func (s *Source) podGroupOf(pod *v1.Pod) *schedulingv1beta1.PodGroup {
 func (s *Source) isGroupClaim(pod *v1.Pod, pc *v1.PodResourceClaim) bool {
 	_, group, _ := GroupClaimName(pod, s.podGroupOf(pod), pc)
 	return group
+}
+
+// inFlight is the claim with the allocation in flight for it, if any: the tracker's Get does not show
+// one (GatherAllocatedState does count its devices), and a PodGroup's claim is in flight while the
+// member whose cycle allocated it waits at Permit or binds, with other members still to place.
+func inFlight(tracker fwk.ResourceClaimTracker, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	if claim.Status.Allocation != nil {
+		return claim
+	}
+	pending := tracker.GetPendingAllocation(claim.UID)
+	if pending == nil {
+		return claim
+	}
+	c := claim.DeepCopy()
+	c.Status.Allocation = pending
+	return c
 }
 
 // groupPlacement is where the unallocated and allocated PodGroup claims of a kind's members put them.

@@ -19,6 +19,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// GetPendingAllocation: the fake's allocations in flight (pending, by claim UID).
+func (t fakeTracker) GetPendingAllocation(uid types.UID) *resourceapi.AllocationResult {
+	return t.d.pending[uid]
+}
+
 // inTreeGroup is the in-tree PodGroup "pg" of namespace ns with the given claims; made maps a
 // template claim's name to the claim the resourceclaim controller made for it (status).
 func inTreeGroup(claims []schedulingv1beta1.PodGroupResourceClaim, made map[string]string) *schedulingv1beta1.PodGroup {
@@ -171,7 +176,9 @@ func TestGroupClaimsCountedOnce(t *testing.T) {
 		nodeless bool
 		// group is the PodGroup's claim (nil: not made yet); own is each member's own claim size (0: none).
 		group *resourceapi.ResourceClaim
-		own   int64
+		// inFlightOn: the group's claim is in flight (allocated, not written yet) on that node.
+		inFlightOn string
+		own        int64
 		// reads is whether the source reads PodGroup claims (gate on, API served).
 		reads bool
 		limit int
@@ -194,6 +201,9 @@ func TestGroupClaimsCountedOnce(t *testing.T) {
 			want: map[string]int{"n0": 3}, kinds: 1},
 		{name: "allocated on n0: its devices taken already, the members go only there",
 			nodes: map[string]int{"n0": 4, "n1": 4}, group: groupClaim("pg-gpus", 2, "n0"), own: 1, reads: true, limit: 4,
+			want: map[string]int{"n0": 2, "n1": 0}, kinds: 1},
+		{name: "in flight on n0 (a member waits at Permit): as allocated there, never counted again",
+			nodes: map[string]int{"n0": 4, "n1": 4}, group: groupClaim("pg-gpus", 2, ""), inFlightOn: "n0", own: 1, reads: true, limit: 4,
 			want: map[string]int{"n0": 2, "n1": 0}, kinds: 1},
 		{name: "allocated on n0, no claim of their own: n0 holds every member",
 			nodes: map[string]int{"n0": 2, "n1": 4}, group: groupClaim("pg-gpus", 2, "n0"), reads: true, limit: 4,
@@ -221,6 +231,13 @@ func TestGroupClaimsCountedOnce(t *testing.T) {
 			if tc.group != nil {
 				d.claims["ns/"+tc.group.Name] = tc.group
 				made["gpus"] = tc.group.Name
+			}
+			if tc.inFlightOn != "" {
+				// Its devices are allocated in the state (a held claim of the fake), the claim itself shows none.
+				pending := groupClaim("pending", 2, tc.inFlightOn).Status.Allocation
+				d.pending = map[types.UID]*resourceapi.AllocationResult{tc.group.UID: pending}
+				d.claims["other/in-flight"] = &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "in-flight"},
+					Status: resourceapi.ResourceClaimStatus{Allocation: pending}}
 			}
 			pg := inTreeGroup([]schedulingv1beta1.PodGroupResourceClaim{fromTemplate("gpus", "group-gpus")}, made)
 			var members []*v1.Pod
