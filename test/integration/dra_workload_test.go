@@ -134,6 +134,11 @@ func TestDRAPodGroupClaim(t *testing.T) {
 				}
 			}
 		}
+		if cl, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, c := range cl.Items {
+				t.Logf("claim %s: owners %v, allocated %v, reservedFor %v", c.Name, c.OwnerReferences, c.Status.Allocation != nil, c.Status.ReservedFor)
+			}
+		}
 		t.Fatalf("%d of 4 members bound after %v (%v); PodScheduled:\n  %s\nscheduler log (Coscheduling, tail):\n%s", len(nodes), waitTimeout, nodes,
 			strings.Join(why, "\n  "), tail(grepLines(sched.logText(), "gang"), 30))
 	}
@@ -166,6 +171,7 @@ func TestDRAPodGroupClaim(t *testing.T) {
 			t.Errorf("claim %s is not allocated", c.Name)
 			continue
 		}
+		t.Logf("claim %s: asks %d, allocated %v", c.Name, c.Spec.Devices.Requests[0].Exactly.Count, c.Status.Allocation.Devices.Results)
 		for _, r := range c.Status.Allocation.Devices.Results {
 			if r.Pool != nodeA {
 				t.Errorf("claim %s has device %s/%s, not of %s", c.Name, r.Pool, r.Device, nodeA)
