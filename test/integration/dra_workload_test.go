@@ -217,8 +217,9 @@ func TestDRAPodGroupClaim(t *testing.T) {
 // TestDRAPodGroupClaimGateOff: the same gang, with the scheduler's DRAWorkloadResourceClaims gate off
 // (its default; the apiserver and the controller manager have it on). The check reads the members'
 // entries as their own claims, as before this model existed (the group's claim, which every member's
-// status names, is a claim they share: not counted), and upstream's DynamicResources plugin refuses
-// every member: the controller made the claim for the PodGroup, not for the pod. Nothing binds; the
+// status names, is a claim they share: not counted), and upstream's DynamicResources plugin holds
+// every member in PreEnqueue (no PodScheduled condition): the controller made the claim for the PodGroup,
+// not for the pod. Nothing is attempted or binds; the
 // documentation says so ("A claim of the PodGroup").
 func TestDRAPodGroupClaimGateOff(t *testing.T) {
 	needControllerManager(t)
@@ -243,22 +244,39 @@ func TestDRAPodGroupClaimGateOff(t *testing.T) {
 		p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "shared"}, {Name: "gpu"}}
 		createPod(t, p)
 	}
-	var msg string
-	waitFor(t, ns, "a member refused by DynamicResources: the claim is the PodGroup's", func(ctx context.Context) (bool, error) {
+	// The controller (gate on) answers every member's "shared" entry with the PodGroup's claim; upstream's
+	// DynamicResources (gate off) then refuses each member in PreEnqueue (IsForPod: "(Pod is not owner)"),
+	// which writes no PodScheduled condition: the members are never attempted.
+	waitFor(t, ns, "the controller naming the PodGroup's claim in every member's status", func(ctx context.Context) (bool, error) {
+		pg, err := getInTreePodGroup(ctx, ns, "train")
+		if err != nil || len(pg.Status.ResourceClaimStatuses) != 1 || pg.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			return false, err
+		}
 		pods, err := groupPods(ctx, ns, inTree("train"))
-		if err != nil {
+		if err != nil || len(pods) != 2 {
 			return false, err
 		}
 		for _, p := range pods {
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && strings.Contains(c.Message, "Pod is not owner") {
-					msg = p.Name + ": " + c.Message
-					return true, nil
-				}
+			named := false
+			for _, st := range p.Status.ResourceClaimStatuses {
+				named = named || (st.Name == "shared" && ptr.Deref(st.ResourceClaimName, "") == *pg.Status.ResourceClaimStatuses[0].ResourceClaimName)
+			}
+			if !named {
+				return false, nil
 			}
 		}
-		return false, nil
+		return true, nil
 	})
-	t.Logf("with the scheduler's gate off: %s", msg)
-	consistentlyNoneBound(t, 5*time.Second, ns, inTree("train"))
+	consistentlyNoneBound(t, 10*time.Second, ns, inTree("train"))
+	pods, err := groupPods(context.Background(), ns, inTree("train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled {
+				t.Errorf("member %s was attempted (%s %s: %s), want it held in PreEnqueue by DynamicResources", p.Name, c.Status, c.Reason, c.Message)
+			}
+		}
+	}
 }
