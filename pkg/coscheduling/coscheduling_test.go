@@ -286,6 +286,32 @@ func TestPermitQuorum(t *testing.T) {
 		}
 	})
 
+	t.Run("the tentative reservations of kube-scheduler's pod-group cycle count nothing", func(t *testing.T) {
+		// GenericWorkload on: the pod-group cycle reserves every member in a state that says so,
+		// reverts them all, then reserves them for real with that cleared (schedule_one_podgroup.go).
+		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
+		for _, p := range pods {
+			state := framework.NewCycleState()
+			state.SetPodGroupSchedulingCycle(framework.NewCycleState())
+			if s := env.pl.Reserve(ctx, state, p, "n"); !passed(s) {
+				t.Fatalf("tentative Reserve(%s) = %v", p.Name, s)
+			}
+			if g := env.pl.gangs["ns/g"]; g != nil && len(g.Members) != 0 {
+				t.Fatalf("%d members counted after a tentative Reserve, want 0", len(g.Members))
+			}
+			env.pl.Unreserve(ctx, state, p, "n")
+		}
+		if g := env.pl.gangs["ns/g"]; g != nil && g.BackingOff(env.clock.Now()) {
+			t.Fatalf("the group backs off after the pod-group cycle reverted its tentative reservations")
+		}
+		for i, p := range pods {
+			s, _ := reserveAndPermit(t, env, p)
+			if want := i == len(pods)-1; passed(s) != want {
+				t.Fatalf("member %d: Permit = %v, want passed=%v", i, s, want)
+			}
+		}
+	})
+
 	t.Run("bound members count toward the quorum", func(t *testing.T) {
 		env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{pg}, pods)
 		for _, p := range pods[:2] {

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
@@ -76,6 +78,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	pl.podsSynced = reg.HasSynced
 	if src := devices.New(h.SharedDRAManager()); src != nil {
+		// PodGroup-owned claims (KEP-5729) are read where this scheduler's DynamicResources plugin
+		// binds them to the PodGroup (its DRAWorkloadResourceClaims gate) and the in-tree PodGroups
+		// are read; elsewhere a member's claims are read as before.
+		if devices.ReadsGroupClaims(utilfeature.DefaultFeatureGate.Enabled(features.DRAWorkloadResourceClaims), sources.InTree()) {
+			src = src.WithGroupClaims(sources.Lister.InTreePodGroup)
+			logger.V(2).Info("The gang check counts the ResourceClaims of in-tree PodGroups once per gang", "feature", features.DRAWorkloadResourceClaims)
+		}
 		pl.fit.Devices = src
 	}
 	// A nomination dropped frees the devices it held for the pods kept off them (see helddevices.go).

@@ -65,8 +65,9 @@ func startControllerManager() error {
 		"--controllers="+strings.Join(testControllers, ","),
 		"--leader-elect=false",
 		// The Job controller writes a Workload and an in-tree PodGroup for every new Job (basic, or a
-		// gang when the Job asks), and names it in the pods' spec.schedulingGroup.
-		"--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
+		// gang when the Job asks), and names it in the pods' spec.schedulingGroup. The resourceclaim
+		// controller makes a PodGroup's claims from its templates (DRAWorkloadResourceClaims).
+		"--feature-gates=GenericWorkload=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true",
 		// No HTTPS endpoint: nothing here reads its metrics or health.
 		"--secure-port=0",
 		"--v=2")

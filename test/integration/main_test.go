@@ -40,10 +40,11 @@ var (
 )
 
 // inTreeRuntimeConfig and inTreeAPIServerGates serve the in-tree workload API: topology
-// constraints need TopologyAwareWorkloadScheduling, a Job's spec.scheduling WorkloadWithJob.
+// constraints need TopologyAwareWorkloadScheduling, a Job's spec.scheduling WorkloadWithJob, a
+// PodGroup's spec.resourceClaims (PodGroup-owned ResourceClaims, KEP-5729) DRAWorkloadResourceClaims.
 const (
 	inTreeRuntimeConfig  = "scheduling.k8s.io/v1beta1=true"
-	inTreeAPIServerGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+	inTreeAPIServerGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true"
 )
 
 func TestMain(m *testing.M) {

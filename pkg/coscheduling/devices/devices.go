@@ -54,6 +54,9 @@ type Source struct {
 	// claimed are pods nominated to nodes (see Claiming): the devices they claim are not free
 	// there.
 	claimed []*v1.Pod
+	// group looks up the in-tree PodGroups whose claims members use (see workload.go); nil where
+	// the scheduler's DRAWorkloadResourceClaims gate is off or the in-tree API is not read.
+	group GroupLookup
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -79,10 +82,12 @@ func New(dra fwk.SharedDRAManager) *Source {
 }
 
 // member is what one member claims: the unallocated claims of its own (deduplicated by UID among the
-// members of the check; a claim several members share is left to the real filters), and the extended
-// resources DRA backs, with their classes.
+// members of the check; a claim several members share is left to the real filters), the claims of
+// its PodGroup it uses (group: allocated or not, counted once for the gang, see workload.go), and the
+// extended resources DRA backs, with their classes.
 type member struct {
 	claims   []*resourceapi.ResourceClaim
+	group    []*resourceapi.ResourceClaim
 	extended []extendedRequest
 	// why says what of the member's claims the model leaves out ("" when nothing); pinned is set
 	// when some claim is allocated already (it holds devices on its nodes, which the model does not
@@ -111,6 +116,12 @@ type kind struct {
 	// copies caches the claims of members, per set of extended resources left to DRA (see
 	// claimsFor): a check asks for the same claims on many nodes.
 	copies map[string][]*resourceapi.ResourceClaim
+	// group is where the PodGroup claims the kind's members use put them (see workload.go): those
+	// not allocated yet are allocated once with the members on a node, the allocated ones keep the
+	// members on their nodes. whole is set when a node holds all the kind's members or none
+	// (wholeOnOneNode).
+	group groupPlacement
+	whole bool
 }
 
 // Check is one check's device model (gangfit.DeviceCheck).
@@ -154,12 +165,12 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 		return nil
 	}
 	members := make([]member, len(pods))
-	shared := sharedClaims(pods)
+	shared := s.sharedClaims(pods)
 	delegated := sets.New[v1.ResourceName]()
 	claiming := false
 	for i, p := range pods {
 		members[i] = s.memberOf(p, shared, delegated)
-		claiming = claiming || len(members[i].claims) > 0 || len(members[i].extended) > 0 || members[i].why != "" || members[i].pending
+		claiming = claiming || len(members[i].claims) > 0 || len(members[i].group) > 0 || len(members[i].extended) > 0 || members[i].why != "" || members[i].pending
 	}
 	fromTemplates(members)
 	if !claiming && delegated.Len() == 0 {
@@ -184,22 +195,32 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	c.nominated = s.nominatedMembers(pods)
 	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), checkBudget)
 	bySig := map[uint64]int{}
+	size := map[int]int{}
 	for i, p := range pods {
 		m := members[i]
-		if len(m.claims) == 0 && len(m.extended) == 0 {
+		if len(m.claims) == 0 && len(m.extended) == 0 && len(m.group) == 0 {
 			continue
 		}
 		sig := signature(m)
 		k, ok := bySig[sig]
 		if !ok {
+			placement, err := placeGroupClaims(m.group)
+			if err != nil {
+				c.Unmodelled[p.UID] = err.Error()
+				continue
+			}
 			k = len(c.kinds)
 			bySig[sig] = k
-			c.kinds = append(c.kinds, &kind{claims: m.claims, extended: m.extended})
+			c.kinds = append(c.kinds, &kind{claims: m.claims, extended: m.extended, group: placement})
 			c.kinds[k].name = gangfit.DeviceKindName(classesOf(m), k, func(n v1.ResourceName) bool {
 				return slices.ContainsFunc(c.kinds[:k], func(o *kind) bool { return o.name == n })
 			})
 		}
 		c.kindOf[p.UID] = k
+		size[k]++
+	}
+	for k, kd := range c.kinds {
+		kd.whole = wholeOnOneNode(len(kd.group.pending), c.nodeless, size[k], len(pods))
 	}
 	return c
 }
@@ -215,8 +236,24 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 	}
 	var why, templates []string
 	fromTemplate := true
+	pg := s.podGroupOf(pod)
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
+		if name, group, err := GroupClaimName(pod, pg, pc); group {
+			// The PodGroup's claim: counted once for the gang (see workload.go).
+			switch {
+			case err != nil:
+				why = append(why, err.Error())
+			case name != "":
+				claim, err := s.dra.ResourceClaims().Get(pod.Namespace, name)
+				if err != nil {
+					why = append(why, fmt.Sprintf("claim %s of PodGroup %s: %v", name, pg.Name, err))
+					continue
+				}
+				m.group = append(m.group, inFlight(s.dra.ResourceClaims(), claim))
+			}
+			continue
+		}
 		if pc.ResourceClaimTemplateName != nil {
 			templates = append(templates, pc.Name+"="+*pc.ResourceClaimTemplateName)
 		} else {
@@ -302,11 +339,15 @@ func fromTemplates(members []member) {
 	}
 }
 
-// sharedClaims are the claims named by more than one of the pods.
-func sharedClaims(pods []*v1.Pod) sets.Set[string] {
+// sharedClaims are the claims named by more than one of the pods, less those of their PodGroups
+// (counted once for the gang: see workload.go).
+func (s *Source) sharedClaims(pods []*v1.Pod) sets.Set[string] {
 	seen, shared := sets.New[string](), sets.New[string]()
 	for _, p := range pods {
 		for i := range p.Spec.ResourceClaims {
+			if s.isGroupClaim(p, &p.Spec.ResourceClaims[i]) {
+				continue
+			}
 			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
 			if err != nil || name == nil {
 				continue
@@ -361,6 +402,10 @@ func signature(m member) uint64 {
 		h.Write(b)
 		h.Write([]byte{0})
 	}
+	for _, c := range m.group {
+		// The very claim, not its shape: members of one PodGroup share it.
+		fmt.Fprintf(h, "group:%s;", c.UID)
+	}
 	for _, e := range m.extended {
 		fmt.Fprintf(h, "%s=%s:%d;", e.name, e.class, e.count)
 	}
@@ -370,7 +415,7 @@ func signature(m member) uint64 {
 // classesOf are the device classes a member's claims and extended resources name, sorted.
 func classesOf(m member) []string {
 	set := sets.New[string]()
-	for _, c := range m.claims {
+	for _, c := range slices.Concat(m.claims, m.group) {
 		for _, r := range c.Spec.Devices.Requests {
 			switch {
 			case r.Exactly != nil:
@@ -389,8 +434,8 @@ func classesOf(m member) []string {
 }
 
 // Modelled implements gangfit.DeviceCheck: a member with ResourceClaims is modelled when each of
-// them is counted (its own, created, not allocated yet, not shared with other members) and the DRA
-// state could be read.
+// them is counted (its own, created, not allocated yet, not shared with other members; or its
+// PodGroup's, created: see workload.go) and the DRA state could be read.
 func (c *Check) Modelled(pod *v1.Pod) bool {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return true
@@ -428,6 +473,10 @@ func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
 // answers.
 func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bool, k int, ni fwk.NodeInfo, limit int) int {
 	kd, node := c.kinds[k], ni.Node()
+	if !kd.group.allows(node) {
+		// An allocated PodGroup claim keeps its members on its nodes.
+		return 0
+	}
 	byPlugin, extended := limit, make([]extendedRequest, 0, len(kd.extended))
 	for _, e := range kd.extended {
 		if alloc := ni.GetAllocatable().GetScalarResources()[e.name]; alloc > 0 {
@@ -437,7 +486,7 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bo
 		}
 		extended = append(extended, e)
 	}
-	if len(kd.claims) == 0 && len(extended) == 0 {
+	if len(kd.claims) == 0 && len(extended) == 0 && len(kd.group.pending) == 0 {
 		return byPlugin
 	}
 	limit = byPlugin
@@ -450,7 +499,12 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bo
 	held := c.heldOn(ni)
 	fits := func(n int) bool {
 		claims := c.claimsFor(kd, extended, n)
+		if len(kd.group.pending) > 0 {
+			// The PodGroup's claims, once, with the members' own.
+			claims = append(slices.Clip(kd.group.pending), claims...)
+		}
 		if len(held) > 0 {
+			// Nominated pods' claims first: they take their devices before the gang's.
 			claims = append(slices.Clone(held), claims...)
 		}
 		res, err := a.Allocate(ctx, node, claims)
@@ -462,6 +516,10 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bo
 	}
 	if fits(limit) {
 		return limit
+	}
+	if kd.whole {
+		// The PodGroup's claim pins all its users to the one node it is allocated on.
+		return 0
 	}
 	lo, hi := 0, limit // fits(lo), !fits(hi)
 	for hi-lo > 1 {

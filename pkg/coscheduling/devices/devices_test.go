@@ -34,7 +34,9 @@ const (
 // fakeDRA is the scheduler's DRA state for a test: claims (allocated ones hold their devices),
 // slices and classes.
 type fakeDRA struct {
-	claims  map[string]*resourceapi.ResourceClaim
+	claims map[string]*resourceapi.ResourceClaim
+	// pending are allocations in flight, by claim UID (see GetPendingAllocation).
+	pending map[types.UID]*resourceapi.AllocationResult
 	slices  []*resourceapi.ResourceSlice
 	classes map[string]*resourceapi.DeviceClass
 }

@@ -55,7 +55,7 @@ func (s *Source) nominatedMembers(members []*v1.Pod) map[string][]member {
 	for _, m := range members {
 		uids.Insert(m.UID)
 	}
-	shared := sharedClaims(append(slices.Clone(members), s.claimed...))
+	shared := s.sharedClaims(append(slices.Clone(members), s.claimed...))
 	out := map[string][]member{}
 	ignored := sets.New[v1.ResourceName]()
 	claimed := slices.Clone(s.claimed)

@@ -202,7 +202,9 @@ func poolNodesOf(slices []*resourceapi.ResourceSlice) map[poolKey]string {
 
 // freeable returns, by node, the allocated claims that evicting victims deallocates: every
 // reserver is a pod among victims, and every device of its allocation is in a pool of that one
-// node (poolNodes). Claims nobody reserves (allocations in flight, or a driver's own) are not.
+// node (poolNodes). Claims nobody reserves (allocations in flight, or a driver's own) are not, nor
+// are those reserved for a PodGroup (KEP-5729: the resourceclaim controller keeps such a claim
+// allocated while the PodGroup exists, whichever of its members are evicted; see workload.go).
 // Pure; the order of each node's claims and holders follows claims.
 func freeable(claims []*resourceapi.ResourceClaim, victims sets.Set[types.UID], poolNodes map[poolKey]string) map[string]*nodeClaims {
 	out := map[string]*nodeClaims{}

@@ -56,7 +56,8 @@ func freedState(state *structured.AllocatedState, claims []*resourceapi.Resource
 	return &out
 }
 
-// onlyFor reports whether a claim is reserved for pods, all of them in pods.
+// onlyFor reports whether a claim is reserved for pods, all of them in pods. A claim reserved for a
+// PodGroup is not: it stays allocated while the PodGroup exists (see workload.go).
 func onlyFor(claim *resourceapi.ResourceClaim, pods sets.Set[types.UID]) bool {
 	if len(claim.Status.ReservedFor) == 0 {
 		return false
@@ -84,10 +85,10 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 	for _, ms := range held {
 		all = append(all, ms...)
 	}
-	shared := sharedClaims(all)
+	shared := s.sharedClaims(all)
 	delegated := sets.New[v1.ResourceName]()
 	own := s.memberOf(pod, shared, delegated)
-	if len(own.claims) == 0 && len(own.extended) == 0 {
+	if len(own.claims) == 0 && len(own.extended) == 0 && len(unallocatedOnce(nil, sets.New[types.UID](), own.group)) == 0 {
 		return nil, nil
 	}
 	names := make([]string, 0, len(held))
@@ -105,13 +106,21 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 		}
 		serial := 0
 		var waiting []*resourceapi.ResourceClaim
+		// A PodGroup's claim not allocated yet is waited for once on the node, however many of its
+		// members are held there (see workload.go); allocated, its devices are taken already.
+		groups := sets.New[types.UID]()
 		for _, m := range held[name] {
-			waiting = append(waiting, claimsOn(s.memberOf(m, shared, delegated), ni, &serial)...)
+			mm := s.memberOf(m, shared, delegated)
+			waiting = append(waiting, claimsOn(mm, ni, &serial)...)
+			waiting = unallocatedOnce(waiting, groups, mm.group)
 		}
 		if len(waiting) == 0 {
 			continue
 		}
-		if mine := claimsOn(own, ni, &serial); len(mine) > 0 {
+		mine := claimsOn(own, ni, &serial)
+		// The pod's PodGroup's claims, unless the held members use them too.
+		mine = unallocatedOnce(mine, groups, own.group)
+		if len(mine) > 0 {
 			compare[name] = append(waiting, mine...)
 		}
 	}

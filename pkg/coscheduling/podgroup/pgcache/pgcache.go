@@ -72,6 +72,21 @@ func (l Lister) Get(namespace, name string) *v1alpha1.PodGroup {
 	return nil // (being deleted: its members are held back as if it were gone)
 }
 
+// InTreePodGroup returns the in-tree PodGroup namespace/name as the informer holds it (not
+// converted: the device model reads its spec.resourceClaims and status.resourceClaimStatuses), or nil
+// when the in-tree PodGroups are not read or it is not there.
+func (l Lister) InTreePodGroup(namespace, name string) *schedulingv1beta1.PodGroup {
+	if l.InTree == nil {
+		return nil
+	}
+	obj, ok, err := l.InTree.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	pg, _ := obj.(*schedulingv1beta1.PodGroup)
+	return pg
+}
+
 // List returns every PodGroup the stores hold.
 func (l Lister) List() []*v1alpha1.PodGroup {
 	var out []*v1alpha1.PodGroup

@@ -1,0 +1,189 @@
+package devices
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// PodGroup-owned ResourceClaims (KEP-5729, the DRAWorkloadResourceClaims gate: beta and off by default
+// in 1.37; it needs GenericWorkload, so a scheduler with it on also runs upstream's pod-group cycle).
+// An in-tree PodGroup (scheduling.k8s.io/v1beta1) lists claims in spec.resourceClaims, each naming a
+// ResourceClaim (resourceClaimName) or a ResourceClaimTemplate (resourceClaimTemplateName). A member
+// (spec.schedulingGroup.podGroupName) uses one by listing, in its own spec.resourceClaims, an entry
+// equal to it: the same name and the same claim or template name (k8s.io/dynamic-resource-allocation's
+// resourceclaim.BindTo). Then, upstream:
+//   - the resourceclaim controller makes one claim from the template for the PodGroup (owned by it,
+//     named <podgroup>-<claim>-xxxxx, recorded in the PodGroup's status.resourceClaimStatuses: its
+//     syncPodGroup/handlePodGroupClaim), and names that same claim in every member's
+//     status.resourceClaimStatuses; a named claim is the user's;
+//   - the DynamicResources plugin allocates it once, for the first member (later members of the same
+//     pod-group cycle reuse the allocation in flight), and reserves it for the PodGroup, not a pod:
+//     status.reservedFor holds one entry {scheduling.k8s.io, podgroups, name, uid}
+//     (podResourceClaimBindings); every member then finds it allocated and reserved for it;
+//   - the claim stays allocated while the PodGroup exists: members that finish or are evicted do not
+//     free it (the controller drops the PodGroup's reservation, and so the allocation, only once the
+//     PodGroup is gone; upstream's PodGroupPostFilter, deallocatePodGroupClaims, may drop it for a
+//     group none of whose members is scheduled).
+//
+// The whole-gang check reads such a claim as one claim of the gang, never one per member: not
+// allocated yet, its devices are taken once on each node counted for the members that use it (with
+// node-local devices only, where its allocation pins every user to one node, a node holds all of the
+// gang's users or none); allocated (or in flight), its devices are taken already and the members go
+// only where its allocation's node selector allows. Preemption and a reservation's plan never count
+// its devices as freed by pods that leave: it is reserved for the PodGroup (see freeable, onlyFor).
+//
+// Where the scheduler's gate is off, or the in-tree API is not served, the source has no lookup and
+// nothing here applies: such claims are read as any claim the members name (a claim shared by
+// members is left to the real filters), as before.
+
+// GroupLookup returns the in-tree PodGroup namespace/name, or nil when there is none (or it is not
+// read).
+type GroupLookup func(namespace, name string) *schedulingv1beta1.PodGroup
+
+// ReadsGroupClaims decides whether the device model reads PodGroup-owned claims: only where the
+// scheduler's DRAWorkloadResourceClaims gate is on (so that its DynamicResources plugin binds them to
+// the PodGroup too) and the in-tree PodGroups are read (served, and their informer started).
+func ReadsGroupClaims(gate, inTreeRead bool) bool { return gate && inTreeRead }
+
+// WithGroupClaims returns a source like s that reads the PodGroup-owned claims of members through
+// lookup (s itself when either is nil).
+func (s *Source) WithGroupClaims(lookup GroupLookup) *Source {
+	if s == nil || lookup == nil {
+		return s
+	}
+	c := *s
+	c.group = lookup
+	return &c
+}
+
+// GroupClaimName reports whether the pod's claim pc is one of pg's claims, as upstream binds it
+// (resourceclaim.BindTo: the pod is in pg by spec.schedulingGroup, and pg.spec.resourceClaims has an
+// entry of the same name and the same claim or template name), and then that claim's ResourceClaim:
+// the one it names, or the one the resourceclaim controller made from its template (the PodGroup's
+// status.resourceClaimStatuses; an error while that is not made yet; "" when the controller recorded
+// that none is needed). A nil pg has no claims. Pure.
+func GroupClaimName(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, pc *v1.PodResourceClaim) (name string, group bool, err error) {
+	if pg == nil {
+		return "", false, nil
+	}
+	ref, err := resourceclaim.BindTo(pod, pg, pc)
+	if err != nil || ref.Resource != "podgroups" {
+		// Not in pg, or an entry of neither kind: the pod's own (the real plugin says what is wrong).
+		return "", false, nil
+	}
+	for i := range pg.Spec.ResourceClaims {
+		pgc := &pg.Spec.ResourceClaims[i]
+		if pgc.Name != pc.Name {
+			continue
+		}
+		n, _, err := resourceclaim.NameFromPodGroup(pg, pgc)
+		if err != nil {
+			return "", true, fmt.Errorf("claim %s of PodGroup %s/%s: %w", pc.Name, pg.Namespace, pg.Name, err)
+		}
+		if n == nil {
+			return "", true, nil
+		}
+		return *n, true, nil
+	}
+	return "", false, nil
+}
+
+// podGroupOf is the in-tree PodGroup the pod names, when the source reads PodGroup-owned claims.
+func (s *Source) podGroupOf(pod *v1.Pod) *schedulingv1beta1.PodGroup {
+	if s == nil || s.group == nil || pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
+		return nil
+	}
+	return s.group(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
+}
+
+// isGroupClaim reports whether the pod's claim pc is its PodGroup's (see GroupClaimName).
+func (s *Source) isGroupClaim(pod *v1.Pod, pc *v1.PodResourceClaim) bool {
+	_, group, _ := GroupClaimName(pod, s.podGroupOf(pod), pc)
+	return group
+}
+
+// inFlight is the claim with the allocation in flight for it, if any: the tracker's Get does not show
+// one (GatherAllocatedState does count its devices), and a PodGroup's claim is in flight while the
+// member whose cycle allocated it waits at Permit or binds, with other members still to place.
+func inFlight(tracker fwk.ResourceClaimTracker, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	if claim.Status.Allocation != nil {
+		return claim
+	}
+	pending := tracker.GetPendingAllocation(claim.UID)
+	if pending == nil {
+		return claim
+	}
+	c := claim.DeepCopy()
+	c.Status.Allocation = pending
+	return c
+}
+
+// groupPlacement is where the unallocated and allocated PodGroup claims of a kind's members put them.
+type groupPlacement struct {
+	// pending are the claims not allocated yet: allocated once, on the node with the members.
+	pending []*resourceapi.ResourceClaim
+	// on are the node selectors of the allocated ones (allocations in flight included): every member
+	// goes where all of them allow.
+	on []*nodeaffinity.NodeSelector
+}
+
+// placeGroupClaims splits a kind's PodGroup claims into those still to allocate and the node
+// selectors of those allocated. Pure.
+func placeGroupClaims(claims []*resourceapi.ResourceClaim) (groupPlacement, error) {
+	var out groupPlacement
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			out.pending = append(out.pending, c)
+			continue
+		}
+		if c.Status.Allocation.NodeSelector == nil {
+			continue
+		}
+		sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector)
+		if err != nil {
+			return groupPlacement{}, fmt.Errorf("the node selector of claim %s/%s's allocation: %w", c.Namespace, c.Name, err)
+		}
+		out.on = append(out.on, sel)
+	}
+	return out, nil
+}
+
+// allows reports whether the allocated PodGroup claims let members onto node.
+func (g groupPlacement) allows(node *v1.Node) bool {
+	for _, sel := range g.on {
+		if !sel.Match(node) {
+			return false
+		}
+	}
+	return true
+}
+
+// wholeOnOneNode decides whether a kind's members must all go to one node for its PodGroup claims:
+// some is still to allocate, every device that could be allocated is node-local (no slice serves
+// more than one node: the allocation's node selector is then that one node), and every member of
+// the check is of the kind (a mixed gang is counted as a relaxation: a node holds as many as fit).
+// Pure.
+func wholeOnOneNode(pendingGroupClaims int, nodeless bool, kindMembers, members int) bool {
+	return pendingGroupClaims > 0 && !nodeless && kindMembers == members
+}
+
+// unallocatedOnce appends to out the claims not allocated yet whose UID seen does not hold, and
+// records them in seen: a PodGroup's claim compared once, however many members use it.
+func unallocatedOnce(out []*resourceapi.ResourceClaim, seen sets.Set[types.UID], claims []*resourceapi.ResourceClaim) []*resourceapi.ResourceClaim {
+	for _, c := range claims {
+		if c.Status.Allocation != nil || seen.Has(c.UID) {
+			continue
+		}
+		seen.Insert(c.UID)
+		out = append(out, c)
+	}
+	return out
+}
