@@ -251,20 +251,7 @@ func freeable(claims []*resourceapi.ResourceClaim, victims sets.Set[types.UID], 
 // stays allocated. consumable is DRAConsumableCapacity (shared allocations tracked apart, by share
 // and consumed capacity; without it a shared device counts as allocated whole). Pure.
 func without(state structured.AllocatedState, freed, claims []*resourceapi.ResourceClaim, consumable bool) structured.AllocatedState {
-	out := structured.AllocatedState{
-		AllocatedDevices:         state.AllocatedDevices.Clone(),
-		AllocatedSharedDeviceIDs: state.AllocatedSharedDeviceIDs.Clone(),
-		AggregatedCapacity:       state.AggregatedCapacity.Clone(),
-	}
-	if out.AllocatedDevices == nil {
-		out.AllocatedDevices = sets.New[structured.DeviceID]()
-	}
-	if out.AllocatedSharedDeviceIDs == nil {
-		out.AllocatedSharedDeviceIDs = sets.New[structured.SharedDeviceID]()
-	}
-	if out.AggregatedCapacity == nil {
-		out.AggregatedCapacity = structured.NewConsumedCapacityCollection()
-	}
+	out := cloneState(state)
 	gone := sets.New[types.UID]()
 	for _, c := range freed {
 		gone.Insert(c.UID)
