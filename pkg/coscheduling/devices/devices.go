@@ -116,6 +116,9 @@ type kind struct {
 	// copies caches the claims of members, per set of extended resources left to DRA (see
 	// claimsFor): a check asks for the same claims on many nodes.
 	copies map[string][]*resourceapi.ResourceClaim
+	// merged caches, per variant and count, the members' claims as one (see merged); nil where
+	// they cannot be.
+	merged map[string]*resourceapi.ResourceClaim
 	// group is where the PodGroup claims the kind's members use put them (see workload.go): those
 	// not allocated yet are allocated once with the members on a node, the allocated ones keep the
 	// members on their nodes. whole is set when a node holds all the kind's members or none
@@ -142,6 +145,8 @@ type Check struct {
 	src    *Source
 	state  *structured.AllocatedState
 	slices []*resourceapi.ResourceSlice
+	// byNode are the devices of each node's own slices (see freeBound), built once.
+	byNode map[string]*nodeDevices
 	// nominated are, by node, the pods nominated there whose devices the model counts (see
 	// Claiming); held caches, by node, the claims they wait for there.
 	nominated map[string][]member
@@ -466,12 +471,12 @@ func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(na
 // otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
 // allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it.
 func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
-	return c.copies(c.ctx, c.allocator, true, k, ni, limit)
+	return c.copies(c.ctx, c.allocator, c.state, true, k, ni, limit)
 }
 
-// copies is Copies with allocator a under ctx; outOfTime is what an Allocate cut short by ctx
-// answers.
-func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bool, k int, ni fwk.NodeInfo, limit int) int {
+// copies is Copies with allocator a, built over the allocated devices state, under ctx; outOfTime
+// is what an Allocate cut short by ctx answers.
+func (c *Check) copies(ctx context.Context, a structured.Allocator, state *structured.AllocatedState, outOfTime bool, k int, ni fwk.NodeInfo, limit int) int {
 	kd, node := c.kinds[k], ni.Node()
 	if !kd.group.allows(node) {
 		// An allocated PodGroup claim keeps its members on its nodes.
@@ -497,8 +502,21 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, outOfTime bo
 		return 0
 	}
 	held := c.heldOn(ni)
+	if bound, ok := c.freeBound(state, kd, extended, held, node.Name); ok && bound < limit {
+		// Fewer devices free than limit members take: no Allocate for more is tried.
+		if kd.whole || bound <= 0 {
+			return 0
+		}
+		limit = bound
+	}
+	variant := extendedVariant(extended)
 	fits := func(n int) bool {
-		claims := c.claimsFor(kd, extended, n)
+		var claims []*resourceapi.ResourceClaim
+		if one, ok := c.merged(kd, extended, variant, n); ok {
+			claims = []*resourceapi.ResourceClaim{one}
+		} else {
+			claims = c.claimsFor(kd, extended, n)
+		}
 		if len(kd.group.pending) > 0 {
 			// The PodGroup's claims, once, with the members' own.
 			claims = append(slices.Clip(kd.group.pending), claims...)
@@ -549,10 +567,7 @@ func (c *Check) claimsFor(kd *kind, extended []extendedRequest, n int) []*resour
 	if len(extended) > 0 {
 		per++
 	}
-	variant := ""
-	for _, e := range extended {
-		variant += string(e.name) + ","
-	}
+	variant := extendedVariant(extended)
 	if kd.copies == nil {
 		kd.copies = map[string][]*resourceapi.ResourceClaim{}
 	}
@@ -570,6 +585,15 @@ func (c *Check) claimsFor(kd *kind, extended []extendedRequest, n int) []*resour
 	}
 	kd.copies[variant] = out
 	return out[:n*per]
+}
+
+// extendedVariant names the set of a kind's extended resources a node leaves to DRA.
+func extendedVariant(extended []extendedRequest) string {
+	variant := ""
+	for _, e := range extended {
+		variant += string(e.name) + ","
+	}
+	return variant
 }
 
 // extendedClaim is the claim the DynamicResources plugin makes for a member's extended resources on

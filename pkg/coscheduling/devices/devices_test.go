@@ -13,11 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -354,27 +358,43 @@ func newTestCache() *cel.Cache { return cel.NewCache(10, cel.Features{}) }
 
 // BenchmarkDeviceCheck is one whole-gang check's device work for an 8-member gang that asks for one
 // DRA-backed GPU a member, on 1000 nodes with 8 devices each: reading the state, building the
-// allocator, and one count per node (what gangfit.New does once per attempt).
+// allocator, and one count per node (what gangfit.New does once per attempt). empty: every device
+// free; taken: node i has i mod 9 of its devices allocated (8 to 0 free), as a cluster part full of
+// gangs has.
 func BenchmarkDeviceCheck(b *testing.B) {
-	logger, _ := ktesting.NewTestContext(b)
-	d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("")}}
-	var nodes []fwk.NodeInfo
-	for n := range 1000 {
-		name := fmt.Sprintf("n%d", n)
-		d.slices = append(d.slices, slice(name, "a", "a", "a", "a", "a", "a", "a", "a"))
-		nodes = append(nodes, nodeInfo(name, nil))
-	}
-	var members []*v1.Pod
-	for i := range 8 {
-		members = append(members, withExtended(gangtest.Member(fmt.Sprintf("m%d", i), "g", "1"), "1"))
-	}
-	src := &Source{dra: d, cel: newTestCache(), extended: true}
-	b.ResetTimer()
-	for b.Loop() {
-		check := src.ForCheck(logger, members)
-		for _, ni := range nodes {
-			check.Copies(0, ni, 8)
-		}
-		check.(*Check).Done()
+	for _, taken := range []bool{false, true} {
+		b.Run(map[bool]string{false: "empty", true: "taken"}[taken], func(b *testing.B) {
+			logger := klog.Background().V(0) // the scheduler's default verbosity, not the test logger's
+			d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("")}}
+			var nodes []fwk.NodeInfo
+			for n := range 1000 {
+				name := fmt.Sprintf("n%d", n)
+				d.slices = append(d.slices, slice(name, "a", "a", "a", "a", "a", "a", "a", "a"))
+				nodes = append(nodes, nodeInfo(name, nil))
+				if !taken {
+					continue
+				}
+				for i := range n % 9 {
+					dev := fmt.Sprintf("gpu-%d", i)
+					d.claims["other/"+name+dev] = &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: name + dev},
+						Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+							Results: []resourceapi.DeviceRequestAllocationResult{{Request: "r", Driver: driver, Pool: name, Device: dev}}}}}}
+				}
+			}
+			var members []*v1.Pod
+			for i := range 8 {
+				members = append(members, withExtended(gangtest.Member(fmt.Sprintf("m%d", i), "g", "1"), "1"))
+			}
+			// The allocator the scheduler's gates choose (New does the same).
+			src := &Source{dra: d, cel: newTestCache(), extended: true, features: dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))}
+			b.ResetTimer()
+			for b.Loop() {
+				check := src.ForCheck(logger, members)
+				for _, ni := range nodes {
+					check.Copies(0, ni, 8)
+				}
+				check.(*Check).Done()
+			}
+		})
 	}
 }

@@ -83,7 +83,7 @@ func (c *Check) released(pods []*v1.Pod, nodes []fwk.NodeInfo, need int) (map[st
 		for k := range c.kinds {
 			// Out of time, an Allocate does not fit: devices are counted freed only when the
 			// allocator says so.
-			nr.Copies[k] = c.copies(ctx, a, false, k, ni, need)
+			nr.Copies[k] = c.copies(ctx, a, &rest, false, k, ni, need)
 		}
 		out[node.Name] = nr
 	}
@@ -130,7 +130,7 @@ func (c *Check) ReleasedBy(node string, holders []types.UID, need int) []int {
 	defer cancel()
 	out := make([]int, len(c.kinds))
 	for k := range c.kinds {
-		out[k] = c.copies(ctx, a, false, k, ni, need)
+		out[k] = c.copies(ctx, a, &rest, false, k, ni, need)
 	}
 	return out
 }

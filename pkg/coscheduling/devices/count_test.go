@@ -1,0 +1,103 @@
+package devices
+
+import (
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+func request(name string, mode resourceapi.DeviceAllocationMode, count int64) resourceapi.DeviceRequest {
+	return resourceapi.DeviceRequest{Name: name, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: count}}
+}
+
+func claimWith(reqs ...resourceapi.DeviceRequest) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: reqs}}}
+}
+
+func TestLeastDevices(t *testing.T) {
+	exact := resourceapi.DeviceAllocationModeExactCount
+	admin := request("admin", exact, 4)
+	admin.Exactly.AdminAccess = ptr.To(true)
+	alternatives := resourceapi.DeviceRequest{Name: "alt", FirstAvailable: []resourceapi.DeviceSubRequest{
+		{Name: "big", DeviceClassName: class, AllocationMode: exact, Count: 4},
+		{Name: "small", DeviceClassName: class, AllocationMode: exact, Count: 2},
+	}}
+	withAll := alternatives.DeepCopy()
+	withAll.FirstAvailable = append(withAll.FirstAvailable, resourceapi.DeviceSubRequest{Name: "all", DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeAll})
+	cases := []struct {
+		name   string
+		claims []*resourceapi.ResourceClaim
+		want   int64
+	}{
+		{name: "none", want: 0},
+		{name: "exact counts add up over requests and claims", claims: []*resourceapi.ResourceClaim{claimWith(request("a", exact, 2), request("b", exact, 1)), claimWith(request("c", exact, 3))}, want: 6},
+		{name: "a count left to defaulting is one", claims: []*resourceapi.ResourceClaim{claimWith(request("a", "", 0))}, want: 1},
+		{name: "all devices: none for sure", claims: []*resourceapi.ResourceClaim{claimWith(request("a", resourceapi.DeviceAllocationModeAll, 0))}, want: 0},
+		{name: "admin access takes none from others", claims: []*resourceapi.ResourceClaim{claimWith(admin, request("b", exact, 1))}, want: 1},
+		{name: "alternatives: the smallest", claims: []*resourceapi.ResourceClaim{claimWith(alternatives)}, want: 2},
+		{name: "alternatives with all devices: none", claims: []*resourceapi.ResourceClaim{claimWith(*withAll)}, want: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leastDevices(tc.claims); got != tc.want {
+				t.Errorf("leastDevices = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMergeClaims(t *testing.T) {
+	exact := resourceapi.DeviceAllocationModeExactCount
+	constrained := claimWith(request("a", exact, 1), request("b", exact, 1))
+	constrained.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.example.com/numa"))}}
+	admin := request("admin", exact, 1)
+	admin.Exactly.AdminAccess = ptr.To(true)
+	alternatives := resourceapi.DeviceRequest{Name: "alt", FirstAvailable: []resourceapi.DeviceSubRequest{{Name: "one", DeviceClassName: class, AllocationMode: exact, Count: 1}}}
+	cases := []struct {
+		name   string
+		claims []*resourceapi.ResourceClaim
+		n      int
+		// want are the merged requests' counts; nil: not merged.
+		want []int64
+	}{
+		{name: "one request: n times its count", claims: []*resourceapi.ResourceClaim{claimWith(request("gpu", exact, 2))}, n: 3, want: []int64{6}},
+		{name: "requests of several claims stay apart", claims: []*resourceapi.ResourceClaim{claimWith(request("gpu", exact, 1)), claimWith(request("nic", "", 0))}, n: 4, want: []int64{4, 4}},
+		{name: "a constraint holds within a claim: not merged", claims: []*resourceapi.ResourceClaim{constrained}, n: 2},
+		{name: "all devices: not merged", claims: []*resourceapi.ResourceClaim{claimWith(request("a", resourceapi.DeviceAllocationModeAll, 0))}, n: 2},
+		{name: "admin access: not merged", claims: []*resourceapi.ResourceClaim{claimWith(admin)}, n: 2},
+		{name: "alternatives: not merged", claims: []*resourceapi.ResourceClaim{claimWith(alternatives)}, n: 2},
+		{name: "32 devices merge", claims: []*resourceapi.ResourceClaim{claimWith(request("gpu", exact, 4))}, n: 8, want: []int64{32}},
+		{name: "more than one allocation result holds: not merged", claims: []*resourceapi.ResourceClaim{claimWith(request("gpu", exact, 4))}, n: 9},
+		{name: "no claims", n: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mergeClaims(tc.claims, tc.n)
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("merged into %d requests, want not merged", len(got.Spec.Devices.Requests))
+				}
+				return
+			}
+			if got == nil {
+				t.Fatal("not merged")
+			}
+			var counts []int64
+			for _, r := range got.Spec.Devices.Requests {
+				counts = append(counts, r.Exactly.Count)
+				if r.Exactly.AllocationMode != exact {
+					t.Errorf("request %s: mode %q", r.Name, r.Exactly.AllocationMode)
+				}
+			}
+			if len(counts) != len(tc.want) {
+				t.Fatalf("counts %v, want %v", counts, tc.want)
+			}
+			for i := range counts {
+				if counts[i] != tc.want[i] {
+					t.Fatalf("counts %v, want %v", counts, tc.want)
+				}
+			}
+		})
+	}
+}
