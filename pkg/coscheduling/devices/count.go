@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -11,19 +12,26 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// nodeDevices are the devices of a node's own ResourceSlices (see freeBound).
+// nodeDevices are the devices of a node's own ResourceSlices (see freeBound, plainCount).
 type nodeDevices struct {
-	ids []structured.DeviceID
+	slices []*resourceapi.ResourceSlice
+	ids    []structured.DeviceID
 	// shared is set when some device takes more than one allocation (DRAConsumableCapacity):
 	// free devices then bound nothing.
 	shared bool
+	// plain is set when each of the node's pools is one slice that says so, and no device has a
+	// taint, binding conditions, counters it consumes or shares: a device is then free for a
+	// request when it is not allocated and matches it.
+	plain bool
 }
 
 // devicesOf returns the devices of the node's own slices; built for every node at the first call of
 // a check, from the slices the check's allocator reads.
-func (c *Check) devicesOf(node string) nodeDevices {
+func (c *Check) devicesOf(node string) *nodeDevices {
 	if c.byNode == nil {
 		c.byNode = map[string]*nodeDevices{}
+		type pool struct{ node, driver, name string }
+		pools := map[pool]int{}
 		for _, sl := range c.slices {
 			name := ptr.Deref(sl.Spec.NodeName, "")
 			if name == "" {
@@ -31,22 +39,35 @@ func (c *Check) devicesOf(node string) nodeDevices {
 			}
 			nd := c.byNode[name]
 			if nd == nil {
-				nd = &nodeDevices{}
+				nd = &nodeDevices{plain: true}
 				c.byNode[name] = nd
+			}
+			nd.slices = append(nd.slices, sl)
+			pools[pool{name, sl.Spec.Driver, sl.Spec.Pool.Name}]++
+			if sl.Spec.Pool.ResourceSliceCount != 1 || len(sl.Spec.SharedCounters) > 0 {
+				nd.plain = false
 			}
 			for i := range sl.Spec.Devices {
 				d := &sl.Spec.Devices[i]
 				if ptr.Deref(d.AllowMultipleAllocations, false) {
 					nd.shared = true
 				}
-				nd.ids = append(nd.ids, structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name))
+				if len(d.Taints) > 0 || len(d.BindingConditions) > 0 || len(d.BindingFailureConditions) > 0 || len(d.ConsumesCounters) > 0 {
+					nd.plain = false
+				}
+			}
+			nd.ids = append(nd.ids, c.src.deviceIDs(sl)...)
+		}
+		for p, n := range pools {
+			if nd := c.byNode[p.node]; n != 1 || nd.shared {
+				nd.plain = false
 			}
 		}
 	}
 	if nd := c.byNode[node]; nd != nil {
-		return *nd
+		return nd
 	}
-	return nodeDevices{}
+	return &nodeDevices{}
 }
 
 // freeBound is an upper bound on how many members of kind kd the node's free devices hold, counted
@@ -179,4 +200,41 @@ func mergeClaims(claims []*resourceapi.ResourceClaim, n int) *resourceapi.Resour
 		return nil
 	}
 	return out
+}
+
+// plainCount is how many members of kind kd the node's free devices hold, counted without the
+// allocator where the allocator's answer is plain: the kind asks for one exact count of devices of
+// one class (one request in all), no claim is allocated with the members there (the PodGroup's, a
+// nominated pod's), the node is plain (see nodeDevices). Its devices that are not allocated in
+// state and match the class's and the request's selectors, over the count, at most limit. The
+// selectors' answers are kept across checks for each slice's version (see matchCache), so a
+// check reads each device once and evaluates no CEL for slices it has seen. ok is false where the
+// allocator must answer (a selector that is not CEL, or fails to compile or to evaluate).
+func (c *Check) plainCount(ctx context.Context, state *structured.AllocatedState, kd *kind, extended []extendedRequest, held []*resourceapi.ResourceClaim, node string, limit int) (int, bool) {
+	if c.nodeless || state == nil || len(held) > 0 || len(kd.group.pending) > 0 || c.src == nil {
+		return 0, false
+	}
+	one, ok := c.merged(kd, extended, extendedVariant(extended), 1)
+	if !ok || len(one.Spec.Devices.Requests) != 1 {
+		return 0, false
+	}
+	req := one.Spec.Devices.Requests[0].Exactly
+	nd := c.devicesOf(node)
+	if !nd.plain {
+		return 0, false
+	}
+	free, i := int64(0), 0
+	for _, sl := range nd.slices {
+		matches, ok := c.src.matches(ctx, sl, req)
+		if !ok {
+			return 0, false
+		}
+		for j := range sl.Spec.Devices {
+			if matches[j] && !state.AllocatedDevices.Has(nd.ids[i+j]) {
+				free++
+			}
+		}
+		i += len(sl.Spec.Devices)
+	}
+	return int(min(free/req.Count, int64(limit))), true
 }

@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"context"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -99,5 +100,43 @@ func TestMergeClaims(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The selectors' answers are kept per version of a slice and of the class: a slice or a class
+// changed is evaluated again.
+func TestMatchCache(t *testing.T) {
+	d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("a")}}
+	src := &Source{dra: d, cel: newTestCache(), matchCache: &matchCache{}}
+	req := &resourceapi.ExactDeviceRequest{DeviceClassName: class, Count: 1}
+	sl := slice("n0", "a", "b")
+	sl.UID, sl.ResourceVersion = "s0", "1"
+	ask := func(want ...bool) {
+		t.Helper()
+		got, ok := src.matches(context.Background(), sl, req)
+		if !ok || len(got) != len(want) {
+			t.Fatalf("matches = %v, %v; want %v", got, ok, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("matches = %v, want %v", got, want)
+			}
+		}
+	}
+	ask(true, false)
+	// The same version answers from the cache, even where the object changed (it does not, in
+	// an informer's cache, without a new version).
+	sl.Spec.Devices[1].Attributes["model"] = resourceapi.DeviceAttribute{StringValue: ptr.To("a")}
+	ask(true, false)
+	sl.ResourceVersion = "2"
+	ask(true, true)
+	cls := gpuClass("b")
+	cls.ResourceVersion = "7"
+	d.classes[class] = cls
+	ask(false, false)
+	// A selector that does not compile: the allocator answers.
+	req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.nope("}}}
+	if _, ok := src.matches(context.Background(), sl, req); ok {
+		t.Error("a selector that does not compile answered")
 	}
 }

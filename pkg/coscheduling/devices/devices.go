@@ -57,6 +57,9 @@ type Source struct {
 	// group looks up the in-tree PodGroups whose claims members use (see workload.go); nil where
 	// the scheduler's DRAWorkloadResourceClaims gate is off or the in-tree API is not read.
 	group GroupLookup
+	// matchCache keeps the selectors' answers across checks (see matches); shared by the
+	// source's copies, nil in tests that build a Source by hand (nothing kept).
+	matchCache *matchCache
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -78,6 +81,7 @@ func New(dra fwk.SharedDRAManager) *Source {
 		}),
 		extended:   fts.EnableDRAExtendedResource,
 		consumable: fts.EnableDRAConsumableCapacity,
+		matchCache: &matchCache{},
 	}
 }
 
@@ -508,6 +512,12 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, state *struc
 			return 0
 		}
 		limit = bound
+	}
+	if n, ok := c.plainCount(ctx, state, kd, extended, held, node.Name, limit); ok {
+		if kd.whole && n < limit {
+			return 0
+		}
+		return n
 	}
 	variant := extendedVariant(extended)
 	fits := func(n int) bool {

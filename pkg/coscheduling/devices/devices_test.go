@@ -369,7 +369,9 @@ func BenchmarkDeviceCheck(b *testing.B) {
 			var nodes []fwk.NodeInfo
 			for n := range 1000 {
 				name := fmt.Sprintf("n%d", n)
-				d.slices = append(d.slices, slice(name, "a", "a", "a", "a", "a", "a", "a", "a"))
+				sl := slice(name, "a", "a", "a", "a", "a", "a", "a", "a")
+				sl.UID, sl.ResourceVersion = types.UID(name), "1" // as read from the API
+				d.slices = append(d.slices, sl)
 				nodes = append(nodes, nodeInfo(name, nil))
 				if !taken {
 					continue
@@ -386,7 +388,7 @@ func BenchmarkDeviceCheck(b *testing.B) {
 				members = append(members, withExtended(gangtest.Member(fmt.Sprintf("m%d", i), "g", "1"), "1"))
 			}
 			// The allocator the scheduler's gates choose (New does the same).
-			src := &Source{dra: d, cel: newTestCache(), extended: true, features: dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))}
+			src := &Source{dra: d, cel: newTestCache(), extended: true, matchCache: &matchCache{}, features: dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))}
 			b.ResetTimer()
 			for b.Loop() {
 				check := src.ForCheck(logger, members)
