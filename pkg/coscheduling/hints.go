@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -87,6 +88,28 @@ func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1
 // whole-gang check counts them (see package devices).
 func (pl *Coscheduling) isSchedulableAfterDeviceChange(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
 	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
+		return fwk.QueueSkip, nil
+	}
+	pl.epoch.Add(1)
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterClaimChange requeues a member that may claim devices through DRA when a
+// ResourceClaim's devices are freed (its allocation dropped, or the claim deleted while allocated), or
+// when a PodGroup's own claim is allocated or freed (it pins or releases the members that use it: see
+// package devices). Other claim updates (an allocation written at binding, reservations, device
+// status) free nothing: a member they requeued, and the cached checks they made stale, were a
+// scheduling attempt and a whole-gang check for nothing, for every member waiting, on every claim
+// written.
+func (pl *Coscheduling) isSchedulableAfterClaimChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
+		return fwk.QueueSkip, nil
+	}
+	oldClaim, newClaim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
 		return fwk.QueueSkip, nil
 	}
 	pl.epoch.Add(1)

@@ -164,11 +164,11 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		// whose members claim devices fit.
 		for _, e := range []fwk.ClusterEvent{
 			{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
-			{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete},
 			{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},
 		} {
 			events = append(events, fwk.ClusterEventWithHint{Event: e, QueueingHintFn: pl.isSchedulableAfterDeviceChange})
 		}
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimChange})
 	}
 	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: podgroup.InTreeEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange})

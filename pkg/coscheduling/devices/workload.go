@@ -187,3 +187,27 @@ func unallocatedOnce(out []*resourceapi.ResourceClaim, seen sets.Set[types.UID],
 	}
 	return out
 }
+
+// ClaimFreesOrPins reports whether a claim's change (oldClaim nil: added; newClaim nil: deleted) may
+// change a whole-gang check: devices freed (an allocation dropped, or an allocated claim deleted), or
+// a PodGroup's own claim allocated or freed (it pins its users to its nodes). Pure.
+func ClaimFreesOrPins(oldClaim, newClaim *resourceapi.ResourceClaim) bool {
+	allocated := func(c *resourceapi.ResourceClaim) bool { return c != nil && c.Status.Allocation != nil }
+	if allocated(oldClaim) && !allocated(newClaim) {
+		return true
+	}
+	if allocated(oldClaim) == allocated(newClaim) {
+		return false
+	}
+	for _, c := range []*resourceapi.ResourceClaim{oldClaim, newClaim} {
+		if c == nil {
+			continue
+		}
+		for _, ref := range c.OwnerReferences {
+			if ref.Kind == "PodGroup" {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -371,3 +371,41 @@ func TestPlaceGroupClaims(t *testing.T) {
 		})
 	}
 }
+
+func TestClaimFreesOrPins(t *testing.T) {
+	allocated := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		c = c.DeepCopy()
+		c.Status.Allocation = &resourceapi.AllocationResult{}
+		return c
+	}
+	reserved := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		c = c.DeepCopy()
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "p"}}
+		return c
+	}
+	own := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "member-gpu"}}
+	group := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "pg-gpu",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "pg", UID: "pg"}}}}
+	cases := []struct {
+		name     string
+		old, new *resourceapi.ResourceClaim
+		want     bool
+	}{
+		{name: "allocated at binding: nothing freed", old: own, new: allocated(own), want: false},
+		{name: "reserved: nothing freed", old: allocated(own), new: reserved(allocated(own)), want: false},
+		{name: "deallocated: devices freed", old: reserved(allocated(own)), new: own, want: true},
+		{name: "deleted while allocated: devices freed", old: allocated(own), want: true},
+		{name: "deleted unallocated: nothing freed", old: own, want: false},
+		{name: "created", new: own, want: false},
+		{name: "a PodGroup's claim allocated: pins its users", old: group, new: allocated(group), want: true},
+		{name: "a PodGroup's claim reserved: nothing changes", old: allocated(group), new: reserved(allocated(group)), want: false},
+		{name: "a PodGroup's claim deallocated", old: allocated(group), new: group, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClaimFreesOrPins(tc.old, tc.new); got != tc.want {
+				t.Errorf("ClaimFreesOrPins = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
