@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -29,6 +30,11 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	key := podgroup.Key(pod.Namespace, name)
+	if src, ok := pl.fit.Devices.(*devices.Source); ok && src != nil {
+		if why := src.ClaimOrder(pod); why != "" {
+			return pl.gate(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
+		}
+	}
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
 		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,

@@ -218,6 +218,8 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
 			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers {
 				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
+			} else if reason == podgroup.ReasonPodGroupClaimOrder {
+				pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg)
 			} else {
 				pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
 			}

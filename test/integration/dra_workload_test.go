@@ -29,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // workloadClaimsGates are the scheduler's gates for PodGroup-owned claims: DRAWorkloadResourceClaims
@@ -102,10 +104,9 @@ func TestDRAPodGroupClaim(t *testing.T) {
 	for i := range 4 {
 		p := e.pod(fmt.Sprintf("train-%d", i), "", "1", "gang")
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
-		// The member's own claim first: with the PodGroup's claim listed first this test passed 4 of 10
-		// runs (devices mixed up between the group's claim and a member's own, or a member placed off
-		// the group claim's node, in upstream's pod-group cycle; see docs/coscheduling.md), 10 of 10
-		// in this order.
+		// The member's own claim first: in the other order the DynamicResources plugin of 1.37 can swap
+		// the two claims' devices (this test then passed 4 of 10 runs), and Coscheduling refuses the
+		// member (TestDRAPodGroupClaimOrder; docs/coscheduling.md).
 		p.Spec.ResourceClaims = []v1.PodResourceClaim{
 			{Name: "gpu", ResourceClaimTemplateName: ptr.To("own-gpu")},
 			{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")},
@@ -283,4 +284,59 @@ func TestDRAPodGroupClaimGateOff(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDRAPodGroupClaimOrder: members that list their PodGroup's claim before a claim of their own, the
+// order in which the DynamicResources plugin of 1.37 can give one claim the other's devices (with it,
+// TestDRAPodGroupClaim passed 4 runs in 10: a claim allocated with the other's count, or a member's
+// PreBind failing and the gang bound in part), are not placed: each gets a PodGroupClaimOrder warning
+// that says what to change. Made again with their own claim first, the gang is placed whole.
+func TestDRAPodGroupClaimOrder(t *testing.T) {
+	needControllerManager(t)
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, false)
+	e.node(t, ns+"-a", "16", "gang", 8, nil)
+	e.claimTemplateOf(t, "group-gpus", 2)
+	e.claimTemplateOf(t, "own-gpu", 1)
+	startWorkloadClaimsScheduler(t)
+
+	spec := inTreeSpec(2)
+	spec.ResourceClaims = []schedulingv1beta1.PodGroupResourceClaim{{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")}}
+	createInTreePodGroup(t, ns, "train", spec)
+	watchWhole(t, ns, inTree("train"), 2, nil)
+	members := func(prefix string, groupFirst bool) []string {
+		var names []string
+		for i := range 2 {
+			p := e.pod(fmt.Sprintf("%s-%d", prefix, i), "", "1", "gang")
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+			own := v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("own-gpu")}
+			shared := v1.PodResourceClaim{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")}
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{own, shared}
+			if groupFirst {
+				p.Spec.ResourceClaims = []v1.PodResourceClaim{shared, own}
+			}
+			p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}, {Name: "shared"}}
+			createPod(t, p)
+			names = append(names, p.Name)
+		}
+		return names
+	}
+
+	swapped := members("swapped", true)
+	for _, name := range swapped {
+		ev := waitForEvent(t, ns, name, podgroup.ReasonPodGroupClaimOrder, schedulerName)
+		if ev.Type != v1.EventTypeWarning || !strings.Contains(ev.Message, `claim "shared" before its own claim "gpu"`) {
+			t.Errorf("%s: %s event %q, want a Warning that names both claims", name, ev.Type, ev.Message)
+		}
+	}
+	consistentlyNoneBound(t, 3*time.Second, ns, inTree("train"))
+
+	// Made again, the PodGroup's claim last.
+	for _, name := range swapped {
+		if err := client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members("train", false)
+	waitForBoundMembers(t, ns, inTree("train"), 2)
 }

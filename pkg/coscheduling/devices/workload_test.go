@@ -409,3 +409,41 @@ func TestClaimFreesOrPins(t *testing.T) {
 		})
 	}
 }
+
+// The claim orders the DynamicResources plugin of 1.37 mixes up (see ClaimOrder).
+func TestClaimOrder(t *testing.T) {
+	pg := inTreeGroup([]schedulingv1beta1.PodGroupResourceClaim{fromTemplate("gpus", "group-gpus"), named("fabric", "fabric-claim")},
+		map[string]string{"gpus": "pg-gpus-x7k2q"})
+	cases := []struct {
+		name     string
+		pod      *v1.Pod
+		pg       *schedulingv1beta1.PodGroup
+		extended string
+		// want is a part of the message; "" when the pod may be placed.
+		want string
+	}{
+		{name: "own claim first", pod: inGroup("m0", "pg", podTemplateClaim("gpu", "own-gpu"), podTemplateClaim("gpus", "group-gpus")), pg: pg},
+		{name: "the PodGroup's claim first", pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus"), podTemplateClaim("gpu", "own-gpu")), pg: pg,
+			want: `claim "gpus" before its own claim "gpu"`},
+		{name: "a named PodGroup claim first", pod: inGroup("m0", "pg", podNamedClaim("fabric", "fabric-claim"), podNamedClaim("mine", "my-claim")), pg: pg,
+			want: `claim "fabric" before its own claim "mine"`},
+		{name: "only PodGroup claims", pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus"), podNamedClaim("fabric", "fabric-claim")), pg: pg},
+		{name: "only its own claims", pod: inGroup("m0", "pg", podTemplateClaim("a", "t"), podTemplateClaim("b", "t")), pg: pg},
+		{name: "own, group, own", pod: inGroup("m0", "pg", podTemplateClaim("a", "t"), podTemplateClaim("gpus", "group-gpus"), podTemplateClaim("b", "t")), pg: pg,
+			want: `before its own claim "b"`},
+		{name: "a PodGroup claim and a DRA-backed extended resource", pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus")), pg: pg,
+			extended: "example.com/gpu", want: "extended resource example.com/gpu"},
+		{name: "no PodGroup read (gate off)", pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus"), podTemplateClaim("gpu", "own-gpu"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if tc.pg != nil {
+				got = claimOrder(tc.pod, tc.pg, tc.extended)
+			}
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("claimOrder = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -47,6 +47,12 @@ const (
 	// ReasonReservationEnded (PodGroup): the gang holds its room no more (it timed out, or the room it
 	// counted on is gone); the message says why.
 	ReasonReservationEnded = "ReservationEnded"
+	// ReasonPodGroupClaimOrder (pod, Warning): the member lists its in-tree PodGroup's ResourceClaim
+	// before a claim of its own (or beside a DRA-backed extended resource), the order in which
+	// upstream's DynamicResources plugin (1.37) can give one claim the other's devices; it is not
+	// placed (spec.resourceClaims cannot change: the pod must be made again, the PodGroup's claims
+	// last).
+	ReasonPodGroupClaimOrder = "PodGroupClaimOrder"
 )
 
 // The types of the PodGroup conditions the scheduler maintains: Scheduled for every gang, Topology for
