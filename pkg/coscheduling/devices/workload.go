@@ -2,12 +2,14 @@ package devices
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -210,4 +212,56 @@ func ClaimFreesOrPins(oldClaim, newClaim *resourceapi.ResourceClaim) bool {
 		}
 	}
 	return false
+}
+
+// ClaimOrder says why a member may not be placed because of the order of its claims ("" when it may).
+// Upstream's DynamicResources plugin (1.37, pod-group cycle with DRAWorkloadResourceClaims) keeps, in
+// Filter, the results of the claims it allocates on the node followed by the allocations in flight of
+// claims shared with members placed earlier (the PodGroup's claim), and Reserve hands them out in the
+// order of the pod's spec.resourceClaims: a PodGroup claim listed before a claim of the member's own
+// gets that claim's devices and the other way round, so a member binds with the wrong devices or, in
+// PreBind, not at all (a gang bound in part). The claim the plugin makes for a DRA-backed extended
+// resource always comes last, after any PodGroup claim. Only where the source reads PodGroup claims.
+func (s *Source) ClaimOrder(pod *v1.Pod) string {
+	pg := s.podGroupOf(pod)
+	if pg == nil {
+		return ""
+	}
+	extended := ""
+	if resolver := s.dra.DeviceClassResolver(); s.extended && resolver != nil {
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			if strings.Contains(string(name), "/") && !q.IsZero() && resolver.GetDeviceClass(name) != nil {
+				extended = string(name)
+				break
+			}
+		}
+	}
+	return claimOrder(pod, pg, extended)
+}
+
+// claimOrder is ClaimOrder's decision: extended names a DRA-backed extended resource the pod asks for
+// ("" when none). Pure.
+func claimOrder(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, extended string) string {
+	group := ""
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if _, isGroup, _ := GroupClaimName(pod, pg, pc); isGroup {
+			if group == "" {
+				group = pc.Name
+			}
+			continue
+		}
+		if group != "" {
+			return fmt.Sprintf("the pod lists PodGroup %s's claim %q before its own claim %q in spec.resourceClaims: in this order "+
+				"the DynamicResources plugin of Kubernetes 1.37 can give one claim the other's devices (its Filter keeps the allocations "+
+				"in flight for claims shared with other members after the new ones, its Reserve hands them out in the pod's order); "+
+				"list the PodGroup's claims after the pod's own (spec.resourceClaims cannot change: make the pod again)", pg.Name, group, pc.Name)
+		}
+	}
+	if group != "" && extended != "" {
+		return fmt.Sprintf("the pod uses PodGroup %s's claim %q and the DRA-backed extended resource %s: the DynamicResources plugin of "+
+			"Kubernetes 1.37 places the claim it makes for the extended resource after the PodGroup's and can give one the other's devices; "+
+			"ask for the devices through a claim of the pod's own, listed before the PodGroup's", pg.Name, group, extended)
+	}
+	return ""
 }
