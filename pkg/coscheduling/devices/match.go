@@ -11,55 +11,77 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-// matchCacheSize bounds the slices' answers kept (a cache past it starts over): a few per slice for
+// matchCacheSize bounds the answers kept per kind (a cache past it starts over): a few per slice for
 // each device request shape in use.
 const matchCacheSize = 20000
 
 // matchCache keeps, for each version of a slice and each request (its class's version and
-// selectors), which of the slice's devices the selectors select. Slices and classes change rarely;
-// gang checks ask the same of every node again and again.
+// selectors), which of the slice's devices the selectors select, and each slice version's device
+// IDs. Slices and classes change rarely; gang checks ask the same of every node again and again.
 type matchCache struct {
-	mu      sync.Mutex
-	answers map[matchKey][]bool
-	// ids are the slices' device IDs, by version.
-	ids map[matchKey][]structured.DeviceID
-}
-
-// deviceIDs are the IDs of the slice's devices, kept for its version.
-func (s *Source) deviceIDs(sl *resourceapi.ResourceSlice) []structured.DeviceID {
-	var mc *matchCache
-	if s != nil {
-		mc = s.matchCache
-	}
-	key := matchKey{slice: sl.UID, version: sl.ResourceVersion}
-	cacheable := mc != nil && sl.UID != "" && sl.ResourceVersion != ""
-	if cacheable {
-		mc.mu.Lock()
-		ids, ok := mc.ids[key]
-		mc.mu.Unlock()
-		if ok {
-			return ids
-		}
-	}
-	ids := make([]structured.DeviceID, len(sl.Spec.Devices))
-	for i := range sl.Spec.Devices {
-		ids[i] = structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, sl.Spec.Devices[i].Name)
-	}
-	if cacheable {
-		mc.mu.Lock()
-		if mc.ids == nil || len(mc.ids) >= matchCacheSize {
-			mc.ids = map[matchKey][]structured.DeviceID{}
-		}
-		mc.ids[key] = ids
-		mc.mu.Unlock()
-	}
-	return ids
+	answers versioned[[]bool]
+	ids     versioned[[]structured.DeviceID]
 }
 
 type matchKey struct {
 	slice   types.UID
 	version string
 	request string
+}
+
+// versioned is a bounded map of answers by slice version, safe for concurrent use; a nil one keeps
+// nothing.
+type versioned[T any] struct {
+	mu sync.Mutex
+	m  map[matchKey]T
+}
+
+// get returns the answer kept for key, if any. Keys of slices not read from the API (no UID or
+// version) are never kept.
+func (v *versioned[T]) get(key matchKey) (T, bool) {
+	var zero T
+	if v == nil || key.slice == "" || key.version == "" {
+		return zero, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a, ok := v.m[key]
+	return a, ok
+}
+
+func (v *versioned[T]) put(key matchKey, a T) {
+	if v == nil || key.slice == "" || key.version == "" {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= matchCacheSize {
+		v.m = map[matchKey]T{}
+	}
+	v.m[key] = a
+}
+
+// caches returns the source's caches (nil ones, which keep nothing, without a cache).
+func (s *Source) caches() (*versioned[[]bool], *versioned[[]structured.DeviceID]) {
+	if s == nil || s.matchCache == nil {
+		return nil, nil
+	}
+	return &s.matchCache.answers, &s.matchCache.ids
+}
+
+// deviceIDs are the IDs of the slice's devices, kept for its version.
+func (s *Source) deviceIDs(sl *resourceapi.ResourceSlice) []structured.DeviceID {
+	_, cache := s.caches()
+	key := matchKey{slice: sl.UID, version: sl.ResourceVersion}
+	if ids, ok := cache.get(key); ok {
+		return ids
+	}
+	ids := make([]structured.DeviceID, len(sl.Spec.Devices))
+	for i := range sl.Spec.Devices {
+		ids[i] = structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, sl.Spec.Devices[i].Name)
+	}
+	cache.put(key, ids)
+	return ids
 }
 
 // matches says which of the slice's devices req selects: the selectors of its class, then its own,
@@ -79,16 +101,10 @@ func (s *Source) matches(ctx context.Context, sl *resourceapi.ResourceSlice, req
 		}
 		b.WriteString("\x00" + sel.CEL.Expression)
 	}
+	cache, _ := s.caches()
 	key := matchKey{slice: sl.UID, version: sl.ResourceVersion, request: b.String()}
-	mc := s.matchCache
-	cacheable := mc != nil && sl.UID != "" && sl.ResourceVersion != ""
-	if cacheable {
-		mc.mu.Lock()
-		answer, ok := mc.answers[key]
-		mc.mu.Unlock()
-		if ok {
-			return answer, true
-		}
+	if answer, ok := cache.get(key); ok {
+		return answer, true
 	}
 	exprs := make([]cel.CompilationResult, len(selectors))
 	for i, sel := range selectors {
@@ -115,13 +131,6 @@ func (s *Source) matches(ctx context.Context, sl *resourceapi.ResourceSlice, req
 			}
 		}
 	}
-	if cacheable {
-		mc.mu.Lock()
-		if mc.answers == nil || len(mc.answers) >= matchCacheSize {
-			mc.answers = map[matchKey][]bool{}
-		}
-		mc.answers[key] = answer
-		mc.mu.Unlock()
-	}
+	cache.put(key, answer)
 	return answer, true
 }
