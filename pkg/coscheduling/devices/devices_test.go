@@ -266,7 +266,8 @@ func TestForCheckWithoutDevices(t *testing.T) {
 
 // Copies against the allocator's own answer: members placed one by one on a node, each allocation
 // folded into the state before the next (as the real cycle allocates member by member), on random
-// slices, selectors, allocations and claim sizes.
+// slices, selectors, allocations, claim sizes, claims of one or two requests and tainted devices
+// (the bound, the plain count, the merged claim and the allocator's own path all answer here).
 func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	gangtest.RunSeeded(t, 200, func(t *testing.T, rng *rand.Rand, round int) bool {
@@ -279,7 +280,12 @@ func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 				ms = append(ms, models[rng.IntN(2)])
 			}
 			name := fmt.Sprintf("n%d", n)
-			d.slices = append(d.slices, slice(name, ms...))
+			sl := slice(name, ms...)
+			if len(ms) > 0 && rng.IntN(4) == 0 {
+				// A tainted device: the node is not plain, the allocator answers.
+				sl.Spec.Devices[rng.IntN(len(ms))].Taints = []resourceapi.DeviceTaint{{Key: "example.com/flaky", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+			}
+			d.slices = append(d.slices, sl)
 			for i := range ms {
 				if rng.IntN(4) == 0 {
 					dev := fmt.Sprintf("gpu-%d", i)
@@ -293,6 +299,7 @@ func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 		limit := 1 + rng.IntN(8)
 		var members []*v1.Pod
 		useExtended := rng.IntN(2) == 0
+		twoRequests := rng.IntN(3) == 0
 		for i := range limit {
 			p := gangtest.Member(fmt.Sprintf("m%d", i), "g", "1")
 			if useExtended {
@@ -300,6 +307,11 @@ func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 				continue
 			}
 			c := claimFor(p, count)
+			if twoRequests {
+				// Two requests: no plain count; the merged claim asks each for n times its count.
+				c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourceapi.DeviceRequest{Name: "second",
+					Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}})
+			}
 			d.claims[p.Namespace+"/"+c.Name] = c
 			members = append(members, withClaim(p, c))
 		}
@@ -316,7 +328,7 @@ func TestCopiesMatchesSequentialAllocation(t *testing.T) {
 				return true
 			}
 			if got != want {
-				t.Errorf("round %d: node %s holds %d members by the check, %d member by member (count %d, extended %v)", round, ni.Node().Name, got, want, count, useExtended)
+				t.Errorf("round %d: node %s holds %d members by the check, %d member by member (count %d, extended %v, two requests %v)", round, ni.Node().Name, got, want, count, useExtended, twoRequests)
 				return false
 			}
 		}
