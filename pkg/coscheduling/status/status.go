@@ -293,9 +293,10 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 		return u.syncInTree(ctx, key, pg, pods, now)
 	}
 	if len(pods) == 0 {
-		// Not a group of this profile (yet): leave its status to whoever schedules it.
+		// Not a group of this profile (yet): leave its status to whoever schedules it, but for a
+		// reservation nobody holds any more.
 		u.setBelowQuorum(key, false)
-		return nil
+		return u.endStaleReservation(ctx, key, pg, now)
 	}
 	want := ComputeStatus(pg, pods, u.attempt(key), now)
 	u.followBelowQuorum(key, pg, want, now)
@@ -311,6 +312,55 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 	}
 	statusUpdates.WithLabelValues(u.profile, "success").Inc()
 	return nil
+}
+
+// staleReservationGrace is how long past its reservedUntil a reservation shown on a group without
+// pods is left before the updater ends it (a scheduler that holds it renews reservedUntil first).
+const staleReservationGrace = 5 * time.Second
+
+// endStaleReservation turns False the Reserved condition of a group that has no pods of this profile,
+// once its reservedUntil has passed by staleReservationGrace and this profile holds no reservation
+// for it: no scheduler holds room for such a gang then (a reservation ends at its timeout), and with
+// no pods nothing else would write its status again (the gang's pods all deleted while it held room).
+// Until then the group is looked at again when that time comes.
+func (u *Updater) endStaleReservation(ctx context.Context, key string, pg *v1alpha1.PodGroup, now time.Time) error {
+	stale, recheck := staleReservation(pg, u.attempt(key).Reserved, now)
+	if recheck > 0 {
+		u.queue.AddAfter(key, recheck)
+	}
+	if !stale {
+		return nil
+	}
+	want := *pg.Status.DeepCopy()
+	want.ReservedUntil = nil
+	want.Conditions = withCondition(want.Conditions, metav1.Condition{Type: ConditionReserved, Status: metav1.ConditionFalse,
+		Reason: resv.EndBelowMinMember, ObservedGeneration: pg.Generation,
+		Message: fmt.Sprintf("the reservation ended: 0 of minMember %d live members exist", podgroup.MinMember(pg))}, now)
+	patch, err := json.Marshal(map[string]any{"status": statusPatch(want)})
+	if err != nil {
+		return err
+	}
+	if _, err := u.client.SchedulingV1alpha1().PodGroups(pg.Namespace).Patch(ctx, pg.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patching the status of PodGroup %s: %w", key, err)
+	}
+	statusUpdates.WithLabelValues(u.profile, "success").Inc()
+	return nil
+}
+
+// staleReservation decides for endStaleReservation: whether the Reserved condition of a group
+// without pods is to end now, else in how long to look again (0: never; held: this profile holds a
+// reservation for it). Pure.
+func staleReservation(pg *v1alpha1.PodGroup, held bool, now time.Time) (stale bool, recheck time.Duration) {
+	c := meta.FindStatusCondition(pg.Status.Conditions, ConditionReserved)
+	if c == nil || c.Status != metav1.ConditionTrue || held {
+		return false, 0
+	}
+	if until := pg.Status.ReservedUntil; until != nil {
+		if end := until.Add(staleReservationGrace); now.Before(end) {
+			return false, end.Sub(now)
+		}
+	}
+	return true, 0
 }
 
 // GroupPods merges a group's finished and live pods of one profile. A member that has just finished

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -165,6 +166,45 @@ func TestReservedConditionNobodyHolds(t *testing.T) {
 				t.Errorf("Reserved condition = %+v, want none", got)
 			case tc.wantStatus != "" && (got == nil || got.Status != tc.wantStatus || got.Reason != tc.wantReason):
 				t.Errorf("Reserved condition = %+v, want %s with reason %s", got, tc.wantStatus, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestStaleReservation: a group left without pods while its status shows a reservation (its pods all
+// deleted while it held room) gets the condition ended once reservedUntil has passed by the grace,
+// and is looked at again then; one this profile holds, or none shown, is left alone.
+func TestStaleReservation(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	shown := func(status metav1.ConditionStatus, until *time.Time) *v1alpha1.PodGroup {
+		pg := makePG("ns", "g", 2)
+		pg.Status.Conditions = []metav1.Condition{{Type: ConditionReserved, Status: status, Reason: podgroup.ReasonRoomHeld}}
+		if until != nil {
+			pg.Status.ReservedUntil = ptr.To(metav1.NewTime(*until))
+		}
+		return pg
+	}
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name        string
+		pg          *v1alpha1.PodGroup
+		held        bool
+		wantStale   bool
+		wantRecheck time.Duration
+	}{
+		{name: "no condition", pg: makePG("ns", "g", 2)},
+		{name: "ended already", pg: shown(metav1.ConditionFalse, at(-time.Minute))},
+		{name: "held by this profile", pg: shown(metav1.ConditionTrue, at(-time.Minute)), held: true},
+		{name: "until not passed: look again at until plus the grace", pg: shown(metav1.ConditionTrue, at(3*time.Second)), wantRecheck: 3*time.Second + staleReservationGrace},
+		{name: "within the grace", pg: shown(metav1.ConditionTrue, at(-time.Second)), wantRecheck: staleReservationGrace - time.Second},
+		{name: "past until and the grace: ended", pg: shown(metav1.ConditionTrue, at(-time.Minute)), wantStale: true},
+		{name: "no until shown: ended", pg: shown(metav1.ConditionTrue, nil), wantStale: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stale, recheck := staleReservation(tc.pg, tc.held, now)
+			if stale != tc.wantStale || recheck != tc.wantRecheck {
+				t.Errorf("staleReservation = (%v, %v), want (%v, %v)", stale, recheck, tc.wantStale, tc.wantRecheck)
 			}
 		})
 	}
