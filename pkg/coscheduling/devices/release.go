@@ -259,34 +259,21 @@ func without(state structured.AllocatedState, freed, claims []*resourceapi.Resou
 	// The whole devices the other allocated claims hold.
 	held := sets.New[structured.DeviceID]()
 	for _, c := range claims {
-		if c.Status.Allocation == nil || gone.Has(c.UID) {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) || (consumable && r.ShareID != nil) {
-				continue
-			}
-			held.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		if c.Status.Allocation != nil && !gone.Has(c.UID) {
+			forCounted(c.Status.Allocation.Devices.Results, consumable, func(id structured.DeviceID) { held.Insert(id) }, nil)
 		}
 	}
 	for _, c := range freed {
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) {
-				// Not counted as allocated.
-				continue
-			}
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if consumable && r.ShareID != nil {
-				out.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
-				if r.ConsumedCapacity != nil {
-					out.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-				}
-				continue
-			}
+		forCounted(c.Status.Allocation.Devices.Results, consumable, func(id structured.DeviceID) {
 			if !held.Has(id) {
 				out.AllocatedDevices.Delete(id)
 			}
-		}
+		}, func(id structured.DeviceID, r *resourceapi.DeviceRequestAllocationResult) {
+			out.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
+			if r.ConsumedCapacity != nil {
+				out.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+			}
+		})
 	}
 	return out
 }

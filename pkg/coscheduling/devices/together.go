@@ -154,23 +154,36 @@ func cloneState(s structured.AllocatedState) structured.AllocatedState {
 }
 
 // fold adds the devices of allocation results to state, as GatherAllocatedState counts an allocation
-// in flight: a device whole, or (with DRAConsumableCapacity) a share and its consumed capacity; a
-// device allocated for admin access is not counted. Pure but for state.
+// in flight (see forCounted). Pure but for state.
 func fold(state *structured.AllocatedState, results []resourceapi.AllocationResult, consumable bool) {
 	for _, a := range results {
-		for _, r := range a.Devices.Results {
-			if ptr.Deref(r.AdminAccess, false) {
-				continue
-			}
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if consumable && r.ShareID != nil {
+		forCounted(a.Devices.Results, consumable, func(id structured.DeviceID) { state.AllocatedDevices.Insert(id) },
+			func(id structured.DeviceID, r *resourceapi.DeviceRequestAllocationResult) {
 				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
 				if r.ConsumedCapacity != nil {
 					state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
 				}
-				continue
-			}
-			state.AllocatedDevices.Insert(id)
+			})
+	}
+}
+
+// forCounted walks the devices of allocation results as GatherAllocatedState counts them: whole for
+// a device allocated whole, shared (nil: skipped) for a share of one (with DRAConsumableCapacity);
+// a device allocated for admin access counts as neither. fold and without walk it in opposite
+// directions.
+func forCounted(results []resourceapi.DeviceRequestAllocationResult, consumable bool, whole func(structured.DeviceID), shared func(structured.DeviceID, *resourceapi.DeviceRequestAllocationResult)) {
+	for i := range results {
+		r := &results[i]
+		if ptr.Deref(r.AdminAccess, false) {
+			continue
 		}
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if consumable && r.ShareID != nil {
+			if shared != nil {
+				shared(id, r)
+			}
+			continue
+		}
+		whole(id)
 	}
 }
