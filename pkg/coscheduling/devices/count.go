@@ -210,22 +210,21 @@ func mergeClaims(claims []*resourceapi.ResourceClaim, n int) *resourceapi.Resour
 // selectors' answers are kept across checks for each slice's version (see matchCache), so a
 // check reads each device once and evaluates no CEL for slices it has seen. ok is false where the
 // allocator must answer (a selector that is not CEL, or fails to compile or to evaluate).
-func (c *Check) plainCount(ctx context.Context, state *structured.AllocatedState, kd *kind, extended []extendedRequest, held []*resourceapi.ResourceClaim, node string, limit int) (int, bool) {
+func (c *Check) plainCount(ctx context.Context, state *structured.AllocatedState, kd *kind, extended []extendedRequest, variant string, held []*resourceapi.ResourceClaim, node string, limit int) (int, bool) {
 	if c.nodeless || state == nil || len(held) > 0 || len(kd.group.pending) > 0 || c.src == nil {
 		return 0, false
 	}
-	one, ok := c.merged(kd, extended, extendedVariant(extended), 1)
-	if !ok || len(one.Spec.Devices.Requests) != 1 {
+	pr := c.plainRequestOf(kd, extended, variant)
+	if pr == nil {
 		return 0, false
 	}
-	req := one.Spec.Devices.Requests[0].Exactly
 	nd := c.devicesOf(node)
 	if !nd.plain {
 		return 0, false
 	}
 	free, i := int64(0), 0
 	for _, sl := range nd.slices {
-		matches, ok := c.src.matches(ctx, sl, req)
+		matches, ok := c.src.matches(ctx, sl, pr)
 		if !ok {
 			return 0, false
 		}
@@ -236,5 +235,24 @@ func (c *Check) plainCount(ctx context.Context, state *structured.AllocatedState
 		}
 		i += len(sl.Spec.Devices)
 	}
-	return int(min(free/req.Count, int64(limit))), true
+	return int(min(free/pr.count, int64(limit))), true
+}
+
+// plainRequestOf is the one request of kind kd with extended left to DRA, resolved once per check and
+// variant (nil: the kind is not one exact count of one class, or the allocator must answer).
+func (c *Check) plainRequestOf(kd *kind, extended []extendedRequest, variant string) *plainRequest {
+	if pr, ok := kd.plain[variant]; ok {
+		return pr
+	}
+	if kd.plain == nil {
+		kd.plain = map[string]*plainRequest{}
+	}
+	var pr *plainRequest
+	if one, ok := c.merged(kd, extended, variant, 1); ok && len(one.Spec.Devices.Requests) == 1 {
+		if r, ok := c.src.resolve(one.Spec.Devices.Requests[0].Exactly); ok {
+			pr = r
+		}
+	}
+	kd.plain[variant] = pr
+	return pr
 }

@@ -113,7 +113,11 @@ func TestMatchCache(t *testing.T) {
 	sl.UID, sl.ResourceVersion = "s0", "1"
 	ask := func(want ...bool) {
 		t.Helper()
-		got, ok := src.matches(context.Background(), sl, req)
+		pr, ok := src.resolve(req)
+		if !ok {
+			t.Fatalf("request %v not resolved", req)
+		}
+		got, ok := src.matches(context.Background(), sl, pr)
 		if !ok || len(got) != len(want) {
 			t.Fatalf("matches = %v, %v; want %v", got, ok, want)
 		}
@@ -136,7 +140,7 @@ func TestMatchCache(t *testing.T) {
 	ask(false, false)
 	// A selector that does not compile: the allocator answers.
 	req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.nope("}}}
-	if _, ok := src.matches(context.Background(), sl, req); ok {
-		t.Error("a selector that does not compile answered")
+	if _, ok := src.resolve(req); ok {
+		t.Error("a selector that does not compile resolved")
 	}
 }

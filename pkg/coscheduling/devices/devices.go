@@ -123,6 +123,9 @@ type kind struct {
 	// merged caches, per variant and count, the members' claims as one (see merged); nil where
 	// they cannot be.
 	merged map[string]*resourceapi.ResourceClaim
+	// plain caches, per variant, the kind's one request resolved for plainCount (nil where there is
+	// none).
+	plain map[string]*plainRequest
 	// group is where the PodGroup claims the kind's members use put them (see workload.go): those
 	// not allocated yet are allocated once with the members on a node, the allocated ones keep the
 	// members on their nodes. whole is set when a node holds all the kind's members or none
@@ -513,13 +516,13 @@ func (c *Check) copies(ctx context.Context, a structured.Allocator, state *struc
 		}
 		limit = bound
 	}
-	if n, ok := c.plainCount(ctx, state, kd, extended, held, node.Name, limit); ok {
+	variant := extendedVariant(extended)
+	if n, ok := c.plainCount(ctx, state, kd, extended, variant, held, node.Name, limit); ok {
 		if kd.whole && n < limit {
 			return 0
 		}
 		return n
 	}
-	variant := extendedVariant(extended)
 	fits := func(n int) bool {
 		var claims []*resourceapi.ResourceClaim
 		if one, ok := c.merged(kd, extended, variant, n); ok {

@@ -84,34 +84,46 @@ func (s *Source) deviceIDs(sl *resourceapi.ResourceSlice) []structured.DeviceID 
 	return ids
 }
 
-// matches says which of the slice's devices req selects: the selectors of its class, then its own,
-// as the allocator evaluates them. ok is false when the allocator must answer: the class is not
-// found (the allocator fails), a selector is not CEL, or it fails to compile or to evaluate.
-func (s *Source) matches(ctx context.Context, sl *resourceapi.ResourceSlice, req *resourceapi.ExactDeviceRequest) ([]bool, bool) {
+// plainRequest is a request resolved once per check for plainCount: its count, its class's and its
+// own CEL selectors compiled, and the cache key they make.
+type plainRequest struct {
+	count int64
+	key   string
+	exprs []cel.CompilationResult
+}
+
+// resolve reads req's class and compiles its selectors (the class's, then its own, as the allocator
+// evaluates them). ok is false when the allocator must answer: the class is not found (the allocator
+// fails), or a selector is not CEL or does not compile.
+func (s *Source) resolve(req *resourceapi.ExactDeviceRequest) (*plainRequest, bool) {
 	class, err := s.dra.DeviceClasses().Get(req.DeviceClassName)
 	if err != nil {
 		return nil, false
 	}
 	selectors := append(append([]resourceapi.DeviceSelector(nil), class.Spec.Selectors...), req.Selectors...)
+	pr := &plainRequest{count: max(req.Count, 1), exprs: make([]cel.CompilationResult, len(selectors))}
 	var b strings.Builder
 	b.WriteString(class.Name + "@" + class.ResourceVersion + "/" + string(class.UID))
-	for _, sel := range selectors {
+	for i, sel := range selectors {
 		if sel.CEL == nil {
 			return nil, false
 		}
 		b.WriteString("\x00" + sel.CEL.Expression)
-	}
-	cache, _ := s.caches()
-	key := matchKey{slice: sl.UID, version: sl.ResourceVersion, request: b.String()}
-	if answer, ok := cache.get(key); ok {
-		return answer, true
-	}
-	exprs := make([]cel.CompilationResult, len(selectors))
-	for i, sel := range selectors {
-		exprs[i] = s.cel.GetOrCompile(sel.CEL.Expression)
-		if exprs[i].Error != nil {
+		if pr.exprs[i] = s.cel.GetOrCompile(sel.CEL.Expression); pr.exprs[i].Error != nil {
 			return nil, false
 		}
+	}
+	pr.key = b.String()
+	return pr, true
+}
+
+// matches says which of the slice's devices the request selects, kept per slice version and request
+// key. ok is false when a selector fails to evaluate (the allocator must answer).
+func (s *Source) matches(ctx context.Context, sl *resourceapi.ResourceSlice, pr *plainRequest) ([]bool, bool) {
+	cache, _ := s.caches()
+	key := matchKey{slice: sl.UID, version: sl.ResourceVersion, request: pr.key}
+	if answer, ok := cache.get(key); ok {
+		return answer, true
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -120,7 +132,7 @@ func (s *Source) matches(ctx context.Context, sl *resourceapi.ResourceSlice, req
 	for i := range sl.Spec.Devices {
 		d := &sl.Spec.Devices[i]
 		answer[i] = true
-		for _, expr := range exprs {
+		for _, expr := range pr.exprs {
 			ok, _, err := expr.DeviceMatches(ctx, cel.Device{Driver: sl.Spec.Driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
 			if err != nil {
 				return nil, false
