@@ -28,7 +28,7 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 					pl.onPodAdd(obj)
 					return
 				}
-				pl.onPod(obj)
+				pl.onPodUpdate(obj)
 			},
 			DeleteFunc: pl.onPodDelete,
 		},
@@ -42,7 +42,7 @@ func (pl *Coscheduling) podEventHandler() cache.ResourceEventHandler {
 // pgcache.Members): the activation comes after the count, so a member held back on the old count is
 // in the queue's unschedulable pool by then, and PreEnqueue lets it in.
 func (pl *Coscheduling) onPodAdd(obj interface{}) {
-	pl.onPod(obj)
+	grew := pl.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
 	if !ok || !podgroup.IsMember(pod) || pod.Spec.SchedulerName != pl.profile {
 		return
@@ -52,10 +52,30 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil || pl.members.Count(pod.Namespace, name)+pl.credit(pod) != podgroup.MinMember(pg) {
+	if pg == nil {
 		return
 	}
-	pl.activateGroup(pod.Namespace, name)
+	want, credit := podgroup.MinMember(pg), pl.credit(pod)
+	if pl.members.Count(pod.Namespace, name)+credit == want || (grew && pl.members.Counts.Ready(pod.Namespace, name)+credit == want) {
+		pl.activateGroup(pod.Namespace, name)
+	}
+}
+
+// onPodUpdate lets a group in when the last of its minMember members gets its claims from templates
+// made (the resourceclaim controller records them in the pod's status): PreEnqueue held the others
+// back until then (ReasonWaitingForClaims). As in onPodAdd, the activation comes after the count.
+func (pl *Coscheduling) onPodUpdate(obj interface{}) {
+	if !pl.onPod(obj) {
+		return
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.SchedulerName != pl.profile {
+		return
+	}
+	name, _ := podgroup.Of(pod)
+	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && pl.members.Counts.Ready(pod.Namespace, name)+pl.credit(pod) == podgroup.MinMember(pg) {
+		pl.activateGroup(pod.Namespace, name)
+	}
 }
 
 // credit is the finished-member rule's part of a member's quorum count: the members of its group and
@@ -102,12 +122,14 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-func (pl *Coscheduling) onPod(obj interface{}) {
+// onPod keeps the counts and the gang state of a pod added or updated. It reports whether the pod
+// became a member with its claims made (see pgcache.Members.Track).
+func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
-		return
+		return false
 	}
-	pl.members.Counts.Track(pod)
+	ready = pl.members.Counts.Track(pod)
 	if pod.Spec.SchedulerName != pl.profile {
 		// Another scheduler's pod (another profile's, the default scheduler's, a pod created with its
 		// node set) is no member of this profile's gangs: it never counts toward their quorum, and
@@ -143,6 +165,7 @@ func (pl *Coscheduling) onPod(obj interface{}) {
 	g.CountBound(pod.UID)
 	pl.mu.Unlock()
 	pl.stamps.Delete(pod.UID)
+	return ready
 }
 
 func (pl *Coscheduling) onPodDelete(obj interface{}) {

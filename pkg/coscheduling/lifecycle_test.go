@@ -9,15 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 )
@@ -603,5 +607,69 @@ func TestPreEnqueueCountsOnTheStoreBelowTheQuorum(t *testing.T) {
 	}
 	if s := env.pl.PreEnqueue(context.Background(), c); !passed(s) {
 		t.Errorf("PreEnqueue(c) with 3 members in the store = %v, want it let in", s)
+	}
+}
+
+// TestWaitingForClaims: members wait until minMember of them have their claims from templates made
+// (the resourceclaim controller records each in the pod's status), and the update that makes the
+// last one lets the whole group in, after the count.
+func TestWaitingForClaims(t *testing.T) {
+	withClaim := func(p *v1.Pod, made bool) *v1.Pod {
+		p = p.DeepCopy()
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+		if made {
+			p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(p.Name + "-gpu")}}
+		}
+		return p
+	}
+	a, b := withClaim(member("a", "g", "1"), true), withClaim(member("b", "g", "1"), false)
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+	env.pl.members.Counts.Unmade = func(p *v1.Pod) bool { return devices.ClaimsUnmade(p, nil) }
+	for _, p := range []*v1.Pod{a, b} {
+		if err := env.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.onPodAdd(p)
+	}
+	if s := env.pl.PreEnqueue(context.Background(), a); passed(s) || !strings.Contains(s.Message(), "1 of minMember 2 live pods of PodGroup ns/g have their ResourceClaims from templates made") {
+		t.Fatalf("PreEnqueue(a) with b's claim unmade = %v, want it held back", s)
+	}
+	if got := env.pl.gates.Len(); got != 1 {
+		t.Errorf("%d pods held back, want 1", got)
+	}
+	env.handle.activated = nil
+	env.pl.onPodUpdate(a) // nothing changed: nobody let in
+	if got := env.handle.activatedPods(); len(got) != 0 {
+		t.Errorf("an update that makes no claim activated %v", got)
+	}
+	bMade := withClaim(member("b", "g", "1"), true)
+	if err := env.pods.Update(bMade); err != nil {
+		t.Fatal(err)
+	}
+	env.pl.onPodUpdate(bMade)
+	if diff := cmp.Diff([]string{"ns/a", "ns/b"}, sets.List(sets.New(env.handle.activatedPods()...))); diff != "" {
+		t.Errorf("members activated once the last claim is made (-want,+got): %s", diff)
+	}
+	for _, p := range []*v1.Pod{a, bMade} {
+		if s := env.pl.PreEnqueue(context.Background(), p); !passed(s) {
+			t.Errorf("PreEnqueue(%s) with every claim made = %v, want it let in", p.Name, s)
+		}
+	}
+	// The store answers where the handler's count trails it (the queue may run PreEnqueue first).
+	c := withClaim(member("c", "g", "1"), false)
+	env2 := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, nil)
+	env2.pl.members.Counts.Unmade = env.pl.members.Counts.Unmade
+	for _, p := range []*v1.Pod{a, c} {
+		if err := env2.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		env2.pl.onPodAdd(p)
+	}
+	cMade := withClaim(member("c", "g", "1"), true)
+	if err := env2.pods.Update(cMade); err != nil {
+		t.Fatal(err)
+	}
+	if s := env2.pl.PreEnqueue(context.Background(), cMade); !passed(s) {
+		t.Errorf("PreEnqueue(c) with its claim made in the store, not yet counted = %v, want it let in", s)
 	}
 }

@@ -49,6 +49,13 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, podgroup.ReasonWaitingForMembers,
 			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist%s; the pod waits for the rest without holding resources", existing, want, key, succeeded))
 	}
+	if ready := pl.members.ReadyUpTo(pod.Namespace, name, want-credit); ready+credit < want {
+		// Members enter together once their claims exist: one let in earlier is placed while its
+		// peers' devices are still unknown to the check, and in-tree PodGroup claims are shared
+		// only with members placed in the same pod-group cycle (see ReasonWaitingForClaims).
+		return pl.gate(ctx, pod, podgroup.ReasonWaitingForClaims,
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s have their ResourceClaims from templates made; the pod waits for the rest without holding resources", ready, want, key))
+	}
 	now := pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)

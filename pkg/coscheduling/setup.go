@@ -72,11 +72,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("watching finished pods: %w", err)
 	}
 	pl.status.StartFinished(ctx)
-	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
-	if err != nil {
-		return nil, fmt.Errorf("watching pods: %w", err)
-	}
-	pl.podsSynced = reg.HasSynced
 	if src := devices.New(h.SharedDRAManager()); src != nil {
 		// PodGroup-owned claims (KEP-5729) are read where this scheduler's DynamicResources plugin
 		// binds them to the PodGroup (its DRAWorkloadResourceClaims gate) and the in-tree PodGroups
@@ -86,7 +81,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			logger.V(2).Info("The gang check counts the ResourceClaims of in-tree PodGroups once per gang", "feature", features.DRAWorkloadResourceClaims)
 		}
 		pl.fit.Devices = src
+		pl.members.Counts.Unmade = src.ClaimsUnmade
 	}
+	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	pl.podsSynced = reg.HasSynced
 	// A nomination dropped frees the devices it held for the pods kept off them (see helddevices.go).
 	pl.claims.Dropped = func() { pl.activateKeptOff(logger) }
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {

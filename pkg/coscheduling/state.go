@@ -216,7 +216,7 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 		pl.mu.Unlock()
 		if started {
 			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
-			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers {
+			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers || reason == podgroup.ReasonWaitingForClaims {
 				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
 			} else if reason == podgroup.ReasonPodGroupClaimOrder {
 				pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg)

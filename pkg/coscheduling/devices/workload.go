@@ -265,3 +265,39 @@ func claimOrder(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, extended string) st
 	}
 	return ""
 }
+
+// ClaimsUnmade reports whether the pod has a claim from a template whose ResourceClaim the
+// resourceclaim controller has not made yet (no entry in status.resourceClaimStatuses), not counting
+// its in-tree PodGroup's claims, which are made for the PodGroup. A pod in an in-tree PodGroup the
+// source does not know yet is not held (whether its claims are the PodGroup's cannot be told). The
+// members that wait for their peers' claims (see the plugin's PreEnqueue) are held on this word.
+func (s *Source) ClaimsUnmade(pod *v1.Pod) bool {
+	if s == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return false
+	}
+	var pg *schedulingv1beta1.PodGroup
+	if s.group != nil && pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil {
+		if pg = s.podGroupOf(pod); pg == nil {
+			return false
+		}
+	}
+	return ClaimsUnmade(pod, pg)
+}
+
+// ClaimsUnmade is Source.ClaimsUnmade with the pod's in-tree PodGroup given (nil: none, or PodGroup-owned
+// claims are not read). Pure.
+func ClaimsUnmade(pod *v1.Pod, pg *schedulingv1beta1.PodGroup) bool {
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimTemplateName == nil {
+			continue
+		}
+		if _, group, _ := GroupClaimName(pod, pg, pc); group {
+			continue
+		}
+		if _, _, err := resourceclaim.Name(pod, pc); err != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -447,3 +447,54 @@ func TestClaimOrder(t *testing.T) {
 		})
 	}
 }
+
+// Which members wait for their claims from templates (the plugin's WaitingForClaims): a claim the
+// resourceclaim controller has not recorded in the pod's status yet, not the PodGroup's.
+func TestClaimsUnmade(t *testing.T) {
+	pg := inTreeGroup([]schedulingv1beta1.PodGroupResourceClaim{fromTemplate("gpus", "group-gpus")}, nil)
+	made := func(p *v1.Pod, claims ...string) *v1.Pod {
+		for _, c := range claims {
+			p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, v1.PodResourceClaimStatus{Name: c, ResourceClaimName: ptr.To(p.Name + "-" + c)})
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		pg   *schedulingv1beta1.PodGroup
+		want bool
+	}{
+		{name: "no claims", pod: inGroup("m0", "")},
+		{name: "a named claim (DynamicResources waits for it)", pod: inGroup("m0", "", podNamedClaim("gpu", "c"))},
+		{name: "from a template, not made", pod: inGroup("m0", "", podTemplateClaim("gpu", "t")), want: true},
+		{name: "from a template, made", pod: made(inGroup("m0", "", podTemplateClaim("gpu", "t")), "gpu")},
+		{name: "the controller recorded that none is needed",
+			pod: func() *v1.Pod {
+				p := inGroup("m0", "", podTemplateClaim("gpu", "t"))
+				p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu"}}
+				return p
+			}()},
+		{name: "two, one made", pod: made(inGroup("m0", "", podTemplateClaim("gpu", "t"), podTemplateClaim("nic", "n")), "gpu"), want: true},
+		{name: "the PodGroup's claim is made for the PodGroup, not recorded in the pod",
+			pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus")), pg: pg},
+		{name: "the PodGroup's and an own one not made",
+			pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus"), podTemplateClaim("nic", "n")), pg: pg, want: true},
+		{name: "PodGroup claims not read: the pod's own",
+			pod: inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus")), want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClaimsUnmade(tc.pod, tc.pg); got != tc.want {
+				t.Errorf("ClaimsUnmade = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Through the source: an in-tree PodGroup it does not know yet holds nobody back.
+	s := (&Source{}).WithGroupClaims(func(string, string) *schedulingv1beta1.PodGroup { return nil })
+	if s.ClaimsUnmade(inGroup("m0", "pg", podTemplateClaim("gpus", "group-gpus"))) {
+		t.Error("a member of an unknown in-tree PodGroup is held back; want it not held")
+	}
+	if !s.ClaimsUnmade(inGroup("m0", "", podTemplateClaim("gpu", "t"))) {
+		t.Error("a pod of no PodGroup with an unmade claim is not held back")
+	}
+}

@@ -8,6 +8,10 @@ const (
 	ReasonPodGroupNotFound = "PodGroupNotFound"
 	// ReasonWaitingForMembers (pod, PodGroup): fewer than minMember live pods of the group exist.
 	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonWaitingForClaims (pod): minMember live pods of the group exist, but the resourceclaim
+	// controller has not yet made the ResourceClaims from templates of some of them; the members wait
+	// without holding anything and are let in together once it has.
+	ReasonWaitingForClaims = "WaitingForClaims"
 	// ReasonGangInfeasible (PodGroup): the nodes' free resources cannot hold the gang; nothing was
 	// reserved.
 	ReasonGangInfeasible = "GangInfeasible"

@@ -14,55 +14,80 @@ import (
 // group's pointers, and a group's activation counts once per member (a 1000-member group copied a
 // million pointers to be let in). The pod informer's handler keeps it (Track on every add and update,
 // Forget on a delete), so it trails the informer's store by that handler's delay; a decision that must
-// agree with the store to the pod (a quorum) reads the store instead. Safe for concurrent use.
+// agree with the store to the pod (a quorum) reads the store instead. It also counts, per group, the
+// members whose ResourceClaims from templates are not made yet (Unmade decides). Safe for concurrent
+// use.
 type Members struct {
 	profile string
+	// Unmade reports whether a pod's claims from templates are still to be made (nil: never). Set
+	// before the first Track.
+	Unmade func(*v1.Pod) bool
 
 	mu sync.RWMutex
-	// of is the group key ("namespace/name") of each pod while it is a member; n the count per key.
-	of map[types.UID]string
-	n  map[string]int
+	// of is each member's group key ("namespace/name") and whether its claims are unmade; n the count
+	// of members per key, unmade the count of those with unmade claims.
+	of     map[types.UID]membership
+	n      map[string]int
+	unmade map[string]int
+}
+
+type membership struct {
+	key    string
+	unmade bool
 }
 
 // NewMembers returns an empty count for the pods of scheduler profile.
 func NewMembers(profile string) *Members {
-	return &Members{profile: profile, of: map[types.UID]string{}, n: map[string]int{}}
+	return &Members{profile: profile, of: map[types.UID]membership{}, n: map[string]int{}, unmade: map[string]int{}}
 }
 
 // Track counts pod in its group while it is a member of this profile's, and uncounts it when it stops
-// being one (it finished, is being deleted, was gated, changed scheduler or group). Idempotent.
-func (m *Members) Track(pod *v1.Pod) {
-	key := ""
+// being one (it finished, is being deleted, was gated, changed scheduler or group). It reports whether
+// this call made the pod a member with its claims made that was not one before (a new member, or its
+// last claim made), which is when the group's Ready count grew. Idempotent.
+func (m *Members) Track(pod *v1.Pod) (ready bool) {
+	var now membership
 	if name, ok := podgroup.Of(pod); ok && podgroup.IsMember(pod) && pod.Spec.SchedulerName == m.profile {
-		key = podgroup.Key(pod.Namespace, name)
+		now = membership{key: podgroup.Key(pod.Namespace, name), unmade: m.Unmade != nil && m.Unmade(pod)}
 	}
 	m.mu.Lock()
-	m.moveLocked(pod.UID, key)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	return m.moveLocked(pod.UID, now)
 }
 
 // Forget uncounts a deleted pod.
 func (m *Members) Forget(pod *v1.Pod) {
 	m.mu.Lock()
-	m.moveLocked(pod.UID, "")
+	m.moveLocked(pod.UID, membership{})
 	m.mu.Unlock()
 }
 
-func (m *Members) moveLocked(uid types.UID, key string) {
+func (m *Members) moveLocked(uid types.UID, now membership) (ready bool) {
 	prev, had := m.of[uid]
-	if had && prev == key {
-		return
+	if had && prev == now {
+		return false
 	}
 	if had {
-		if m.n[prev]--; m.n[prev] <= 0 {
-			delete(m.n, prev)
+		if m.n[prev.key]--; m.n[prev.key] <= 0 {
+			delete(m.n, prev.key)
+		}
+		if prev.unmade {
+			if m.unmade[prev.key]--; m.unmade[prev.key] <= 0 {
+				delete(m.unmade, prev.key)
+			}
 		}
 		delete(m.of, uid)
 	}
-	if key != "" {
-		m.of[uid] = key
-		m.n[key]++
+	if now.key == "" {
+		return false
 	}
+	m.of[uid] = now
+	m.n[now.key]++
+	if now.unmade {
+		m.unmade[now.key]++
+		return false
+	}
+	return !had || prev.key != now.key || prev.unmade
 }
 
 // Count is the number of members of group namespace/name. O(1).
@@ -70,6 +95,15 @@ func (m *Members) Count(namespace, name string) int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.n[podgroup.Key(namespace, name)]
+}
+
+// Ready is the number of members of group namespace/name whose claims from templates are all made.
+// O(1).
+func (m *Members) Ready(namespace, name string) int {
+	key := podgroup.Key(namespace, name)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.n[key] - m.unmade[key]
 }
 
 // Len is the number of pods counted in any group (for tests that check the count is freed).

@@ -76,7 +76,8 @@ func TestMembers(t *testing.T) {
 
 // TestMembersMatchTheIndex feeds random pod histories to Members and to an indexer with
 // podgroup.LiveIndexFunc (the store the count replaces) and checks that both count alike after every
-// event. SEED=<n> replays a run.
+// event, that Ready counts the indexed members whose claims are made, and that Track reports exactly
+// the events that grow the Ready count of the pod's group. SEED=<n> replays a run.
 func TestMembersMatchTheIndex(t *testing.T) {
 	gangtest.RunSeeded(t, 50, func(t *testing.T, rng *rand.Rand, round int) bool {
 		return membersRound(t, rng, round)
@@ -86,6 +87,7 @@ func TestMembersMatchTheIndex(t *testing.T) {
 func membersRound(t *testing.T, rng *rand.Rand, round int) bool {
 	groups := []string{"g", "h"}
 	m := NewMembers("test")
+	m.Unmade = unmadeByAnnotation
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
 	for ev := range 60 {
 		name := fmt.Sprintf("p%d", rng.IntN(8))
@@ -101,8 +103,13 @@ func membersRound(t *testing.T, rng *rand.Rand, round int) bool {
 			b = b.SchedulerName("other")
 		case 4:
 			b = b.Node("n")
+		case 5, 6:
+			b = b.Annotation("unmade", "1")
 		}
 		pod := b.Obj()
+		group := pod.Labels[v1alpha1.PodGroupLabel]
+		readyBefore := m.Ready("ns", group)
+		grew := false
 		var what string
 		if rng.IntN(5) == 0 {
 			what = "delete"
@@ -115,7 +122,11 @@ func membersRound(t *testing.T, rng *rand.Rand, round int) bool {
 			if err := idx.Update(pod); err != nil {
 				t.Fatal(err)
 			}
-			m.Track(pod)
+			grew = m.Track(pod)
+		}
+		if after := m.Ready("ns", group); grew != (after > readyBefore) {
+			t.Errorf("round %d, event %d (%s %s): Track reported %v, Ready(%s) went from %d to %d", round, ev, what, name, grew, group, readyBefore, after)
+			return false
 		}
 		for _, g := range groups {
 			objs, err := idx.ByIndex(podgroup.IndexName, podgroup.MemberKey("test", "ns", g))
@@ -126,7 +137,47 @@ func membersRound(t *testing.T, rng *rand.Rand, round int) bool {
 				t.Errorf("round %d, event %d (%s %s): Count(%s) = %d, the index holds %d", round, ev, what, name, g, got, len(objs))
 				return false
 			}
+			ready := 0
+			for _, o := range objs {
+				if !unmadeByAnnotation(o.(*v1.Pod)) {
+					ready++
+				}
+			}
+			if got := m.Ready("ns", g); got != ready {
+				t.Errorf("round %d, event %d (%s %s): Ready(%s) = %d, the index holds %d members with claims made", round, ev, what, name, g, got, ready)
+				return false
+			}
 		}
 	}
 	return true
+}
+
+func unmadeByAnnotation(p *v1.Pod) bool { return p.Annotations["unmade"] == "1" }
+
+func TestMembersReady(t *testing.T) {
+	m := NewMembers("test")
+	m.Unmade = unmadeByAnnotation
+	steps := []struct {
+		pod       *v1.Pod
+		wantGrew  bool
+		wantReady int
+	}{
+		{gangPod("a", "g").Annotation("unmade", "1").Obj(), false, 0},
+		{gangPod("b", "g").Obj(), true, 1},
+		{gangPod("a", "g").Annotation("unmade", "1").Obj(), false, 1}, // no change
+		{gangPod("a", "g").Obj(), true, 2},                            // its claims made
+		{gangPod("a", "g").Node("n").Obj(), false, 2},                 // bound: no change
+		{gangPod("b", "g").Phase(v1.PodFailed).Obj(), false, 1},
+	}
+	for i, s := range steps {
+		if grew := m.Track(s.pod); grew != s.wantGrew {
+			t.Errorf("step %d: Track = %v, want %v", i, grew, s.wantGrew)
+		}
+		if got := m.Ready("ns", "g"); got != s.wantReady {
+			t.Errorf("step %d: Ready = %d, want %d", i, got, s.wantReady)
+		}
+	}
+	if got := m.Count("ns", "g"); got != 1 {
+		t.Errorf("Count = %d, want 1", got)
+	}
 }

@@ -71,6 +71,22 @@ func (p Pods) CountUpTo(namespace, name string, want int) int {
 	return p.StoreCount(namespace, name)
 }
 
+// ReadyUpTo is PreEnqueue's count of the members whose claims from templates are made (see
+// Members.Ready), as CountUpTo counts them: O(1) while it reaches want, and below want on the store's
+// word, each member asked (Members.Unmade).
+func (p Pods) ReadyUpTo(namespace, name string, want int) int {
+	if n := p.Counts.Ready(namespace, name); n >= want {
+		return n
+	}
+	ready := 0
+	for _, pod := range p.InGroup(namespace, name) {
+		if p.Counts.Unmade == nil || !p.Counts.Unmade(pod) {
+			ready++
+		}
+	}
+	return ready
+}
+
 // AddIndex adds the live-member index (podgroup.IndexName) to a pod informer, unless another
 // profile's instance of the plugin already did.
 func AddIndex(informer cache.SharedIndexInformer) error {
