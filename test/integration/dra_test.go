@@ -442,6 +442,38 @@ func TestDRAClaimTemplateGang(t *testing.T) {
 	}
 }
 
+// TestDRAWaitingForClaims: members enter together once minMember of them have their claims from
+// templates made. One member's template does not exist yet, so the resourceclaim controller cannot
+// make its claim: its peers are held back (WaitingForClaims, counting the members whose claims are
+// made) instead of being placed one by one around a member the check cannot count, and nothing binds.
+// Once the template exists, the controller makes the claim and the gang is placed whole.
+func TestDRAWaitingForClaims(t *testing.T) {
+	needControllerManager(t)
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, false)
+	e.claimTemplate(t, "gpu")
+	for i := range 3 {
+		e.node(t, fmt.Sprintf("%s-%d", ns, i), "8", "gang", 1, nil)
+	}
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	watchWhole(t, ns, "train", 3, nil)
+	createPodGroup(t, ns, "train", 3, 0)
+	createPod(t, e.claimPod("train-0", "train", "1", "gang", "gpu"))
+	createPod(t, e.claimPod("train-1", "train", "1", "gang", "gpu"))
+	createPod(t, e.claimPod("train-2", "train", "1", "gang", "late-gpu"))
+	ev := waitForEvent(t, ns, "train-0", podgroup.ReasonWaitingForClaims, schedulerName)
+	if !strings.Contains(ev.Message, "2 of minMember 3 live pods of PodGroup "+ns+"/train have their ResourceClaims from templates made") {
+		t.Errorf("WaitingForClaims event %q, want it to count the 2 members whose claims are made", ev.Message)
+	}
+	consistentlyNoneBound(t, 2*time.Second, ns, "train")
+
+	e.claimTemplate(t, "late-gpu")
+	if nodes := waitForDRAGangBound(t, ns, "train", 3); distinct(nodes) != 3 {
+		t.Errorf("members landed on %v, want 3 nodes (one device each)", nodes)
+	}
+}
+
 // deviceRow is the shortfall's row for the device kind of class (devices/<class>), or nil.
 func deviceRow(s *v1alpha1.PodGroupShortfall, class string) *v1alpha1.ResourceShortfall {
 	if s == nil {

@@ -72,38 +72,6 @@ func startWorkloadClaimsScheduler(t *testing.T) *binaryProcess {
 	return p
 }
 
-// releaseWithClaimsMade waits until the resourceclaim controller has made every claim of the pods
-// (each named in their status.resourceClaimStatuses; it makes them for gated pods too) and then
-// removes their scheduling gates, so that the members enter the queue together. A member whose claim
-// is made after its peers' attempt started cannot use the PodGroup's claim while that is in flight for
-// them (upstream's DynamicResources refuses it: "is in the process of being allocated"), and the gang
-// then waits for one schedule timeout (docs/coscheduling.md, known limitations). These tests are about
-// the claims, not that race (seen once in about 15 runs).
-func releaseWithClaimsMade(t *testing.T, ns string, names []string) {
-	t.Helper()
-	for _, name := range names {
-		waitFor(t, ns, fmt.Sprintf("the claims of %s/%s made", ns, name), func(ctx context.Context) (bool, error) {
-			p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			made := 0
-			for _, st := range p.Status.ResourceClaimStatuses {
-				if st.ResourceClaimName != nil {
-					made++
-				}
-			}
-			return made == len(p.Spec.ResourceClaims), nil
-		})
-	}
-	for _, name := range names {
-		ungate(t, ns, name)
-	}
-}
-
-// claimsGate holds a member until releaseWithClaimsMade.
-var claimsGate = []v1.PodSchedulingGate{{Name: "custom-scheduler.test/claims-made"}}
-
 // TestDRAPodGroupClaim: a gang of an in-tree PodGroup whose members use its claim (2 GPUs, from a
 // template) beside a claim of their own (1 GPU each) is placed whole on the one node whose devices
 // hold the group's claim once and every member's own; the group's claim is made once, allocated
@@ -132,11 +100,13 @@ func TestDRAPodGroupClaim(t *testing.T) {
 		t.Fatalf("the apiserver dropped the PodGroup's spec.resourceClaims (%v): DRAWorkloadResourceClaims is not on in the apiserver", pg.Spec.ResourceClaims)
 	}
 	watchWhole(t, ns, inTree("train"), 4, nil)
-	var names []string
+	// Made at once, with nothing held back by the test: Coscheduling lets the members in together once
+	// the resourceclaim controller has made every member's own claim (WaitingForClaims). A member let
+	// in later could not use the PodGroup's claim while it is in flight for its peers (upstream shares
+	// it only within one pod-group cycle), and the gang waited for a schedule timeout.
 	for i := range 4 {
 		p := e.pod(fmt.Sprintf("train-%d", i), "", "1", "gang")
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
-		p.Spec.SchedulingGates = claimsGate
 		// The member's own claim first: in the other order the DynamicResources plugin of 1.37 can swap
 		// the two claims' devices (this test then passed 4 of 10 runs), and Coscheduling refuses the
 		// member (TestDRAPodGroupClaimOrder; docs/coscheduling.md).
@@ -146,9 +116,7 @@ func TestDRAPodGroupClaim(t *testing.T) {
 		}
 		p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}, {Name: "shared"}}
 		createPod(t, p)
-		names = append(names, p.Name)
 	}
-	releaseWithClaimsMade(t, ns, names)
 	start := time.Now()
 
 	ctx := context.Background()
@@ -345,9 +313,6 @@ func TestDRAPodGroupClaimOrder(t *testing.T) {
 		for i := range 2 {
 			p := e.pod(fmt.Sprintf("%s-%d", prefix, i), "", "1", "gang")
 			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
-			if !groupFirst {
-				p.Spec.SchedulingGates = claimsGate
-			}
 			own := v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("own-gpu")}
 			shared := v1.PodResourceClaim{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")}
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{own, shared}
@@ -376,6 +341,6 @@ func TestDRAPodGroupClaimOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	releaseWithClaimsMade(t, ns, members("train", false))
+	members("train", false)
 	waitForBoundMembers(t, ns, inTree("train"), 2)
 }
