@@ -29,6 +29,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
@@ -464,6 +465,42 @@ func TestGateEventsDelayed(t *testing.T) {
 	env.clock.Step(gateEventDelay)
 	if got := drainEvents(rec); len(got) != 0 {
 		t.Errorf("events for members whose group completed: %v", got)
+	}
+}
+
+// TestGateEventCountsOfNow: the delayed event counts the group as it is when it is recorded, not as
+// the held member's last PreEnqueue saw it (a peer that arrives, or gets its claims, does not run that
+// PreEnqueue again while the group is incomplete).
+func TestGateEventCountsOfNow(t *testing.T) {
+	withClaim := func(p *v1.Pod, made bool) *v1.Pod {
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+		if made {
+			p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(p.Name + "-gpu")}}
+		}
+		return p
+	}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Now())}, nil)
+	env.pl.members.Counts.Unmade = func(p *v1.Pod) bool { return devices.ClaimsUnmade(p, nil) }
+	rec := events.NewFakeRecorder(10)
+	env.pl.recorder.Events = rec
+	put := func(p *v1.Pod) *v1.Pod {
+		if err := env.pods.Update(p); err != nil {
+			t.Fatal(err)
+		}
+		env.pl.members.Counts.Track(p)
+		return p
+	}
+	a := put(withClaim(member("a", "g", "1"), true))
+	put(withClaim(member("b", "g", "1"), false))
+	put(withClaim(member("c", "g", "1"), false))
+	if s := env.pl.PreEnqueue(context.Background(), a); !strings.Contains(s.Message(), "1 of minMember 3") {
+		t.Fatalf("PreEnqueue(a) = %v, want it held back counting 1 member with its claims made", s)
+	}
+	put(withClaim(member("b", "g", "1"), true)) // a's PreEnqueue does not run again
+	env.clock.Step(gateEventDelay)
+	got := drainEvents(rec)
+	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForClaims) || !strings.Contains(got[0], "2 of minMember 3") {
+		t.Fatalf("events after the delay = %v, want one WaitingForClaims counting the 2 members with their claims made now", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -40,21 +41,8 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,
 			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
 	}
-	want, credit := podgroup.MinMember(pg), pl.credit(pod)
-	if existing := pl.members.CountUpTo(pod.Namespace, name, want-credit); existing+credit < want {
-		succeeded := ""
-		if credit > 0 {
-			succeeded = fmt.Sprintf(" (and %d of its run succeeded)", credit)
-		}
-		return pl.gate(ctx, pod, podgroup.ReasonWaitingForMembers,
-			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist%s; the pod waits for the rest without holding resources", existing, want, key, succeeded))
-	}
-	if ready := pl.members.ReadyUpTo(pod.Namespace, name, want-credit); ready+credit < want {
-		// Members enter together once their claims exist: one let in earlier is placed while its
-		// peers' devices are still unknown to the check, and in-tree PodGroup claims are shared
-		// only with members placed in the same pod-group cycle (see ReasonWaitingForClaims).
-		return pl.gate(ctx, pod, podgroup.ReasonWaitingForClaims,
-			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s have their ResourceClaims from templates made; the pod waits for the rest without holding resources", ready, want, key))
+	if reason, msg := pl.holdBack(pod, pg); reason != "" {
+		return pl.gate(ctx, pod, reason, msg)
 	}
 	now := pl.clock.Now()
 	pl.mu.Lock()
@@ -69,6 +57,30 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)
 	return nil
+}
+
+// holdBack says whether a member of pg waits for its group to have minMember live pods
+// (ReasonWaitingForMembers) or for minMember of them to have their claims from templates made
+// (ReasonWaitingForClaims: members enter together once their claims exist; one let in earlier is
+// placed while its peers' devices are still unknown to the check, and in-tree PodGroup claims are
+// shared only with members placed in the same pod-group cycle), and why in the current counts ("" when
+// neither). O(1) when the counts reach minMember, else O(members) on the store's word.
+func (pl *Coscheduling) holdBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
+	key := podgroup.Key(pod.Namespace, pg.Name)
+	want, credit := podgroup.MinMember(pg), pl.credit(pod)
+	if existing := pl.members.CountUpTo(pod.Namespace, pg.Name, want-credit); existing+credit < want {
+		succeeded := ""
+		if credit > 0 {
+			succeeded = fmt.Sprintf(" (and %d of its run succeeded)", credit)
+		}
+		return podgroup.ReasonWaitingForMembers,
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist%s; the pod waits for the rest without holding resources", existing, want, key, succeeded)
+	}
+	if ready := pl.members.ReadyUpTo(pod.Namespace, pg.Name, want-credit); ready+credit < want {
+		return podgroup.ReasonWaitingForClaims,
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s have their ResourceClaims from templates made; the pod waits for the rest without holding resources", ready, want, key)
+	}
+	return "", ""
 }
 
 // Less orders the queue by priority, then as gang.Less orders entities of one priority: by the group's

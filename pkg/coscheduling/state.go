@@ -234,7 +234,23 @@ func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	pl.mu.RLock()
 	gate, still := pl.gates.Still(pod.UID, episode)
 	pl.mu.RUnlock()
-	if still {
-		pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, gate.Message)
+	if !still {
+		return
 	}
+	msg := gate.Message
+	if gate.Reason == podgroup.ReasonWaitingForMembers || gate.Reason == podgroup.ReasonWaitingForClaims {
+		// The counts of now: the pod's PreEnqueue ran when it was held, and a peer that arrived or
+		// got its claims since then does not run it again unless the group is complete.
+		name, _ := podgroup.Of(pod)
+		pg := pl.podGroups.Get(pod.Namespace, name)
+		if pg == nil {
+			return
+		}
+		reason, fresh := pl.holdBack(pod, pg)
+		if reason != gate.Reason {
+			return // held back for another reason now, or about to be let in
+		}
+		msg = fresh
+	}
+	pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, msg)
 }
