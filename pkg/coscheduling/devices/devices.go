@@ -112,6 +112,27 @@ type extendedRequest struct {
 	count int64
 }
 
+// classedRequests are the pod's requests of extended resources a DeviceClass backs (DRA-backed
+// extended resources, the DRAExtendedResource feature), sorted by name; none where the source does not
+// read them.
+func (s *Source) classedRequests(pod *v1.Pod) []extendedRequest {
+	resolver := s.dra.DeviceClassResolver()
+	if !s.extended || resolver == nil {
+		return nil
+	}
+	var out []extendedRequest
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if !strings.Contains(string(name), "/") || q.IsZero() {
+			continue
+		}
+		if class := resolver.GetDeviceClass(name); class != nil {
+			out = append(out, extendedRequest{name: name, class: class.Name, count: q.Value()})
+		}
+	}
+	slices.SortFunc(out, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
+	return out
+}
+
 // kind is the device claims that a group of members share in shape.
 type kind struct {
 	name     v1.ResourceName
@@ -302,20 +323,12 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 		}
 		m.claims = append(m.claims, claim)
 	}
-	if resolver := s.dra.DeviceClassResolver(); s.extended && resolver != nil {
-		claimed := pod.Status.ExtendedResourceClaimStatus != nil && pod.Status.ExtendedResourceClaimStatus.ResourceClaimName != ""
-		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-			if !strings.Contains(string(name), "/") || q.IsZero() {
-				continue
-			}
-			if class := resolver.GetDeviceClass(name); class != nil {
-				delegated.Insert(name)
-				if !claimed {
-					m.extended = append(m.extended, extendedRequest{name: name, class: class.Name, count: q.Value()})
-				}
-			}
+	claimed := pod.Status.ExtendedResourceClaimStatus != nil && pod.Status.ExtendedResourceClaimStatus.ResourceClaimName != ""
+	for _, r := range s.classedRequests(pod) {
+		delegated.Insert(r.name)
+		if !claimed {
+			m.extended = append(m.extended, r)
 		}
-		slices.SortFunc(m.extended, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
 	}
 	m.why = strings.Join(why, "; ")
 	if fromTemplate && len(templates) > 0 {

@@ -2,14 +2,12 @@ package devices
 
 import (
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -228,13 +226,8 @@ func (s *Source) ClaimOrder(pod *v1.Pod) string {
 		return ""
 	}
 	extended := ""
-	if resolver := s.dra.DeviceClassResolver(); s.extended && resolver != nil {
-		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-			if strings.Contains(string(name), "/") && !q.IsZero() && resolver.GetDeviceClass(name) != nil {
-				extended = string(name)
-				break
-			}
-		}
+	if reqs := s.classedRequests(pod); len(reqs) > 0 {
+		extended = string(reqs[0].name)
 	}
 	return claimOrder(pod, pg, extended)
 }
@@ -275,11 +268,9 @@ func (s *Source) ClaimsUnmade(pod *v1.Pod) bool {
 	if s == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return false
 	}
-	var pg *schedulingv1beta1.PodGroup
-	if s.group != nil && pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil {
-		if pg = s.podGroupOf(pod); pg == nil {
-			return false
-		}
+	pg := s.podGroupOf(pod)
+	if pg == nil && s.group != nil && pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil {
+		return false
 	}
 	return ClaimsUnmade(pod, pg)
 }
