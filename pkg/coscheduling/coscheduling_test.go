@@ -680,12 +680,6 @@ func TestQueueingHints(t *testing.T) {
 			pod: gangMember, old: unstructuredPG, new: specChanged, want: fwk.Queue},
 		{name: "another PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
 			pod: gangMember, new: otherPG, want: fwk.QueueSkip},
-		{name: "a sibling completes the group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
-			pod: gangMember, new: member("m1", "g", "1"), pods: []*v1.Pod{gangMember, member("m1", "g", "1")}, want: fwk.Queue},
-		{name: "a sibling that does not complete the group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
-			pod: gangMember, new: member("m1", "g", "1"), pods: []*v1.Pod{member("m1", "g", "1")}, want: fwk.QueueSkip},
-		{name: "a pod of another group", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodAdded },
-			pod: gangMember, new: member("x", "other", "1"), pods: []*v1.Pod{gangMember, member("x", "other", "1")}, want: fwk.QueueSkip},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,10 +2,14 @@ package coscheduling
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -285,4 +289,56 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 		// Room the gang's preemption nominated is not kept for a gang that is gone.
 		go pl.clearNominations(pl.ctx, pl.members.InGroup(pg.Namespace, pg.Name), "")
 	}
+}
+
+// claimEventHandler lets in the members that may claim devices when a ResourceClaim changes in a way
+// that may change a whole-gang check (devices.ClaimFreesOrPins): devices freed (an allocation dropped,
+// an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
+// allocation at binding, reservations, device status) change nothing. It is a handler, not a
+// queueing hint (see EventsToRegister): the cached checks go stale (epoch) and the unscheduled
+// members of the gangs this plugin tracks are activated.
+func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
+	changed := func(oldObj, newObj interface{}) {
+		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
+		newClaim, _ := newObj.(*resourceapi.ResourceClaim)
+		if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
+			return
+		}
+		pl.epoch.Add(1)
+		pl.activateDeviceMembers()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: changed,
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			changed(obj, nil)
+		},
+	}
+}
+
+// activateDeviceMembers activates the unscheduled members that may claim devices of every gang that
+// has fewer than minMember members reserved or bound. O(tracked gangs + their members), on a freeing
+// claim event only.
+func (pl *Coscheduling) activateDeviceMembers() {
+	if !pl.running.Load() {
+		return
+	}
+	type ref struct{ namespace, name string }
+	pl.mu.RLock()
+	gangs := make([]ref, 0, len(pl.gangs))
+	for _, g := range pl.gangs {
+		gangs = append(gangs, ref{g.Namespace, g.Name})
+	}
+	pl.mu.RUnlock()
+	var pods []*v1.Pod
+	for _, g := range gangs {
+		for _, p := range pl.unscheduledMembers(g.namespace, g.name, "") {
+			if p.Spec.SchedulerName == pl.profile && podgroup.IsLive(p) && devices.MayClaim(p) {
+				pods = append(pods, p)
+			}
+		}
+	}
+	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pods...)
 }

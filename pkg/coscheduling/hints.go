@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -14,31 +13,6 @@ import (
 
 // Queueing hints. The scheduler calls them only for pods this plugin rejected or gated, so they are
 // all gang members; each returns Queue only when the event can change this plugin's answer.
-
-// isSchedulableAfterPodAdded requeues a member when a pod of its own group is added and the group now
-// has minMember pods (an O(1) count, see pgcache.Pods.Count).
-func (pl *Coscheduling) isSchedulableAfterPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	_, added, err := util.As[*v1.Pod](oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	name, ok := podgroup.Of(pod)
-	if !ok || added.Namespace != pod.Namespace {
-		return fwk.QueueSkip, nil
-	}
-	if addedName, ok := podgroup.Of(added); !ok || addedName != name {
-		return fwk.QueueSkip, nil
-	}
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return fwk.QueueSkip, nil
-	}
-	if count := pl.members.Count(pod.Namespace, name) + pl.credit(pod); count < podgroup.MinMember(pg) {
-		logger.V(5).Info("Pod group still incomplete after a member was added", "pod", klog.KObj(pod), "podGroup", podgroup.Key(pod.Namespace, name), "members", count)
-		return fwk.QueueSkip, nil
-	}
-	return fwk.Queue, nil
-}
 
 // isSchedulableAfterCapacityFreed requeues a member when an assigned pod is deleted or shrinks (which
 // includes the reservations of a rejected gang being released).
@@ -88,28 +62,6 @@ func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1
 // whole-gang check counts them (see package devices).
 func (pl *Coscheduling) isSchedulableAfterDeviceChange(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
 	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
-		return fwk.QueueSkip, nil
-	}
-	pl.epoch.Add(1)
-	return fwk.Queue, nil
-}
-
-// isSchedulableAfterClaimChange requeues a member that may claim devices through DRA when a
-// ResourceClaim's devices are freed (its allocation dropped, or the claim deleted while allocated), or
-// when a PodGroup's own claim is allocated or freed (it pins or releases the members that use it: see
-// package devices). Other claim updates (an allocation written at binding, reservations, device
-// status) free nothing: a member they requeued, and the cached checks they made stale, were a
-// scheduling attempt and a whole-gang check for nothing, for every member waiting, on every claim
-// written.
-func (pl *Coscheduling) isSchedulableAfterClaimChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
-		return fwk.QueueSkip, nil
-	}
-	oldClaim, newClaim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
 		return fwk.QueueSkip, nil
 	}
 	pl.epoch.Add(1)

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -671,5 +674,67 @@ func TestWaitingForClaims(t *testing.T) {
 	}
 	if s := env2.pl.PreEnqueue(context.Background(), cMade); !passed(s) {
 		t.Errorf("PreEnqueue(c) with its claim made in the store, not yet counted = %v, want it let in", s)
+	}
+}
+
+// TestClaimEventHandler: a claim change that frees devices (an allocation dropped, an allocated claim
+// deleted, also through a tombstone) or pins a PodGroup's claim makes the cached checks stale and
+// activates the unscheduled members that may claim devices of the gangs the plugin tracks; a claim
+// allocated at binding, or any other write, does neither.
+func TestClaimEventHandler(t *testing.T) {
+	withClaim := func(p *v1.Pod) *v1.Pod {
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+		return p
+	}
+	claim := func(allocated bool, owner string) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+		if owner != "" {
+			c.OwnerReferences = []metav1.OwnerReference{{Kind: owner, Name: "g"}}
+		}
+		if allocated {
+			c.Status.Allocation = &resourceapi.AllocationResult{}
+		}
+		return c
+	}
+	cases := []struct {
+		name     string
+		old, new interface{}
+		delete   bool
+		want     []string
+	}{
+		{name: "allocation dropped", old: claim(true, ""), new: claim(false, ""), want: []string{"ns/a", "ns/b"}},
+		{name: "allocated claim deleted", old: claim(true, ""), delete: true, want: []string{"ns/a", "ns/b"}},
+		{name: "allocated claim deleted, seen as a tombstone", old: cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: claim(true, "")}, delete: true, want: []string{"ns/a", "ns/b"}},
+		{name: "a PodGroup's claim allocated", old: claim(false, "PodGroup"), new: claim(true, "PodGroup"), want: []string{"ns/a", "ns/b"}},
+		{name: "a member's claim allocated at binding", old: claim(false, ""), new: claim(true, "")},
+		{name: "an allocated claim's status written", old: claim(true, ""), new: claim(true, "")},
+		{name: "an unallocated claim deleted", old: claim(false, ""), delete: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// a and b wait for devices; bound is placed; plain claims nothing; other is another
+			// profile's pod in the group.
+			a, b := withClaim(member("a", "g", "1")), withClaim(member("b", "g", "1"))
+			bound := withClaim(member("bound", "g", "1"))
+			bound.Spec.NodeName = "n1"
+			plain := member("plain", "g", "1")
+			other := withClaim(member("other", "g", "1"))
+			other.Spec.SchedulerName = "default-scheduler"
+			env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 4, time.Time{})}, []*v1.Pod{a, b, bound, plain, other})
+			env.pl.onPod(bound) // the gang is tracked from its bound member
+			epoch := env.pl.epoch.Load()
+			h := env.pl.claimEventHandler()
+			if tc.delete {
+				h.OnDelete(tc.old)
+			} else {
+				h.OnUpdate(tc.old, tc.new)
+			}
+			if diff := cmp.Diff(tc.want, sets.List(sets.New(env.handle.activatedPods()...)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("activated (-want,+got): %s", diff)
+			}
+			if stale := env.pl.epoch.Load() != epoch; stale != (len(tc.want) > 0) {
+				t.Errorf("cached checks made stale = %v, want %v", stale, len(tc.want) > 0)
+			}
+		})
 	}
 }

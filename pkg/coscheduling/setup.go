@@ -82,6 +82,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 		pl.fit.Devices = src
 		pl.members.Counts.Unmade = src.ClaimsUnmade
+		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(pl.claimEventHandler()); err != nil {
+			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
+		}
 	}
 	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
 	if err != nil {
@@ -145,11 +148,12 @@ func (pl *Coscheduling) Name() string { return Name }
 // requeue the members they concern.
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
-		// A new member may complete its group (PreEnqueue counts members). The scheduler reports
-		// unscheduled pods added only with the GenericWorkload gate; without it, the plugin's own pod
-		// handler activates the group.
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterPodAdded},
+		// A new member that completes its group, or the last of minMember members to get its claims
+		// made, lets the group in through the plugin's own pod handler (onPodAdd, onPodUpdate), not
+		// through a pod-added event: every member PreEnqueue holds back waits in the queue's pool as
+		// gated by this plugin, and the queue runs the hints of a gated pod on every event its gating
+		// plugin registered. An AssignedPod/Add here would walk them all on every binding.
+		//
 		// Freed capacity may make an infeasible gang fit (this includes reservations released by a
 		// rejected gang: the scheduler reports those as assigned pods deleted).
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.isSchedulableAfterCapacityFreed},
@@ -161,15 +165,17 @@ func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
 	}
 	if pl.fit.Devices != nil {
-		// Devices published, freed (a claim deallocated or deleted) or newly classed may make a gang
-		// whose members claim devices fit.
+		// Devices published or newly classed may make a gang whose members claim devices fit.
 		for _, e := range []fwk.ClusterEvent{
 			{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
 			{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},
 		} {
 			events = append(events, fwk.ClusterEventWithHint{Event: e, QueueingHintFn: pl.isSchedulableAfterDeviceChange})
 		}
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimChange})
+		// Devices freed by a claim (deallocated, or deleted while allocated), or a PodGroup's claim
+		// allocated, let the members in through the plugin's own claim handler (claimEventHandler),
+		// for the same reason: a ResourceClaim/Update here would walk the held members on every claim
+		// allocated at binding.
 	}
 	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: podgroup.InTreeEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange})
