@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -114,6 +115,9 @@ type Coscheduling struct {
 	// epoch increases on cluster events that free capacity; cached feasibility results from an older
 	// epoch are recomputed.
 	epoch atomic.Uint64
+	// claimCache reads a claim from the scheduler's own claim cache, the one the whole-gang check's
+	// devices come from (nil: none, as in unit tests). See awaitClaimCache.
+	claimCache func(namespace, name string) (*resourceapi.ResourceClaim, error)
 	// running is set once the scheduling queue calls the plugin; only then may handle.Activate be used.
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).

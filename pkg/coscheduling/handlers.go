@@ -1,9 +1,13 @@
 package coscheduling
 
 import (
+	"context"
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -15,6 +19,13 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+)
+
+// How often, and for how long at most, a freeing claim event waits for the scheduler's claim cache to
+// show it before the members are activated (see awaitClaimCache).
+const (
+	claimCachePoll = 20 * time.Millisecond
+	claimCacheWait = 5 * time.Second
 )
 
 // podEventHandler keeps the quorum counts current from the scheduler's pod informer: a live member
@@ -295,8 +306,10 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 // that may change a whole-gang check (devices.ClaimFreesOrPins): devices freed (an allocation dropped,
 // an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
 // allocation at binding, reservations, device status) change nothing. It is a handler, not a
-// queueing hint (see EventsToRegister): the cached checks go stale (epoch) and the unscheduled
-// members of the gangs this plugin tracks are activated.
+// queueing hint (see EventsToRegister). The check reads the scheduler's claim cache, which its own
+// handler on the same informer updates, in no set order with this one: the members are activated
+// (and the cached checks made stale) once that cache shows the change (see awaitClaimCache), not
+// before, or their attempt would still see the devices taken and nothing would bring them back.
 func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
@@ -304,8 +317,14 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 		if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
 			return
 		}
-		pl.epoch.Add(1)
-		pl.activateDeviceMembers()
+		claim := oldClaim
+		if claim == nil {
+			claim = newClaim
+		}
+		pl.awaitClaimCache(claim, newClaim != nil && newClaim.Status.Allocation != nil, func() {
+			pl.epoch.Add(1)
+			pl.activateDeviceMembers()
+		})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,
@@ -316,6 +335,31 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 			changed(obj, nil)
 		},
 	}
+}
+
+// awaitClaimCache runs then once the scheduler's claim cache (pl.claimCache) shows claim allocated
+// or not as allocated says (a claim gone, or replaced under its name, is not allocated), checking
+// every claimCachePoll for at most claimCacheWait; then anyway. At once without a cache (tests).
+func (pl *Coscheduling) awaitClaimCache(claim *resourceapi.ResourceClaim, allocated bool, then func()) {
+	if pl.claimCache == nil {
+		then()
+		return
+	}
+	agrees := func(context.Context) (bool, error) {
+		c, err := pl.claimCache(claim.Namespace, claim.Name)
+		now := err == nil && c != nil && c.UID == claim.UID && c.Status.Allocation != nil
+		return now == allocated, nil
+	}
+	if ok, _ := agrees(pl.ctx); ok {
+		then()
+		return
+	}
+	go func() {
+		_ = wait.PollUntilContextTimeout(pl.ctx, claimCachePoll, claimCacheWait, false, agrees)
+		if pl.ctx.Err() == nil {
+			then()
+		}
+	}()
 }
 
 // activateDeviceMembers activates the unscheduled members that may claim devices of every gang that

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -736,5 +738,44 @@ func TestClaimEventHandler(t *testing.T) {
 				t.Errorf("cached checks made stale = %v, want %v", stale, len(tc.want) > 0)
 			}
 		})
+	}
+}
+
+// TestClaimEventHandlerWaitsForTheClaimCache: the members are activated once the scheduler's claim
+// cache shows the claim gone, not before (their attempt would still see the devices taken).
+func TestClaimEventHandlerWaitsForTheClaimCache(t *testing.T) {
+	a := member("a", "g", "1")
+	a.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+	bound := member("bound", "g", "1")
+	bound.Spec.NodeName = "n1"
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, []*v1.Pod{a, bound})
+	env.pl.onPod(bound)
+	held := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "c1"}}
+	held.Status.Allocation = &resourceapi.AllocationResult{}
+	var mu sync.Mutex
+	cached := held
+	env.pl.claimCache = func(_, _ string) (*resourceapi.ResourceClaim, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cached == nil {
+			return nil, fmt.Errorf("not found")
+		}
+		return cached, nil
+	}
+	env.pl.claimEventHandler().OnDelete(held)
+	time.Sleep(5 * claimCachePoll)
+	if got := env.handle.activatedPods(); len(got) != 0 {
+		t.Fatalf("activated %v while the claim cache still holds the claim", got)
+	}
+	mu.Lock()
+	cached = nil
+	mu.Unlock()
+	if err := wait.PollUntilContextTimeout(context.Background(), claimCachePoll, claimCacheWait, true, func(context.Context) (bool, error) {
+		return len(env.handle.activatedPods()) > 0, nil
+	}); err != nil {
+		t.Fatalf("nothing activated once the claim cache dropped the claim: %v", err)
+	}
+	if diff := cmp.Diff([]string{"ns/a"}, env.handle.activatedPods()); diff != "" {
+		t.Errorf("activated (-want,+got): %s", diff)
 	}
 }

@@ -82,6 +82,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 		pl.fit.Devices = src
 		pl.members.Counts.Unmade = src.ClaimsUnmade
+		pl.claimCache = h.SharedDRAManager().ResourceClaims().Get
 		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(pl.claimEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
