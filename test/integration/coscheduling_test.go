@@ -36,14 +36,9 @@ const coschedulingProfiles = `  - schedulerName: custom-scheduler
           - name: Coscheduling
         disabled:
           - name: PrioritySort
-      # Coscheduling before DynamicResources: a member it holds back waits in the queue as held
-      # by Coscheduling, not by DynamicResources (see docs/coscheduling.md, "Profile order").
       preEnqueue:
         enabled:
           - name: Coscheduling
-          - name: DynamicResources
-        disabled:
-          - name: DynamicResources
       preFilter:
         enabled:
           - name: Coscheduling

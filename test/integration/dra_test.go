@@ -445,8 +445,7 @@ func TestDRAClaimTemplateGang(t *testing.T) {
 // TestDRAWaitingForClaims: members enter together once minMember of them have their claims from
 // templates made. One member's template does not exist yet, so the resourceclaim controller cannot
 // make its claim: its peers are held back (WaitingForClaims, counting the members whose claims are
-// made) instead of being placed one by one around a member the check cannot count, and nothing binds;
-// the member itself is held by Coscheduling as well (the shipped profile's PreEnqueue order).
+// made) instead of being placed one by one around a member the check cannot count, and nothing binds.
 // Once the template exists, the controller makes the claim and the gang is placed whole.
 func TestDRAWaitingForClaims(t *testing.T) {
 	needControllerManager(t)
@@ -467,10 +466,6 @@ func TestDRAWaitingForClaims(t *testing.T) {
 	if !strings.Contains(ev.Message, "2 of minMember 3 live pods of PodGroup "+ns+"/train have their ResourceClaims from templates made") {
 		t.Errorf("WaitingForClaims event %q, want it to count the 2 members whose claims are made", ev.Message)
 	}
-	// The member whose own claim cannot be made yet is held by Coscheduling too, not by
-	// DynamicResources: the shipped profile runs Coscheduling's PreEnqueue first (docs/coscheduling.md,
-	// "Profile order"), so the queue passes it over on claim and binding events.
-	waitForEvent(t, ns, "train-2", podgroup.ReasonWaitingForClaims, schedulerName)
 	consistentlyNoneBound(t, 2*time.Second, ns, "train")
 
 	e.claimTemplate(t, "late-gpu")
