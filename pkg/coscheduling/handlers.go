@@ -362,9 +362,10 @@ func (pl *Coscheduling) awaitClaimCache(claim *resourceapi.ResourceClaim, alloca
 	}()
 }
 
-// activateDeviceMembers activates the unscheduled members that may claim devices of every gang that
-// has fewer than minMember members reserved or bound. O(tracked gangs + their members), on a freeing
-// claim event only.
+// activateDeviceMembers activates the unscheduled members that may claim devices of every gang the
+// plugin tracks that has live members neither reserved nor bound. O(tracked gangs) to find them (a
+// gang whose members are all placed is passed over on its counts), then O(members) of those gangs; on
+// a freeing claim event only, off the scheduling cycle.
 func (pl *Coscheduling) activateDeviceMembers() {
 	if !pl.running.Load() {
 		return
@@ -373,7 +374,9 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	pl.mu.RLock()
 	gangs := make([]ref, 0, len(pl.gangs))
 	for _, g := range pl.gangs {
-		gangs = append(gangs, ref{g.Namespace, g.Name})
+		if pl.members.Count(g.Namespace, g.Name) > len(g.Members) {
+			gangs = append(gangs, ref{g.Namespace, g.Name})
+		}
 	}
 	pl.mu.RUnlock()
 	var pods []*v1.Pod

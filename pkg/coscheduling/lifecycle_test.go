@@ -779,3 +779,27 @@ func TestClaimEventHandlerWaitsForTheClaimCache(t *testing.T) {
 		t.Errorf("activated (-want,+got): %s", diff)
 	}
 }
+
+// TestClaimEventHandlerSkipsPlacedGangs: a gang whose live members are all bound is passed over on its
+// counts, and the count test does not pass over a gang with one member bound and one unscheduled: that
+// member is activated.
+func TestClaimEventHandlerSkipsPlacedGangs(t *testing.T) {
+	withClaim := func(p *v1.Pod, node string) *v1.Pod {
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+		p.Spec.NodeName = node
+		return p
+	}
+	placed := []*v1.Pod{withClaim(member("p0", "placed", "1"), "n1"), withClaim(member("p1", "placed", "1"), "n2")}
+	pending := []*v1.Pod{withClaim(member("w0", "waiting", "1"), "n1"), withClaim(member("w1", "waiting", "1"), "")}
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "placed", 2, time.Time{}), makePG("ns", "waiting", 2, time.Time{})},
+		append(append([]*v1.Pod{}, placed...), pending...))
+	for _, p := range []*v1.Pod{placed[0], placed[1], pending[0]} {
+		env.pl.onPod(p)
+	}
+	freed := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	freed.Status.Allocation = &resourceapi.AllocationResult{}
+	env.pl.claimEventHandler().OnDelete(freed)
+	if diff := cmp.Diff([]string{"ns/w1"}, env.handle.activatedPods()); diff != "" {
+		t.Errorf("activated (-want,+got): %s", diff)
+	}
+}
