@@ -381,8 +381,8 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	pl.mu.RUnlock()
 	var pods []*v1.Pod
 	for _, g := range gangs {
-		for _, p := range pl.unscheduledMembers(g.namespace, g.name, "") {
-			if p.Spec.SchedulerName == pl.profile && podgroup.IsLive(p) && devices.MayClaim(p) {
+		for _, p := range pl.unscheduledMembers(g.namespace, g.name, "") { // live members of this profile
+			if devices.MayClaim(p) {
 				pods = append(pods, p)
 			}
 		}

@@ -803,3 +803,36 @@ func TestClaimEventHandlerSkipsPlacedGangs(t *testing.T) {
 		t.Errorf("activated (-want,+got): %s", diff)
 	}
 }
+
+// TestPodAddCompletingTheGroupLetsTheHeldIn: the pod handler is what lets a held member in when a
+// pod added completes its group (there is no pod-added queueing hint: the queue would walk every
+// held member on every bind). Both an unscheduled member and one created bound complete it; a pod
+// that does not complete it, or belongs to another group, lets nobody in.
+func TestPodAddCompletingTheGroupLetsTheHeldIn(t *testing.T) {
+	bound := func(p *v1.Pod) *v1.Pod { p.Spec.NodeName = "n1"; return p }
+	cases := []struct {
+		name  string
+		added *v1.Pod
+		want  []string
+	}{
+		{name: "an unscheduled member completes the group", added: member("b", "g", "1"), want: []string{"ns/a", "ns/b"}},
+		{name: "a member created bound completes the group", added: bound(member("b", "g", "1")), want: []string{"ns/a"}},
+		{name: "a pod of another group", added: member("x", "other", "1")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := member("a", "g", "1")
+			env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{}), makePG("ns", "other", 2, time.Time{})}, []*v1.Pod{a})
+			if s := env.pl.PreEnqueue(context.Background(), a); passed(s) {
+				t.Fatalf("PreEnqueue(a) alone = %v, want it held back", s)
+			}
+			if err := env.pods.Add(tc.added); err != nil {
+				t.Fatal(err)
+			}
+			env.pl.onPodAdd(tc.added)
+			if diff := cmp.Diff(tc.want, sets.List(sets.New(env.handle.activatedPods()...)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("activated (-want,+got): %s", diff)
+			}
+		})
+	}
+}
