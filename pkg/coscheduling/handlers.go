@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -94,10 +95,19 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 }
 
 // credit is the finished-member rule's part of a member's quorum count: the members of its group and
-// run that left by succeeding (see podgroup.SucceededMember). O(1).
+// run that left by succeeding (see podgroup.SucceededMember), while that run is in progress (one of
+// its live members is bound: podgroup.RunInProgress); none once the run has ended. O(1).
 func (pl *Coscheduling) credit(pod *v1.Pod) int {
 	name, _ := podgroup.Of(pod)
-	return pl.finished.Count(pod.Namespace, name, podgroup.Run(pod))
+	return pl.runCredit(pod.Namespace, name, podgroup.Run(pod))
+}
+
+// runCredit is credit for group namespace/name and run. O(1).
+func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
+	if !podgroup.RunInProgress(pl.members.Counts.BoundInRun(namespace, name, run)) {
+		return 0
+	}
+	return pl.finished.Count(namespace, name, run)
 }
 
 // finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status
@@ -119,7 +129,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 			return
 		}
 		live, want := pl.members.Count(pod.Namespace, name), podgroup.MinMember(pg)
-		if live > 0 && live < want && live+pl.finished.Count(pod.Namespace, name, run) >= want {
+		if live > 0 && live < want && live+pl.runCredit(pod.Namespace, name, run) >= want {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}

@@ -52,11 +52,34 @@ func watchGroupPods(t *testing.T, ns, group string) (map[string]*v1.Pod, <-chan 
 // these tests) never does.
 func ours(p *v1.Pod) bool { return p.Spec.SchedulerName != v1.DefaultSchedulerName }
 
+// runEnds remembers, by pod UID, the succeeded members of runs that ended: by the finished-member rule a
+// run is in progress while one of its live members is bound, and once none is, its succeeded members
+// never count again (the pods that come next under the group are a new run, placed whole). The
+// watchers observe every change they see; a run that ended and started again between two
+// observations is not seen to end (the check is then lenient, never wrong the other way).
+type runEnds map[types.UID]bool
+
+// observe retires the succeeded members of every run of pods with no live member of ours bound.
+func (r runEnds) observe(pods map[string]*v1.Pod) {
+	bound := map[types.UID]bool{}
+	for _, p := range pods {
+		if ours(p) && liveAndBound(p) {
+			bound[podgroup.Run(p)] = true
+		}
+	}
+	for _, p := range pods {
+		if p.Status.Phase == v1.PodSucceeded && !bound[podgroup.Run(p)] {
+			r[p.UID] = true
+		}
+	}
+}
+
 // wholeCount is what the invariant counts of a group's pods: our live members bound, and, when some
-// are, the members of their run that succeeded (the finished-member rule: a gang whose members finish
-// one by one keeps its quorum, and a failed member's replacement joins the running and the succeeded
-// ones). It also returns the live bound members' names.
-func wholeCount(pods map[string]*v1.Pod) (int, []string) {
+// are, the members of their run that succeeded while it was in progress (the finished-member rule: a
+// gang whose members finish one by one keeps its quorum, and a failed member's replacement joins the
+// running and the succeeded ones; ended lists the succeeded members of runs that ended, which count
+// no more). It also returns the live bound members' names.
+func wholeCount(pods map[string]*v1.Pod, ended runEnds) (int, []string) {
 	var bound []string
 	succeeded := map[types.UID]int{}
 	for name, p := range pods {
@@ -64,7 +87,7 @@ func wholeCount(pods map[string]*v1.Pod) (int, []string) {
 		case !ours(p):
 		case liveAndBound(p):
 			bound = append(bound, name)
-		case p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil && p.Spec.NodeName != "":
+		case p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil && p.Spec.NodeName != "" && !ended[p.UID]:
 			succeeded[podgroup.Run(p)]++
 		}
 	}
@@ -114,7 +137,9 @@ func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool, excused func(name string) bool) {
 	t.Helper()
 	pods, events, stop := watchGroupPods(t, ns, group)
-	count := func() int { n, _ := wholeCount(pods); return n }
+	ended := runEnds{}
+	ended.observe(pods)
+	count := func() int { n, _ := wholeCount(pods, ended); return n }
 	var (
 		violations []string
 		since      time.Time // start of the partial episode; zero: none
@@ -133,7 +158,7 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 	check := func(now time.Time) {
 		if !since.IsZero() && !excusedEp && !reported && now.Sub(since) > bindGrace {
 			reported = true
-			n, bound := wholeCount(pods)
+			n, bound := wholeCount(pods, ended)
 			violations = append(violations, fmt.Sprintf("%s left %d of minMember %d live members bound (with the run's succeeded ones) %v, still so after %v",
 				cause, n, minMember, bound, bindGrace))
 		}
@@ -163,6 +188,7 @@ func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool,
 				} else {
 					pods[pod.Name] = pod
 				}
+				ended.observe(pods)
 				if count() == before {
 					continue
 				}

@@ -121,6 +121,39 @@ func TestJobGangs(t *testing.T) {
 		waitForGroupLiveBound(t, ns, "train", 4)
 		consistentlyNotPartial(t, ns, "train", 3)
 	})
+
+	t.Run("an indexed Job's next wave is placed whole once the first has finished", func(t *testing.T) {
+		ns := testNamespace(t)
+		cosNodes(t, "jobwave", 4, "2")
+		createPodGroup(t, ns, "train", 4, 0)
+		watchNotPartial(t, ns, "train", 4)
+		// Completions 8, parallelism 4: two waves of 4 workers, one gang run each.
+		createGangJob(t, ns, "train", 4, 8, "1500m")
+		first := waitForGroupLiveBound(t, ns, "train", 4)
+
+		// Other work takes half of two nodes: once the first wave is done, two of the four
+		// next workers fit, under the quorum.
+		for i, node := range []string{"jobwave-0", "jobwave-1"} {
+			createPod(t, st.MakePod().Namespace(ns).Name(fmt.Sprintf("other-%d", i)).Node(node).
+				Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Container("pause").Obj())
+		}
+		// The first wave succeeds at once (within the Job controller's one-second batch of pod
+		// updates): the run ends, and the Job controller creates the next wave.
+		for _, p := range first {
+			setPhase(t, ns, p.Name, v1.PodSucceeded)
+		}
+		waitFor(t, ns, "the Job controller to create the next wave", func(ctx context.Context) (bool, error) {
+			pods, err := groupPods(ctx, ns, "train")
+			return len(pods) == 8, err
+		})
+		// The first wave's four succeeded workers count for nothing: the run they were in ended.
+		consistentlyNoGroupLiveBound(t, 3*time.Second, ns, "train")
+
+		// The other work ends: the wave fits and binds whole.
+		forceDelete(t, ns, "other-0", "other-1")
+		waitForGroupLiveBound(t, ns, "train", 4)
+		consistentlyNotPartial(t, ns, "train", 4)
+	})
 }
 
 // createGangJob creates an indexed Job whose pods join PodGroup group (the Job is named after it), as

@@ -224,6 +224,8 @@ type soakGroupState struct {
 	// splitReported, oldReported: a split required domain, a reservation held too long, was
 	// reported for the group already.
 	splitReported, oldReported bool
+	// ended are the succeeded members of the group's runs that ended (see runEnds).
+	ended runEnds
 }
 
 // soakWorld holds everything the soak drives and watches.
@@ -1138,6 +1140,9 @@ type soakGroupView struct {
 	required   bool
 	reserved   bool
 	reservedAt time.Time
+	// ended are the group's succeeded members of runs that ended, kept across snapshots (the
+	// group's soakGroupState.ended; nil: none known, and none retired).
+	ended runEnds
 }
 
 // liveBound counts our live bound members (another scheduler's pods are none).
@@ -1152,13 +1157,17 @@ func (v *soakGroupView) liveBound() int {
 }
 
 // whole is what the quorum counts: our live bound members and, while some are, the members of their
-// run that succeeded (the finished-member rule; see wholeCount).
+// run that succeeded while it was in progress (the finished-member rule; see wholeCount). It first
+// retires into v.ended the succeeded members of the runs this view shows ended.
 func (v *soakGroupView) whole() int {
 	pods := make(map[string]*v1.Pod, len(v.pods))
 	for i := range v.pods {
 		pods[v.pods[i].Name] = &v.pods[i]
 	}
-	n, _ := wholeCount(pods)
+	if v.ended != nil {
+		v.ended.observe(pods)
+	}
+	n, _ := wholeCount(pods, v.ended)
 	return n
 }
 
@@ -1184,7 +1193,7 @@ func (v *soakGroupView) live() int {
 }
 
 // partial: the PodGroup exists and 1..minMember-1 of our live members are bound, counting the
-// succeeded members of their run.
+// succeeded members of their run in progress (see whole).
 func (v *soakGroupView) partial() bool {
 	n := v.liveBound()
 	return v.minMember > 0 && n > 0 && v.whole() < v.minMember
@@ -1288,6 +1297,10 @@ func (w *soakWorld) observe(ctx context.Context) {
 	now := time.Now()
 	for name, v := range views {
 		s := w.groupState(name)
+		if s.ended == nil {
+			s.ended = runEnds{}
+		}
+		v.ended = s.ended
 		w.checkPromises(name, v, s, now)
 		cur := v.boundNames()
 		// judgedBind: a bind seen now that cannot have been under way at the group's disruption (a

@@ -168,13 +168,22 @@ func Ref(pg *v1alpha1.PodGroup) *v1.ObjectReference {
 
 // What counts toward a gang's quorum (docs/coscheduling.md, "What counts toward the quorum"): the
 // pods of the profile's own scheduler only; live members bound or reserved; and, by the
-// finished-member rule, the members of the same run that left by succeeding. A run is the pods of one
-// controller (the Job, the operator's object; pods without a controller are one run): a gang that
-// reached its quorum keeps it while members of its run finish successfully, so the replacement of a
-// member that failed is placed with the running ones and the succeeded ones; a job restarted as a new
-// object starts a new run, whose quorum counts nothing of the old one. Failed and deleted pods never
-// count. The scheduler counts these pods per run (pgcache.Finished) and the status writer from the
-// group's pods (RunCredit); both ask SucceededMember of each pod.
+// finished-member rule, the members of the run in progress that left by succeeding. A run is the pods
+// of one controller (the Job, the operator's object; pods without a controller are one run), and it is
+// in progress while one of its live members is bound to a node: a gang that reached its quorum keeps
+// it while members of its run finish successfully, so the replacement of a member that failed is
+// placed with the running ones and the succeeded ones. Once no live member of the run is bound, the run
+// has ended: what its members succeeded at counts for nothing, and the pods that come next (the next
+// wave of an indexed Job, bare pods run again, a PodGroup deleted and recreated) are a new run,
+// placed whole. A member reserved but not yet bound never puts a run in progress: the first member of
+// a new run is reserved on the strength of its own quorum. Failed and deleted pods never count. The
+// scheduler counts these pods per run (pgcache.Finished, and pgcache.Members.BoundInRun for whether
+// the run is in progress) and the status writer from the group's pods (RunCredit); both ask
+// SucceededMember of each pod and RunInProgress of the run.
+
+// RunInProgress is the finished-member rule's test of a run: its succeeded members count toward the
+// quorum only while boundLive (its live members bound to a node) is above 0.
+func RunInProgress(boundLive int) bool { return boundLive > 0 }
 
 // Run is the run a pod belongs to: the UID of its controller, empty for a pod without one.
 func Run(pod *v1.Pod) types.UID {
@@ -197,10 +206,13 @@ func SucceededMember(pod *v1.Pod, profile string) (types.UID, bool) {
 }
 
 // RunCredit is the finished-member rule over a group's pods of one profile, as the status counts it:
-// the succeeded members (SucceededMember) of the run that goes on. That run is a live pod's (for pods
-// of several runs, the one with the most succeeded members); with no live pod left, the run that
-// finished last is taken to be the one with the most succeeded members.
-func RunCredit(pods []*v1.Pod, profile string) int {
+// the succeeded members (SucceededMember) of a run in progress (RunInProgress: one of its live pods is
+// bound; for several such runs, the one with the most succeeded members). With live pods but no run in
+// progress, nothing counts: those pods are a new run. With no live pod left, the run that finished last
+// is taken to be the one with the most succeeded members, counting only the pods created at or after
+// since (the PodGroup's creation; zero: all), so that a PodGroup recreated after its run ended does
+// not report that run as its own.
+func RunCredit(pods []*v1.Pod, profile string, since time.Time) int {
 	var succeeded map[types.UID]int
 	for _, p := range pods {
 		if run, ok := SucceededMember(p, profile); ok {
@@ -213,15 +225,30 @@ func RunCredit(pods []*v1.Pod, profile string) int {
 	if len(succeeded) == 0 {
 		return 0
 	}
-	credit, anyLive := 0, false
+	bound := map[types.UID]int{}
+	anyLive := false
 	for _, p := range pods {
 		if p.Spec.SchedulerName == profile && IsLive(p) {
 			anyLive = true
-			credit = max(credit, succeeded[Run(p)])
+			if p.Spec.NodeName != "" {
+				bound[Run(p)]++
+			}
 		}
 	}
+	credit := 0
 	if anyLive {
+		for run, n := range bound {
+			if RunInProgress(n) {
+				credit = max(credit, succeeded[run])
+			}
+		}
 		return credit
+	}
+	clear(succeeded)
+	for _, p := range pods {
+		if run, ok := SucceededMember(p, profile); ok && !p.CreationTimestamp.Time.Before(since) {
+			succeeded[run]++
+		}
 	}
 	for _, n := range succeeded {
 		credit = max(credit, n)

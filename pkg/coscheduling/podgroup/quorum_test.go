@@ -2,6 +2,7 @@ package podgroup
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,9 +68,11 @@ func TestRunCredit(t *testing.T) {
 		{name: "two of the running run succeeded, one failed",
 			pods: []*v1.Pod{member("a", "prof", "job", "n", ok), member("b", "prof", "job", "n", ok), member("c", "prof", "job", "n", failed), member("d", "prof", "job", "n", running)},
 			want: 2},
-		{name: "a pending replacement keeps the run",
-			pods: []*v1.Pod{member("a", "prof", "job", "n", ok), member("b", "prof", "job", "n", ok), member("r", "prof", "job", "", pending)},
+		{name: "a pending replacement beside a bound member keeps the run",
+			pods: []*v1.Pod{member("a", "prof", "job", "n", ok), member("b", "prof", "job", "n", ok), member("c", "prof", "job", "n", running), member("r", "prof", "job", "", pending)},
 			want: 2},
+		{name: "no member bound: the run ended, the pending pods are a new run (an indexed Job's next wave)",
+			pods: []*v1.Pod{member("a", "prof", "job", "n", ok), member("b", "prof", "job", "n", ok), member("r", "prof", "job", "", pending)}},
 		{name: "a new run (another controller) counts nothing of the old one",
 			pods: []*v1.Pod{member("a", "prof", "old", "n", ok), member("b", "prof", "old", "n", ok), member("x", "prof", "new", "", pending)}},
 		{name: "another scheduler's succeeded pods never count",
@@ -84,14 +87,40 @@ func TestRunCredit(t *testing.T) {
 				member("d", "prof", "j1", "n", running), member("e", "prof", "j2", "n", running)},
 			want: 2},
 		{name: "pods without a controller are one run",
-			pods: []*v1.Pod{member("a", "prof", "", "n", ok), member("b", "prof", "", "", pending)},
+			pods: []*v1.Pod{member("a", "prof", "", "n", ok), member("b", "prof", "", "n", running), member("c", "prof", "", "", pending)},
 			want: 1},
+		{name: "bare pods run again with none bound: a new run",
+			pods: []*v1.Pod{member("a", "prof", "", "n", ok), member("b", "prof", "", "", pending)}},
+		{name: "another run's bound member does not keep this run",
+			pods: []*v1.Pod{member("a", "prof", "old", "n", ok), member("b", "prof", "new", "n", running), member("c", "prof", "old", "", pending)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RunCredit(tc.pods, "prof"); got != tc.want {
+			if got := RunCredit(tc.pods, "prof", time.Time{}); got != tc.want {
 				t.Errorf("RunCredit = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunCreditSince: with no live pod left, a finished run counts for the PodGroup only if its pods
+// were created at or after the PodGroup (one recreated after the run ended starts from nothing).
+func TestRunCreditSince(t *testing.T) {
+	at := func(p *v1.Pod, ts time.Time) *v1.Pod { p.CreationTimestamp = metav1.NewTime(ts); return p }
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pods := []*v1.Pod{at(member("a", "prof", "", "n", v1.PodSucceeded), t0), at(member("b", "prof", "", "n", v1.PodSucceeded), t0.Add(time.Second))}
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		want  int
+	}{
+		{"the PodGroup older than the pods", t0.Add(-time.Minute), 2},
+		{"created with the first pod", t0, 2},
+		{"created between them", t0.Add(500 * time.Millisecond), 1},
+		{"recreated after the run", t0.Add(time.Minute), 0},
+	} {
+		if got := RunCredit(pods, "prof", tc.since); got != tc.want {
+			t.Errorf("%s: RunCredit = %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

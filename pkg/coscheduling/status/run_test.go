@@ -16,7 +16,7 @@ import (
 )
 
 // TestComputeStatusFinishedMembers: the status counts the members that succeeded as the scheduler
-// does (the finished-member rule: those of the run that goes on), so it says QuorumReached exactly
+// does (the finished-member rule: those of the run in progress), so it says QuorumReached exactly
 // when the scheduler places a replacement with them, and not for a new run beside an old one.
 func TestComputeStatusFinishedMembers(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -41,9 +41,15 @@ func TestComputeStatusFinishedMembers(t *testing.T) {
 			pods: []*v1.Pod{pod("a", "job", "n", v1.PodSucceeded), pod("b", "job", "n", v1.PodSucceeded), pod("c", "job", "n", v1.PodFailed),
 				pod("d", "job", "n", v1.PodRunning), pod("r", "job", "n", v1.PodPending)}, counted: 2,
 			phase: v1alpha1.PodGroupFailed, reason: podgroup.ReasonQuorumReached, message: "2 of minMember 4 live members are bound or binding, 2 succeeded"},
-		{name: "the replacement pending: enough pods exist with the succeeded ones",
+		{name: "replacements pending beside a running member: enough pods exist with the succeeded ones",
+			pods: []*v1.Pod{pod("a", "job", "n", v1.PodSucceeded), pod("b", "job", "n", v1.PodSucceeded), pod("d", "job", "n", v1.PodRunning),
+				pod("r", "job", "", v1.PodPending)},
+			phase: v1alpha1.PodGroupScheduling, reason: podgroup.ReasonBelowQuorum, message: "1 of minMember 4 live members are bound, and 2 of the run succeeded"},
+		// No live member bound: the run ended, and the pending pods are a new run (an indexed Job's
+		// next wave) that counts nothing of it.
+		{name: "pods pending with none bound: a new run, the succeeded ones count for nothing",
 			pods:  []*v1.Pod{pod("a", "job", "n", v1.PodSucceeded), pod("b", "job", "n", v1.PodSucceeded), pod("r", "job", "", v1.PodPending), pod("s", "job", "", v1.PodPending)},
-			phase: v1alpha1.PodGroupPreScheduling, reason: ReasonPending},
+			phase: v1alpha1.PodGroupPending, reason: podgroup.ReasonWaitingForMembers, message: "2 of minMember 4 live pods exist;"},
 		{name: "a new run beside the old run's succeeded pods counts none of them",
 			pods: []*v1.Pod{pod("a", "old", "n", v1.PodSucceeded), pod("b", "old", "n", v1.PodSucceeded), pod("c", "old", "n", v1.PodSucceeded), pod("d", "old", "n", v1.PodSucceeded),
 				pod("w", "new", "", v1.PodPending), pod("x", "new", "", v1.PodPending)},

@@ -450,9 +450,9 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 		}
 	}
 	want := int32(podgroup.MinMember(pg))
-	// The members of the run that succeeded count toward the quorum, as the scheduler counts them
-	// (the finished-member rule); those of an earlier run do not.
-	credit := int32(podgroup.RunCredit(pods, profileOf(pods)))
+	// The members of the run in progress that succeeded count toward the quorum, as the scheduler
+	// counts them (the finished-member rule); those of a run that ended do not.
+	credit := int32(podgroup.RunCredit(pods, profileOf(pods), pg.CreationTimestamp.Time))
 	switch {
 	case credit >= want:
 		st.Phase = v1alpha1.PodGroupFinished

@@ -136,14 +136,18 @@ func TestReservedConditionNobodyHolds(t *testing.T) {
 		pods       []*v1.Pod
 		attempt    Attempt
 		leftTrue   bool
+		minMember  int32 // 0: 2
 		wantStatus metav1.ConditionStatus // "" when no condition is shown
 		wantReason string
 	}{
 		{name: "no condition left, no reservation here", pods: []*v1.Pod{pending("a")}},
 		{name: "left True, every member gone", leftTrue: true, wantStatus: metav1.ConditionFalse, wantReason: resv.EndBelowMinMember},
 		{name: "left True, one of two live", leftTrue: true, pods: []*v1.Pod{pending("a")}, wantStatus: metav1.ConditionFalse, wantReason: resv.EndBelowMinMember},
-		{name: "left True, one live and one of the run succeeded", leftTrue: true, pods: []*v1.Pod{pending("a"), bound("b", v1.PodSucceeded)},
-			wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
+		// With no live member bound the run has ended: b's success counts for nothing.
+		{name: "left True, one live and one succeeded of a run that ended", leftTrue: true, pods: []*v1.Pod{pending("a"), bound("b", v1.PodSucceeded)},
+			wantStatus: metav1.ConditionFalse, wantReason: resv.EndBelowMinMember},
+		{name: "left True, one live, one bound and one of their run succeeded", leftTrue: true, pods: []*v1.Pod{pending("a"), bound("b", v1.PodSucceeded), bound("c", v1.PodRunning)},
+			minMember: 3, wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
 		{name: "left True, two live and unplaced (a new leader may adopt it)", leftTrue: true, pods: []*v1.Pod{pending("a"), pending("b")},
 			wantStatus: metav1.ConditionTrue, wantReason: podgroup.ReasonRoomHeld},
 		{name: "left True, placed", leftTrue: true, pods: []*v1.Pod{bound("a", v1.PodPending), bound("b", v1.PodPending)},
@@ -155,7 +159,7 @@ func TestReservedConditionNobodyHolds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pg := makePG("ns", "g", 2)
+			pg := makePG("ns", "g", max(tc.minMember, 2))
 			if tc.leftTrue {
 				pg.Status.Conditions = []metav1.Condition{{Type: ConditionReserved, Status: metav1.ConditionTrue, Reason: podgroup.ReasonRoomHeld,
 					Message: "holds room for 2 members on 2 nodes", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}

@@ -15,8 +15,9 @@ import (
 // million pointers to be let in). The pod informer's handler keeps it (Track on every add and update,
 // Forget on a delete), so it trails the informer's store by that handler's delay; a decision that must
 // agree with the store to the pod (a quorum) reads the store instead. It also counts, per group, the
-// members whose ResourceClaims from templates are not made yet (Unmade decides). Safe for concurrent
-// use.
+// members whose ResourceClaims from templates are not made yet (Unmade decides), and, per group and
+// run, the members bound (BoundInRun: whether the run is in progress, for the finished-member rule).
+// Safe for concurrent use.
 type Members struct {
 	profile string
 	// Unmade reports whether a pod's claims from templates are still to be made (nil: never). Set
@@ -24,21 +25,28 @@ type Members struct {
 	Unmade func(*v1.Pod) bool
 
 	mu sync.RWMutex
-	// of is each member's group key ("namespace/name") and whether its claims are unmade; n the count
-	// of members per key, unmade the count of those with unmade claims.
+	// of is each member's group key ("namespace/name"), whether its claims are unmade and, for a
+	// bound member, its run key (see runKey); n the count of members per key, unmade the count of
+	// those with unmade claims, bound the count of bound members per run key.
 	of     map[types.UID]membership
 	n      map[string]int
 	unmade map[string]int
+	bound  map[string]int
 }
 
 type membership struct {
 	key    string
 	unmade bool
+	// boundIn is the run key of a member bound to a node; "" while it is not bound.
+	boundIn string
 }
+
+// runKey keys a group's run: "namespace/name|run".
+func runKey(key string, run types.UID) string { return key + "|" + string(run) }
 
 // NewMembers returns an empty count for the pods of scheduler profile.
 func NewMembers(profile string) *Members {
-	return &Members{profile: profile, of: map[types.UID]membership{}, n: map[string]int{}, unmade: map[string]int{}}
+	return &Members{profile: profile, of: map[types.UID]membership{}, n: map[string]int{}, unmade: map[string]int{}, bound: map[string]int{}}
 }
 
 // Track counts pod in its group while it is a member of this profile's, and uncounts it when it stops
@@ -49,6 +57,9 @@ func (m *Members) Track(pod *v1.Pod) (ready bool) {
 	var now membership
 	if name, ok := podgroup.Of(pod); ok && podgroup.IsMember(pod) && pod.Spec.SchedulerName == m.profile {
 		now = membership{key: podgroup.Key(pod.Namespace, name), unmade: m.Unmade != nil && m.Unmade(pod)}
+		if pod.Spec.NodeName != "" {
+			now.boundIn = runKey(now.key, podgroup.Run(pod))
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,6 +87,11 @@ func (m *Members) moveLocked(uid types.UID, now membership) (ready bool) {
 				delete(m.unmade, prev.key)
 			}
 		}
+		if prev.boundIn != "" {
+			if m.bound[prev.boundIn]--; m.bound[prev.boundIn] <= 0 {
+				delete(m.bound, prev.boundIn)
+			}
+		}
 		delete(m.of, uid)
 	}
 	if now.key == "" {
@@ -83,6 +99,9 @@ func (m *Members) moveLocked(uid types.UID, now membership) (ready bool) {
 	}
 	m.of[uid] = now
 	m.n[now.key]++
+	if now.boundIn != "" {
+		m.bound[now.boundIn]++
+	}
 	if now.unmade {
 		m.unmade[now.key]++
 		return false
@@ -104,6 +123,15 @@ func (m *Members) Ready(namespace, name string) int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.n[key] - m.unmade[key]
+}
+
+// BoundInRun is the number of members of group namespace/name and run (see podgroup.Run) bound to a
+// node: while it is above 0 the run is in progress, and its succeeded members count toward its quorum
+// (see podgroup.RunInProgress). O(1).
+func (m *Members) BoundInRun(namespace, name string, run types.UID) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.bound[runKey(podgroup.Key(namespace, name), run)]
 }
 
 // Len is the number of pods counted in any group (for tests that check the count is freed).

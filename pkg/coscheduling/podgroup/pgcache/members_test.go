@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
@@ -179,5 +182,40 @@ func TestMembersReady(t *testing.T) {
 	}
 	if got := m.Count("ns", "g"); got != 1 {
 		t.Errorf("Count = %d, want 1", got)
+	}
+}
+
+// TestMembersBoundInRun: a run is counted bound by its live members with a node, per controller; a
+// member that finishes, is deleted or is only pending leaves the count.
+func TestMembersBoundInRun(t *testing.T) {
+	job := func(p *st.PodWrapper, uid string) *st.PodWrapper {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: uid, UID: types.UID(uid), Controller: ptr.To(true)}}
+		return p
+	}
+	m := NewMembers("test")
+	m.Track(job(gangPod("a", "g"), "j1").Node("n").Obj())
+	m.Track(job(gangPod("b", "g"), "j1").Obj())
+	m.Track(job(gangPod("c", "g"), "j2").Node("n").Obj())
+	m.Track(gangPod("d", "g").Node("n").Obj())
+	m.Track(job(gangPod("e", "g"), "j1").Node("n").SchedulerName("other").Obj())
+	check := func(when string, want map[types.UID]int) {
+		t.Helper()
+		for run, n := range want {
+			if got := m.BoundInRun("ns", "g", run); got != n {
+				t.Errorf("%s: BoundInRun(g, %q) = %d, want %d", when, run, got, n)
+			}
+		}
+	}
+	check("tracked", map[types.UID]int{"j1": 1, "j2": 1, "": 1, "j3": 0})
+	m.Track(job(gangPod("b", "g"), "j1").Node("n").Obj())
+	check("b bound", map[types.UID]int{"j1": 2})
+	m.Track(job(gangPod("a", "g"), "j1").Node("n").Phase(v1.PodSucceeded).Obj())
+	m.Forget(job(gangPod("c", "g"), "j2").Node("n").Obj())
+	m.Track(gangPod("d", "g").Node("n").Terminating().Obj())
+	check("a succeeded, c deleted, d terminating", map[types.UID]int{"j1": 1, "j2": 0, "": 0})
+	m.Forget(job(gangPod("b", "g"), "j1").Obj())
+	check("b deleted", map[types.UID]int{"j1": 0})
+	if m.Len() != 0 {
+		t.Errorf("Len = %d, want 0: state left behind", m.Len())
 	}
 }
