@@ -136,7 +136,7 @@ func TestReservedConditionNobodyHolds(t *testing.T) {
 		pods       []*v1.Pod
 		attempt    Attempt
 		leftTrue   bool
-		minMember  int32 // 0: 2
+		minMember  int32                  // 0: 2
 		wantStatus metav1.ConditionStatus // "" when no condition is shown
 		wantReason string
 	}{
