@@ -47,7 +47,7 @@ func TestFinishedMemberCredit(t *testing.T) {
 			g := New("ns", "g", "")
 			g.CountBound("running")
 			g.Credit = tc.credit
-			r, _ := g.OnReserve("replacement", "n", t0, 4, time.Minute, counting(tc.store+tc.credit), backoff)
+			r, _ := g.OnReserve("replacement", "", "n", t0, 4, time.Minute, counting(tc.store+tc.credit), backoff)
 			if r.Verdict == attempt.VerdictRefuse {
 				t.Fatalf("Reserve refused: %s", r.Message)
 			}

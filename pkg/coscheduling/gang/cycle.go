@@ -91,8 +91,8 @@ func (g *Gang) OnNoNode(pod *v1.Pod, now time.Time, want, existing int, backoff 
 // OnReserve is Reserve's step: the member counts toward the quorum on node, and an attempt starts when
 // none is under way; a member of a group that backs off is refused. confirmed counts the quorum on the
 // store's word (called only when the member set reaches want and no attempt is under way). planned
-// reports whether the attempt's plan had a place for the member there.
-func (g *Gang) OnReserve(uid types.UID, node string, now time.Time, want int, timeout time.Duration, confirmed func() int, backoff time.Duration) (r Result, planned bool) {
+// reports whether the attempt's plan had a place for the member (of shape: see gangfit.ShapeOf) there.
+func (g *Gang) OnReserve(uid types.UID, shape, node string, now time.Time, want int, timeout time.Duration, confirmed func() int, backoff time.Duration) (r Result, planned bool) {
 	in := attempt.Input{Kind: attempt.Reserve, Now: now, Want: want, Counted: g.Count(), Timeout: timeout}
 	in.Confirmed = in.Counted
 	if in.Counted >= want && !g.InProgress() {
@@ -103,7 +103,7 @@ func (g *Gang) OnReserve(uid types.UID, node string, now time.Time, want int, ti
 		return r, false
 	}
 	g.CountReserved(uid, node)
-	return r, g.Plan.Take(node)
+	return r, g.Plan.Take(shape, node)
 }
 
 // OnUnreserve is Unreserve's step: before the quorum, a member leaving (rejected, timed out, deleted, or

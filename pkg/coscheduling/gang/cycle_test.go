@@ -96,7 +96,7 @@ func TestOnReserve(t *testing.T) {
 	t.Run("the first member starts an attempt and counts", func(t *testing.T) {
 		g := New("ns", "g", "")
 		g.Unplaced["a"] = struct{}{}
-		r, planned := g.OnReserve("a", "n1", t0, 3, time.Minute, never(t), backoff)
+		r, planned := g.OnReserve("a", "", "n1", t0, 3, time.Minute, never(t), backoff)
 		if r.Verdict == attempt.VerdictRefuse || planned {
 			t.Fatalf("OnReserve = %+v, planned %v", r, planned)
 		}
@@ -107,17 +107,17 @@ func TestOnReserve(t *testing.T) {
 	t.Run("a planned member takes its place in the plan", func(t *testing.T) {
 		g := New("ns", "g", "")
 		g.Plan = gangfit.NewPlacementPlan([]gangfit.PlannedNode{{Name: "n1", Members: 1}})
-		if _, planned := g.OnReserve("a", "n1", t0, 3, time.Minute, never(t), backoff); !planned {
+		if _, planned := g.OnReserve("a", "", "n1", t0, 3, time.Minute, never(t), backoff); !planned {
 			t.Errorf("a member reserved on its planned node is not counted as planned")
 		}
-		if _, planned := g.OnReserve("b", "n1", t0, 3, time.Minute, never(t), backoff); planned {
+		if _, planned := g.OnReserve("b", "", "n1", t0, 3, time.Minute, never(t), backoff); planned {
 			t.Errorf("a second member on a node planned for one is counted as planned")
 		}
 	})
 	t.Run("backing off: refused, not counted", func(t *testing.T) {
 		g := New("ns", "g", "")
 		g.BackoffUntil = t0.Add(time.Second)
-		r, _ := g.OnReserve("a", "n1", t0, 3, time.Minute, never(t), backoff)
+		r, _ := g.OnReserve("a", "", "n1", t0, 3, time.Minute, never(t), backoff)
 		if r.Verdict != attempt.VerdictRefuse || !strings.Contains(r.Message, "backs off") || len(g.Members) != 0 {
 			t.Errorf("OnReserve while backing off = %+v, members %v", r, g.Members)
 		}
@@ -125,7 +125,7 @@ func TestOnReserve(t *testing.T) {
 	t.Run("an extra member of a bound quorum asks the store and starts no attempt", func(t *testing.T) {
 		g := withWaiting(nil, "a", "b")
 		asked := false
-		g.OnReserve("c", "n1", t0, 2, time.Minute, func() int { asked = true; return 2 }, backoff)
+		g.OnReserve("c", "", "n1", t0, 2, time.Minute, func() int { asked = true; return 2 }, backoff)
 		if !asked || g.Phase != attempt.PhaseIdle {
 			t.Errorf("asked %v, phase %v; want the store asked and no attempt", asked, g.Phase)
 		}

@@ -201,7 +201,7 @@ func TestBindFailuresAfterQuorum(t *testing.T) {
 	c := gangtest.Member("c", "g", "1")
 	for failure := 1; failure <= 3; failure++ {
 		now = now.Add(time.Second)
-		if r, _ := g.OnReserve(c.UID, "n", now, 3, time.Minute, func() int { return 3 }, 10*time.Second); r.Verdict == attempt.VerdictRefuse {
+		if r, _ := g.OnReserve(c.UID, "", "n", now, 3, time.Minute, func() int { return 3 }, 10*time.Second); r.Verdict == attempt.VerdictRefuse {
 			t.Fatalf("failure %d: Reserve refused: %s", failure, r.Message)
 		}
 		if r := g.OnPermit(c, now, 3, func() int { return 3 }, 10*time.Second); !r.AllowWaiting {

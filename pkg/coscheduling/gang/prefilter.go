@@ -77,14 +77,14 @@ func BackoffMessage(key string, until time.Time) string {
 	return fmt.Sprintf("PodGroup %s backs off until %s after a failed attempt", key, until.UTC().Format(time.RFC3339))
 }
 
-// Offer returns the planned nodes offered to a member (at most limit), when the attempt has a plan
-// that still places members and the member may be planned; nil otherwise (the member gets its
-// placement's nodes, or every node).
-func (g *Gang) Offer(plannable bool, limit int) sets.Set[string] {
+// Offer returns the planned nodes offered to member (at most limit), when the attempt has a plan that
+// still places members of its shape (see gangfit.ShapeOf) and the member may be planned; nil otherwise
+// (the member gets its placement's nodes, or every node).
+func (g *Gang) Offer(member *v1.Pod, plannable bool, limit int) sets.Set[string] {
 	if g.Plan == nil || !plannable {
 		return nil
 	}
-	nodes := g.Plan.Offer(limit)
+	nodes := g.Plan.Offer(gangfit.ShapeOf(member), limit)
 	if nodes.Len() == 0 {
 		return nil
 	}
@@ -289,7 +289,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 // narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that
 // still places members; else its placement's domain (nil: every node).
 func (g *Gang) narrow(in PreFilterIn, out PreFilterOut, p *gangfit.Placement) PreFilterOut {
-	if nodes := g.Offer(in.Plannable, in.CandidateNodes); nodes != nil {
+	if nodes := g.Offer(in.Member, in.Plannable, in.CandidateNodes); nodes != nil {
 		out.Nodes, out.Offered = nodes, true
 		return out
 	}

@@ -94,20 +94,20 @@ func plan(nodes ...string) *gangfit.PlacementPlan {
 
 func TestOffer(t *testing.T) {
 	g := New("ns", "g", "")
-	if g.Offer(true, 2) != nil {
+	if g.Offer(nil, true, 2) != nil {
 		t.Errorf("an attempt without a plan offers nodes")
 	}
 	g.Plan = plan("n1", "n2", "n3")
-	if got := g.Offer(false, 2); got != nil {
+	if got := g.Offer(nil, false, 2); got != nil {
 		t.Errorf("a member that may not be planned is offered %v", got)
 	}
-	if got := g.Offer(true, 2); got.Len() != 2 || !got.Has("n1") {
+	if got := g.Offer(nil, true, 2); got.Len() != 2 || !got.Has("n1") {
 		t.Errorf("offer %v, want the plan's first 2 nodes", got)
 	}
-	g.Plan.Take("n1")
-	g.Plan.Take("n2")
-	g.Plan.Take("n3")
-	if got := g.Offer(true, 2); got != nil {
+	g.Plan.Take("", "n1")
+	g.Plan.Take("", "n2")
+	g.Plan.Take("", "n3")
+	if got := g.Offer(nil, true, 2); got != nil {
 		t.Errorf("a plan that places nobody more offers %v", got)
 	}
 }

@@ -109,7 +109,7 @@ func stepRound(t *testing.T, rng *rand.Rand, round int) bool {
 		case k < 3 && !bound[p.UID] && g.Members[p.UID] == 0:
 			log = append(log, "reserve+permit "+p.Name)
 			var refused Result
-			if refused, _ = g.OnReserve(p.UID, "node-"+p.Name, now, want, time.Minute, confirmed, backoff); refused.Verdict == attempt.VerdictRefuse {
+			if refused, _ = g.OnReserve(p.UID, "", "node-"+p.Name, now, want, time.Minute, confirmed, backoff); refused.Verdict == attempt.VerdictRefuse {
 				break
 			}
 			r = g.OnPermit(p, now, want, confirmed, backoff)

@@ -20,6 +20,8 @@ func TestPlanPlacement(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	used := func(node, cpu string) *v1.Pod { return running(node+"-used", "", node, cpu, 0) }
 	mixed := []*v1.Pod{member("big", "g", "3"), member("s0", "g", "1"), member("s1", "g", "1"), member("s2", "g", "1")}
+	small, big := ShapeOf(member("s", "g", "1")), ShapeOf(member("b", "g", "3"))
+	launcher, worker := big, ShapeOf(member("w", "g", "6"))
 	tainted := cpuNode("tainted", "4").Node().DeepCopy()
 	tainted.Spec.Taints = []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoSchedule}}
 	cases := []struct {
@@ -33,29 +35,40 @@ func TestPlanPlacement(t *testing.T) {
 		{name: "identical members fill the fullest node first, then the next",
 			nodes: []fwk.NodeInfo{cpuNode("empty", "4"), cpuNode("half", "4", used("half", "2")), cpuNode("most", "4", used("most", "3"))},
 			gang:  gangOf(4, "1"), need: 4,
-			want: []PlannedNode{{"most", 1}, {"half", 2}, {"empty", 1}}},
+			want: []PlannedNode{{Name: "most", Members: 1}, {Name: "half", Members: 2}, {Name: "empty", Members: 1}}},
 		{name: "nodes with no room for one member are left out",
 			nodes: []fwk.NodeInfo{cpuNode("full", "4", used("full", "3500m")), cpuNode("a", "4")},
 			gang:  gangOf(3, "1"), need: 3,
-			want: []PlannedNode{{"a", 3}}},
+			want: []PlannedNode{{Name: "a", Members: 3}}},
 		{name: "only the missing members are planned",
 			nodes: []fwk.NodeInfo{cpuNode("a", "4"), cpuNode("b", "4")},
 			gang:  gangOf(5, "1"), need: 2,
-			want: []PlannedNode{{"a", 2}}},
-		{name: "members that differ are not planned (a small one would take a big one's place)",
+			want: []PlannedNode{{Name: "a", Members: 2}}},
+		// Members of different shapes are each given a node, and the places are kept per shape: a
+		// small member is never offered the place planned for the big one.
+		{name: "members that differ are planned per shape",
 			nodes: []fwk.NodeInfo{cpuNode("a", "4"), cpuNode("b", "4", used("b", "2"))},
-			gang:  mixed, need: 4},
-		{name: "nor are alike missing members among other candidates",
+			gang:  mixed, need: 4,
+			want: []PlannedNode{{Name: "a", Members: 1, Shape: small}, {Name: "b", Members: 2, Shape: small}, {Name: "a", Members: 1, Shape: big}}},
+		{name: "alike missing members among other candidates are planned as their shape",
 			nodes: []fwk.NodeInfo{cpuNode("a", "4")},
-			gang:  append(gangOf(2, "1"), member("big", "g", "3")), need: 2},
+			gang:  append(gangOf(2, "1"), member("big", "g", "3")), need: 2,
+			want: []PlannedNode{{Name: "a", Members: 2, Shape: small}}},
+		// The MPI shape: four workers of 6 CPU on four nodes of 7, a launcher of 3: the launcher's
+		// only place is the 4-CPU node, and the plan keeps it there.
+		{name: "a launcher beside workers is planned where the workers leave room",
+			nodes: []fwk.NodeInfo{cpuNode("w0", "7"), cpuNode("w1", "7"), cpuNode("w2", "7"), cpuNode("w3", "7"), cpuNode("cpu", "4")},
+			gang:  append([]*v1.Pod{member("launcher", "g", "3")}, gangOf(4, "6")...), need: 5,
+			want: []PlannedNode{{Name: "cpu", Members: 1, Shape: launcher}, {Name: "w0", Members: 1, Shape: worker}, {Name: "w1", Members: 1, Shape: worker},
+				{Name: "w2", Members: 1, Shape: worker}, {Name: "w3", Members: 1, Shape: worker}}},
 		{name: "within the domain only",
 			nodes: []fwk.NodeInfo{cpuNode("in", "4"), cpuNode("out", "4", used("out", "3"))},
 			gang:  gangOf(2, "1"), need: 2, domain: []string{"in"},
-			want: []PlannedNode{{"in", 2}}},
+			want: []PlannedNode{{Name: "in", Members: 2}}},
 		{name: "a tainted node is not planned",
 			nodes: []fwk.NodeInfo{nodeInfoOf(tainted), cpuNode("a", "4")},
 			gang:  gangOf(2, "1"), need: 2,
-			want: []PlannedNode{{"a", 2}}},
+			want: []PlannedNode{{Name: "a", Members: 2}}},
 		{name: "members that do not all fit: no plan",
 			nodes: []fwk.NodeInfo{cpuNode("a", "2"), cpuNode("b", "2")},
 			gang:  []*v1.Pod{member("m0", "g", "2"), member("m1", "g", "2"), member("m2", "g", "1500m")}, need: 3},
@@ -91,26 +104,26 @@ func TestPlanPlacement(t *testing.T) {
 // TestPlanOfferAndTake: members are offered the first planned nodes with room; each reserve on a
 // planned node uses one of its places; a node used up is offered no more.
 func TestPlanOfferAndTake(t *testing.T) {
-	p := &PlacementPlan{index: map[string]int{"a": 0, "b": 1, "c": 2}, Nodes: []PlannedNode{{"a", 1}, {"b", 2}, {"c", 1}}, left: 4}
-	if got := p.Offer(2); !got.Equal(setOf("a", "b")) {
+	p := &PlacementPlan{index: map[string][]int{"a": {0}, "b": {1}, "c": {2}}, Nodes: []PlannedNode{{Name: "a", Members: 1}, {Name: "b", Members: 2}, {Name: "c", Members: 1}}, left: 4}
+	if got := p.Offer("", 2); !got.Equal(setOf("a", "b")) {
 		t.Errorf("Offer(2) = %v, want a, b", got.UnsortedList())
 	}
-	if !p.Take("b") || p.Take("x") {
+	if !p.Take("", "b") || p.Take("", "x") {
 		t.Error("Take(b) must count, Take(x) must not")
 	}
-	if !p.Take("a") || p.Take("a") {
+	if !p.Take("", "a") || p.Take("", "a") {
 		t.Error("a has one place")
 	}
-	if got := p.Offer(2); !got.Equal(setOf("b", "c")) {
+	if got := p.Offer("", 2); !got.Equal(setOf("b", "c")) {
 		t.Errorf("Offer(2) after a is used up = %v, want b, c", got.UnsortedList())
 	}
-	p.Take("b")
-	p.Take("c")
-	if p.Left() != 0 || p.Offer(2) != nil {
-		t.Errorf("used up: Left = %d, Offer = %v", p.Left(), p.Offer(2))
+	p.Take("", "b")
+	p.Take("", "c")
+	if p.Left() != 0 || p.Offer("", 2) != nil {
+		t.Errorf("used up: Left = %d, Offer = %v", p.Left(), p.Offer("", 2))
 	}
 	var none *PlacementPlan
-	if none.Take("a") || none.Left() != 0 || none.Offer(1) != nil {
+	if none.Take("", "a") || none.Left() != 0 || none.Offer("", 1) != nil {
 		t.Error("a nil plan places nobody")
 	}
 }

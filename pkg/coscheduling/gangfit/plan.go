@@ -3,6 +3,8 @@ package gangfit
 import (
 	"cmp"
 	"slices"
+	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -15,10 +17,12 @@ import (
 // nodes and the profile's Score plugins still choose among them, so nothing the plan does not model is
 // skipped; when none of them fits, the member falls back to a full cycle.
 
-// PlannedNode is a node of a plan and how many more members the plan still sends there.
+// PlannedNode is a node of a plan and how many more members the plan still sends there: of one
+// member shape (see ShapeOf), or of any when Shape is empty (a gang whose members are alike).
 type PlannedNode struct {
 	Name    string
 	Members int
+	Shape   string
 }
 
 // PlacementPlan is where an attempt's missing members go. Not safe for concurrent use (the plugin
@@ -26,7 +30,8 @@ type PlannedNode struct {
 type PlacementPlan struct {
 	// Nodes in plan order: tightest first.
 	Nodes []PlannedNode
-	index map[string]int
+	// index is each node's entries in Nodes (one per shape planned there).
+	index map[string][]int
 	// next is the first node that may still have room in the plan (those before it are used up).
 	next int
 	// left is how many members the plan still places.
@@ -34,18 +39,18 @@ type PlacementPlan struct {
 }
 
 // PlanPlacement places f's `need` members on the nodes of the gang's domain (every node when in is nil
-// or anywhere):
-// nodes whose free capacity is smallest first (by the members' dominant resource), so that the gang
-// fills partly used nodes and leaves empty ones whole for the next gang, each node up to the copies of a
-// member it holds (for members that claim devices through DRA, up to the members' claims its free
-// devices hold: see DeviceCheck). It plans only gangs whose candidates are all alike (one request, one
-// set of node constraints: the usual gang, one pod template) and whose ResourceClaims the device model
-// counts (DeviceCheck.Modelled); it returns nil for the others, and when the members do not all fit;
-// those attempts use full cycles.
+// or anywhere). Members that are alike (one request, one set of node constraints: the usual gang, one
+// pod template) go to the nodes whose free capacity is smallest first (by the members' dominant
+// resource), so that the gang fills partly used nodes and leaves empty ones whole for the next gang,
+// each node up to the copies of a member it holds (for members that claim devices through DRA, up to
+// the members' claims its free devices hold: see DeviceCheck). Members of different shapes (a launcher
+// beside GPU workers, a head beside workers) are each given a node before any is reserved, the scarcest
+// first (see planShapes), and the plan keeps each node's places per shape, so that a member is offered
+// only the places of its own shape: a small member never takes the room a big one was planned on. It
+// plans only gangs whose ResourceClaims the device model counts (DeviceCheck.Modelled); it returns nil
+// for the others, and when the members do not all fit; those attempts use full cycles.
 func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
-	if f == nil || f.need <= 0 || !f.alike {
-		// Members that differ (in requests or node constraints) would need the plan's places kept per
-		// shape: a small member offered a big one's node takes its room. They use full cycles.
+	if f == nil || f.need <= 0 {
 		return nil
 	}
 	for _, m := range f.all {
@@ -58,6 +63,9 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 	var idx []int
 	if in != nil {
 		idx = f.indexesIn(in.Nodes)
+	}
+	if !f.alike {
+		return f.planShapes(idx)
 	}
 	// The members are alike: one request, one eligibility (f.usable is the first member's).
 	req, usable := f.members[0].req, f.usable()
@@ -97,11 +105,72 @@ func PlanPlacement(f *Fit, in *Placement) *PlacementPlan {
 	return NewPlacementPlan(planned)
 }
 
+// planShapes plans a gang of members of different shapes: every one of the `need` members is given
+// a node (see assign: the largest share of the cluster's free capacity first, devices counted, each on
+// the first node with room left, as the whole-gang check places them), and the places are kept per
+// node and shape, in the order they were given. nil when some member finds no
+// room. O(members × nodes of the domain).
+func (f *Fit) planShapes(idx []int) *PlacementPlan {
+	nodes := f.assign(idx)
+	at := map[[2]string]int{}
+	var planned []PlannedNode
+	for mi, i := range nodes {
+		if i < 0 {
+			return nil
+		}
+		k := [2]string{f.free[i].node.Name, ShapeOf(f.members[mi].pod)}
+		if e, ok := at[k]; ok {
+			planned[e].Members++
+			continue
+		}
+		at[k] = len(planned)
+		planned = append(planned, PlannedNode{Name: k[0], Shape: k[1], Members: 1})
+	}
+	return NewPlacementPlan(planned)
+}
+
+// ShapeOf is what the plan tells members apart by: the pod's requests, its node constraints and the
+// ResourceClaims it asks for (by template, or by claim). Members of one shape may take each other's
+// planned places. O(containers + constraints).
+func ShapeOf(pod *v1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	var b strings.Builder
+	reqs := podRequestList(pod)
+	names := make([]string, 0, len(reqs))
+	for n := range reqs {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		q := reqs[v1.ResourceName(n)]
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(q.String())
+		b.WriteByte(',')
+	}
+	h := constraintsHash(pod)
+	if a := nodeAffinityOf(pod); a != nil {
+		h = fnvAdd(h, a.String())
+	}
+	b.WriteString(strconv.FormatUint(h, 36))
+	for _, c := range pod.Spec.ResourceClaims {
+		b.WriteByte('|')
+		if c.ResourceClaimTemplateName != nil {
+			b.WriteString("t:" + *c.ResourceClaimTemplateName)
+		} else if c.ResourceClaimName != nil {
+			b.WriteString("c:" + *c.ResourceClaimName)
+		}
+	}
+	return b.String()
+}
+
 // NewPlacementPlan is the plan that places Members members on each of nodes, in their order.
 func NewPlacementPlan(nodes []PlannedNode) *PlacementPlan {
-	p := &PlacementPlan{Nodes: nodes, index: make(map[string]int, len(nodes))}
+	p := &PlacementPlan{Nodes: nodes, index: make(map[string][]int, len(nodes))}
 	for i, n := range nodes {
-		p.index[n.Name] = i
+		p.index[n.Name] = append(p.index[n.Name], i)
 		p.left += n.Members
 	}
 	return p
@@ -156,9 +225,10 @@ func (p *PlacementPlan) Left() int {
 	return p.left
 }
 
-// Offer is the set of nodes a member is offered: the first `limit` planned nodes that the plan still
-// sends members to, in plan order (nil when the plan places nobody more).
-func (p *PlacementPlan) Offer(limit int) sets.Set[string] {
+// Offer is the set of nodes a member of shape (see ShapeOf) is offered: the first `limit` planned nodes
+// that the plan still sends members of that shape (or of any) to, in plan order (nil when the plan
+// places nobody more).
+func (p *PlacementPlan) Offer(shape string, limit int) sets.Set[string] {
 	if p == nil || p.left == 0 {
 		return nil
 	}
@@ -167,26 +237,27 @@ func (p *PlacementPlan) Offer(limit int) sets.Set[string] {
 	}
 	out := sets.New[string]()
 	for k := p.next; k < len(p.Nodes) && out.Len() < limit; k++ {
-		if p.Nodes[k].Members > 0 {
-			out.Insert(p.Nodes[k].Name)
+		if n := &p.Nodes[k]; n.Members > 0 && (n.Shape == "" || n.Shape == shape) {
+			out.Insert(n.Name)
 		}
 	}
 	return out
 }
 
-// Take records a member reserved on node: it reports whether the plan sent a member there, and if so
-// the plan sends one fewer.
-func (p *PlacementPlan) Take(node string) bool {
+// Take records a member of shape reserved on node: it reports whether the plan sent a member of that
+// shape (or of any) there, and if so the plan sends one fewer.
+func (p *PlacementPlan) Take(shape, node string) bool {
 	if p == nil {
 		return false
 	}
-	k, ok := p.index[node]
-	if !ok || p.Nodes[k].Members == 0 {
-		return false
+	for _, k := range p.index[node] {
+		if n := &p.Nodes[k]; n.Members > 0 && (n.Shape == "" || n.Shape == shape) {
+			n.Members--
+			p.left--
+			return true
+		}
 	}
-	p.Nodes[k].Members--
-	p.left--
-	return true
+	return false
 }
 
 // Plannable reports whether a member's placement is fully modelled by the plan's inputs (resources,
