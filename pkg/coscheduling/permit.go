@@ -26,17 +26,16 @@ func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1
 		return nil
 	}
 	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
-	// nominator drops it here too), or the whole-gang check would count it twice. A gang member
-	// stays so while it waits at Permit and binds (see claims).
-	name, ok := podgroup.Of(pod)
-	if !ok {
-		if pl.claims.Forget(pod) {
-			pl.epoch.Add(1)
-		}
-		return nil
-	}
+	// nominator drops it here too), or the whole-gang check would count it twice. It stays so while
+	// it waits at Permit and binds (see claims), a pod of no gang too: the scheduler nominates every
+	// pod to its node as its binding starts, and its resources and devices (the allocation in flight,
+	// which the allocated state holds) are counted on the node already.
 	if pl.claims.Assume(pod) {
 		pl.epoch.Add(1)
+	}
+	name, ok := podgroup.Of(pod)
+	if !ok {
+		return nil
 	}
 	key := podgroup.Key(pod.Namespace, name)
 	pg := pl.podGroups.Get(pod.Namespace, name)
@@ -81,11 +80,11 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod
 	if tentative(state) {
 		return
 	}
+	pl.claims.Unassume(pod.UID)
 	name, ok := podgroup.Of(pod)
 	if !ok {
 		return
 	}
-	pl.claims.Unassume(pod.UID)
 	logger := klog.FromContext(ctx)
 	key := podgroup.Key(pod.Namespace, name)
 	now := pl.clock.Now()

@@ -59,6 +59,7 @@ func TestClaims(t *testing.T) {
 // TestClaimsOfAssumedMembers: a gang member reserved on a node is counted there by the snapshot; the
 // nomination the scheduler gives it while it waits at Permit and binds claims nothing more, and does
 // not make cached checks stale. Unreserved, a later nomination claims again; bound, it is forgotten.
+// The same for a pod of no gang.
 func TestClaimsOfAssumedMembers(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Now()), makePG("ns", "g2", 2, time.Now())}, nil)
 	ctx := context.Background()
@@ -79,6 +80,23 @@ func TestClaimsOfAssumedMembers(t *testing.T) {
 	env.pl.Unreserve(ctx, framework.NewCycleState(), m, "n0")
 	if !env.pl.claims.Set(waiting) || len(env.pl.claims.Against(0, "ns/other")) != 1 {
 		t.Fatal("an unreserved member's nomination claims nothing")
+	}
+
+	// A pod of no gang, reserved and binding (the scheduler nominates it to its node as its binding
+	// starts): its nomination claims nothing either, and it is forgotten once bound.
+	lone := running("lone", "", "", "4", 100)
+	if s := env.pl.Reserve(ctx, framework.NewCycleState(), lone, "n0"); !passed(s) {
+		t.Fatal(s)
+	}
+	binding := lone.DeepCopy()
+	binding.Status.NominatedNodeName = "n0"
+	if env.pl.claims.Set(binding) || env.pl.claims.Len() != 1 {
+		t.Fatalf("the nomination of a binding pod of no gang was recorded as a claim (%d claims)", env.pl.claims.Len())
+	}
+	binding.Spec.NodeName = "n0"
+	env.pl.claims.Set(binding)
+	if n := env.pl.claims.Assumed(); n != 0 {
+		t.Errorf("a bound pod of no gang is still marked assumed (%d)", n)
 	}
 
 	// Another member reserved, then bound: forgotten.
