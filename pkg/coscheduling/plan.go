@@ -11,7 +11,6 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -42,13 +41,10 @@ const (
 	planFallback = "fallback"
 )
 
-// shapeIfPlanned is pod's shape (see gangfit.ShapeOf) when g's attempt has a plan, for the plan to
-// count it at Reserve; "" otherwise (nothing to count). Callers hold pl.mu.
+// shapeIfPlanned is pod's shape (see gangfit.ShapeOf) when g's attempt has a plan that keeps places
+// per shape, for the plan to count it at Reserve; "" otherwise. Callers hold pl.mu.
 func (pl *Coscheduling) shapeIfPlanned(g *gang.Gang, pod *v1.Pod) string {
-	if g.Plan == nil {
-		return ""
-	}
-	return gangfit.ShapeOf(pod)
+	return g.Plan.ShapeFor(pod)
 }
 
 // planMissed is PostFilter for a member whose cycle the plan narrowed and that fitted none of the

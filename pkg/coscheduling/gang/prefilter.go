@@ -84,7 +84,7 @@ func (g *Gang) Offer(member *v1.Pod, plannable bool, limit int) sets.Set[string]
 	if g.Plan == nil || !plannable {
 		return nil
 	}
-	nodes := g.Plan.Offer(gangfit.ShapeOf(member), limit)
+	nodes := g.Plan.Offer(g.Plan.ShapeFor(member), limit)
 	if nodes.Len() == 0 {
 		return nil
 	}

@@ -36,6 +36,8 @@ type PlacementPlan struct {
 	next int
 	// left is how many members the plan still places.
 	left int
+	// byShape: some places are of one shape (see ShapeOf); else every place takes any member.
+	byShape bool
 }
 
 // PlanPlacement places f's `need` members on the nodes of the gang's domain (every node when in is nil
@@ -172,6 +174,7 @@ func NewPlacementPlan(nodes []PlannedNode) *PlacementPlan {
 	for i, n := range nodes {
 		p.index[n.Name] = append(p.index[n.Name], i)
 		p.left += n.Members
+		p.byShape = p.byShape || n.Shape != ""
 	}
 	return p
 }
@@ -215,6 +218,15 @@ func dominantDimension(r, totals resources) func(resources) float64 {
 	return func(free resources) float64 {
 		return ratio(get(free), max(get(totals), 1))
 	}
+}
+
+// ShapeFor is what Offer and Take need to know of member: its shape (ShapeOf) when the plan keeps
+// places per shape, else "" (any member takes any place: no shape is computed).
+func (p *PlacementPlan) ShapeFor(member *v1.Pod) string {
+	if p == nil || !p.byShape {
+		return ""
+	}
+	return ShapeOf(member)
 }
 
 // Left is how many members the plan still places.
