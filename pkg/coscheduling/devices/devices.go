@@ -386,10 +386,35 @@ func (s *Source) sharedClaims(pods []*v1.Pod) sets.Set[string] {
 	return shared
 }
 
+// allocatedStateRetry bounds how long gatherAllocatedState tries again (upstream's PreFilter: 5 s).
+const allocatedStateRetry = time.Second
+
+// gatherAllocatedState reads the allocated devices (allocations in flight included) as the
+// DynamicResources plugin's PreFilter does: the tracker refuses a read during which an allocation
+// moved from in flight to its cache (a conflict that would miss its devices), and the read is tried
+// again until one succeeds or allocatedStateRetry passes (upstream tells the conflict by an unexported
+// error; the tracker returns no other). Conflicts are rare and resolve within microseconds.
+func gatherAllocatedState(t fwk.ResourceClaimTracker) (*structured.AllocatedState, error) {
+	deadline := time.Now().Add(allocatedStateRetry)
+	for {
+		state, err := t.GatherAllocatedState()
+		if err == nil && state != nil {
+			return state, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("no allocated state")
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+}
+
 // allocator builds one allocator over the allocated devices (allocations in flight included), the
 // slices (device taints applied) and the classes, as the DynamicResources plugin's PreFilter does.
 func (s *Source) allocator() (structured.Allocator, *structured.AllocatedState, []*resourceapi.ResourceSlice, sets.Set[string], bool, error) {
-	state, err := s.dra.ResourceClaims().GatherAllocatedState()
+	state, err := gatherAllocatedState(s.dra.ResourceClaims())
 	if err != nil {
 		return nil, nil, nil, nil, false, fmt.Errorf("gathering allocated devices: %w", err)
 	}

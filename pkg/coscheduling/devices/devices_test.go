@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -43,6 +44,9 @@ type fakeDRA struct {
 	pending map[types.UID]*resourceapi.AllocationResult
 	slices  []*resourceapi.ResourceSlice
 	classes map[string]*resourceapi.DeviceClass
+	// conflicts is how many reads of the allocated state fail first, as the tracker's do when an
+	// allocation leaves the in-flight set during the read.
+	conflicts int
 }
 
 type fakeTracker struct {
@@ -58,6 +62,10 @@ func (t fakeTracker) Get(ns, name string) (*resourceapi.ResourceClaim, error) {
 }
 
 func (t fakeTracker) GatherAllocatedState() (*structured.AllocatedState, error) {
+	if t.d.conflicts > 0 {
+		t.d.conflicts--
+		return nil, errors.New("conflicting concurrent modification")
+	}
 	s := &structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
 		AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 	for _, c := range t.d.claims {
@@ -410,5 +418,35 @@ func BenchmarkDeviceCheck(b *testing.B) {
 				check.(*Check).Done()
 			}
 		})
+	}
+}
+
+// TestForCheckRetriesConflicts: a read of the allocated state that conflicts with an allocation
+// leaving the in-flight set is tried again, as upstream's PreFilter does; the check then counts the
+// devices (before, it counted none and every node held the whole gang).
+func TestForCheckRetriesConflicts(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("")},
+		slices: []*resourceapi.ResourceSlice{slice("n0", "", "")}, conflicts: 3}
+	var members []*v1.Pod
+	for i := range 4 {
+		p := gangtest.Member(fmt.Sprintf("m%d", i), "g", "1")
+		c := claimFor(p, 1)
+		d.claims[c.Namespace+"/"+c.Name] = c
+		members = append(members, withClaim(p, c))
+	}
+	src := &Source{dra: d, cel: newTestCache()}
+	check := src.ForCheck(logger, members)
+	if check == nil {
+		t.Fatal("no device check for members that claim devices")
+	}
+	if check.Kinds() != 1 {
+		t.Fatalf("%d device kinds, want 1: the check counts no devices", check.Kinds())
+	}
+	if got := check.Copies(0, nodeInfo("n0", nil), 4); got != 2 {
+		t.Errorf("n0 holds %d members, want 2 (its 2 devices), once the conflicting reads are retried", got)
+	}
+	if d.conflicts != 0 {
+		t.Errorf("%d conflicting reads left: the state was not read again", d.conflicts)
 	}
 }
