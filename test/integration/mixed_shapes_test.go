@@ -80,15 +80,25 @@ func TestMixedShapeGangs(t *testing.T) {
 		}
 	}
 
+	// headAndWorkers is a gang of a head of headCPU on the CPU node and four workers of workerCPU
+	// (each with a device when gpu) on the device nodes: its members and where each must go.
+	headAndWorkers := func(group, headCPU, workerCPU string, gpu bool) (map[string]*v1.Pod, map[string]string) {
+		head := group + "-head"
+		members, want := map[string]*v1.Pod{head: e.pod(head, group, headCPU, "mpi")}, map[string]string{head: cpuNode}
+		for i := range 4 {
+			name := fmt.Sprintf("%s-worker-%d", group, i)
+			members[name], want[name] = e.pod(name, group, workerCPU, "mpi"), ""
+			if gpu {
+				members[name] = e.claimPod(name, group, workerCPU, "mpi", "gpu")
+			}
+		}
+		return members, want
+	}
+
 	t.Run("a CPU launcher beside CPU workers, 10 times", func(t *testing.T) {
 		for r := range mixedRepetitions {
 			group := fmt.Sprintf("cpu-mpi-%d", r)
-			members := map[string]*v1.Pod{group + "-launcher": e.pod(group+"-launcher", group, "3", "mpi")}
-			want := map[string]string{group + "-launcher": cpuNode}
-			for i := range 4 {
-				name := fmt.Sprintf("%s-worker-%d", group, i)
-				members[name], want[name] = e.pod(name, group, "6", "mpi"), ""
-			}
+			members, want := headAndWorkers(group, "3", "6", false)
 			runGang(t, group, members, want)
 		}
 	})
@@ -96,25 +106,14 @@ func TestMixedShapeGangs(t *testing.T) {
 	t.Run("a launcher beside GPU workers, 10 times", func(t *testing.T) {
 		for r := range mixedRepetitions {
 			group := fmt.Sprintf("gpu-mpi-%d", r)
-			members := map[string]*v1.Pod{group + "-launcher": e.pod(group+"-launcher", group, "3", "mpi")}
-			want := map[string]string{group + "-launcher": cpuNode}
-			for i := range 4 {
-				name := fmt.Sprintf("%s-worker-%d", group, i)
-				members[name], want[name] = e.claimPod(name, group, "6", "mpi", "gpu"), ""
-			}
+			members, want := headAndWorkers(group, "3", "6", true)
 			runGang(t, group, members, want)
 		}
 	})
 
 	t.Run("a Ray-shaped gang: a CPU head and GPU workers", func(t *testing.T) {
-		group := "ray"
-		members := map[string]*v1.Pod{"ray-head": e.pod("ray-head", group, "4", "mpi")}
-		want := map[string]string{"ray-head": cpuNode}
-		for i := range 4 {
-			name := fmt.Sprintf("ray-worker-%d", i)
-			members[name], want[name] = e.claimPod(name, group, "5", "mpi", "gpu"), ""
-		}
-		runGang(t, group, members, want)
+		members, want := headAndWorkers("ray", "4", "5", true)
+		runGang(t, "ray", members, want)
 	})
 
 	t.Run("a gang of three shapes", func(t *testing.T) {
@@ -122,12 +121,7 @@ func TestMixedShapeGangs(t *testing.T) {
 		// leave 1 CPU on each device node, the launcher 1 on the CPU node. A helper may go to any
 		// node with 1 CPU left, but two helpers on the CPU node would leave no room for the launcher.
 		group := "three"
-		members := map[string]*v1.Pod{"three-launcher": e.pod("three-launcher", group, "3", "mpi")}
-		want := map[string]string{"three-launcher": cpuNode}
-		for i := range 4 {
-			name := fmt.Sprintf("three-worker-%d", i)
-			members[name], want[name] = e.claimPod(name, group, "6", "mpi", "gpu"), ""
-		}
+		members, want := headAndWorkers(group, "3", "6", true)
 		for i := range 2 {
 			name := fmt.Sprintf("three-helper-%d", i)
 			members[name], want[name] = e.pod(name, group, "1", "mpi"), anyNode
