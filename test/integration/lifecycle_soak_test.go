@@ -1391,9 +1391,11 @@ func (w *soakWorld) settle() {
 }
 
 // finishEarly plays, once every gang is bound, the end of an indexed Job whose workers finish at
-// different times: in every gang with two live members bound, one succeeds and another fails, and the
-// failed one's replacement must be placed with the running and the succeeded members (the
-// finished-member rule), within the settle timeout, while the watcher keeps judging.
+// different times: in every gang with three live members bound, one succeeds and another fails, and
+// the failed one's replacement must be placed with the running and the succeeded members (the
+// finished-member rule), within the settle timeout, while the watcher keeps judging. A gang with two
+// is left alone: with both finished its run has ended (no live member bound), and a replacement would
+// be a new run that needs minMember members of its own.
 func (w *soakWorld) finishEarly() {
 	w.mu.Lock()
 	var did []string
@@ -1404,7 +1406,7 @@ func (w *soakWorld) finishEarly() {
 				bound = append(bound, p.Name)
 			}
 		}
-		if len(bound) < 2 {
+		if len(bound) < 3 {
 			continue
 		}
 		done, failed := bound[0], bound[1]
