@@ -49,7 +49,7 @@ func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1
 	g.Credit = pl.credit(pod)
 	var planned bool
 	r := pl.stepLocked(g, func() (r gang.Result) {
-		r, planned = g.OnReserve(pod.UID, pl.shapeIfPlanned(g, pod), nodeName, now, want, timeout, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
+		r, planned = g.OnReserve(pod.UID, g.Plan.ShapeFor(pod), nodeName, now, want, timeout, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
 		return r
 	})
 	if r.Verdict == attempt.VerdictRefuse {

@@ -41,12 +41,6 @@ const (
 	planFallback = "fallback"
 )
 
-// shapeIfPlanned is pod's shape (see gangfit.ShapeOf) when g's attempt has a plan that keeps places
-// per shape, for the plan to count it at Reserve; "" otherwise. Callers hold pl.mu.
-func (pl *Coscheduling) shapeIfPlanned(g *gang.Gang, pod *v1.Pod) string {
-	return g.Plan.ShapeFor(pod)
-}
-
 // planMissed is PostFilter for a member whose cycle the plan narrowed and that fitted none of the
 // offered nodes: the plan is dropped, and no new one is made, until the attempt ends (it was made on a
 // cluster that has changed, or misses a constraint), and the member is retried at once without it (on

@@ -14,7 +14,7 @@ import (
 // TestDRADevicesInFlightCountedOnce: a pod of no gang binding with a claim (the scheduler nominates it
 // to its node as its binding starts, after DynamicResources' Reserve put its allocation in flight)
 // holds its devices once. Node X has 3 devices and pod q (1 device) binding on it, its claim's
-// allocation held back 8 s by a slow apiserver; node Y's 2 devices are held by low-priority pods.
+// allocation held back 15 s by a slow apiserver; node Y's 2 devices are held by low-priority pods.
 // A gang of 2 members of 1 device each, of q's priority, arrives meanwhile: it is placed on X, and
 // nothing is evicted on Y.
 //
@@ -30,8 +30,8 @@ func TestDRADevicesInFlightCountedOnce(t *testing.T) {
 		return strings.Contains(r.URL.Path, "/namespaces/"+ns+"/resourceclaims/q-gpu-") && strings.HasSuffix(r.URL.Path, "/status")
 	}
 	proxy := startFaultProxy(t, faultSeed(t), []faultRule{
-		{name: "q-claim-status-put", method: http.MethodPut, match: slowClaim, delay: 8 * time.Second},
-		{name: "q-claim-status-patch", method: http.MethodPatch, match: slowClaim, delay: 8 * time.Second},
+		{name: "q-claim-status-put", method: http.MethodPut, match: slowClaim, delay: 15 * time.Second},
+		{name: "q-claim-status-patch", method: http.MethodPatch, match: slowClaim, delay: 15 * time.Second},
 	})
 	e := newDRAEnv(t, ns, false)
 	e.claimTemplate(t, "gpu")
@@ -58,6 +58,10 @@ func TestDRADevicesInFlightCountedOnce(t *testing.T) {
 		createPod(t, prio(e.claimPod(fmt.Sprintf("g-%d", i), "g", "1", "inflight", "gpu"), highPriority, ""))
 	}
 	nodes := waitForDRAGangBound(t, ns, "g", 2)
+	// The gang was placed while q was still binding, not after: the case this test is about.
+	if q, err := client.CoreV1().Pods(ns).Get(context.Background(), "q", metav1.GetOptions{}); err != nil || q.Spec.NodeName != "" {
+		t.Errorf("q was bound (node %q, err %v) before the gang was: the gang did not meet q's binding", q.Spec.NodeName, err)
+	}
 	for pod, n := range nodes {
 		if n != x {
 			t.Errorf("member %s is on %s, want X (%s), where 2 devices are free beside q's", pod, n, x)

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -395,20 +396,19 @@ const allocatedStateRetry = time.Second
 // again until one succeeds or allocatedStateRetry passes (upstream tells the conflict by an unexported
 // error; the tracker returns no other). Conflicts are rare and resolve within microseconds.
 func gatherAllocatedState(t fwk.ResourceClaimTracker) (*structured.AllocatedState, error) {
-	deadline := time.Now().Add(allocatedStateRetry)
-	for {
-		state, err := t.GatherAllocatedState()
-		if err == nil && state != nil {
-			return state, nil
+	var state *structured.AllocatedState
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), time.Microsecond, allocatedStateRetry, true, func(context.Context) (bool, error) {
+		state, last = t.GatherAllocatedState()
+		return last == nil && state != nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = fmt.Errorf("no allocated state: %w", err)
 		}
-		if err == nil {
-			err = fmt.Errorf("no allocated state")
-		}
-		if time.Now().After(deadline) {
-			return nil, err
-		}
-		time.Sleep(10 * time.Microsecond)
+		return nil, last
 	}
+	return state, nil
 }
 
 // allocator builds one allocator over the allocated devices (allocations in flight included), the

@@ -213,22 +213,17 @@ func SucceededMember(pod *v1.Pod, profile string) (types.UID, bool) {
 // since (the PodGroup's creation; zero: all), so that a PodGroup recreated after its run ended does
 // not report that run as its own.
 func RunCredit(pods []*v1.Pod, profile string, since time.Time) int {
-	var succeeded map[types.UID]int
-	for _, p := range pods {
-		if run, ok := SucceededMember(p, profile); ok {
-			if succeeded == nil {
-				succeeded = map[types.UID]int{}
-			}
-			succeeded[run]++
-		}
-	}
-	if len(succeeded) == 0 {
-		return 0
-	}
-	bound := map[types.UID]int{}
+	// succeeded counts each run's succeeded members, sinceCreated those created at or after since,
+	// bound its live members bound.
+	succeeded, sinceCreated, bound := map[types.UID]int{}, map[types.UID]int{}, map[types.UID]int{}
 	anyLive := false
 	for _, p := range pods {
-		if p.Spec.SchedulerName == profile && IsLive(p) {
+		if run, ok := SucceededMember(p, profile); ok {
+			succeeded[run]++
+			if !p.CreationTimestamp.Time.Before(since) {
+				sinceCreated[run]++
+			}
+		} else if p.Spec.SchedulerName == profile && IsLive(p) {
 			anyLive = true
 			if p.Spec.NodeName != "" {
 				bound[Run(p)]++
@@ -244,13 +239,7 @@ func RunCredit(pods []*v1.Pod, profile string, since time.Time) int {
 		}
 		return credit
 	}
-	clear(succeeded)
-	for _, p := range pods {
-		if run, ok := SucceededMember(p, profile); ok && !p.CreationTimestamp.Time.Before(since) {
-			succeeded[run]++
-		}
-	}
-	for _, n := range succeeded {
+	for _, n := range sinceCreated {
 		credit = max(credit, n)
 	}
 	return credit
