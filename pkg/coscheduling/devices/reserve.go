@@ -127,10 +127,11 @@ func (s *Source) KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.
 	if len(compare) == 0 {
 		return nil, nil
 	}
-	allocator, _, _, _, _, err := s.allocator()
-	if err != nil {
-		return nil, err
+	v := s.state()
+	if v.err != nil {
+		return nil, v.err
 	}
+	allocator := v.allocator
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logger), keptOffBudget)
 	defer cancel()
 	out := sets.New[string]()

@@ -1,0 +1,257 @@
+package devices
+
+// What a member claims: its own ResourceClaims (named, or made from a template), its PodGroup's, and
+// the extended resources a DeviceClass backs, read from the scheduler's DRA state; members that claim
+// alike are one kind of the check (see signature).
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+)
+
+// member is what one member claims: the unallocated claims of its own (deduplicated by UID among the
+// members of the check; a claim several members share is left to the real filters), the claims of
+// its PodGroup it uses (group: allocated or not, counted once for the gang, see workload.go), and the
+// extended resources DRA backs, with their classes.
+type member struct {
+	claims   []*resourceapi.ResourceClaim
+	group    []*resourceapi.ResourceClaim
+	extended []extendedRequest
+	// why says what of the member's claims the model leaves out ("" when nothing); pinned is set
+	// when some claim is allocated already (it holds devices on its nodes, which the model does not
+	// place).
+	why    string
+	pinned bool
+	// templates names the member's claims made from templates ("claim=template", in spec order;
+	// "" when some claim is not from a template), and pending is set when one of them is not
+	// made (or not seen) yet: such a member claims what another member with the same templates,
+	// whose claims are made, claims (see ForCheck).
+	templates string
+	pending   bool
+}
+
+type extendedRequest struct {
+	name  v1.ResourceName
+	class string
+	count int64
+}
+
+// classedRequests are the pod's requests of extended resources a DeviceClass backs (DRA-backed
+// extended resources, the DRAExtendedResource feature), sorted by name; none where the source does not
+// read them.
+func (s *Source) classedRequests(pod *v1.Pod) []extendedRequest {
+	resolver := s.dra.DeviceClassResolver()
+	if !s.extended || resolver == nil {
+		return nil
+	}
+	var out []extendedRequest
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if !strings.Contains(string(name), "/") || q.IsZero() {
+			continue
+		}
+		if class := resolver.GetDeviceClass(name); class != nil {
+			out = append(out, extendedRequest{name: name, class: class.Name, count: q.Value()})
+		}
+	}
+	slices.SortFunc(out, func(a, b extendedRequest) int { return strings.Compare(string(a.name), string(b.name)) })
+	return out
+}
+
+// memberOf reads what a member claims. Allocated claims already hold their devices (they pin the
+// member to their nodes, which the real filter enforces); claims not created yet, or shared with
+// other members, are left to the real filters. The extended resources a DeviceClass backs go into
+// delegated, counted or not (a member whose extended-resource claim exists already has it).
+func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.Set[v1.ResourceName]) member {
+	var m member
+	if !MayClaim(pod) {
+		return m
+	}
+	var why, templates []string
+	fromTemplate := true
+	pg := s.podGroupOf(pod)
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if name, group, err := GroupClaimName(pod, pg, pc); group {
+			// The PodGroup's claim: counted once for the gang (see workload.go).
+			switch {
+			case err != nil:
+				why = append(why, err.Error())
+			case name != "":
+				claim, err := s.dra.ResourceClaims().Get(pod.Namespace, name)
+				if err != nil {
+					why = append(why, fmt.Sprintf("claim %s of PodGroup %s: %v", name, pg.Name, err))
+					continue
+				}
+				m.group = append(m.group, inFlight(s.dra.ResourceClaims(), claim))
+			}
+			continue
+		}
+		if pc.ResourceClaimTemplateName != nil {
+			templates = append(templates, pc.Name+"="+*pc.ResourceClaimTemplateName)
+		} else {
+			fromTemplate = false
+		}
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil {
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", pc.Name, err))
+			}
+			continue
+		}
+		if name == nil {
+			continue
+		}
+		if shared.Has(*name) {
+			why = append(why, fmt.Sprintf("claim %s is shared with other members", *name))
+			continue
+		}
+		claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil {
+			if pc.ResourceClaimTemplateName != nil {
+				m.pending = true
+			} else {
+				why = append(why, fmt.Sprintf("claim %s: %v", *name, err))
+			}
+			continue
+		}
+		if claim.Status.Allocation != nil {
+			m.pinned = true
+			continue
+		}
+		m.claims = append(m.claims, claim)
+	}
+	claimed := pod.Status.ExtendedResourceClaimStatus != nil && pod.Status.ExtendedResourceClaimStatus.ResourceClaimName != ""
+	for _, r := range s.classedRequests(pod) {
+		delegated.Insert(r.name)
+		if !claimed {
+			m.extended = append(m.extended, r)
+		}
+	}
+	m.why = strings.Join(why, "; ")
+	if fromTemplate && len(templates) > 0 {
+		m.templates = strings.Join(templates, ",")
+	}
+	return m
+}
+
+// fromTemplates gives each member whose claims from templates are not all made yet the claims of a
+// member with the same templates whose claims are all made and unallocated (the claims a template
+// makes have its spec, so the model counts them before they exist); a member with no such peer is
+// left to the real filters. The resourceclaim controller makes the claims of a gang's members one by
+// one: the attempt of the first member whose claims exist counts its peers' too.
+func fromTemplates(members []member) {
+	made := map[string]int{}
+	for i, m := range members {
+		if m.templates != "" && !m.pending && !m.pinned && m.why == "" && len(m.claims) > 0 {
+			if _, ok := made[m.templates]; !ok {
+				made[m.templates] = i
+			}
+		}
+	}
+	for i := range members {
+		m := &members[i]
+		if !m.pending {
+			continue
+		}
+		if j, ok := made[m.templates]; ok && m.templates != "" && !m.pinned && m.why == "" {
+			m.claims, m.pending = members[j].claims, false
+			continue
+		}
+		m.why = strings.TrimPrefix(m.why+"; a claim from a template is not created yet", "; ")
+	}
+}
+
+// sharedClaims are the claims named by more than one of the pods, less those of their PodGroups
+// (counted once for the gang: see workload.go).
+func (s *Source) sharedClaims(pods []*v1.Pod) sets.Set[string] {
+	seen, shared := sets.New[string](), sets.New[string]()
+	for _, p := range pods {
+		for i := range p.Spec.ResourceClaims {
+			if s.isGroupClaim(p, &p.Spec.ResourceClaims[i]) {
+				continue
+			}
+			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			if seen.Has(*name) {
+				shared.Insert(*name)
+			}
+			seen.Insert(*name)
+		}
+	}
+	return shared
+}
+
+// signature hashes the shape of what a member claims: its claims' specs and its extended requests.
+func signature(m member) uint64 {
+	h := fnv.New64a()
+	for _, c := range m.claims {
+		b, _ := json.Marshal(c.Spec)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	for _, c := range m.group {
+		// The very claim, not its shape: members of one PodGroup share it.
+		fmt.Fprintf(h, "group:%s;", c.UID)
+	}
+	for _, e := range m.extended {
+		fmt.Fprintf(h, "%s=%s:%d;", e.name, e.class, e.count)
+	}
+	return h.Sum64()
+}
+
+// classesOf are the device classes a member's claims and extended resources name, sorted.
+func classesOf(m member) []string {
+	set := sets.New[string]()
+	for _, c := range slices.Concat(m.claims, m.group) {
+		for _, r := range c.Spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil:
+				set.Insert(r.Exactly.DeviceClassName)
+			case len(r.FirstAvailable) > 0:
+				for _, sr := range r.FirstAvailable {
+					set.Insert(sr.DeviceClassName)
+				}
+			}
+		}
+	}
+	for _, e := range m.extended {
+		set.Insert(e.class)
+	}
+	return sets.List(set)
+}
+
+// MayClaim reports, cheaply, whether a pod may claim devices through DRA: it has ResourceClaims, or
+// asks for an extended resource (which a DeviceClass may back).
+func MayClaim(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for name := range cs[i].Resources.Requests {
+				if strings.Contains(string(name), "/") {
+					return true
+				}
+			}
+			for name := range cs[i].Resources.Limits {
+				if strings.Contains(string(name), "/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
