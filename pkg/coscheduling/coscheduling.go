@@ -19,6 +19,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
@@ -122,9 +123,12 @@ type Coscheduling struct {
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).
 	reserved atomic.Int64
-	// keptOff are the pods kept off the devices a reservation holds, brought back when one ends (see
-	// helddevices.go).
-	keptOff keptOffPods
+	// keptOff are the pods kept off the devices a reservation holds, brought back when one ends; held
+	// keeps who waits for devices where, per change of the reservations (heldVersion, moved when one
+	// starts, moves or ends) or the nominations (see helddevices.go).
+	keptOff     keptOffPods
+	held        heldCache
+	heldVersion atomic.Uint64
 	// waitingMu serializes the plugin's and the preemption's stops of pods waiting at Permit.
 	waitingMu sync.Mutex
 
@@ -133,8 +137,10 @@ type Coscheduling struct {
 	status *status.Updater
 	// claims are the pods nominated to nodes (room kept for preemptors).
 	claims claims.Claims
-	// fit is what the whole-gang checks share: free capacity per node and members' requests.
+	// fit is what the whole-gang checks share: free capacity per node and members' requests; dra is
+	// its device model (nil: Dynamic Resource Allocation is off).
 	fit gangfit.Shared
+	dra *devices.Source
 	// evicted are the pods this plugin preempted, remembered for a while (see gangpreemption.Evicted).
 	evicted gangpreemption.Evicted
 	// preempt is the preemption machinery (nil: PostFilter does not preempt).

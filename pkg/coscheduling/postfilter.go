@@ -129,6 +129,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		p := gang.PlanRoom(in, *out.Room)
 		pl.mu.Lock()
 		g.Planned(in, p, &out)
+		pl.heldVersion.Add(1) // the reservation may hold other nodes now
 		d := pl.appliedReservationLocked(g, out.Last(), now)
 		if out.Last().Start {
 			pl.reservationMetricsLocked()

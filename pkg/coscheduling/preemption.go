@@ -15,7 +15,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
@@ -233,8 +232,8 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 // releasingClaims counts the claims on nodes still allocated to pods this plugin evicted (see
 // devices.Source.Releasing); nil when the scheduler models no devices.
 func (pl *Coscheduling) releasingClaims(ctx context.Context) func(nodes []string) int {
-	src, ok := pl.fit.Devices.(*devices.Source)
-	if !ok || src == nil {
+	src := pl.dra
+	if src == nil {
 		return nil
 	}
 	return func(nodes []string) int {

@@ -20,85 +20,98 @@ import (
 // nodes (its gang's domain, its plan's offer); Filter enforces that narrowing on the nodes the framework
 // tries before the PreFilterResult; SignPod keeps batching within a gang.
 
-// PreFilter narrows a member's nodes (see preFilter). The nodes it allows are written to the cycle
-// state, and Filter rejects every other node: kube-scheduler tries a pod's nominated node (from a
-// preemption or a reservation) and the batching hint before, and regardless of, the PreFilterResult,
-// so without the Filter a member nominated outside its gang's chosen domain would bind there and split
-// the domain, or bypass its plan's offer. A member whose nodes are not narrowed skips Filter.
+// PreFilter decides a pod's cycle in three passes. It reads, outside the plugin's lock, what the
+// decision needs (preFilterIn): the member's PodGroup and policy, and, for a pod that may claim
+// devices while some are held, the held nodes its devices do not fit beside (one read of the DRA
+// state for the cycle, the device model asked outside the lock). The member's step (gang.Decide)
+// then decides under the lock, the checks it asks for running between two holds of it
+// (gang.DecideUnder). appliedPreFilter does what the step returned, in one pass.
+//
+// The nodes PreFilter allows, and those it keeps the pod off, are written to the cycle state, and
+// Filter rejects every other node: kube-scheduler tries a pod's nominated node (from a preemption or
+// a reservation) and the batching hint before, and regardless of, the PreFilterResult, so without
+// the Filter a member nominated outside its gang's chosen domain would bind there and split the
+// domain, or bypass its plan's offer. A pod whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	res, st := pl.preFilter(ctx, state, pod, nodes)
-	if (st.IsSuccess() || st.IsSkip()) && pl.keepOffHeldDevices(ctx, state, pod) {
-		// Filter keeps the pod off the devices a reservation holds (see helddevices.go).
-		if st.IsSkip() {
-			return nil, nil
-		}
-		return res, st
+	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
+	if refused != "" {
+		return pl.rejectInPreFilter(state, refused, false)
 	}
-	if st.IsSuccess() && res.AllNodes() {
-		return nil, fwk.NewStatus(fwk.Skip)
+	out := gang.PreFilterOut{KeptOff: in.KeptOff}
+	if pg != nil {
+		out = gang.DecideUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, in)
 	}
-	return res, st
+	return pl.appliedPreFilter(ctx, state, pod, pg, out)
 }
 
-// allowedNodes are the nodes PreFilter let a member use; why says, for a node outside them, why not.
-// Never changed once written, so a clone may share it.
+// allowedNodes are the nodes PreFilter let a pod use (nil: every node), why says, for a node outside
+// them, why not; keptOff are the nodes it keeps the pod off for the devices held there, each with
+// why. Never changed once written, so a clone may share it.
 type allowedNodes struct {
-	nodes sets.Set[string]
-	why   string
+	nodes   sets.Set[string]
+	why     string
+	keptOff map[string]string
 }
 
 func (a *allowedNodes) Clone() fwk.StateData { return a }
 
-// preFilter checks, once per gang attempt and before any member is reserved, whether the members
-// still missing from the quorum fit the snapshot's nodes at once and, for a gang with a topology
-// policy, chooses its domain: the gang's step (gang.Gang.PreFilter) decides over a snapshot taken
-// under the plugin's lock, and preFilter applies what it returns. An infeasible gang is rejected here,
-// holding nothing, until an event frees capacity. Every member of a gang with a domain gets the
-// domain's nodes as its PreFilterResult, so the framework evaluates only them.
-func (pl *Coscheduling) preFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	name, ok := podgroup.Of(pod)
-	if !ok {
-		return nil, fwk.NewStatus(fwk.Skip)
+// filter is Filter's answer for node. Evicting pods on a node whose held devices the pod would take
+// gives it no held device, nor does it bring a node into a domain: unresolvable.
+func (a *allowedNodes) filter(node string) *fwk.Status {
+	if why, ok := a.keptOff[node]; ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
-	pl.running.Store(true)
-	// A scheduling cycle runs only in the replica that leads.
-	pl.startBackground()
-	key := podgroup.Key(pod.Namespace, name)
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return pl.rejectInPreFilter(state, fmt.Sprintf("PodGroup %s does not exist", key), false)
+	if a.nodes == nil || a.nodes.Has(node) {
+		return nil
 	}
-	policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
-	if err != nil {
-		msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
-		pl.gate(ctx, pod, podgroup.ReasonInvalidTopologyPolicy, msg)
-		return pl.rejectInPreFilter(state, msg, false)
-	}
-	in := gang.PreFilterIn{
-		Now: pl.clock.Now(), Logger: klog.FromContext(ctx), Member: pod,
-		Want: podgroup.MinMember(pg), UID: pg.UID, Generation: pg.Generation, MinResources: pg.Spec.MinResources,
-		Policy: policy, Nodes: nodes, Epoch: pl.epoch.Load(),
-		Credit:    pl.credit(pod),
-		Plannable: pl.plannable(pod), CandidateNodes: int(pl.planArgs.CandidateNodes), CacheTTL: feasibilityCacheTTL,
-		Members: func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) },
-		Claimed: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) },
-		Gangs:   pl.gangs, Fit: &pl.fit,
-	}
-	// One lock for the whole decision: the check it may make (once per attempt) reads the gangs'
-	// domains and records its result with nothing in between.
-	pl.mu.Lock()
-	out := pl.gangForLocked(pg).PreFilter(in)
-	pl.mu.Unlock()
-	return pl.appliedPreFilter(ctx, state, pod, pg, out)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s %s", node, a.why))
 }
 
-// appliedPreFilter does what a member's PreFilter step returned: the PodGroup's event and status for
-// a fresh check (infeasible, or a domain chosen: never both), the cycle's marks (rejected, infeasible,
-// offered its plan, the nodes Filter allows), and the result.
+// preFilterIn reads what a pod's PreFilter step decides on, outside the plugin's lock: for a member,
+// its PodGroup (nil for a pod of no gang) and its step's input; for any pod that may claim devices,
+// the held nodes it is kept off (in.KeptOff). refused says why a member is refused before any step
+// (its PodGroup is missing, its topology policy malformed).
+func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused string) {
+	logger := klog.FromContext(ctx)
+	in = gang.PreFilterIn{Now: pl.clock.Now(), Logger: logger, Member: pod, Nodes: nodes, Epoch: pl.epoch.Load(), Fit: &pl.fit}
+	src := pl.dra.ForCycle()
+	if src != nil {
+		in.Fit = pl.fit.WithDevices(src)
+	}
+	if name, ok := podgroup.Of(pod); ok {
+		pl.running.Store(true)
+		// A scheduling cycle runs only in the replica that leads.
+		pl.startBackground()
+		key := podgroup.Key(pod.Namespace, name)
+		if pg = pl.podGroups.Get(pod.Namespace, name); pg == nil {
+			return in, nil, fmt.Sprintf("PodGroup %s does not exist", key)
+		}
+		policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
+		if err != nil {
+			msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
+			pl.gate(ctx, pod, podgroup.ReasonInvalidTopologyPolicy, msg)
+			return in, nil, msg
+		}
+		in.Want, in.UID, in.Generation, in.MinResources, in.Policy = podgroup.MinMember(pg), pg.UID, pg.Generation, pg.Spec.MinResources, policy
+		in.Credit, in.Plannable = pl.credit(pod), pl.plannable(pod)
+		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
+		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
+		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }
+		in.Gangs = pl.gangs
+	}
+	in.KeptOff = pl.keptOffHeld(logger, pod, src)
+	return in, pg, ""
+}
+
+// appliedPreFilter does what a pod's PreFilter step returned: the PodGroup's event and status for a
+// fresh check (infeasible, or a domain chosen: never both), the cycle's marks (rejected, infeasible,
+// offered its plan, the nodes Filter allows and those it keeps the pod off), and the result.
 func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	var eventType, reason, message string
+	var key, eventType, reason, message string
+	if pg != nil {
+		key = podgroup.Key(pg.Namespace, pg.Name)
+	}
 	if out.Checked && out.Infeasible {
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
@@ -120,39 +133,38 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 	if out.Plan != nil {
 		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
 	}
+	if len(out.KeptOff) > 0 {
+		logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(out.KeptOff))
+		pl.keptOff.add(pod)
+	}
+	if out.Nodes == nil && len(out.KeptOff) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	a := &allowedNodes{nodes: out.Nodes, keptOff: out.KeptOff, why: "is outside the topology domain chosen for PodGroup " + key}
+	if out.Offered {
+		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
+		a.why = "is not among the planned nodes PodGroup " + key + " offers this member"
+	}
+	state.Write(allowedNodesKey, a)
 	if out.Nodes == nil {
 		return nil, nil
 	}
-	why := "is outside the topology domain chosen for PodGroup " + key
-	if out.Offered {
-		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
-		why = "is not among the planned nodes PodGroup " + key + " offers this member"
-	}
-	state.Write(allowedNodesKey, &allowedNodes{nodes: out.Nodes, why: why})
 	return &fwk.PreFilterResult{NodeNames: out.Nodes}, nil
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter rejects a node outside those PreFilter allowed the member (see PreFilter), and a node whose
-// devices a reservation holds for another gang (see helddevices.go): O(1), and called only for pods
-// whose nodes PreFilter narrowed or kept off held devices. The framework evaluates only the allowed nodes
-// anyway, except a nominated node and the batching hint, which it tries first.
+// Filter rejects a node outside those PreFilter allowed the pod, and a node whose devices are held
+// for others (see allowedNodes.filter): O(1), and called only for pods whose nodes PreFilter narrowed
+// or kept off held devices. The framework evaluates only the allowed nodes anyway, except a nominated
+// node and the batching hint, which it tries first.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	node := nodeInfo.Node().Name
-	if st := heldDevicesFilter(state, node); st != nil {
-		return st
-	}
 	data, err := state.Read(allowedNodesKey)
 	if err != nil {
 		return nil
 	}
-	a := data.(*allowedNodes)
-	if a.nodes.Has(node) {
-		return nil
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s %s", node, a.why))
+	return data.(*allowedNodes).filter(nodeInfo.Node().Name)
 }
 
 // SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a

@@ -9,7 +9,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -31,7 +30,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	key := podgroup.Key(pod.Namespace, name)
-	if src, ok := pl.fit.Devices.(*devices.Source); ok && src != nil {
+	if src := pl.dra; src != nil {
 		if why := src.ClaimOrder(pod); why != "" {
 			return pl.gate(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
 		}

@@ -242,6 +242,7 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 func (pl *Coscheduling) reservationMetricsLocked() {
 	t := gang.Held(pl.gangs)
 	pl.reserved.Store(int64(t.Gangs))
+	pl.heldVersion.Add(1)
 	metrics.Reservations(pl.profile, t.Gangs, t.MilliCPU, t.Memory, t.OldestSince)
 }
 

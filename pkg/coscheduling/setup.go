@@ -80,7 +80,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			src = src.WithGroupClaims(sources.Lister.InTreePodGroup)
 			logger.V(2).Info("The gang check counts the ResourceClaims of in-tree PodGroups once per gang", "feature", features.DRAWorkloadResourceClaims)
 		}
-		pl.fit.Devices = src
+		pl.fit.Devices, pl.dra = src, src
 		pl.members.Counts.Unmade = src.ClaimsUnmade
 		pl.claimCache = h.SharedDRAManager().ResourceClaims().Get
 		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(pl.claimEventHandler()); err != nil {

@@ -55,8 +55,9 @@ type Source struct {
 	// matchCache keeps the selectors' answers across checks (see matches); shared by the
 	// source's copies, nil in tests that build a Source by hand (nothing kept).
 	matchCache *matchCache
-	// read is the DRA state a scheduling cycle read once (see Read); nil: each check reads its own.
-	read *View
+	// read is the DRA state a scheduling cycle reads once (see ForCycle); nil: each check reads its
+	// own.
+	read *cycleRead
 }
 
 var _ gangfit.DeviceSource = &Source{}

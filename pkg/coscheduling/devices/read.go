@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -12,11 +13,11 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// Reading the DRA state. A scheduling cycle reads it once, outside the plugin's lock (Read), and
-// every device question of that cycle (the whole-gang check, the held devices a pod is kept off) is
-// answered over that one read: the allocated devices (allocations in flight included, the read tried
-// again on a conflict as upstream's PreFilter does), the ResourceSlices with their device taints,
-// the DeviceClasses, and one allocator over them.
+// Reading the DRA state. A scheduling cycle reads it at most once, outside the plugin's lock
+// (ForCycle), and every device question of that cycle (the whole-gang check, the held devices a pod
+// is kept off) is answered over that one read: the allocated devices (allocations in flight
+// included, the read tried again on a conflict as upstream's PreFilter does), the ResourceSlices with
+// their device taints, the DeviceClasses, and one allocator over them.
 
 // View is the DRA state one read saw, with the allocator built over it. Read only once built.
 type View struct {
@@ -28,22 +29,29 @@ type View struct {
 	err        error
 }
 
-// Read returns a source like s whose checks all answer over one read of the DRA state, made now
-// (see View); nil for a nil source. A source that counts freed devices (Freeing) reads its own.
-func (s *Source) Read() *Source {
+// cycleRead is a cycle's one read, made when first asked.
+type cycleRead struct {
+	once sync.Once
+	v    View
+}
+
+// ForCycle returns a source like s whose device questions all answer over one read of the DRA state,
+// made when the first of them is asked (a cycle that asks none reads nothing); nil for a nil source.
+// A source that counts freed devices (Freeing) reads its own.
+func (s *Source) ForCycle() *Source {
 	if s == nil || s.dra == nil {
 		return s
 	}
 	c := *s
-	v := s.readState()
-	c.read = &v
+	c.read = &cycleRead{}
 	return &c
 }
 
-// state is the source's read of the DRA state: the cycle's (Read), or a fresh one.
+// state is the source's read of the DRA state: the cycle's (ForCycle), or a fresh one.
 func (s *Source) state() View {
 	if s.read != nil && s.freed.Len() == 0 {
-		return *s.read
+		s.read.once.Do(func() { s.read.v = s.readState() })
+		return s.read.v
 	}
 	return s.readState()
 }

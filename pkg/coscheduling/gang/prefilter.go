@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -192,6 +193,11 @@ type PreFilterIn struct {
 	Claimed func(prio int32) []*v1.Pod
 	Gangs   map[string]*Gang
 	Fit     *gangfit.Shared
+	// Done is the result of the job the step asked for (see Decide), run over the same snapshot.
+	Done *Done
+	// KeptOff are the nodes whose devices a reservation or a nomination holds against the member,
+	// each with why (see HeldDevices): the step keeps it off them unless it refuses the member.
+	KeptOff map[string]string
 }
 
 // PreFilterOut is what a member's PreFilter does, for the plugin to apply outside its lock.
@@ -212,18 +218,62 @@ type PreFilterOut struct {
 	Placement                       *gangfit.Placement
 	// Plan is the plan the check made, when the gang kept it.
 	Plan *gangfit.PlacementPlan
+	// KeptOff are the nodes the member is kept off for the devices held there, each with why.
+	KeptOff map[string]string
+	// Job is the check the step needs before it can decide (see Decide); nothing else is set.
+	Job *Job
 }
 
 // PreFilter is a member's whole PreFilter decision (see Stage): it moves the gang's state (a fresh
-// check, an adopted attempt's pinned placement) and returns what the plugin does with the cycle.
+// check, an adopted attempt's pinned placement) and returns what the plugin does with the cycle,
+// running the checks the step asks for itself (a caller with no lock to keep short).
 func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
+	return DecideUnder(noLock{}, func() *Gang { return g }, in)
+}
+
+// maxJobs bounds the checks one member's PreFilter runs: a check whose gang changed while it ran is
+// run again, at most this many times in all.
+const maxJobs = 3
+
+// DecideUnder runs a member's step (Decide) under mu on the gang gangFor returns, and each check the
+// step asks for between two holds of mu, so that nothing waits on a check for the plugin's lock. The
+// step's reads (the group's members, the nominated pods) are made once for all its calls.
+func DecideUnder(mu sync.Locker, gangFor func() *Gang, in PreFilterIn) PreFilterOut {
+	in.Members, in.Claimed = memo(in.Members), memoBy(in.Claimed)
+	for range maxJobs {
+		mu.Lock()
+		out := gangFor().Decide(in)
+		mu.Unlock()
+		if out.Job == nil {
+			return out
+		}
+		in.Done = out.Job.Run(in.Fit)
+	}
+	name, _ := podgroup.Of(in.Member)
+	return PreFilterOut{Stage: Refuse, Reject: true,
+		Message: fmt.Sprintf("PodGroup %s changed %d times while its check ran; its members are tried again", podgroup.Key(in.Member.Namespace, name), maxJobs)}
+}
+
+// noLock is the lock of a caller that holds none.
+type noLock struct{}
+
+func (noLock) Lock()   {}
+func (noLock) Unlock() {}
+
+// Decide is the step of a member's PreFilter (see Stage). Where the member's stage needs the
+// snapshot's nodes counted (the first member of an attempt, whose gang is checked whole unless the
+// cache answers; an extra member placed within its gang's domain), it answers with the Job to run
+// and changes nothing, unless in.Done is that job's result: then it records it (Checked) and
+// narrows the member. A Done for another job (the gang changed while it ran) is not used: the step
+// asks again.
+func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 	members := memo(in.Members)
 	g.Credit = in.Credit
 	stage, msg := g.Stage(StageIn{Now: in.Now, Member: in.Member.UID, Want: in.Want, Confirmed: func() int { return g.Confirmed(members()) }})
-	out := PreFilterOut{Stage: stage}
+	out := PreFilterOut{Stage: stage, KeptOff: in.KeptOff}
 	switch stage {
 	case Refuse:
-		out.Reject, out.Message = true, msg
+		out.Reject, out.Message, out.KeptOff = true, msg, nil
 		return out
 	case Join:
 		// A plan is made only with a chosen placement; an attempt adopted without one (this process
@@ -234,9 +284,15 @@ func (g *Gang) PreFilter(in PreFilterIn) PreFilterOut {
 		}
 		return g.narrow(in, out, g.Placement)
 	case Extra:
-		if !in.Policy.Empty() {
-			out.Nodes = placementNodes(g.extraPlacement(in, members()))
+		if in.Policy.Empty() {
+			return out
 		}
+		job := g.extraJob(in, members())
+		if !in.Done.For(job) {
+			out.Job = job
+			return out
+		}
+		out.Nodes = placementNodes(in.Done.Placement)
 		return out
 	}
 	return g.check(in, out, members())
@@ -249,41 +305,34 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
-			out.Reject, out.Infeasible, out.Message = true, true, res.Message
+			out.Reject, out.Infeasible, out.Message, out.KeptOff = true, true, res.Message, nil
 			return out
 		}
 		return g.narrow(in, out, g.Placement)
 	}
-	key := g.Key()
-	res, fit := gangfit.Check(in.Logger, key, candidates, in.Want-countedN-g.Credit, in.Nodes, in.MinResources, counted, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit)
-	var chosen *gangfit.Placement
-	if res.Feasible && !in.Policy.Empty() {
-		pinned := gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
-		if fit == nil {
-			p := gangfit.PinnedPlacement(in.Policy, pinned, in.Nodes)
-			chosen = &p
-		} else if p, ok := gangfit.ChoosePlacementAvoiding(fit, in.Policy, pinned, g.avoid(in)); ok {
-			chosen = &p
-		} else {
-			res = gangfit.Result{Message: fmt.Sprintf("PodGroup %s (topology policy from %s): %s", key, in.Policy.Source, p.Message), Shortfall: p.Shortfall}
-		}
+	job := &Job{Key: ck, Gang: g.Key(), Candidates: candidates, Counted: counted, Need: in.Want - countedN - g.Credit,
+		Nodes: in.Nodes, MinResources: in.MinResources, Claimed: in.Claimed(corev1helpers.PodPriority(in.Member)),
+		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger}
+	if !in.Policy.Empty() {
+		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
+		job.Avoid = g.avoid(in)
 	}
-	var plan *gangfit.PlacementPlan
-	if res.Feasible && in.Plannable {
-		plan = gangfit.PlanPlacement(fit, chosen)
-	}
-	fit.Done()
-	out.Checked = true
-	out.DomainChosen, out.InfeasibleChanged = g.Checked(res, ck, chosen, plan)
-	out.Placement = chosen
-	if !res.Feasible {
-		out.Reject, out.Infeasible, out.Message = true, true, res.Message
+	if !in.Done.For(job) {
+		out.Job = job
 		return out
 	}
-	if plan != nil && g.Plan == plan {
-		out.Plan = plan
+	done := in.Done
+	out.Checked = true
+	out.DomainChosen, out.InfeasibleChanged = g.Checked(done.Result, in.Done.job.Key, done.Placement, done.Plan)
+	out.Placement = done.Placement
+	if !done.Result.Feasible {
+		out.Reject, out.Infeasible, out.Message, out.KeptOff = true, true, done.Result.Message, nil
+		return out
 	}
-	return g.narrow(in, out, chosen)
+	if done.Plan != nil && g.Plan == done.Plan {
+		out.Plan = done.Plan
+	}
+	return g.narrow(in, out, done.Placement)
 }
 
 // narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that
@@ -297,14 +346,12 @@ func (g *Gang) narrow(in PreFilterIn, out PreFilterOut, p *gangfit.Placement) Pr
 	return out
 }
 
-// extraPlacement is where a member of a gang whose quorum is met goes (see
+// extraJob asks where a member of a gang whose quorum is met goes (see
 // gangfit.ExtraMemberPlacement), checked against the room nominated to pods of its priority or more.
-func (g *Gang) extraPlacement(in PreFilterIn, members []*v1.Pod) *gangfit.Placement {
-	pinned := gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
-	f := gangfit.New(in.Logger, g.Key(), []*v1.Pod{in.Member}, 1, in.Nodes, nil, in.Claimed(corev1helpers.PodPriority(in.Member)), in.Fit, false)
-	p := gangfit.ExtraMemberPlacement(f, in.Policy, pinned, in.Nodes)
-	f.Done()
-	return &p
+func (g *Gang) extraJob(in PreFilterIn, members []*v1.Pod) *Job {
+	return &Job{Extra: true, Gang: g.Key(), Candidates: []*v1.Pod{in.Member}, Need: 1, Nodes: in.Nodes,
+		Claimed: in.Claimed(corev1helpers.PodPriority(in.Member)), Policy: in.Policy, Logger: in.Logger,
+		Pinned: gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))}
 }
 
 // placementNodes are a placement's nodes (nil: every node, for no placement or anywhere).
@@ -313,6 +360,22 @@ func placementNodes(p *gangfit.Placement) sets.Set[string] {
 		return r.NodeNames
 	}
 	return nil
+}
+
+// memoBy calls f once per argument, when first asked (nil for nil).
+func memoBy[K comparable, T any](f func(K) T) func(K) T {
+	if f == nil {
+		return nil
+	}
+	seen := map[K]T{}
+	return func(k K) T {
+		if v, ok := seen[k]; ok {
+			return v
+		}
+		v := f(k)
+		seen[k] = v
+		return v
+	}
 }
 
 // memo calls f once, when first asked.

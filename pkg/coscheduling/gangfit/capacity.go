@@ -195,5 +195,22 @@ func (c *requestCache) forget(uid types.UID) {
 
 // Forget drops what s remembers of the pod (its request), once it is deleted.
 func (s *Shared) Forget(uid types.UID) {
-	s.requests.forget(uid)
+	s.own().requests.forget(uid)
+}
+
+// WithDevices returns the checks' shared tables of s with the device model d instead of s's (one
+// scheduling cycle's read of the DRA state, see package devices).
+func (s *Shared) WithDevices(d DeviceSource) *Shared {
+	if s == nil {
+		return &Shared{Devices: d}
+	}
+	return &Shared{Devices: d, tables: s.own()}
+}
+
+// own is the Shared whose tables s uses.
+func (s *Shared) own() *Shared {
+	if s.tables != nil {
+		return s.tables
+	}
+	return s
 }

@@ -279,6 +279,8 @@ type Shared struct {
 	requests requestCache
 	// Devices models the devices members claim through DRA (nil: none is counted).
 	Devices DeviceSource
+	// tables, when set, holds the capacity and request tables (see WithDevices).
+	tables *Shared
 }
 
 // deviceCheck is the device model of a check over members, with the devices of the claimed pods
@@ -298,7 +300,7 @@ func (s *Shared) requestCache() *requestCache {
 	if s == nil {
 		return nil
 	}
-	return &s.requests
+	return &s.own().requests
 }
 
 // New prepares a check of placing `need` of the candidates on nodes; minResources' extended
@@ -322,8 +324,8 @@ func New(logger klog.Logger, groupKey string, candidates []*v1.Pod, need int, no
 		names, f.deviceIndex = withDevices(names, f.devices)
 	}
 	if shared != nil && f.devices == nil {
-		if free, tracked, totals, ok := shared.capacity.acquire(nodes, names); ok {
-			f.names, f.free, f.totals, f.release = tracked, free, totals, shared.capacity.mu.Unlock
+		if free, tracked, totals, ok := shared.own().capacity.acquire(nodes, names); ok {
+			f.names, f.free, f.totals, f.release = tracked, free, totals, shared.own().capacity.mu.Unlock
 			if private || len(claimed) > 0 {
 				f.names, f.free = slices.Clone(tracked), cloneFree(free, len(tracked))
 				f.totals = totals.clone()

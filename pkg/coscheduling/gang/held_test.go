@@ -1,4 +1,4 @@
-package coscheduling
+package gang
 
 import (
 	"fmt"
@@ -11,14 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 )
 
-// heldPods gathers the pods whose devices a pod must leave, by node: a reservation's members, and
-// every other nominated pod that claims devices (issue #47 (b): a gang's preemption nominates its
-// members, and a lone pod must not take the devices it freed for them).
-func TestHeldPods(t *testing.T) {
+// HeldDevicesAgainst gathers the pods whose devices a pod must leave, by node: a reservation's
+// members, and every other nominated pod that claims devices (issue #47 (b): a gang's preemption
+// nominates its members, and a lone pod must not take the devices it freed for them). (Moved from the
+// plugin with the rule; the pod itself is taken out by Without, since the held set is shared by the
+// pods of one priority and group.)
+func TestHeldDevicesAgainst(t *testing.T) {
 	gpu := func(p *v1.Pod) *v1.Pod {
 		p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
 		return p
@@ -29,7 +31,7 @@ func TestHeldPods(t *testing.T) {
 	}
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r0, r1 := gpu(gangtest.Member("r0", "res", "1")), gpu(gangtest.Member("r1", "res", "1"))
-	reservation := gang.HeldRoom{Namespace: "ns", Name: "res", Since: since, Node: map[types.UID]string{"r0": "n0", "r1": "n1"}}
+	reservation := HeldRoom{Namespace: "ns", Name: "res", Since: since, Node: map[types.UID]string{"r0": "n0", "r1": "n1"}}
 	members := func(ns, name string) []*v1.Pod {
 		if name == "res" {
 			return []*v1.Pod{r0, r1}
@@ -39,12 +41,12 @@ func TestHeldPods(t *testing.T) {
 	lone := gpu(gangtest.Member("lone", "", "1"))
 	for _, tc := range []struct {
 		name      string
-		held      []gang.HeldRoom
+		held      []HeldRoom
 		nominated []*v1.Pod
 		want      map[string][]string
 		whose     map[string]string
 	}{
-		{name: "a reservation's members", held: []gang.HeldRoom{reservation},
+		{name: "a reservation's members", held: []HeldRoom{reservation},
 			want:  map[string][]string{"n0": {"r0"}, "n1": {"r1"}},
 			whose: map[string]string{"n0": "PodGroup ns/res (a reservation since 2026-01-01T00:00:00Z)"}},
 		{name: "a preemption's nominated members",
@@ -54,14 +56,15 @@ func TestHeldPods(t *testing.T) {
 		{name: "a nominated pod without devices is no held pod",
 			nominated: []*v1.Pod{nominated(gangtest.Member("cpu", "", "1"), "n0")}},
 		{name: "a reservation's member also nominated counts once, beside another gang's",
-			held:      []gang.HeldRoom{reservation},
+			held:      []HeldRoom{reservation},
 			nominated: []*v1.Pod{nominated(r0, "n0"), nominated(gpu(gangtest.Member("hi-0", "hi", "1")), "n0")},
 			want:      map[string][]string{"n0": {"r0", "hi-0"}, "n1": {"r1"}},
 			whose:     map[string]string{"n0": "PodGroup ns/res"}},
 		{name: "the pod itself is no held pod", nominated: []*v1.Pod{nominated(lone, "n0")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			waiting, whose := heldPods(lone, tc.held, members, tc.nominated)
+			h := HeldDevicesAgainst(tc.held, members, tc.nominated, devices.MayClaim).Without(lone.UID)
+			waiting, whose := h.Waiting, h.Whose
 			got := map[string][]string{}
 			for n, ps := range waiting {
 				for _, p := range ps {
