@@ -117,8 +117,10 @@ type Coscheduling struct {
 	// epoch are recomputed.
 	epoch atomic.Uint64
 	// claimCache reads a claim from the scheduler's own claim cache, the one the whole-gang check's
-	// devices come from (nil: none, as in unit tests). See awaitClaimCache.
+	// devices come from (nil: none, as in unit tests); freed waits on it for bursts of claim events
+	// (see claimEventHandler).
 	claimCache func(namespace, name string) (*resourceapi.ResourceClaim, error)
+	freed      devices.Freed
 	// running is set once the scheduling queue calls the plugin; only then may handle.Activate be used.
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).

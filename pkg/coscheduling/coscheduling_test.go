@@ -41,6 +41,8 @@ type fakeHandle struct {
 	mu        sync.Mutex
 	waiting   map[types.UID]*fakeWaitingPod
 	activated []string
+	// passes counts the Activate calls.
+	passes int
 }
 
 func newFakeHandle() *fakeHandle {
@@ -59,9 +61,17 @@ func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.passes++
 	for k := range pods {
 		h.activated = append(h.activated, k)
 	}
+}
+
+// activationPasses counts the Activate calls so far.
+func (h *fakeHandle) activationPasses() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.passes
 }
 
 // activatedPods are the pods activated so far (namespace/name).

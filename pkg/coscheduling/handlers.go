@@ -1,14 +1,12 @@
 package coscheduling
 
 import (
-	"context"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -22,8 +20,8 @@ import (
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
-// How often, and for how long at most, a freeing claim event waits for the scheduler's claim cache to
-// show it before the members are activated (see awaitClaimCache).
+// How often, and for how long at most, a burst of freeing claim events waits for the scheduler's claim
+// cache to show it before the members are activated (see devices.Freed).
 const (
 	claimCachePoll = 20 * time.Millisecond
 	claimCacheWait = 5 * time.Second
@@ -316,10 +314,8 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 // that may change a whole-gang check (devices.ClaimFreesOrPins): devices freed (an allocation dropped,
 // an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
 // allocation at binding, reservations, device status) change nothing. It is a handler, not a
-// queueing hint (see EventsToRegister). The check reads the scheduler's claim cache, which its own
-// handler on the same informer updates, in no set order with this one: the members are activated
-// (and the cached checks made stale) once that cache shows the change (see awaitClaimCache), not
-// before, or their attempt would still see the devices taken and nothing would bring them back.
+// queueing hint (see EventsToRegister). A burst of such events is one wait for the scheduler's claim
+// cache and one activation pass (see devices.Freed).
 func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
@@ -331,10 +327,11 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 		if claim == nil {
 			claim = newClaim
 		}
-		pl.awaitClaimCache(claim, newClaim != nil && newClaim.Status.Allocation != nil, func() {
-			pl.epoch.Add(1)
-			pl.activateDeviceMembers()
-		})
+		if pl.claimCache == nil {
+			pl.devicesFreed()
+			return
+		}
+		pl.freed.Add(pl.ctx, claim, newClaim != nil && newClaim.Status.Allocation != nil)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,
@@ -347,33 +344,15 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-// awaitClaimCache runs then once the scheduler's claim cache (pl.claimCache) shows claim allocated
-// or not as allocated says (a claim gone, or replaced under its name, is not allocated), checking
-// every claimCachePoll for at most claimCacheWait; then anyway. At once without a cache (tests).
-func (pl *Coscheduling) awaitClaimCache(claim *resourceapi.ResourceClaim, allocated bool, then func()) {
-	if pl.claimCache == nil {
-		then()
-		return
-	}
-	agrees := func(context.Context) (bool, error) {
-		c, err := pl.claimCache(claim.Namespace, claim.Name)
-		now := err == nil && c != nil && c.UID == claim.UID && c.Status.Allocation != nil
-		return now == allocated, nil
-	}
-	if ok, _ := agrees(pl.ctx); ok {
-		then()
-		return
-	}
-	go func() {
-		_ = wait.PollUntilContextTimeout(pl.ctx, claimCachePoll, claimCacheWait, false, agrees)
-		if pl.ctx.Err() == nil {
-			then()
-		}
-	}()
+// devicesFreed makes the cached checks stale and lets in the device members (once per burst of claim
+// events, see claimEventHandler).
+func (pl *Coscheduling) devicesFreed() {
+	pl.epoch.Add(1)
+	pl.activateDeviceMembers()
 }
 
 // activateDeviceMembers activates the unscheduled members that may claim devices of every gang the
-// plugin tracks that has live members neither reserved nor bound. O(tracked gangs) to find them (a
+// plugin tracks that has live members neither reserved nor bound and does not back off. O(tracked gangs) to find them (a
 // gang whose members are all placed is passed over on its counts), then O(members) of those gangs; on
 // a freeing claim event only, off the scheduling cycle.
 func (pl *Coscheduling) activateDeviceMembers() {
@@ -381,10 +360,12 @@ func (pl *Coscheduling) activateDeviceMembers() {
 		return
 	}
 	type ref struct{ namespace, name string }
+	now := pl.clock.Now()
 	pl.mu.RLock()
 	gangs := make([]ref, 0, len(pl.gangs))
 	for _, g := range pl.gangs {
-		if pl.members.Count(g.Namespace, g.Name) > len(g.Members) {
+		// A gang that backs off is let in when its back-off ends, not before.
+		if !g.BackingOff(now) && pl.members.Count(g.Namespace, g.Name) > len(g.Members) {
 			gangs = append(gangs, ref{g.Namespace, g.Name})
 		}
 	}

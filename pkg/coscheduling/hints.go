@@ -25,10 +25,9 @@ func (pl *Coscheduling) isSchedulableAfterCapacityFreed(logger klog.Logger, pod 
 		return fwk.QueueSkip, nil
 	}
 	if freed, _, err := util.As[*v1.Pod](oldObj, newObj); err == nil && freed != nil {
-		version := pl.claims.Version()
 		pl.mu.RLock()
 		g := pl.gangs[podgroup.Key(pod.Namespace, name)]
-		spared := g != nil && g.SparedByDelete(freed, version)
+		spared := g != nil && g.LastPreemption != nil && g.SparedByDelete(freed, pl.claims.VersionAgainst(g.LastPreemption.Key.Priority))
 		pl.mu.RUnlock()
 		if spared {
 			logger.V(5).Info("Freed room cannot help a gang that does not fit even with every lower-priority pod evicted", "pod", klog.KObj(pod), "freed", klog.KObj(freed))

@@ -102,7 +102,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
-	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.Version(), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
+	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.VersionAgainst(prio), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
 		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)

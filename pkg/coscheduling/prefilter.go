@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -97,6 +98,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }
+		in.Claims = pl.claims.VersionAgainst(corev1helpers.PodPriority(pod))
 		in.Gangs = pl.gangs
 	}
 	in.KeptOff = pl.keptOffHeld(logger, pod, src)

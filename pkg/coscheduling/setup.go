@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
@@ -131,6 +132,10 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,
 	}
+	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed,
+		Cache: func(namespace, name string) (*resourceapi.ResourceClaim, error) {
+			return pl.claimCache(namespace, name)
+		}}
 	go pl.endRetired(ctx)
 	if h != nil {
 		pl.recorder.Events = h.EventRecorder()

@@ -34,6 +34,9 @@ type Claims struct {
 	pods map[types.UID]*v1.Pod
 	// assumed are the gang members reserved and not yet bound or unreserved.
 	assumed map[types.UID]struct{}
+	// byPrio is, per priority of the pods whose claims changed, the version of the last change (see
+	// VersionAgainst).
+	byPrio map[int32]uint64
 	// Dropped, when set (before the handler runs), is called by the handler after a nomination is
 	// dropped: the room, devices included, kept for it is free for others again.
 	Dropped func()
@@ -66,11 +69,14 @@ func (c *Claims) Set(pod *v1.Pod) bool {
 			c.pods = map[types.UID]*v1.Pod{}
 		}
 		c.pods[pod.UID] = pod
-		c.changedLocked()
-		return !had || old.Status.NominatedNodeName != pod.Status.NominatedNodeName
+		if had && old.Status.NominatedNodeName == pod.Status.NominatedNodeName {
+			return false
+		}
+		c.changedLocked(pod)
+		return true
 	case had:
 		delete(c.pods, pod.UID)
-		c.changedLocked()
+		c.changedLocked(pod)
 		return true
 	}
 	return false
@@ -96,12 +102,12 @@ func (c *Claims) SetIfPresent(pod *v1.Pod, current func(*v1.Pod) (*v1.Pod, bool)
 		c.pods = map[types.UID]*v1.Pod{}
 	}
 	c.pods[pod.UID] = pod
-	c.changedLocked()
+	c.changedLocked(pod)
 	if cur, ok := current(pod); ok && Present(pod, cur) {
 		return true
 	}
 	delete(c.pods, pod.UID)
-	c.changedLocked()
+	c.changedLocked(pod)
 	return false
 }
 
@@ -123,7 +129,7 @@ func (c *Claims) Forget(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.changedLocked()
+	c.changedLocked(pod)
 	return true
 }
 
@@ -153,7 +159,7 @@ func (c *Claims) Assume(pod *v1.Pod) bool {
 		return false
 	}
 	delete(c.pods, pod.UID)
-	c.changedLocked()
+	c.changedLocked(pod)
 	return true
 }
 
@@ -195,15 +201,37 @@ func (c *Claims) Against(prio int32, own string) []*v1.Pod {
 	return out
 }
 
-// changedLocked publishes the count after the claims changed, and moves the version.
-func (c *Claims) changedLocked() {
+// changedLocked publishes the count after pod's claim changed, and moves the versions.
+func (c *Claims) changedLocked(pod *v1.Pod) {
 	c.n.Store(int64(len(c.pods)))
-	c.version.Add(1)
+	v := c.version.Add(1)
+	if c.byPrio == nil {
+		c.byPrio = map[int32]uint64{}
+	}
+	c.byPrio[corev1helpers.PodPriority(pod)] = v
 }
 
 // Version moves whenever a claim is made, moved or dropped: an answer that read no claim since it was
-// taken at this version still holds for the claims (see gang.Gang.SparedByDelete).
+// taken at this version still holds for the claims.
 func (c *Claims) Version() uint64 { return c.version.Load() }
+
+// VersionAgainst moves whenever a claim that holds room against a gang of priority prio (see Against)
+// is made, moved or dropped: a claim of a pod of lower priority never does. A check cached under it
+// stays good through the nominations it never counted. O(priorities seen).
+func (c *Claims) VersionAgainst(prio int32) uint64 {
+	if c.version.Load() == 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var v uint64
+	for p, pv := range c.byPrio {
+		if p >= prio {
+			v = max(v, pv)
+		}
+	}
+	return v
+}
 
 // Assumed counts the members marked assumed (for tests).
 func (c *Claims) Assumed() int64 { return c.nAssumed.Load() }

@@ -8,15 +8,15 @@ import (
 )
 
 // Handler watches every pod of the scheduler's informer (not only gang members) for what changes
-// the whole-gang check's answer: an assigned pod deleted or finished frees room, and a nomination
-// made or dropped moves room kept for a preemptor (recorded in c). Either calls stale (the checks
-// cached on the old room are stale), whichever queue the gangs' members are in when it happens. A
+// the whole-gang check's answer: an assigned pod deleted or finished frees room, which calls stale
+// (every check cached on the old room is stale), whichever queue the gangs' members are in when it
+// happens; a nomination made or dropped moves room kept for a preemptor (recorded in c), which moves
+// c's versions only (VersionAgainst: only the checks of gangs it holds room against are stale). A
 // deleted pod's cached request is dropped with forget.
 func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if pod, ok := obj.(*v1.Pod); ok && c.Set(pod) {
-				stale()
 				c.dropped(pod)
 			}
 		},
@@ -27,11 +27,7 @@ func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEven
 				return
 			}
 			moved := c.Set(pod)
-			changed := moved
 			if pod.Spec.NodeName != "" && podutil.IsPodTerminal(pod) && !podutil.IsPodTerminal(old) {
-				changed = true
-			}
-			if changed {
 				stale()
 			}
 			if moved {
@@ -49,7 +45,7 @@ func Handler(c *Claims, forget func(types.UID), stale func()) cache.ResourceEven
 			// Any pod's request may have been cached (a nominated plain pod's, for the claims).
 			forget(pod.UID)
 			forgot := c.Forget(pod)
-			if forgot || pod.Spec.NodeName != "" {
+			if pod.Spec.NodeName != "" {
 				stale()
 			}
 			if forgot {

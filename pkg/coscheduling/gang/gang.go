@@ -134,7 +134,10 @@ func (r *Reservation) Held() bool { return r.Phase == resv.Held }
 // PodGroup's spec (UID and Generation: status-only updates leave it valid; and Want, its minMember,
 // which the in-tree API edits without a new generation) and the group's members.
 type FeasibilityKey struct {
-	Epoch      uint64
+	Epoch uint64
+	// Claims is the version of the nominations that hold room against the gang (see
+	// claims.Claims.VersionAgainst): a nomination of a lower priority leaves the check good.
+	Claims     uint64
 	UID        types.UID
 	Generation int64
 	Want       int
@@ -145,7 +148,7 @@ type FeasibilityKey struct {
 
 // Matches reports whether a cached check made under k answers for o (At aside).
 func (k FeasibilityKey) Matches(o FeasibilityKey) bool {
-	return k.Epoch == o.Epoch && k.UID == o.UID && k.Generation == o.Generation && k.Want == o.Want && k.Existing == o.Existing && k.Counted == o.Counted
+	return k.Epoch == o.Epoch && k.Claims == o.Claims && k.UID == o.UID && k.Generation == o.Generation && k.Want == o.Want && k.Existing == o.Existing && k.Counted == o.Counted
 }
 
 // New returns the empty state of PodGroup namespace/name of UID uid.

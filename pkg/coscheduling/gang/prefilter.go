@@ -177,8 +177,9 @@ type PreFilterIn struct {
 	MinResources v1.ResourceList
 	Policy       gangfit.Policy
 	Nodes        []fwk.NodeInfo
-	// Epoch counts the cluster events that freed capacity (a cached check from an older one is stale).
-	Epoch uint64
+	// Epoch counts the cluster events that freed capacity (a cached check from an older one is stale);
+	// Claims is the version of the nominations that hold room against the member's gang.
+	Epoch, Claims uint64
 	// Plannable: the member may be narrowed by a plan (see the plugin's plannable); CandidateNodes is
 	// how many planned nodes it is offered at most.
 	Plannable      bool
@@ -302,7 +303,7 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 // whole (or the cache answers), a gang with a topology policy is given its domain, and a plan is made.
 func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFilterOut {
 	candidates, counted, countedN := g.Split(members)
-	ck := FeasibilityKey{Epoch: in.Epoch, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
+	ck := FeasibilityKey{Epoch: in.Epoch, Claims: in.Claims, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
 			out.Reject, out.Infeasible, out.Message, out.KeptOff = true, true, res.Message, nil
