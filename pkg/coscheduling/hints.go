@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -57,10 +58,17 @@ func (pl *Coscheduling) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1
 }
 
 // isSchedulableAfterDeviceChange requeues a member that may claim devices through DRA (it has
-// ResourceClaims or asks for an extended resource) when devices are published, freed or classed: the
-// whole-gang check counts them (see package devices).
-func (pl *Coscheduling) isSchedulableAfterDeviceChange(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+// ResourceClaims or asks for an extended resource) when devices it may use are published or changed
+// (a ResourceSlice with a device one of its classes selects) or one of its classes is added or
+// changed: the whole-gang check counts them (see package devices). Others stay put (devices.Source.Touches).
+func (pl *Coscheduling) isSchedulableAfterDeviceChange(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	if _, ok := podgroup.Of(pod); !ok || !devices.MayClaim(pod) {
+		return fwk.QueueSkip, nil
+	}
+	slice, _ := newObj.(*resourceapi.ResourceSlice)
+	class, _ := newObj.(*resourceapi.DeviceClass)
+	if (slice != nil || class != nil) && !pl.dra.Touches(pod, slice, class) {
+		logger.V(5).Info("Device change does not touch the member's classes", "pod", klog.KObj(pod))
 		return fwk.QueueSkip, nil
 	}
 	pl.epoch.Add(1)

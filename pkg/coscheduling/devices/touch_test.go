@@ -1,0 +1,55 @@
+package devices
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+)
+
+// TestTouches: a slice or class event concerns a pending member only when it may change the member's
+// devices (issue #59: every slice or class update requeued every pending device member).
+func TestTouches(t *testing.T) {
+	withModel := func(model string) *resourceapi.DeviceClass { return gpuClass(model) }
+	claimed := gangtest.Member("a", "g", "1")
+	claim := claimFor(claimed, 1)
+	claimed = withClaim(claimed, claim)
+	unmade := gangtest.Member("u", "g", "1")
+	unmade.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-template")}}
+	otherDriver := slice("n1", "a")
+	otherDriver.Spec.Driver = "nic.example.com"
+	otherClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic"}}
+	for _, tc := range []struct {
+		name  string
+		pod   *v1.Pod
+		class *resourceapi.DeviceClass // the member's class in the DRA state
+		slice *resourceapi.ResourceSlice
+		event *resourceapi.DeviceClass
+		want  bool
+	}{
+		{name: "a slice with a device the member's class selects", pod: claimed, class: withModel("a"), slice: slice("n1", "b", "a"), want: true},
+		{name: "a slice of devices its class does not select", pod: claimed, class: withModel("a"), slice: slice("n1", "b", "b")},
+		{name: "a slice of another driver", pod: claimed, class: withModel(""), slice: otherDriver},
+		{name: "the member's class changed", pod: claimed, class: withModel("a"), event: withModel("b"), want: true},
+		{name: "another class changed", pod: claimed, class: withModel("a"), event: otherClass},
+		{name: "a member whose claim is not made yet: any slice", pod: unmade, class: withModel("a"), slice: slice("n1", "b"), want: true},
+		{name: "a member asking an extended resource its class backs", pod: withExtended(gangtest.Member("e", "g", "1"), "1"), class: withModel("a"), slice: slice("n1", "a"), want: true},
+		{name: "... and a slice its class does not select", pod: withExtended(gangtest.Member("e", "g", "1"), "1"), class: withModel("a"), slice: slice("n1", "b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{claim.Namespace + "/" + claim.Name: claim}, classes: map[string]*resourceapi.DeviceClass{class: tc.class}}
+			src := &Source{dra: d, cel: newTestCache(), extended: true, matchCache: &matchCache{}}
+			if got := src.Touches(tc.pod, tc.slice, tc.event); got != tc.want {
+				t.Errorf("Touches = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var none *Source
+	if !none.Touches(claimed, slice("n1", "b"), nil) {
+		t.Error("without a device model every event concerns the member")
+	}
+}
