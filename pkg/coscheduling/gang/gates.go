@@ -1,6 +1,11 @@
 package gang
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"fmt"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // Gates are why members are held back (by PreEnqueue or PreFilter), per pod: the reason, the latest
 // message, and the episode of that reason, so that each reason is reported once per pod, and a
@@ -49,3 +54,26 @@ func (g *Gates) Release(uid types.UID) { delete(g.pods, uid) }
 
 // Len is how many pods are held back.
 func (g *Gates) Len() int { return len(g.pods) }
+
+// HoldBack says whether a member of group key waits for its group to have want live pods, with credit
+// of them counted as its run's succeeded members (podgroup.ReasonWaitingForMembers), or for want of
+// them to have their claims from templates made (ReasonWaitingForClaims: members enter together once
+// their claims exist; one let in earlier is placed while its peers' devices are still unknown to the
+// check, and in-tree PodGroup claims are shared only with members placed in the same pod-group
+// cycle), and why in the current counts ("" when neither). existing and ready count the live members
+// and those with their claims made, each up to its argument (O(1) when the counts reach it).
+func HoldBack(key string, want, credit int, existing, ready func(upTo int) int) (reason, msg string) {
+	if n := existing(want - credit); n+credit < want {
+		succeeded := ""
+		if credit > 0 {
+			succeeded = fmt.Sprintf(" (and %d of its run succeeded)", credit)
+		}
+		return podgroup.ReasonWaitingForMembers,
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s exist%s; the pod waits for the rest without holding resources", n, want, key, succeeded)
+	}
+	if n := ready(want - credit); n+credit < want {
+		return podgroup.ReasonWaitingForClaims,
+			fmt.Sprintf("%d of minMember %d live pods of PodGroup %s have their ResourceClaims from templates made; the pod waits for the rest without holding resources", n, want, key)
+	}
+	return "", ""
+}

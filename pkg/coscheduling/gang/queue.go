@@ -4,6 +4,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // The scheduling queue's order of a gang's members: adjacent, in an order that never changes under the
@@ -55,4 +60,50 @@ func Less(a, b QueueEntry) bool {
 		}
 	}
 	return a.Queued.Before(b.Queued)
+}
+
+// LessQueued orders the scheduling queue by priority, then as Less orders entities of one priority:
+// by the group's time, then by group, then by the member's rank and creation, then by the time each
+// entered the queue, so that members of one group are adjacent and a group whose attempt just failed
+// goes behind the others. A member's group time, key and rank are fixed by the plugin's PreEnqueue as
+// it enters the queue (stamp looks them up; every way into the active and backoff queues runs
+// PreEnqueue first), so the order of pods already in the queue never changes under the heap. Pods
+// without a group (or members that did not pass PreEnqueue) are ordered as PrioritySort orders them.
+func LessQueued(a, b fwk.QueuedEntityInfo, stamp func(types.UID) (QueueStamp, bool)) bool {
+	pa, pb := a.GetPriority(), b.GetPriority()
+	if pa != pb {
+		return pa > pb
+	}
+	podA, podB := podOf(a), podOf(b)
+	if !podgroup.InGang(podA) && !podgroup.InGang(podB) {
+		// Neither has a stamp: what follows would compare their queue times (PrioritySort's order),
+		// so do it without looking the stamps up.
+		return a.GetTimestamp().Before(b.GetTimestamp())
+	}
+	return Less(entryOf(a, podA, stamp), entryOf(b, podB, stamp))
+}
+
+// entryOf is what Less compares of an entity: a member's stamp from PreEnqueue (else its queue time),
+// its creation and its queue time.
+func entryOf(e fwk.QueuedEntityInfo, pod *v1.Pod, stamp func(types.UID) (QueueStamp, bool)) QueueEntry {
+	q := QueueEntry{Stamp: QueueStamp{At: e.GetTimestamp()}, Queued: e.GetTimestamp()}
+	if pod != nil {
+		q.Created = pod.CreationTimestamp.Time
+		if s, ok := stamp(pod.UID); ok {
+			q.Stamp = s
+		}
+	}
+	return q
+}
+
+// podOf returns the pod of a queued pod entity, or nil for other entities (in-tree pod groups).
+func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if q, ok := e.(*framework.QueuedPodInfo); ok {
+		// The scheduling queue's own type: no interface lookup.
+		return q.Pod
+	}
+	if withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
+		return withPod.GetPodInfo().GetPod()
+	}
+	return nil
 }
