@@ -5,14 +5,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // The devices held for reservations and nominations (the rule: gang.HeldDevices). Who waits where is
@@ -25,13 +23,14 @@ import (
 // own flush brings the rest back).
 const maxKeptOff = 10000
 
-// keptOffHeld returns the held nodes whose devices pod would take, each with why (nil: none, or the
-// pod claims no device, or nothing is held), over the cycle's device read src.
-func (pl *Coscheduling) keptOffHeld(logger klog.Logger, pod *v1.Pod, src *devices.Source) map[string]string {
+// keptOffHeld returns the held nodes whose devices pod (of priority prio and group own, "" for none)
+// would take, each with why (nil: none, or the pod claims no device, or nothing is held), over the
+// cycle's device read src.
+func (pl *Coscheduling) keptOffHeld(logger klog.Logger, pod *v1.Pod, prio int32, own string, src *devices.Source) map[string]string {
 	if src == nil || (pl.reserved.Load() == 0 && pl.claims.Len() == 0) || !devices.MayClaim(pod) {
 		return nil
 	}
-	h := pl.held.of(pl, pod).Without(pod.UID)
+	h := pl.held.of(pl, heldKey{prio: prio, own: own}).Without(pod.UID)
 	if h.Empty() {
 		return nil
 	}
@@ -64,12 +63,8 @@ type heldCache struct {
 	by      map[heldKey]gang.HeldDevices
 }
 
-// of returns the held devices against pods of pod's priority and group (see gang.HeldDevicesAgainst).
-func (c *heldCache) of(pl *Coscheduling, pod *v1.Pod) gang.HeldDevices {
-	k := heldKey{prio: corev1helpers.PodPriority(pod)}
-	if name, ok := podgroup.Of(pod); ok {
-		k.own = podgroup.Key(pod.Namespace, name)
-	}
+// of returns the held devices against pods of k's priority and group (see gang.HeldDevicesAgainst).
+func (c *heldCache) of(pl *Coscheduling, k heldKey) gang.HeldDevices {
 	version := [2]uint64{pl.heldVersion.Load(), pl.claims.Version()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -82,7 +77,7 @@ func (c *heldCache) of(pl *Coscheduling, pod *v1.Pod) gang.HeldDevices {
 	var held []gang.HeldRoom
 	if pl.reserved.Load() > 0 {
 		pl.mu.RLock()
-		held = gang.HeldAgainst(pl.gangs, pod)
+		held = gang.HeldAgainst(pl.gangs, k.prio, k.own)
 		pl.mu.RUnlock()
 	}
 	h := gang.HeldDevicesAgainst(held, pl.members.InGroup, pl.claims.Against(k.prio, k.own), devices.MayClaim)

@@ -35,8 +35,11 @@ import (
 // domain, or bypass its plan's offer. A pod whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
-	if refused != "" {
-		return pl.rejectInPreFilter(state, refused, false)
+	if refused.msg != "" {
+		if refused.reason != "" {
+			pl.refuse(ctx, pod, refused.reason, refused.msg)
+		}
+		return pl.rejectInPreFilter(state, refused.msg, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}
 	if pg != nil {
@@ -44,6 +47,10 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	return pl.appliedPreFilter(ctx, state, pod, pg, out)
 }
+
+// refusal is why a member is refused before its step, and the reason it is held back for ("": no
+// event).
+type refusal struct{ reason, msg string }
 
 // allowedNodes are the nodes PreFilter let a pod use (nil: every node), why says, for a node outside
 // them, why not; keptOff are the nodes it keeps the pod off for the devices held there, each with
@@ -72,37 +79,35 @@ func (a *allowedNodes) filter(node string) *fwk.Status {
 // its PodGroup (nil for a pod of no gang) and its step's input; for any pod that may claim devices,
 // the held nodes it is kept off (in.KeptOff). refused says why a member is refused before any step
 // (its PodGroup is missing, its topology policy malformed).
-func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused string) {
+func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused refusal) {
 	logger := klog.FromContext(ctx)
 	in = gang.PreFilterIn{Now: pl.clock.Now(), Logger: logger, Member: pod, Nodes: nodes, Epoch: pl.epoch.Load(), Fit: &pl.fit}
 	src := pl.dra.ForCycle()
 	if src != nil {
 		in.Fit = pl.fit.WithDevices(src)
 	}
+	prio, own := corev1helpers.PodPriority(pod), ""
 	if name, ok := podgroup.Of(pod); ok {
+		own = podgroup.Key(pod.Namespace, name)
 		pl.running.Store(true)
 		// A scheduling cycle runs only in the replica that leads.
 		pl.startBackground()
-		key := podgroup.Key(pod.Namespace, name)
 		if pg = pl.podGroups.Get(pod.Namespace, name); pg == nil {
-			return in, nil, fmt.Sprintf("PodGroup %s does not exist", key)
+			return in, nil, refusal{msg: fmt.Sprintf("PodGroup %s does not exist", own)}
 		}
 		policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
 		if err != nil {
-			msg := fmt.Sprintf("PodGroup %s member %s: %v", key, klog.KObj(pod), err)
-			pl.gate(ctx, pod, podgroup.ReasonInvalidTopologyPolicy, msg)
-			return in, nil, msg
+			return in, nil, refusal{podgroup.ReasonInvalidTopologyPolicy, fmt.Sprintf("PodGroup %s member %s: %v", own, klog.KObj(pod), err)}
 		}
 		in.Want, in.UID, in.Generation, in.MinResources, in.Policy = podgroup.MinMember(pg), pg.UID, pg.Generation, pg.Spec.MinResources, policy
-		in.Credit, in.Plannable = pl.credit(pod), pl.plannable(pod)
+		in.Credit, in.Plannable = pl.runCredit(pod.Namespace, name, podgroup.Run(pod)), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
-		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }
-		in.Claims = pl.claims.VersionAgainst(corev1helpers.PodPriority(pod))
-		in.Gangs = pl.gangs
+		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
+		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs
 	}
-	in.KeptOff = pl.keptOffHeld(logger, pod, src)
-	return in, pg, ""
+	in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
+	return in, pg, refusal{}
 }
 
 // appliedPreFilter does what a pod's PreFilter step returned: the PodGroup's event and status for a

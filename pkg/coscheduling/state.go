@@ -206,26 +206,42 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
 }
 
-// gate reports a member held back by PreEnqueue or PreFilter: the status message always, an event once
-// per reason (for the reasons that usually pass in a moment, only if the pod is still held back for it
+// gate reports a member held back by PreEnqueue: the status message always, an event once per
+// reason (for the reasons that usually pass in a moment, only if the pod is still held back for it
 // gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
-		pl.mu.Lock()
-		gate, started := pl.gates.Hold(pod.UID, reason, msg)
-		pl.mu.Unlock()
-		if started {
-			klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
-			if reason == podgroup.ReasonPodGroupNotFound || reason == podgroup.ReasonWaitingForMembers || reason == podgroup.ReasonWaitingForClaims {
+		if gate, started := pl.hold(ctx, pod, reason, msg); started {
+			switch reason {
+			case podgroup.ReasonPodGroupNotFound, podgroup.ReasonWaitingForMembers, podgroup.ReasonWaitingForClaims:
 				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
-			} else if reason == podgroup.ReasonPodGroupClaimOrder {
+			case podgroup.ReasonPodGroupClaimOrder:
 				pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg)
-			} else {
+			default:
 				pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
 			}
 		}
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// refuse reports a member PreFilter refuses before its step (a malformed topology policy): the event
+// once per reason, at once.
+func (pl *Coscheduling) refuse(ctx context.Context, pod *v1.Pod, reason, msg string) {
+	if _, started := pl.hold(ctx, pod, reason, msg); started {
+		pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
+	}
+}
+
+// hold records that pod is held back for reason; started reports a new episode (see gang.Gates).
+func (pl *Coscheduling) hold(ctx context.Context, pod *v1.Pod, reason, msg string) (gang.Gate, bool) {
+	pl.mu.Lock()
+	gate, started := pl.gates.Hold(pod.UID, reason, msg)
+	pl.mu.Unlock()
+	if started {
+		klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
+	}
+	return gate, started
 }
 
 // gateEvent records the delayed event of a pod still held back in the same episode, with the latest

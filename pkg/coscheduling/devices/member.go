@@ -13,9 +13,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // member is what one member claims: the unallocated claims of its own (deduplicated by UID among the
@@ -254,4 +256,85 @@ func MayClaim(pod *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// GroupClaimName reports whether the pod's claim pc is one of pg's claims, as upstream binds it
+// (resourceclaim.BindTo: the pod is in pg by spec.schedulingGroup, and pg.spec.resourceClaims has an
+// entry of the same name and the same claim or template name), and then that claim's ResourceClaim:
+// the one it names, or the one the resourceclaim controller made from its template (the PodGroup's
+// status.resourceClaimStatuses; an error while that is not made yet; "" when the controller recorded
+// that none is needed). A nil pg has no claims. Pure.
+func GroupClaimName(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, pc *v1.PodResourceClaim) (name string, group bool, err error) {
+	if pg == nil {
+		return "", false, nil
+	}
+	ref, err := resourceclaim.BindTo(pod, pg, pc)
+	if err != nil || ref.Resource != "podgroups" {
+		// Not in pg, or an entry of neither kind: the pod's own (the real plugin says what is wrong).
+		return "", false, nil
+	}
+	for i := range pg.Spec.ResourceClaims {
+		pgc := &pg.Spec.ResourceClaims[i]
+		if pgc.Name != pc.Name {
+			continue
+		}
+		n, _, err := resourceclaim.NameFromPodGroup(pg, pgc)
+		if err != nil {
+			return "", true, fmt.Errorf("claim %s of PodGroup %s/%s: %w", pc.Name, pg.Namespace, pg.Name, err)
+		}
+		if n == nil {
+			return "", true, nil
+		}
+		return *n, true, nil
+	}
+	return "", false, nil
+}
+
+// podGroupOf is the in-tree PodGroup the pod names, when the source reads PodGroup-owned claims.
+func (s *Source) podGroupOf(pod *v1.Pod) *schedulingv1beta1.PodGroup {
+	if s == nil || s.group == nil || pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
+		return nil
+	}
+	return s.group(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
+}
+
+// isGroupClaim reports whether the pod's claim pc is its PodGroup's (see GroupClaimName).
+func (s *Source) isGroupClaim(pod *v1.Pod, pc *v1.PodResourceClaim) bool {
+	_, group, _ := GroupClaimName(pod, s.podGroupOf(pod), pc)
+	return group
+}
+
+// inFlight is the claim with the allocation in flight for it, if any: the tracker's Get does not show
+// one (GatherAllocatedState does count its devices), and a PodGroup's claim is in flight while the
+// member whose cycle allocated it waits at Permit or binds, with other members still to place.
+func inFlight(tracker fwk.ResourceClaimTracker, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	if claim.Status.Allocation != nil {
+		return claim
+	}
+	pending := tracker.GetPendingAllocation(claim.UID)
+	if pending == nil {
+		return claim
+	}
+	c := claim.DeepCopy()
+	c.Status.Allocation = pending
+	return c
+}
+
+// heldMembers reads what pod claims, and what the pods held on each node (see KeptOff) claim there; a
+// claim several of them name is left to the real filters.
+func (s *Source) heldMembers(pod *v1.Pod, held map[string][]*v1.Pod) (own member, byNode map[string][]member) {
+	all := []*v1.Pod{pod}
+	for _, ms := range held {
+		all = append(all, ms...)
+	}
+	shared := s.sharedClaims(all)
+	delegated := sets.New[v1.ResourceName]()
+	own = s.memberOf(pod, shared, delegated)
+	byNode = make(map[string][]member, len(held))
+	for node, ms := range held {
+		for _, m := range ms {
+			byNode[node] = append(byNode[node], s.memberOf(m, shared, delegated))
+		}
+	}
+	return own, byNode
 }

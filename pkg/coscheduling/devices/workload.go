@@ -6,11 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // PodGroup-owned ResourceClaims (KEP-5729, the DRAWorkloadResourceClaims gate: beta and off by default
@@ -64,68 +61,6 @@ func (s *Source) WithGroupClaims(lookup GroupLookup) *Source {
 	return &c
 }
 
-// GroupClaimName reports whether the pod's claim pc is one of pg's claims, as upstream binds it
-// (resourceclaim.BindTo: the pod is in pg by spec.schedulingGroup, and pg.spec.resourceClaims has an
-// entry of the same name and the same claim or template name), and then that claim's ResourceClaim:
-// the one it names, or the one the resourceclaim controller made from its template (the PodGroup's
-// status.resourceClaimStatuses; an error while that is not made yet; "" when the controller recorded
-// that none is needed). A nil pg has no claims. Pure.
-func GroupClaimName(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, pc *v1.PodResourceClaim) (name string, group bool, err error) {
-	if pg == nil {
-		return "", false, nil
-	}
-	ref, err := resourceclaim.BindTo(pod, pg, pc)
-	if err != nil || ref.Resource != "podgroups" {
-		// Not in pg, or an entry of neither kind: the pod's own (the real plugin says what is wrong).
-		return "", false, nil
-	}
-	for i := range pg.Spec.ResourceClaims {
-		pgc := &pg.Spec.ResourceClaims[i]
-		if pgc.Name != pc.Name {
-			continue
-		}
-		n, _, err := resourceclaim.NameFromPodGroup(pg, pgc)
-		if err != nil {
-			return "", true, fmt.Errorf("claim %s of PodGroup %s/%s: %w", pc.Name, pg.Namespace, pg.Name, err)
-		}
-		if n == nil {
-			return "", true, nil
-		}
-		return *n, true, nil
-	}
-	return "", false, nil
-}
-
-// podGroupOf is the in-tree PodGroup the pod names, when the source reads PodGroup-owned claims.
-func (s *Source) podGroupOf(pod *v1.Pod) *schedulingv1beta1.PodGroup {
-	if s == nil || s.group == nil || pod.Spec.SchedulingGroup == nil || pod.Spec.SchedulingGroup.PodGroupName == nil {
-		return nil
-	}
-	return s.group(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
-}
-
-// isGroupClaim reports whether the pod's claim pc is its PodGroup's (see GroupClaimName).
-func (s *Source) isGroupClaim(pod *v1.Pod, pc *v1.PodResourceClaim) bool {
-	_, group, _ := GroupClaimName(pod, s.podGroupOf(pod), pc)
-	return group
-}
-
-// inFlight is the claim with the allocation in flight for it, if any: the tracker's Get does not show
-// one (GatherAllocatedState does count its devices), and a PodGroup's claim is in flight while the
-// member whose cycle allocated it waits at Permit or binds, with other members still to place.
-func inFlight(tracker fwk.ResourceClaimTracker, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
-	if claim.Status.Allocation != nil {
-		return claim
-	}
-	pending := tracker.GetPendingAllocation(claim.UID)
-	if pending == nil {
-		return claim
-	}
-	c := claim.DeepCopy()
-	c.Status.Allocation = pending
-	return c
-}
-
 // groupPlacement is where the unallocated and allocated PodGroup claims of a kind's members put them.
 type groupPlacement struct {
 	// pending are the claims not allocated yet: allocated once, on the node with the members.
@@ -173,19 +108,6 @@ func (g groupPlacement) allows(node *v1.Node) bool {
 // Pure.
 func wholeOnOneNode(pendingGroupClaims int, nodeless bool, kindMembers, members int) bool {
 	return pendingGroupClaims > 0 && !nodeless && kindMembers == members
-}
-
-// unallocatedOnce appends to out the claims not allocated yet whose UID seen does not hold, and
-// records them in seen: a PodGroup's claim compared once, however many members use it.
-func unallocatedOnce(out []*resourceapi.ResourceClaim, seen sets.Set[types.UID], claims []*resourceapi.ResourceClaim) []*resourceapi.ResourceClaim {
-	for _, c := range claims {
-		if c.Status.Allocation != nil || seen.Has(c.UID) {
-			continue
-		}
-		seen.Insert(c.UID)
-		out = append(out, c)
-	}
-	return out
 }
 
 // ClaimFreesOrPins reports whether a claim's change (oldClaim nil: added; newClaim nil: deleted) may

@@ -278,15 +278,13 @@ type HeldRoom struct {
 	Node            map[types.UID]string
 }
 
-// HeldAgainst are the reservations that keep pod off their room: those of its priority or more, not
-// its own gang's (as KeptOff). O(gangs).
-func HeldAgainst(gangs map[string]*Gang, pod *v1.Pod) []HeldRoom {
-	prio := corev1helpers.PodPriority(pod)
-	own, _ := podgroup.Of(pod)
+// HeldAgainst are the reservations that keep a pod of priority prio and group own ("" for none) off
+// their room: those of its priority or more, not its own gang's (as KeptOff). O(gangs).
+func HeldAgainst(gangs map[string]*Gang, prio int32, own string) []HeldRoom {
 	var out []HeldRoom
 	for _, g := range gangs {
 		r := &g.Reserve
-		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) || len(r.Node) == 0 {
+		if !r.Held() || r.Prio < prio || g.Key() == own || len(r.Node) == 0 {
 			continue
 		}
 		out = append(out, HeldRoom{Namespace: g.Namespace, Name: g.Name, Since: r.Since, Node: r.Node})

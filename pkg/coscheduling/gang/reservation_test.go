@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
@@ -198,7 +200,11 @@ func TestHeldAgainst(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, h := range HeldAgainst(all, tc.pod) {
+			own := ""
+			if name, ok := podgroup.Of(tc.pod); ok {
+				own = podgroup.Key(tc.pod.Namespace, name)
+			}
+			for _, h := range HeldAgainst(all, corev1helpers.PodPriority(tc.pod), own) {
 				var parts []string
 				for uid, n := range h.Node {
 					parts = append(parts, string(uid)+":"+n)
