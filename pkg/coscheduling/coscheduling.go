@@ -128,8 +128,8 @@ type Coscheduling struct {
 	// keptOff are the pods kept off the devices a reservation holds, brought back when one ends; held
 	// keeps who waits for devices where, per change of the reservations (heldVersion, moved when one
 	// starts, moves or ends) or the nominations (see helddevices.go).
-	keptOff     keptOffPods
-	held        heldCache
+	keptOff     effects.Later
+	held        gang.HeldCache
 	heldVersion atomic.Uint64
 	// waitingMu serializes the plugin's and the preemption's stops of pods waiting at Permit.
 	waitingMu sync.Mutex

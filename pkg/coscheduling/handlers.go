@@ -6,7 +6,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -90,22 +89,6 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && pl.members.Counts.Ready(pod.Namespace, name)+pl.credit(pod) == podgroup.MinMember(pg) {
 		pl.activateGroup(pod.Namespace, name)
 	}
-}
-
-// credit is the finished-member rule's part of a member's quorum count: the members of its group and
-// run that left by succeeding (see podgroup.SucceededMember), while that run is in progress (one of
-// its live members is bound: podgroup.RunInProgress); none once the run has ended. O(1).
-func (pl *Coscheduling) credit(pod *v1.Pod) int {
-	name, _ := podgroup.Of(pod)
-	return pl.runCredit(pod.Namespace, name, podgroup.Run(pod))
-}
-
-// runCredit is credit for group namespace/name and run. O(1).
-func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
-	if !podgroup.RunInProgress(pl.members.Counts.BoundInRun(namespace, name, run)) {
-		return 0
-	}
-	return pl.finished.Count(namespace, name, run)
 }
 
 // finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status

@@ -142,7 +142,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	if len(out.KeptOff) > 0 {
 		logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(out.KeptOff))
-		pl.keptOff.add(pod)
+		pl.keptOff.Add(pod)
 	}
 	if out.Nodes == nil && len(out.KeptOff) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)

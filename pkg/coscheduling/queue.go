@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -56,14 +55,6 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)
 	return nil
-}
-
-// holdBack says whether a member of pg waits for its group's members or their claims (see
-// gang.HoldBack), counted on the pod handler's counts.
-func (pl *Coscheduling) holdBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
-	return gang.HoldBack(podgroup.Key(pod.Namespace, pg.Name), podgroup.MinMember(pg), pl.credit(pod),
-		func(n int) int { return pl.members.CountUpTo(pod.Namespace, pg.Name, n) },
-		func(n int) int { return pl.members.ReadyUpTo(pod.Namespace, pg.Name, n) })
 }
 
 // Less orders the queue as gang.LessQueued does, with the stamps PreEnqueue fixed (see there).

@@ -270,3 +270,11 @@ func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	}
 	pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, msg)
 }
+
+// holdBack says whether a member of pg waits for its group's members or their claims (see
+// gang.HoldBack), counted on the pod handler's counts.
+func (pl *Coscheduling) holdBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
+	return gang.HoldBack(podgroup.Key(pod.Namespace, pg.Name), podgroup.MinMember(pg), pl.credit(pod),
+		func(n int) int { return pl.members.CountUpTo(pod.Namespace, pg.Name, n) },
+		func(n int) int { return pl.members.ReadyUpTo(pod.Namespace, pg.Name, n) })
+}

@@ -1,7 +1,10 @@
 package effects
 
 import (
+	"sync"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -44,4 +47,38 @@ func byKey(pods []*v1.Pod) map[string]*v1.Pod {
 		m[p.Namespace+"/"+p.Name] = p
 	}
 	return m
+}
+
+// maxLater bounds the pods Later remembers (past it, the queue's own flush brings the rest back).
+const maxLater = 10000
+
+// Later are pods to activate when something they wait for ends (the pods kept off held devices, when
+// a reservation ends or a nomination is dropped), at most maxLater. Safe for concurrent use.
+type Later struct {
+	mu   sync.Mutex
+	pods map[types.UID]*v1.Pod
+}
+
+// Add remembers pod.
+func (l *Later) Add(pod *v1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pods == nil {
+		l.pods = map[types.UID]*v1.Pod{}
+	}
+	if len(l.pods) < maxLater {
+		l.pods[pod.UID] = pod
+	}
+}
+
+// Take returns the pods and forgets them.
+func (l *Later) Take() []*v1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(l.pods))
+	for _, p := range l.pods {
+		out = append(out, p)
+	}
+	l.pods = nil
+	return out
 }

@@ -1,8 +1,10 @@
 package gang
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -55,5 +57,28 @@ func TestGates(t *testing.T) {
 	}
 	if _, still := g.Still("b", 2); still || g.Len() != 0 || g.Held("a") {
 		t.Errorf("after the releases: Len %d, Held(a) %v, Still(b) %v; want nothing held", g.Len(), g.Held("a"), still)
+	}
+}
+
+// TestHoldBack: a member waits for its group's live pods, then for their claims from templates; the
+// run's succeeded members count toward both.
+func TestHoldBack(t *testing.T) {
+	upTo := func(n int) func(int) int { return func(k int) int { return min(n, k) } }
+	for _, tc := range []struct {
+		name                    string
+		want, credit            int
+		existing, ready         int
+		wantReason, wantMessage string
+	}{
+		{name: "all there, claims made", want: 3, existing: 3, ready: 3},
+		{name: "one missing", want: 3, existing: 2, ready: 2, wantReason: podgroup.ReasonWaitingForMembers, wantMessage: "2 of minMember 3 live pods of PodGroup ns/g exist; the pod waits"},
+		{name: "one succeeded counts", want: 3, credit: 1, existing: 2, ready: 2},
+		{name: "short even with the succeeded", want: 4, credit: 1, existing: 2, ready: 2, wantReason: podgroup.ReasonWaitingForMembers, wantMessage: "2 of minMember 4 live pods of PodGroup ns/g exist (and 1 of its run succeeded)"},
+		{name: "a claim not made", want: 3, existing: 3, ready: 2, wantReason: podgroup.ReasonWaitingForClaims, wantMessage: "2 of minMember 3 live pods of PodGroup ns/g have their ResourceClaims from templates made"},
+	} {
+		reason, msg := HoldBack("ns/g", tc.want, tc.credit, upTo(tc.existing), upTo(tc.ready))
+		if reason != tc.wantReason || !strings.Contains(msg, tc.wantMessage) {
+			t.Errorf("%s: %q %q, want %q containing %q", tc.name, reason, msg, tc.wantReason, tc.wantMessage)
+		}
 	}
 }

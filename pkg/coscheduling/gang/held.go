@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -112,4 +113,34 @@ func (h HeldDevices) KeptOffNodes(off sets.Set[string]) map[string]string {
 		why[n] = "devices on the node are held for " + h.Whose[n]
 	}
 	return why
+}
+
+// HeldCache keeps HeldDevices per priority and group while the reservations and nominations do not
+// change (their versions). Safe for concurrent use.
+type HeldCache struct {
+	mu      sync.Mutex
+	version [2]uint64
+	by      map[heldKey]HeldDevices
+}
+
+type heldKey struct {
+	prio int32
+	own  string
+}
+
+// Of returns the held devices against pods of priority prio and group own at version, computing them
+// with compute once per version, priority and group.
+func (c *HeldCache) Of(version [2]uint64, prio int32, own string, compute func() HeldDevices) HeldDevices {
+	k := heldKey{prio: prio, own: own}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.version != version || c.by == nil {
+		c.version, c.by = version, map[heldKey]HeldDevices{}
+	}
+	if h, ok := c.by[k]; ok {
+		return h
+	}
+	h := compute()
+	c.by[k] = h
+	return h
 }

@@ -92,3 +92,29 @@ func nonNil(m map[string][]string) map[string][]string {
 	}
 	return m
 }
+
+// TestHeldCache: the held devices are computed once per version, priority and group.
+func TestHeldCache(t *testing.T) {
+	var c HeldCache
+	computed := 0
+	compute := func() HeldDevices { computed++; return HeldDevices{} }
+	for _, step := range []struct {
+		version [2]uint64
+		prio    int32
+		own     string
+		want    int
+	}{
+		{version: [2]uint64{1, 1}, prio: 0, want: 1},
+		{version: [2]uint64{1, 1}, prio: 0, want: 1},
+		{version: [2]uint64{1, 1}, prio: 10, want: 2},
+		{version: [2]uint64{1, 1}, prio: 0, own: "ns/g", want: 3},
+		{version: [2]uint64{1, 2}, prio: 0, want: 4}, // a nomination moved
+		{version: [2]uint64{2, 2}, prio: 0, want: 5}, // a reservation moved
+		{version: [2]uint64{2, 2}, prio: 0, want: 5},
+	} {
+		c.Of(step.version, step.prio, step.own, compute)
+		if computed != step.want {
+			t.Fatalf("after %+v: computed %d times, want %d", step, computed, step.want)
+		}
+	}
+}
