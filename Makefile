@@ -35,7 +35,7 @@ ASSETS_DIR = $(CURDIR)/$(shell hack/envtest-assets.sh | tail -n 1)
 TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
 # PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue, jobset, trainer: docs/operators.md),
-# or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling.md),
+# or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling/intree-api.md),
 # or PLAYGROUND_FLAGS=--gpus (8 GPUs per node published through DRA ResourceSlices, and GPU gangs: examples/gpus).
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".

@@ -192,7 +192,7 @@ func run(ctx context.Context, o options) error {
 	if workloadAPI {
 		podgroup.SetInTreeRead(true) // for the placement table's group names
 		// The in-tree workload API, as a cluster that turned it on serves it (the scheduler's own
-		// GenericWorkload gate stays off: docs/coscheduling.md, "In-tree PodGroups").
+		// GenericWorkload gate stays off: docs/coscheduling/intree-api.md).
 		apiserver.Configure().Append("runtime-config", "scheduling.k8s.io/v1beta1=true").
 			Append("feature-gates", "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true")
 		cmControllers = append(slices.Clone(controllers), "podgroup-protection-controller")

@@ -38,7 +38,7 @@ const coschedulingProfiles = `  - schedulerName: custom-scheduler
           - name: PrioritySort
       # Coscheduling listed just before DynamicResources: the queue then runs its PreEnqueue first in
       # 7 calls of 8 (not 1 of 8), and a member it holds back is passed over on claim events
-      # (docs/coscheduling.md, "Profile order").
+      # (docs/coscheduling/devices.md, "Profile order").
       preEnqueue:
         enabled:
           - name: Coscheduling

@@ -109,7 +109,7 @@ func TestDRAPodGroupClaim(t *testing.T) {
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
 		// The member's own claim first: in the other order the DynamicResources plugin of 1.37 can swap
 		// the two claims' devices (this test then passed 4 of 10 runs), and Coscheduling refuses the
-		// member (TestDRAPodGroupClaimOrder; docs/coscheduling.md).
+		// member (TestDRAPodGroupClaimOrder; docs/coscheduling/limits.md).
 		p.Spec.ResourceClaims = []v1.PodResourceClaim{
 			{Name: "gpu", ResourceClaimTemplateName: ptr.To("own-gpu")},
 			{Name: "shared", ResourceClaimTemplateName: ptr.To("group-gpus")},

@@ -17,7 +17,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
-// What counts toward a gang's quorum (docs/coscheduling.md, "What counts toward the quorum"), against
+// What counts toward a gang's quorum (docs/coscheduling/quorum.md, "What counts toward the quorum"), against
 // the real apiserver with the shipped profile: only the pods of our scheduler, and, of those that
 // finished, only the members of the run that succeeded.
 

@@ -166,7 +166,7 @@ func Ref(pg *v1alpha1.PodGroup) *v1.ObjectReference {
 	return ref
 }
 
-// What counts toward a gang's quorum (docs/coscheduling.md, "What counts toward the quorum"): the
+// What counts toward a gang's quorum (docs/coscheduling/quorum.md, "What counts toward the quorum"): the
 // pods of the profile's own scheduler only; live members bound or reserved; and, by the
 // finished-member rule, the members of the run in progress that left by succeeding. A run is the pods
 // of one controller (the Job, the operator's object; pods without a controller are one run), and it is
