@@ -99,7 +99,14 @@ func TestDRAPodGroupClaim(t *testing.T) {
 	if len(pg.Spec.ResourceClaims) != 1 {
 		t.Fatalf("the apiserver dropped the PodGroup's spec.resourceClaims (%v): DRAWorkloadResourceClaims is not on in the apiserver", pg.Spec.ResourceClaims)
 	}
-	watchWhole(t, ns, inTree("train"), 4, nil)
+	// The quorum is reached in one pod-group cycle, and then upstream's DynamicResources PreBind of
+	// each member that carries the PodGroup claim's allocation writes it: the first wins, the others
+	// fail with "claim ... got allocated elsewhere in the meantime" (dynamicresources.go, bindClaim) and
+	// are retried (Coscheduling retries a member whose bind failed after its quorum at once), behind
+	// the pod group's back-off in the scheduling queue: about 5 s, in about one run of three (seen on
+	// the code before round six too, up to 4.95 s; docs/coscheduling/limits.md). The window for binding
+	// the reached quorum is wider here for that; a member bound before its quorum still fails it.
+	watchWholeWithin(t, ns, inTree("train"), 4, 15*time.Second)
 	// Made at once, with nothing held back by the test: Coscheduling lets the members in together once
 	// the resourceclaim controller has made every member's own claim (WaitingForClaims). A member let
 	// in later could not use the PodGroup's claim while it is in flight for its peers (upstream shares

@@ -120,7 +120,14 @@ func countTrue(m map[string]bool) int {
 // without a deadline until the group is whole or empty again.
 func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name string) bool) {
 	t.Helper()
-	watchPartial(t, ns, group, minMember, false, excused)
+	watchPartial(t, ns, group, minMember, false, excused, bindGrace)
+}
+
+// watchWholeWithin is watchWhole with a longer window for binding a quorum that was reached, for the
+// one case where upstream takes longer to bind it (say why where it is used).
+func watchWholeWithin(t *testing.T, ns, group string, minMember int, window time.Duration) {
+	t.Helper()
+	watchPartial(t, ns, group, minMember, false, nil, window)
 }
 
 // watchNotPartial is watchWhole for tests that fail or delete members themselves (a Job's workers, a
@@ -128,13 +135,13 @@ func watchWhole(t *testing.T, ns, group string, minMember int, excused func(name
 // ends it. Fewer live members through a failure or a deletion is the test's (or a kubelet's) doing.
 func watchNotPartial(t *testing.T, ns, group string, minMember int) {
 	t.Helper()
-	watchPartial(t, ns, group, minMember, true, nil)
+	watchPartial(t, ns, group, minMember, true, nil, bindGrace)
 }
 
 // watchPartial is the watchers' loop: an episode of 1..minMember-1 live members bound starts with the
 // change that makes it (with bindsOnly, only with a bind), and fails the test once it lasts longer than
 // bindGrace, unless excused said so of the pod that started it.
-func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool, excused func(name string) bool) {
+func watchPartial(t *testing.T, ns, group string, minMember int, bindsOnly bool, excused func(name string) bool, bindGrace time.Duration) {
 	t.Helper()
 	pods, events, stop := watchGroupPods(t, ns, group)
 	ended := runEnds{}
