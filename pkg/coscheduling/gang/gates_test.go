@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // TestGates walks the gates through a pod's holds and releases, one step a row: a reason is reported

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
@@ -116,5 +117,47 @@ func TestHeldCache(t *testing.T) {
 		if computed != step.want {
 			t.Fatalf("after %+v: computed %d times, want %d", step, computed, step.want)
 		}
+	}
+}
+
+// TestHeldDevicesWithout: the held set shared by the pods of one priority and group leaves out the pod
+// asking (it never leaves room for itself) without changing the shared set, and names, per node kept
+// off, for whom.
+func TestHeldDevicesWithout(t *testing.T) {
+	a, b, c := gangtest.Member("a", "res", "1"), gangtest.Member("b", "res", "1"), gangtest.Member("c", "res", "1")
+	h := HeldDevices{Waiting: map[string][]*v1.Pod{"n0": {a, b}, "n1": {c}}, Whose: map[string]string{"n0": "PodGroup ns/res", "n1": "PodGroup ns/res"}}
+	names := func(h HeldDevices) string {
+		var out []string
+		for _, n := range []string{"n0", "n1"} {
+			for _, p := range h.Waiting[n] {
+				out = append(out, n+":"+p.Name)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		uid  types.UID
+		want string
+	}{
+		{uid: "x", want: "n0:a n0:b n1:c"},
+		{uid: a.UID, want: "n0:b n1:c"},
+		{uid: c.UID, want: "n0:a n0:b"},
+	} {
+		if got := names(h.Without(tc.uid)); got != tc.want {
+			t.Errorf("without %s: %s, want %s", tc.uid, got, tc.want)
+		}
+	}
+	if got := names(h); got != "n0:a n0:b n1:c" {
+		t.Errorf("the shared set changed: %s", got)
+	}
+	if h.Without(c.UID).Empty() || !(HeldDevices{}).Empty() {
+		t.Error("Empty is wrong")
+	}
+	why := h.KeptOffNodes(sets.New("n1"))
+	if len(why) != 1 || why["n1"] != "devices on the node are held for PodGroup ns/res" {
+		t.Errorf("kept off %v", why)
+	}
+	if h.KeptOffNodes(nil) != nil {
+		t.Error("no node kept off, yet a reason")
 	}
 }

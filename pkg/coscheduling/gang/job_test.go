@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,60 @@ func TestDecideUnderAsksAgain(t *testing.T) {
 			}
 			if tc.wantChecked && (g.Feasibility == nil || g.CacheKey.Counted != tc.changes) {
 				t.Errorf("the check recorded: %v, counted %d; want the last one's, counting %d bound", g.Feasibility != nil, g.CacheKey.Counted, tc.changes)
+			}
+		})
+	}
+}
+
+// TestJobRun: the check a step asks for, run on its own: a gang placed in the tightest rack its
+// members fit (and planned when plannable), a gang no rack holds (the message names the policy), and
+// an extra member placed within the rack its bound siblings pin. RackedCluster: racks r1 (2 nodes),
+// r2 (4), r3 (3), 4 CPUs each.
+func TestJobRun(t *testing.T) {
+	nodes := gangtest.RackedCluster()
+	four := func(n int) []*v1.Pod {
+		out := make([]*v1.Pod, n)
+		for i := range out {
+			out[i] = gangtest.Member(fmt.Sprintf("m%d", i), "g", "4")
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		job         Job
+		wantFit     bool
+		wantRack    string
+		wantPlanned bool
+		wantMsg     string
+	}{
+		{name: "two members: the tightest rack, planned", job: Job{Gang: "ns/g", Candidates: four(2), Need: 2, Policy: rackPolicy, Plannable: true},
+			wantFit: true, wantRack: "r1", wantPlanned: true},
+		{name: "three members: r3, not planned when the member may not be", job: Job{Gang: "ns/g", Candidates: four(3), Need: 3, Policy: rackPolicy},
+			wantFit: true, wantRack: "r3"},
+		{name: "five members: no rack holds them", job: Job{Gang: "ns/g", Candidates: four(5), Need: 5, Policy: rackPolicy},
+			wantMsg: "PodGroup ns/g (topology policy from spec): "},
+		{name: "an extra member goes where its siblings are", job: Job{Extra: true, Gang: "ns/g", Candidates: four(1), Need: 1, Policy: rackPolicy,
+			Pinned: map[string]string{gangtest.RackKey: "r2"}},
+			wantFit: true, wantRack: "r2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := tc.job
+			j.Nodes, j.Logger = nodes, klog.Background()
+			d := j.Run(&gangfit.Shared{})
+			if !d.For(&j) {
+				t.Error("the result does not answer its own job")
+			}
+			if !j.Extra && d.Result.Feasible != tc.wantFit {
+				t.Fatalf("feasible %v, want %v: %s", d.Result.Feasible, tc.wantFit, d.Result.Message)
+			}
+			if tc.wantMsg != "" && !strings.HasPrefix(d.Result.Message, tc.wantMsg) {
+				t.Errorf("message %q, want it to start with %q", d.Result.Message, tc.wantMsg)
+			}
+			if tc.wantRack != "" && (d.Placement == nil || d.Placement.Value != tc.wantRack) {
+				t.Errorf("placement %+v, want rack %s", d.Placement, tc.wantRack)
+			}
+			if (d.Plan != nil) != tc.wantPlanned {
+				t.Errorf("planned %v, want %v", d.Plan != nil, tc.wantPlanned)
 			}
 		})
 	}

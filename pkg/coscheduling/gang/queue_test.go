@@ -4,6 +4,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 )
 
@@ -47,6 +53,41 @@ func TestLess(t *testing.T) {
 	} {
 		if !Less(tc.first, tc.second) || Less(tc.second, tc.first) {
 			t.Errorf("%s: Less(first, second) = %v, Less(second, first) = %v; want true, false", tc.name, Less(tc.first, tc.second), Less(tc.second, tc.first))
+		}
+	}
+}
+
+// TestLessQueued: the queue's order over queued pods: priority first; pods of no group by their queue
+// time; a member by the stamp PreEnqueue fixed (its group's time), not its own queue time; a member
+// without a stamp by its queue time.
+func TestLessQueued(t *testing.T) {
+	queued := func(pod *v1.Pod, prio int32, at int) fwk.QueuedEntityInfo {
+		pod.Spec.Priority = &prio
+		pi, err := framework.NewPodInfo(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(time.Duration(at) * time.Minute)}}
+	}
+	stamps := map[types.UID]QueueStamp{"m1": {At: t0, Key: "ns/g", Rank: 2}, "m2": {At: t0, Key: "ns/g", Rank: 2}}
+	stamp := func(uid types.UID) (QueueStamp, bool) { s, ok := stamps[uid]; return s, ok }
+	plain := func(name string) *v1.Pod { return gangtest.Member(name, "", "1") }
+	created := func(pod *v1.Pod, min int) *v1.Pod {
+		pod.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(min) * time.Minute))
+		return pod
+	}
+	for _, tc := range []struct {
+		name string
+		a, b fwk.QueuedEntityInfo
+	}{
+		{name: "a higher priority first, whenever it came", a: queued(plain("hi"), 10, 9), b: queued(plain("lo"), 0, 1)},
+		{name: "pods of no group: by queue time", a: queued(plain("p1"), 0, 1), b: queued(plain("p2"), 0, 2)},
+		{name: "a member by its group's time, before a plain pod queued earlier than it", a: queued(gangtest.Member("m1", "g", "1"), 0, 5), b: queued(plain("p"), 0, 3)},
+		{name: "members of one group by creation, not queue time", a: queued(created(gangtest.Member("m1", "g", "1"), 1), 0, 5), b: queued(created(gangtest.Member("m2", "g", "1"), 2), 0, 4)},
+		{name: "a member without a stamp: by its queue time", a: queued(plain("p"), 0, 3), b: queued(gangtest.Member("m3", "g", "1"), 0, 4)},
+	} {
+		if !LessQueued(tc.a, tc.b, stamp) || LessQueued(tc.b, tc.a, stamp) {
+			t.Errorf("%s: the order is not a before b", tc.name)
 		}
 	}
 }
