@@ -27,12 +27,7 @@ import (
 // wait and one activation pass per burst), not once per claim. Before the burst was coalesced each
 // event activated them (300 passes, 300 stale checks).
 func TestClaimTeardownRechecksBounded(t *testing.T) {
-	a := member("a", "g", "1")
-	a.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
-	bound := member("bound", "g", "1")
-	bound.Spec.NodeName = "n1"
-	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, []*v1.Pod{a, bound})
-	env.pl.onPod(bound)
+	env := pendingDeviceGang(t)
 	env.pl.claimCache = func(_, _ string) (*resourceapi.ResourceClaim, error) { return nil, fmt.Errorf("not found") }
 	epoch := env.pl.epoch.Load()
 	h := env.pl.claimEventHandler()
@@ -104,4 +99,17 @@ func TestHintAnsweredWhileACheckRuns(t *testing.T) {
 	if s := <-checked; !passed(s) {
 		t.Errorf("PreFilter = %v once the check ended", s)
 	}
+}
+
+// pendingDeviceGang is a gang of two tracked from its bound member, whose other member (ns/a) claims a
+// device from a template and is not placed yet.
+func pendingDeviceGang(t *testing.T) *testEnv {
+	t.Helper()
+	a := member("a", "g", "1")
+	a.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+	bound := member("bound", "g", "1")
+	bound.Spec.NodeName = "n1"
+	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, []*v1.Pod{a, bound})
+	env.pl.onPod(bound)
+	return env
 }

@@ -744,12 +744,7 @@ func TestClaimEventHandler(t *testing.T) {
 // TestClaimEventHandlerWaitsForTheClaimCache: the members are activated once the scheduler's claim
 // cache shows the claim gone, not before (their attempt would still see the devices taken).
 func TestClaimEventHandlerWaitsForTheClaimCache(t *testing.T) {
-	a := member("a", "g", "1")
-	a.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
-	bound := member("bound", "g", "1")
-	bound.Spec.NodeName = "n1"
-	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 2, time.Time{})}, []*v1.Pod{a, bound})
-	env.pl.onPod(bound)
+	env := pendingDeviceGang(t)
 	held := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "c1"}}
 	held.Status.Allocation = &resourceapi.AllocationResult{}
 	var mu sync.Mutex
