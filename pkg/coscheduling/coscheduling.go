@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -116,11 +115,9 @@ type Coscheduling struct {
 	// epoch increases on cluster events that free capacity; cached feasibility results from an older
 	// epoch are recomputed.
 	epoch atomic.Uint64
-	// claimCache reads a claim from the scheduler's own claim cache, the one the whole-gang check's
-	// devices come from (nil: none, as in unit tests); freed waits on it for bursts of claim events
-	// (see claimEventHandler).
-	claimCache func(namespace, name string) (*resourceapi.ResourceClaim, error)
-	freed      devices.Freed
+	// freed waits, for a burst of claim events, until the scheduler's own claim cache (the one the
+	// whole-gang check's devices come from; none in unit tests) shows them (see claimEventHandler).
+	freed devices.Freed
 	// running is set once the scheduling queue calls the plugin; only then may handle.Activate be used.
 	running atomic.Bool
 	// reserved counts the gangs that hold a reservation (see reservation.go).

@@ -28,7 +28,7 @@ import (
 // event activated them (300 passes, 300 stale checks).
 func TestClaimTeardownRechecksBounded(t *testing.T) {
 	env := pendingDeviceGang(t)
-	env.pl.claimCache = func(_, _ string) (*resourceapi.ResourceClaim, error) { return nil, fmt.Errorf("not found") }
+	env.pl.freed.Cache = func(_, _ string) (*resourceapi.ResourceClaim, error) { return nil, fmt.Errorf("not found") }
 	epoch := env.pl.epoch.Load()
 	h := env.pl.claimEventHandler()
 	const claims = 300

@@ -310,10 +310,6 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 		if claim == nil {
 			claim = newClaim
 		}
-		if pl.claimCache == nil {
-			pl.devicesFreed()
-			return
-		}
 		pl.freed.Add(pl.ctx, claim, newClaim != nil && newClaim.Status.Allocation != nil)
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -16,13 +16,17 @@ import (
 // cycle's device read, outside the plugin's lock, and only for a pod that may claim devices while
 // some are held. Pods kept off are brought back when a reservation ends or a nomination is dropped.
 
+// mayBeKeptOff reports, in two atomic loads and a look at the pod, whether a pod may be kept off held
+// devices at all: the scheduler models devices, some gang holds a reservation or some pod is
+// nominated, and the pod may claim devices.
+func (pl *Coscheduling) mayBeKeptOff(pod *v1.Pod) bool {
+	return pl.dra != nil && (pl.reserved.Load() > 0 || pl.claims.Len() > 0) && devices.MayClaim(pod)
+}
+
 // keptOffHeld returns the held nodes whose devices pod (of priority prio and group own, "" for none)
-// would take, each with why (nil: none, or the pod claims no device, or nothing is held), over the
-// cycle's device read src.
+// would take, each with why (nil: none), over the cycle's device read src. Called only when
+// mayBeKeptOff.
 func (pl *Coscheduling) keptOffHeld(logger klog.Logger, pod *v1.Pod, prio int32, own string, src *devices.Source) map[string]string {
-	if src == nil || (pl.reserved.Load() == 0 && pl.claims.Len() == 0) || !devices.MayClaim(pod) {
-		return nil
-	}
 	h := pl.heldDevices(prio, own).Without(pod.UID)
 	if h.Empty() {
 		return nil

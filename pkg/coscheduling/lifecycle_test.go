@@ -749,7 +749,7 @@ func TestClaimEventHandlerWaitsForTheClaimCache(t *testing.T) {
 	held.Status.Allocation = &resourceapi.AllocationResult{}
 	var mu sync.Mutex
 	cached := held
-	env.pl.claimCache = func(_, _ string) (*resourceapi.ResourceClaim, error) {
+	env.pl.freed.Cache = func(_, _ string) (*resourceapi.ResourceClaim, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if cached == nil {

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
@@ -82,13 +83,15 @@ func (a *allowedNodes) filter(node string) *fwk.Status {
 func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused refusal) {
 	logger := klog.FromContext(ctx)
 	in = gang.PreFilterIn{Now: pl.clock.Now(), Logger: logger, Member: pod, Nodes: nodes, Epoch: pl.epoch.Load(), Fit: &pl.fit}
-	src := pl.dra.ForCycle()
-	if src != nil {
-		in.Fit = pl.fit.WithDevices(src)
-	}
+	// The cycle's one read of the DRA state (made when first asked), for a member's checks and the held
+	// devices only: a plain pod that nothing keeps off held devices costs nothing here.
+	var src *devices.Source
 	prio, own := corev1helpers.PodPriority(pod), ""
 	if name, ok := podgroup.Of(pod); ok {
 		own = podgroup.Key(pod.Namespace, name)
+		if src = pl.dra.ForCycle(); src != nil {
+			in.Fit = pl.fit.WithDevices(src)
+		}
 		pl.running.Store(true)
 		// A scheduling cycle runs only in the replica that leads.
 		pl.startBackground()
@@ -106,7 +109,12 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs
 	}
-	in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
+	if pl.mayBeKeptOff(pod) {
+		if src == nil {
+			src = pl.dra.ForCycle()
+		}
+		in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
+	}
 	return in, pg, refusal{}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
@@ -83,7 +82,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 		pl.fit.Devices, pl.dra = src, src
 		pl.members.Counts.Unmade = src.ClaimsUnmade
-		pl.claimCache = h.SharedDRAManager().ResourceClaims().Get
+		pl.freed.Cache = h.SharedDRAManager().ResourceClaims().Get
 		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(pl.claimEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
@@ -132,10 +131,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,
 	}
-	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed,
-		Cache: func(namespace, name string) (*resourceapi.ResourceClaim, error) {
-			return pl.claimCache(namespace, name)
-		}}
+	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed}
 	go pl.endRetired(ctx)
 	if h != nil {
 		pl.recorder.Events = h.EventRecorder()
