@@ -1,0 +1,229 @@
+// Package tree is the shape of a job of several roles: PodGroups (the leaves, each a gang or a basic
+// group of pods) under composite groups, to any depth up to MaxDepth, as upstream's CompositePodGroup
+// (scheduling.k8s.io/v1alpha3) models it. A gang composite is ready when at least minGroupCount of its
+// children are (a basic composite when one is); a PodGroup child is ready when minMember of its live
+// members are reserved or bound (see Branch.Ready).
+//
+// Both APIs map onto the same Node: a PodGroup of ours names its parent and a composite its policy in
+// annotations (Annotation*), an in-tree PodGroup names its parent in spec.parentCompositePodGroupName
+// and an in-tree CompositePodGroup is a composite (FromComposite). The package is pure: an Index of the
+// nodes the informers last showed, and decisions over a Branch resolved from it.
+package tree
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// The annotations of a PodGroup of ours (scheduling.x-k8s.io) that make it part of a tree; they map
+// one to one onto the in-tree fields.
+const (
+	// AnnotationParent names the composite the PodGroup belongs to, in its namespace
+	// (spec.parentCompositePodGroupName).
+	AnnotationParent = v1alpha1.GroupName + "/parent-group"
+	// AnnotationMinGroupCount makes the PodGroup a gang composite: at least this many of its children
+	// must be placeable together (spec.schedulingPolicy.gang.minGroupCount).
+	AnnotationMinGroupCount = v1alpha1.GroupName + "/min-group-count"
+	// AnnotationComposite makes the PodGroup a composite of the policy it names: "Gang" (with
+	// AnnotationMinGroupCount) or "Basic" (spec.schedulingPolicy.basic: its children are placed
+	// each on its own). AnnotationMinGroupCount alone means "Gang".
+	AnnotationComposite = v1alpha1.GroupName + "/composite"
+)
+
+// InTreeCompositePrefix starts the name of an in-tree CompositePodGroup as the plugin knows it (as
+// podgroup.InTreePrefix does for an in-tree PodGroup): no name of ours has a "/".
+const InTreeCompositePrefix = "compositepodgroups.scheduling.k8s.io/"
+
+// inTreeGroupPrefix is podgroup.InTreePrefix (this package does not import podgroup).
+const inTreeGroupPrefix = "podgroups.scheduling.k8s.io/"
+
+// MaxDepth is the most composites above a PodGroup (upstream's WorkloadMaxTemplateDepth).
+const MaxDepth = 4
+
+// Node is one group of a tree as its object says it: a PodGroup (a leaf) or a composite.
+type Node struct {
+	// Namespace and Name: the name as the plugin knows it (an in-tree object's with its prefix).
+	Namespace, Name string
+	UID             types.UID
+	// Composite: the node groups groups, not pods.
+	Composite bool
+	// Gang: all or nothing (a gang PodGroup, or a gang composite).
+	Gang bool
+	// Min: for a PodGroup its minMember (1 for a basic one), for a composite its minGroupCount (1 for
+	// a basic one).
+	Min int
+	// Parent is the name of the composite above it ("" for a root).
+	Parent string
+	// Invalid says why the object's tree fields cannot be used ("" when they can).
+	Invalid string
+}
+
+// Key is the node's namespace/name.
+func (n Node) Key() string { return n.Namespace + "/" + n.Name }
+
+// InTree reports whether the node was read from the in-tree API.
+func (n Node) InTree() bool {
+	return strings.HasPrefix(n.Name, InTreeCompositePrefix) || strings.HasPrefix(n.Name, inTreeGroupPrefix)
+}
+
+// Linked reports whether the node is part of a tree (it has a parent, or is a composite).
+func (n Node) Linked() bool { return n.Parent != "" || n.Composite }
+
+// FromPodGroup is the node of a PodGroup as the plugin reads it (ours, or an in-tree one converted,
+// whose parent podgroup.FromInTree writes into AnnotationParent with InTreeCompositePrefix). minMember
+// is the group's (podgroup.MinMember), gang whether it is a gang. Malformed annotations make the
+// node Invalid, never a panic.
+func FromPodGroup(pg *v1alpha1.PodGroup, minMember int, gang bool) Node {
+	n := Node{Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, Gang: gang, Min: max(minMember, 1),
+		Parent: pg.Annotations[AnnotationParent]}
+	policy, hasPolicy := pg.Annotations[AnnotationComposite]
+	count, hasCount := pg.Annotations[AnnotationMinGroupCount]
+	switch {
+	case !hasPolicy && !hasCount:
+	case policy == "Basic" && hasCount:
+		n.Invalid = fmt.Sprintf("annotation %s is Basic but %s is set: a basic composite has no minimum", AnnotationComposite, AnnotationMinGroupCount)
+	case policy == "Basic":
+		n.Composite, n.Gang, n.Min = true, false, 1
+	case hasPolicy && policy != "Gang":
+		n.Invalid = fmt.Sprintf("annotation %s is %q: want Gang or Basic", AnnotationComposite, policy)
+	case !hasCount:
+		n.Invalid = fmt.Sprintf("annotation %s is Gang but %s is not set", AnnotationComposite, AnnotationMinGroupCount)
+	default:
+		v, err := strconv.Atoi(count)
+		if err != nil || v < 1 {
+			n.Invalid = fmt.Sprintf("annotation %s is %q: want a whole number of at least 1", AnnotationMinGroupCount, count)
+			break
+		}
+		n.Composite, n.Gang, n.Min = true, true, v
+	}
+	if n.Parent != "" && n.Parent == n.Name {
+		n.Invalid = fmt.Sprintf("annotation %s names the group itself", AnnotationParent)
+	}
+	return n
+}
+
+// Problem says why a group's tree cannot be resolved: its pods are held back with it (Reason, a
+// PascalCase event reason) until the objects are fixed.
+type Problem struct {
+	Reason, Message string
+}
+
+// The reasons of a Problem.
+const (
+	// ReasonParentNotFound: a group names a parent that does not exist (yet).
+	ReasonParentNotFound = "ParentGroupNotFound"
+	// ReasonInvalidTree: a cycle, a parent that is no composite or of the other API, a tree too
+	// deep, malformed annotations.
+	ReasonInvalidTree = "InvalidGroupTree"
+)
+
+// Branch is a node with its children, resolved from an Index: a tree, or part of one.
+type Branch struct {
+	Node
+	Children []*Branch
+}
+
+// Leaves returns the PodGroups under b (b itself if it is one), in name order.
+func (b *Branch) Leaves() []Node {
+	if !b.Composite {
+		return []Node{b.Node}
+	}
+	var out []Node
+	for _, c := range b.Children {
+		out = append(out, c.Leaves()...)
+	}
+	return out
+}
+
+// Ready reports whether b is ready by upstream's rule, given count(key): a PodGroup's live members
+// reserved or bound (or, before an attempt, the members that exist). A PodGroup is ready with Min of
+// them; a composite with Min ready children (a composite with no children is never ready).
+func (b *Branch) Ready(count func(key string) int) bool {
+	if !b.Composite {
+		return count(b.Key()) >= b.Min
+	}
+	ready := 0
+	for _, c := range b.Children {
+		if c.Ready(count) {
+			ready++
+		}
+	}
+	return len(b.Children) > 0 && ready >= b.Min
+}
+
+// Gated reports whether the tree holds back a ready PodGroup of it, the one keyed leaf: only under a
+// gang composite (a basic one places what is placeable) is a group's own quorum not enough.
+func (b *Branch) Gated(leaf string) bool {
+	path := b.pathTo(leaf)
+	for _, n := range path {
+		if n.Composite && n.Gang {
+			return true
+		}
+	}
+	return false
+}
+
+// pathTo returns the composites from b down to the leaf keyed leaf (nil if it is not under b).
+func (b *Branch) pathTo(leaf string) []*Branch {
+	if !b.Composite {
+		return nil
+	}
+	for _, c := range b.Children {
+		if !c.Composite && c.Key() == leaf {
+			return []*Branch{b}
+		}
+		if p := c.pathTo(leaf); p != nil {
+			return append([]*Branch{b}, p...)
+		}
+	}
+	return nil
+}
+
+// Admits reports whether the leaf's own quorum is enough now: no gang composite above it, or every
+// gang composite above it ready given count. A gang composite's readiness is its own rule; a basic
+// composite above a gang one passes (it places what is placeable).
+func (b *Branch) Admits(leaf string, count func(key string) int) bool {
+	for _, n := range b.pathTo(leaf) {
+		if n.Gang && !n.Ready(count) {
+			return false
+		}
+	}
+	return true
+}
+
+// Short lists what keeps b from being ready: each composite short of its minimum with its count of
+// ready children, and each PodGroup not ready under it with its count, as "name: x of min", root
+// first. Empty when b is ready.
+func (b *Branch) Short(count func(key string) int) []string {
+	if b.Ready(count) {
+		return nil
+	}
+	if !b.Composite {
+		return []string{fmt.Sprintf("%s: %d of minMember %d", b.Name, count(b.Key()), b.Min)}
+	}
+	ready := 0
+	var below []string
+	for _, c := range b.Children {
+		if c.Ready(count) {
+			ready++
+		} else {
+			below = append(below, c.Short(count)...)
+		}
+	}
+	line := fmt.Sprintf("%s: %d of minGroupCount %d children ready", b.Name, ready, b.Min)
+	if !b.Gang {
+		line = fmt.Sprintf("%s: no child ready", b.Name)
+	}
+	return append([]string{line}, below...)
+}
+
+// sortChildren orders children by name, for stable messages and walks.
+func sortChildren(cs []*Branch) {
+	slices.SortFunc(cs, func(a, b *Branch) int { return strings.Compare(a.Name, b.Name) })
+}

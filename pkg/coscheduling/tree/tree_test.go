@@ -1,0 +1,193 @@
+package tree
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+const ns = "ns"
+
+func group(name, parent string, min int) Node {
+	return Node{Namespace: ns, Name: name, Gang: min > 1, Min: max(min, 1), Parent: parent}
+}
+
+func gangOf(name, parent string, minGroupCount int) Node {
+	return Node{Namespace: ns, Name: name, Composite: true, Gang: true, Min: minGroupCount, Parent: parent}
+}
+
+func basicOf(name, parent string) Node {
+	return Node{Namespace: ns, Name: name, Composite: true, Min: 1, Parent: parent}
+}
+
+func index(nodes ...Node) *Index {
+	x := NewIndex()
+	for _, n := range nodes {
+		x.Set(n)
+	}
+	return x
+}
+
+func counts(m map[string]int) func(string) int {
+	return func(key string) int { return m[strings.TrimPrefix(key, ns+"/")] }
+}
+
+// The shapes of upstream's test/integration/scheduler/podgroup/cpg_test.go, as readiness and
+// admission over counts of members reserved or bound. Where upstream allows every assumed pod of a
+// ready tree, a leaf here is also held to its own minMember (no child is ever bound in part).
+func TestReadyAndAdmits(t *testing.T) {
+	hierarchy := []Node{gangOf("root", "", 2), gangOf("mid", "root", 2), group("a", "mid", 2), group("b", "mid", 2), group("c", "root", 2)}
+	for _, tc := range []struct {
+		name   string
+		nodes  []Node
+		leaf   string
+		counts map[string]int
+		ready  bool
+		admits bool
+		short  []string
+	}{
+		{name: "hierarchical: all children whole", nodes: hierarchy, leaf: "a", counts: map[string]int{"a": 2, "b": 2, "c": 2}, ready: true, admits: true},
+		{name: "hierarchical: a grandchild short fails its parent and the root", nodes: hierarchy, leaf: "c", counts: map[string]int{"a": 2, "b": 1, "c": 2},
+			short: []string{"root: 1 of minGroupCount 2 children ready", "mid: 1 of minGroupCount 2 children ready", "b: 1 of minMember 2"}},
+		{name: "minGroupCount: 2 of 3 children are enough", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), group("b", "root", 2), group("c", "root", 2)},
+			leaf: "a", counts: map[string]int{"a": 2, "b": 3}, ready: true, admits: true},
+		{name: "minGroupCount: 1 of 3 is not", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), group("b", "root", 2), group("c", "root", 2)},
+			leaf: "a", counts: map[string]int{"a": 2, "b": 1},
+			short: []string{"root: 1 of minGroupCount 2 children ready", "b: 1 of minMember 2", "c: 0 of minMember 2"}},
+		{name: "basic over gang children: each child on its own", nodes: []Node{basicOf("root", ""), group("a", "root", 2), group("b", "root", 2)},
+			leaf: "a", counts: map[string]int{"a": 2}, ready: true, admits: true},
+		{name: "basic over basic children", nodes: []Node{basicOf("root", ""), group("a", "root", 1), group("b", "root", 1)},
+			leaf: "b", counts: map[string]int{"b": 1}, ready: true, admits: true},
+		{name: "gang over basic children: one basic child alone is not enough", nodes: []Node{gangOf("root", "", 2), group("a", "root", 1), group("b", "root", 1)},
+			leaf: "a", counts: map[string]int{"a": 3}, short: []string{"root: 1 of minGroupCount 2 children ready", "b: 0 of minMember 1"}},
+		{name: "basic with an unschedulable basic child: the others go on", nodes: []Node{basicOf("root", ""), group("a", "root", 1), group("b", "root", 1)},
+			leaf: "a", counts: map[string]int{"a": 1}, ready: true, admits: true},
+		{name: "basic root over a gang composite: the gang composite still gates", nodes: []Node{basicOf("root", ""), gangOf("x", "root", 2), group("a", "x", 1), group("b", "x", 1), group("c", "root", 1)},
+			leaf: "a", counts: map[string]int{"a": 1, "c": 1}, ready: true, admits: false},
+		{name: "a child added later: not ready with one of two", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2)},
+			leaf: "a", counts: map[string]int{"a": 2}, short: []string{"root: 1 of minGroupCount 2 children ready"}},
+		{name: "a composite with no child is never ready", nodes: []Node{gangOf("root", "", 1), gangOf("empty", "root", 1), group("a", "root", 1)},
+			leaf: "a", counts: map[string]int{"a": 1}, ready: true, admits: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := index(tc.nodes...).Resolve(ns, tc.leaf)
+			if p != nil || root == nil {
+				t.Fatalf("Resolve: %v, %+v", root, p)
+			}
+			c := counts(tc.counts)
+			if got := root.Ready(c); got != tc.ready {
+				t.Errorf("Ready = %v, want %v", got, tc.ready)
+			}
+			if got := root.Admits(ns+"/"+tc.leaf, c); got != tc.admits {
+				t.Errorf("Admits(%s) = %v, want %v", tc.leaf, got, tc.admits)
+			}
+			if got := root.Short(c); strings.Join(got, "; ") != strings.Join(tc.short, "; ") {
+				t.Errorf("Short = %q, want %q", got, tc.short)
+			}
+		})
+	}
+}
+
+func TestResolveProblems(t *testing.T) {
+	deep := []Node{gangOf("c0", "", 1)}
+	for i := 1; i <= MaxDepth+1; i++ {
+		deep = append(deep, gangOf("c"+string(rune('0'+i)), "c"+string(rune('0'+i-1)), 1))
+	}
+	deep = append(deep, group("leaf", "c5", 1))
+	for _, tc := range []struct {
+		name   string
+		nodes  []Node
+		leaf   string
+		reason string
+		says   string
+	}{
+		{name: "missing parent", nodes: []Node{group("a", "job", 2)}, leaf: "a", reason: ReasonParentNotFound, says: "names parent job, which does not exist"},
+		{name: "parent not a composite", nodes: []Node{group("a", "b", 2), group("b", "", 2)}, leaf: "a", reason: ReasonInvalidTree, says: "not a composite"},
+		{name: "cycle", nodes: []Node{gangOf("x", "y", 1), gangOf("y", "x", 1), group("a", "x", 1)}, leaf: "a", reason: ReasonInvalidTree, says: "cycle"},
+		{name: "parent of the other API", nodes: []Node{group("a", InTreeCompositePrefix+"job", 2)}, leaf: "a", reason: ReasonInvalidTree, says: "other API"},
+		{name: "in-tree group under a composite of ours", nodes: []Node{gangOf("job", "", 1), {Namespace: ns, Name: inTreeGroupPrefix + "a", Min: 1, Parent: "job"}},
+			leaf: inTreeGroupPrefix + "a", reason: ReasonInvalidTree, says: "other API"},
+		{name: "too deep", nodes: deep, leaf: "leaf", reason: ReasonInvalidTree, says: "more than 4 composites deep"},
+		{name: "invalid annotations on the way", nodes: []Node{{Namespace: ns, Name: "job", Invalid: "bad count"}, group("a", "job", 1)}, leaf: "a", reason: ReasonInvalidTree, says: "not a composite"},
+		{name: "invalid leaf", nodes: []Node{{Namespace: ns, Name: "a", Parent: "a", Invalid: "names the group itself"}}, leaf: "a", reason: ReasonInvalidTree, says: "names the group itself"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, p := index(tc.nodes...).Resolve(ns, tc.leaf)
+			if p == nil {
+				t.Fatalf("Resolve = %v, want a problem", b)
+			}
+			if p.Reason != tc.reason || !strings.Contains(p.Message, tc.says) {
+				t.Errorf("problem = %+v, want reason %s saying %q", p, tc.reason, tc.says)
+			}
+		})
+	}
+}
+
+func TestIndexFollowsChanges(t *testing.T) {
+	x := index(group("flat", "", 3))
+	if !x.Empty() {
+		t.Fatal("a flat group makes the index non-empty")
+	}
+	if b, p := x.Resolve(ns, "flat"); b != nil || p != nil {
+		t.Fatalf("flat group resolved to %v, %v", b, p)
+	}
+	x.Set(gangOf("job", "", 2))
+	x.Set(group("a", "job", 2))
+	x.Set(group("b", "job", 2))
+	b, _ := x.Resolve(ns, "a")
+	if got := len(b.Leaves()); got != 2 {
+		t.Fatalf("leaves = %d, want 2", got)
+	}
+	// b moves out of the tree (a new version without the parent), then the composite goes.
+	x.Set(group("b", "", 2))
+	if b, _ = x.Resolve(ns, "a"); len(b.Leaves()) != 1 {
+		t.Fatalf("leaves after b left = %v", b.Leaves())
+	}
+	x.Delete(ns, "job")
+	if _, p := x.Resolve(ns, "a"); p == nil || p.Reason != ReasonParentNotFound {
+		t.Fatalf("after the composite's delete: %+v", p)
+	}
+	x.Delete(ns, "a")
+	if !x.Empty() {
+		t.Fatal("the index still counts linked nodes after every one left")
+	}
+}
+
+func TestFromPodGroup(t *testing.T) {
+	pg := func(ann map[string]string) *v1alpha1.PodGroup {
+		return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g", Annotations: ann}}
+	}
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want Node
+	}{
+		{name: "flat", want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3}},
+		{name: "child", ann: map[string]string{AnnotationParent: "job"}, want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Parent: "job"}},
+		{name: "gang composite", ann: map[string]string{AnnotationMinGroupCount: "2"}, want: Node{Namespace: ns, Name: "g", Composite: true, Gang: true, Min: 2}},
+		{name: "gang composite, policy named", ann: map[string]string{AnnotationComposite: "Gang", AnnotationMinGroupCount: "2", AnnotationParent: "top"},
+			want: Node{Namespace: ns, Name: "g", Composite: true, Gang: true, Min: 2, Parent: "top"}},
+		{name: "basic composite", ann: map[string]string{AnnotationComposite: "Basic"}, want: Node{Namespace: ns, Name: "g", Composite: true, Min: 1}},
+		{name: "basic with a count", ann: map[string]string{AnnotationComposite: "Basic", AnnotationMinGroupCount: "2"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Invalid: "annotation scheduling.x-k8s.io/composite is Basic but scheduling.x-k8s.io/min-group-count is set: a basic composite has no minimum"}},
+		{name: "unknown policy", ann: map[string]string{AnnotationComposite: "Some"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Invalid: `annotation scheduling.x-k8s.io/composite is "Some": want Gang or Basic`}},
+		{name: "gang without a count", ann: map[string]string{AnnotationComposite: "Gang"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Invalid: "annotation scheduling.x-k8s.io/composite is Gang but scheduling.x-k8s.io/min-group-count is not set"}},
+		{name: "count not a number", ann: map[string]string{AnnotationMinGroupCount: "two"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Invalid: `annotation scheduling.x-k8s.io/min-group-count is "two": want a whole number of at least 1`}},
+		{name: "count zero", ann: map[string]string{AnnotationMinGroupCount: "0"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Invalid: `annotation scheduling.x-k8s.io/min-group-count is "0": want a whole number of at least 1`}},
+		{name: "own parent", ann: map[string]string{AnnotationParent: "g"},
+			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Parent: "g", Invalid: "annotation scheduling.x-k8s.io/parent-group names the group itself"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FromPodGroup(pg(tc.ann), 3, true); got != tc.want {
+				t.Errorf("FromPodGroup =\n%+v, want\n%+v", got, tc.want)
+			}
+		})
+	}
+}
