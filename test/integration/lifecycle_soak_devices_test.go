@@ -190,7 +190,7 @@ func (w *soakWorld) checkDevices(ctx context.Context, views map[string]*soakGrou
 		sort.Strings(names)
 		w.dev.reportedDevices[dev] = true
 		w.violations++
-		w.t.Errorf("%s VIOLATION: device %s is allocated to %d claims at once: %s (replay with SOAK_SEED=%d)",
+		w.failf("%s VIOLATION: device %s is allocated to %d claims at once: %s (replay with SOAK_SEED=%d)",
 			w.elapsed(), dev, len(names), describeClaims(claims, names), w.seed)
 	}
 	for group, v := range views {
@@ -212,7 +212,7 @@ func (w *soakWorld) checkDevices(ctx context.Context, views map[string]*soakGrou
 			}
 			w.dev.reportedPods[p.Name] = true
 			w.violations++
-			w.t.Errorf("%s VIOLATION: member %s of device gang %s is bound to %s but %s; group %v (replay with SOAK_SEED=%d)",
+			w.failf("%s VIOLATION: member %s of device gang %s is bound to %s but %s; group %v (replay with SOAK_SEED=%d)",
 				w.elapsed(), p.Name, group, p.Spec.NodeName, problem, v, w.seed)
 		}
 	}

@@ -94,16 +94,21 @@ const (
 // decisions, still vary).
 func TestCoschedulingLifecycleSoak(t *testing.T) {
 	seed := soakSeed(t)
-	// Registered first so it runs last, after the dumps: every failure ends with how to replay it.
+	var w *soakWorld
+	// Registered first so it runs last, after the dumps: every failure ends with what failed (the
+	// dump above it is long, and a CI log may keep only its tail) and how to replay it.
 	t.Cleanup(func() {
 		if t.Failed() {
+			if w != nil {
+				t.Logf("what failed:\n%s", strings.Join(w.failures(), "\n"))
+			}
 			t.Logf("replay with SOAK_SEED=%d", seed)
 		}
 	})
 	ops := soakOps(t)
 	t.Logf("soak seed %d, %d ops (replay with SOAK_SEED=%d SOAK_OPS=%d)", seed, ops, seed, ops)
 
-	w := newSoakWorld(t, seed)
+	w = newSoakWorld(t, seed)
 	w.setUpDevices()
 	ensurePriorityClasses(t)
 	// Plays the kubelet for the pods the scheduler preempts (they would stay Terminating otherwise).
@@ -278,6 +283,10 @@ type soakWorld struct {
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+
+	// failed collects every failure's message, repeated at the end of the log (see failf).
+	failMu sync.Mutex
+	failed []string
 }
 
 func newSoakWorld(t *testing.T, seed uint64) *soakWorld {
@@ -335,12 +344,35 @@ func (w *soakWorld) logf(format string, args ...any) {
 
 func (w *soakWorld) errorf(format string, args ...any) {
 	w.t.Helper()
-	w.t.Errorf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
+	w.failf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
 }
 
 func (w *soakWorld) fatalf(format string, args ...any) {
 	w.t.Helper()
-	w.t.Fatalf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
+	msg := fmt.Sprintf(format+" (replay with SOAK_SEED=%d)", append(args, w.seed)...)
+	w.record(msg)
+	w.t.Fatal(msg)
+}
+
+// failf reports a failure and keeps its message for the digest at the end of the log.
+func (w *soakWorld) failf(format string, args ...any) {
+	w.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	w.record(msg)
+	w.t.Error(msg)
+}
+
+func (w *soakWorld) record(msg string) {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	w.failed = append(w.failed, msg)
+}
+
+// failures returns the messages of the failures reported so far.
+func (w *soakWorld) failures() []string {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	return slices.Clone(w.failed)
 }
 
 // --- the churn ---
@@ -1341,7 +1373,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 		case !s.reported && now.Sub(s.partialSince) > soakGrace:
 			s.reported = true
 			w.violations++
-			w.t.Errorf("%s VIOLATION: group %s partially bound for %v without a disruption by the test: now %v; first seen partial at +%.1fs: %s; last disrupted by op %s (replay with SOAK_SEED=%d)",
+			w.failf("%s VIOLATION: group %s partially bound for %v without a disruption by the test: now %v; first seen partial at +%.1fs: %s; last disrupted by op %s (replay with SOAK_SEED=%d)",
 				w.elapsed(), name, now.Sub(s.partialSince).Round(100*time.Millisecond), v, s.partialSince.Sub(w.start).Seconds(), s.firstSeen, s.lastDisruption, w.seed)
 		}
 	}
@@ -1368,14 +1400,14 @@ func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupSta
 		if len(racks) > 1 {
 			s.splitReported = true
 			w.violations++
-			w.t.Errorf("%s VIOLATION: group %s requires one rack and is bound in %d: %v (replay with SOAK_SEED=%d)", w.elapsed(), name, len(racks), racks, w.seed)
+			w.failf("%s VIOLATION: group %s requires one rack and is bound in %d: %v (replay with SOAK_SEED=%d)", w.elapsed(), name, len(racks), racks, w.seed)
 		}
 	}
 	limit := soakReservationTimeout + reservationRecheckBound + soakReservationSlack
 	if v.reserved && !s.oldReported && !w.schedUpSince.IsZero() && now.Sub(w.schedUpSince) > soakReservationSlack && now.Sub(v.reservedAt) > limit {
 		s.oldReported = true
 		w.violations++
-		w.t.Errorf("%s VIOLATION: group %s shows a reservation held since %v, %v ago: past its timeout of %v plus a recheck (replay with SOAK_SEED=%d)",
+		w.failf("%s VIOLATION: group %s shows a reservation held since %v, %v ago: past its timeout of %v plus a recheck (replay with SOAK_SEED=%d)",
 			w.elapsed(), name, v.reservedAt.Format(time.RFC3339), now.Sub(v.reservedAt).Round(time.Second), soakReservationTimeout, w.seed)
 	}
 }
