@@ -72,6 +72,13 @@ const (
 	PodGroupEdited
 	// evPodGroupDeleted: the PodGroup was deleted, or replaced by one of another UID.
 	PodGroupDeleted
+	// TreeReady: the gang composites above the gang became ready (a sibling group reached its
+	// quorum): a gang that has its own quorum, waiting for theirs, lets its members through.
+	TreeReady
+	// TreeFailed: a sibling group's attempt failed, so the gang composite above the gang cannot be
+	// ready in this attempt: the gang's attempt fails with it, and its waiting members release what
+	// they hold.
+	TreeFailed
 	// evBound: the informer shows a member bound; evGone: a member is deleted, terminating or
 	// finished. Both change the member count, which the next event reads; neither moves the attempt,
 	// so the pod handlers only update the count and do not call step (the table rows say why).
@@ -80,7 +87,7 @@ const (
 )
 
 func (k Event) String() string {
-	return [...]string{"Reserve", "Permit", "Unreserve", "NoNode", "Preempted", "PodGroupEdited", "PodGroupDeleted", "Bound", "Gone"}[k]
+	return [...]string{"Reserve", "Permit", "Unreserve", "NoNode", "Preempted", "PodGroupEdited", "PodGroupDeleted", "TreeReady", "TreeFailed", "Bound", "Gone"}[k]
 }
 
 // attemptInput is an event with what step needs to know about the gang at that moment.
@@ -104,6 +111,9 @@ type Input struct {
 	Timeout time.Duration
 	// backoff: the plugin's back-off after a failed attempt.
 	Backoff time.Duration
+	// TreeShort (Permit): a gang composite above the gang is not ready (see tree.Branch.Admits): its
+	// own quorum is not enough, and its members wait for the tree's.
+	TreeShort bool
 	// reachable (evNoNode): enough other members exist to reach the quorum without those that
 	// found no node in this attempt; mayLead: the member may lead the next attempt (gang.mayLead).
 	Reachable, MayLead bool
@@ -202,7 +212,7 @@ func Step(a Attempt, in Input) (Attempt, Decision) {
 			d.Verdict = VerdictRefuse
 			return a, d
 		}
-		if count >= in.Want {
+		if count >= in.Want && (!in.TreeShort || a.Phase == PhaseQuorum) {
 			d.FirstQuorum = a.Phase != PhaseQuorum && a.NeedsQuorum
 			// Members beyond the quorum that found no node while the attempt gathered it are
 			// retried now: placed like any pod, they may preempt.
@@ -265,6 +275,19 @@ func Step(a Attempt, in Input) (Attempt, Decision) {
 		if in.Waiting > 0 && a.Phase == PhaseGathering && in.Now.Before(a.Deadline) && in.Counted >= in.Want && in.Confirmed >= in.Want {
 			a.Phase = PhaseQuorum
 			d.Reason, d.AllowWaiting = podgroup.ReasonQuorumReached, true
+		}
+	case TreeReady:
+		// As a lowered minMember: the waiting members go through on the store's word, before the
+		// deadline only.
+		if in.Waiting > 0 && a.Phase == PhaseGathering && in.Now.Before(a.Deadline) && in.Counted >= in.Want && in.Confirmed >= in.Want {
+			d.FirstQuorum = a.NeedsQuorum
+			d.ActivateSiblings = true
+			a.Phase = PhaseQuorum
+			d.Reason, d.AllowWaiting = podgroup.ReasonQuorumReached, true
+		}
+	case TreeFailed:
+		if a.Phase == PhaseGathering {
+			fail(podgroup.ReasonGangRejected, in.Backoff)
 		}
 	case PodGroupDeleted:
 		// The history is the old PodGroup's; the waiting members are rejected, and their Unreserves

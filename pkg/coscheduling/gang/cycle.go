@@ -132,7 +132,7 @@ func (g *Gang) OnUnreserve(pod *v1.Pod, now time.Time, backoff time.Duration) Re
 // deadline the attempt fails. The quorum is decided once, on the store's word (confirmed, called only
 // when the member set reaches want and the attempt has not had its quorum).
 func (g *Gang) OnPermit(pod *v1.Pod, now time.Time, want int, confirmed func() int, backoff time.Duration) Result {
-	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: g.Count()}
+	in := attempt.Input{Kind: attempt.Permit, Now: now, Want: want, Counted: g.Count(), TreeShort: g.TreeShort}
 	in.Confirmed = in.Counted
 	if in.Counted >= want && g.Phase != attempt.PhaseQuorum {
 		in.Confirmed = confirmed()
@@ -153,10 +153,43 @@ func (g *Gang) OnPermit(pod *v1.Pod, now time.Time, want int, confirmed func() i
 		r.Message = fmt.Sprintf("PodGroup %s was rejected in this attempt", g.Key())
 	case r.Verdict == attempt.VerdictRefuse:
 		r.Message = fmt.Sprintf("PodGroup %s timed out waiting for its quorum", g.Key())
+	case r.Count >= want:
+		g.AddWaiting(pod)
+		r.Message = fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the other groups of its job",
+			r.Count, want, g.Key(), r.WaitFor.Round(time.Second))
 	default:
 		g.AddWaiting(pod)
 		r.Message = fmt.Sprintf("%d of minMember %d members of PodGroup %s are reserved or bound; waiting up to %s for the rest",
 			r.Count, want, g.Key(), r.WaitFor.Round(time.Second))
+	}
+	return r
+}
+
+// OnTreeReady is the step for the gang composites above the group becoming ready (a sibling group
+// reached its quorum): a group with its own quorum, waiting for theirs, lets its waiting members
+// through, on the store's word (confirmed, called only when the member set reaches want).
+func (g *Gang) OnTreeReady(now time.Time, want int, confirmed func() int, backoff time.Duration) Result {
+	in := attempt.Input{Kind: attempt.TreeReady, Now: now, Want: want, Counted: g.Count()}
+	if in.Counted >= in.Want {
+		in.Confirmed = confirmed()
+	}
+	start := g.Start
+	r := g.result(in, backoff)
+	r.Count, r.Start = in.Confirmed, start
+	if r.AllowWaiting {
+		r.Message = fmt.Sprintf("%d of minMember %d live members reserved or bound, and the other groups of its job are ready; %d waiting members go on to bind", r.Count, want, len(r.Pods))
+	}
+	return r
+}
+
+// OnTreeFailed is the step for a sibling group's failed attempt (why): the gang composite above the
+// group cannot be ready in this attempt, so the group's attempt fails with it and its waiting
+// members release what they hold; the groups of the job back off and come back together.
+func (g *Gang) OnTreeFailed(now time.Time, why string, backoff time.Duration) Result {
+	r := g.result(attempt.Input{Kind: attempt.TreeFailed, Now: now}, backoff)
+	if r.Failed() {
+		r.Message = fmt.Sprintf("PodGroup %s rejected with the other groups of its job: %s", g.Key(), why)
+		g.SetOutcome(r.Reason, r.Message)
 	}
 	return r
 }

@@ -412,3 +412,34 @@ func TestDomainReasons(t *testing.T) {
 		})
 	}
 }
+
+// A group of a job of several roles: its own quorum waits for the gang composites above it
+// (TreeShort), the tree becoming ready lets it through, and a sibling's failure fails it.
+func TestTreeSteps(t *testing.T) {
+	g := withWaiting([]string{"a", "b"})
+	g.CountReserved("x", "n")
+	g.Attempt = gathering
+	g.TreeShort = true
+	r := g.OnPermit(pod("x"), t0.Add(time.Second), 3, counting(3), backoff)
+	if r.Verdict != attempt.VerdictWait || r.AllowWaiting || !strings.Contains(r.Message, "waiting up to 59s for the other groups of its job") {
+		t.Fatalf("OnPermit with the tree short = %+v; want a wait for the other groups", r)
+	}
+	if r := g.OnTreeReady(t0.Add(2*time.Second), 3, counting(2), backoff); r.AllowWaiting {
+		t.Fatalf("OnTreeReady on a count the store does not confirm = %+v; want no quorum", r)
+	}
+	r = g.OnTreeReady(t0.Add(2*time.Second), 3, counting(3), backoff)
+	if !r.AllowWaiting || !r.FirstQuorum || len(r.Pods) != 3 || g.InProgress() || !strings.Contains(r.Message, "the other groups of its job are ready; 3 waiting members") {
+		t.Fatalf("OnTreeReady = %+v; want the three waiting members allowed", r)
+	}
+	if r := g.OnTreeFailed(t0.Add(3*time.Second), "x", backoff); r.Failed() {
+		t.Fatalf("OnTreeFailed after the quorum = %+v; want nothing", r)
+	}
+
+	h := withWaiting([]string{"a"})
+	h.Attempt = gathering
+	r = h.OnTreeFailed(t0.Add(time.Second), "PodGroup ns/prefill rejected: member ns/p-0 cannot be placed", backoff)
+	if !r.Failed() || len(r.Pods) != 1 || r.Reason != podgroup.ReasonGangRejected ||
+		r.Message != "PodGroup ns/g rejected with the other groups of its job: PodGroup ns/prefill rejected: member ns/p-0 cannot be placed" || h.Outcome.Message != r.Message {
+		t.Fatalf("OnTreeFailed = %+v; want the waiting member rejected, the sibling's reason said", r)
+	}
+}

@@ -99,6 +99,10 @@ type Gang struct {
 	LeadName string
 	LedBy    map[types.UID]struct{}
 
+	// TreeShort is set by the plugin before OnPermit: a gang composite above the group is not ready
+	// with the counts of now (see tree.Branch.Admits), so the group's own quorum is not enough.
+	TreeShort bool
+
 	// Feasibility caches the last whole-gang check; it is valid while CacheKey matches.
 	Feasibility *gangfit.Result
 	CacheKey    FeasibilityKey
