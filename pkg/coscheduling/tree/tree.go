@@ -227,3 +227,48 @@ func (b *Branch) Short(count func(key string) int) []string {
 func sortChildren(cs []*Branch) {
 	slices.SortFunc(cs, func(a, b *Branch) int { return strings.Compare(a.Name, b.Name) })
 }
+
+// Follow says which other groups of b's tree move with a step of the group keyed leaf (see
+// gang.Gang.OnTreeReady and OnTreeFailed):
+//   - ready (leaf's quorum was declared): the gated groups with their own quorum that the tree now
+//     admits, given count;
+//   - failed (leaf's attempt failed, out says which groups are out of this attempt, leaf among them):
+//     the groups not out yet under a gang composite that can no longer be ready without those that are.
+//
+// A group under no gang composite never follows: it is placed on its own.
+func (b *Branch) Follow(leaf string, failed bool, count func(key string) int, out func(key string) bool) []Node {
+	var follow []Node
+	for _, n := range b.Leaves() {
+		if n.Key() == leaf || !b.Gated(n.Key()) {
+			continue
+		}
+		if failed && !out(n.Key()) && !b.reachableFor(n.Key(), out) || !failed && count(n.Key()) >= n.Min && b.Admits(n.Key(), count) {
+			follow = append(follow, n)
+		}
+	}
+	return follow
+}
+
+// reachableFor reports whether every gang composite above the leaf can still be ready with the
+// groups that are not out.
+func (b *Branch) reachableFor(leaf string, out func(key string) bool) bool {
+	for _, n := range b.pathTo(leaf) {
+		if n.Gang && !n.reachable(out) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Branch) reachable(out func(key string) bool) bool {
+	if !b.Composite {
+		return !out(b.Key())
+	}
+	n := 0
+	for _, c := range b.Children {
+		if c.reachable(out) {
+			n++
+		}
+	}
+	return n >= b.Min
+}

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,6 +188,45 @@ func TestFromPodGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FromPodGroup(pg(tc.ann), 3, true); got != tc.want {
 				t.Errorf("FromPodGroup =\n%+v, want\n%+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFollow(t *testing.T) {
+	twoOfThree := []Node{gangOf("job", "", 2), group("a", "job", 2), group("b", "job", 2), group("c", "job", 2)}
+	all := []Node{gangOf("job", "", 2), group("prefill", "job", 2), group("decode", "job", 4)}
+	mixed := []Node{basicOf("root", ""), gangOf("x", "root", 2), group("a", "x", 1), group("b", "x", 1), group("c", "root", 2)}
+	for _, tc := range []struct {
+		name   string
+		nodes  []Node
+		leaf   string
+		failed bool
+		counts map[string]int
+		out    []string
+		want   []string
+	}{
+		{name: "ready: the sibling with its quorum follows", nodes: all, leaf: "prefill", counts: map[string]int{"prefill": 2, "decode": 4}, want: []string{"decode"}},
+		{name: "ready: a sibling short of its own quorum does not", nodes: twoOfThree, leaf: "a", counts: map[string]int{"a": 2, "b": 2, "c": 1}, want: []string{"b"}},
+		{name: "ready: the tree still short moves nobody", nodes: all, leaf: "prefill", counts: map[string]int{"prefill": 2, "decode": 3}},
+		{name: "failed: a child every gang needs fails the others", nodes: all, leaf: "prefill", failed: true, out: []string{"prefill"}, want: []string{"decode"}},
+		{name: "failed: 2 of 3 still reachable without it: nobody follows", nodes: twoOfThree, leaf: "c", failed: true, out: []string{"c"}},
+		{name: "failed: the second out of 2 of 3 fails the last", nodes: twoOfThree, leaf: "c", failed: true, out: []string{"b", "c"}, want: []string{"a"}},
+		{name: "failed: under a basic root only the failed group's gang composite follows", nodes: mixed, leaf: "a", failed: true, out: []string{"a"}, want: []string{"b"}},
+		{name: "failed: a group under no gang composite fails nobody", nodes: mixed, leaf: "c", failed: true, out: []string{"c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := index(tc.nodes...).Resolve(ns, tc.leaf)
+			if p != nil {
+				t.Fatal(p)
+			}
+			out := func(key string) bool { return slices.Contains(tc.out, strings.TrimPrefix(key, ns+"/")) }
+			var got []string
+			for _, n := range root.Follow(ns+"/"+tc.leaf, tc.failed, counts(tc.counts), out) {
+				got = append(got, n.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("Follow = %v, want %v", got, tc.want)
 			}
 		})
 	}
