@@ -26,6 +26,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Name is the plugin's name in the registry and in profiles.
@@ -94,6 +95,8 @@ type Coscheduling struct {
 
 	mu    sync.RWMutex
 	gangs map[string]*gang.Gang
+	// trees are the jobs of several roles: which groups are under which composites (package tree).
+	trees *tree.Index
 	// ended keeps how the last reservation of a gang whose state was dropped ended (its reason and
 	// message), for the status and for the gang's next state: the status writer keeps a Reserved
 	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that

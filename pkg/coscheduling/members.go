@@ -44,6 +44,9 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 	name, _ := podgroup.Of(pod)
 	effects.ActivateInCycle(state, pl.unscheduledMembers(pod.Namespace, name, pod.UID))
+	for _, n := range pl.treeLeaves(pod.Namespace, name) {
+		effects.ActivateInCycle(state, pl.unscheduledMembers(n.Namespace, n.Name, ""))
+	}
 }
 
 // activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
@@ -51,6 +54,9 @@ func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 func (pl *Coscheduling) activateGroup(namespace, name string) {
 	if pl.running.Load() {
 		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(namespace, name, "")...)
+		for _, n := range pl.treeLeaves(namespace, name) {
+			effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
+		}
 	}
 }
 

@@ -45,6 +45,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
 		if _, err := state.Read(infeasibleKey); err == nil {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
+				pl.treeInfeasible(pg)
 				return pl.preemptOrReserve(ctx, pod, pg)
 			}
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Setting the plugin up: New (args, informers, handlers, the status writer, preemption) and the
@@ -97,7 +98,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if err := sources.Start(ctx, pl.podGroupEventHandler(), podGroupSyncTimeout); err != nil {
+	if err := sources.Start(ctx, pl.trees.Handler(treeNode, pl.podGroupEventHandler()), podGroupSyncTimeout); err != nil {
 		return nil, err
 	}
 	go pl.awaitLeadership(ctx)
@@ -127,6 +128,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
 		finished:  pgcache.NewFinished(""),
 		gangs:     map[string]*gang.Gang{},
+		trees:     tree.NewIndex(),
 		ended:     map[string][2]string{},
 		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,

@@ -109,6 +109,9 @@ func (pl *Coscheduling) waitingGangsChangedLocked(by int) {
 func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.Result {
 	waited := g.InProgress()
 	r := step()
+	if r.AllowWaiting || r.RejectWaiting {
+		r.Pods = append(r.Pods, pl.followTreeLocked(g, r)...)
+	}
 	switch waits := g.InProgress(); {
 	case waited && !waits:
 		pl.waitingGangsChangedLocked(-1)

@@ -1,0 +1,41 @@
+package tree
+
+import (
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+)
+
+// Handler keeps x current from PodGroup events (node reads a PodGroup's node, see FromPodGroup) and
+// then hands each event to next, so that next sees the tree the event made.
+func (x *Index) Handler(node func(*v1alpha1.PodGroup) Node, next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	set := func(obj interface{}) {
+		if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+			if pg.DeletionTimestamp != nil {
+				x.Delete(pg.Namespace, pg.Name)
+				return
+			}
+			x.Set(node(pg))
+		}
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, initial bool) {
+			set(obj)
+			next.OnAdd(obj, initial)
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			set(newObj)
+			next.OnUpdate(oldObj, newObj)
+		},
+		DeleteFunc: func(obj interface{}) {
+			o := obj
+			if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			if pg, ok := o.(*v1alpha1.PodGroup); ok {
+				x.Delete(pg.Namespace, pg.Name)
+			}
+			next.OnDelete(obj)
+		},
+	}
+}
