@@ -1,0 +1,129 @@
+package integration
+
+// Jobs of several roles (gang groups): PodGroups of ours under a composite PodGroup, by annotation
+// (see pkg/coscheduling/tree), placed by the real scheduler with the shipped profile.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
+)
+
+// createGroupIn creates a PodGroup with annotations (a composite, or a child naming its parent).
+func createGroupIn(t *testing.T, ns, name string, minMember int64, annotations map[string]string) {
+	t.Helper()
+	ann := map[string]any{}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	pg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		"kind":       "PodGroup",
+		"metadata":   map[string]any{"name": name, "namespace": ns, "annotations": ann},
+		"spec":       map[string]any{"minMember": minMember, "scheduleTimeoutSeconds": int64(10)},
+	}}
+	if _, err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating PodGroup %s/%s: %v", ns, name, err)
+	}
+}
+
+func child(parent string) map[string]string { return map[string]string{tree.AnnotationParent: parent} }
+
+func gangComposite(minGroupCount int) map[string]string {
+	return map[string]string{tree.AnnotationMinGroupCount: fmt.Sprint(minGroupCount)}
+}
+
+// TestGangGroupsDisaggregated is the disaggregated-inference job: 2 prefill members (5 CPU) and 4
+// decode members (2 CPU) under a gang composite needing both. Written as two flat PodGroups, decode
+// binds on the 4-CPU nodes while prefill, which fits none, waits for ever beside it. As one job,
+// nothing binds until a node fits prefill; then both bind whole. Decode's members, complete before
+// prefill's exist, are held back without holding anything (WaitingForGroups).
+func TestGangGroupsDisaggregated(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-small", 3, "4")
+	watchWhole(t, ns, "prefill", 2, nil)
+	watchWhole(t, ns, "decode", 4, nil)
+
+	createGroupIn(t, ns, "serve", 1, gangComposite(2))
+	createGroupIn(t, ns, "prefill", 2, child("serve"))
+	createGroupIn(t, ns, "decode", 4, child("serve"))
+	createGang(t, ns, "decode", 4, "2")
+	ev := waitForEvent(t, ns, "decode-0", "WaitingForGroups", schedulerName)
+	if !strings.Contains(ev.Message, "prefill: 0 of minMember 2") {
+		t.Errorf("WaitingForGroups event %q does not name the short group", ev.Message)
+	}
+	createGang(t, ns, "prefill", 2, "5")
+	// Decode fits the small nodes and prefill fits none: nothing of the job binds.
+	consistentlyNoneBound(t, 8*time.Second, ns, "decode", "prefill")
+
+	// A node prefill fits (two members of 5 CPU): the job binds whole.
+	createNode(t, ns+"-big", "10", "8Gi", nil)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	waitForBoundMembers(t, ns, "decode", 4)
+}
+
+// TestGangGroupsKOfN: a job of three replica groups (2 members of 3 CPU each) needing 2 of them, on
+// four nodes of 4 CPU: room for two groups. Two groups bind whole and the third binds none; the
+// job does not wait for the third, and no failure of the third undoes the other two.
+func TestGangGroupsKOfN(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 4, "4")
+	createGroupIn(t, ns, "lws", 1, gangComposite(2))
+	groups := []string{"replica-0", "replica-1", "replica-2"}
+	for _, g := range groups {
+		watchWhole(t, ns, g, 2, nil)
+		createGroupIn(t, ns, g, 2, child("lws"))
+		createGang(t, ns, g, 2, "3")
+	}
+	count := func(ctx context.Context) (whole, empty int, err error) {
+		for _, g := range groups {
+			n, err := boundMembers(ctx, ns, g)
+			if err != nil {
+				return 0, 0, err
+			}
+			switch n {
+			case 2:
+				whole++
+			case 0:
+				empty++
+			}
+		}
+		return whole, empty, nil
+	}
+	waitFor(t, ns, "two replica groups bound whole", func(ctx context.Context) (bool, error) {
+		whole, empty, err := count(ctx)
+		return whole == 2 && empty == 1, err
+	})
+	consistently(t, 5*time.Second, "two groups stay whole, the third unbound", func(ctx context.Context) (bool, error) {
+		whole, empty, err := count(ctx)
+		return whole == 2 && empty == 1, err
+	})
+}
+
+// TestGangGroupsParentMissing: a group naming a composite that does not exist is held back, with an
+// event saying so, and placed once the composite is created.
+func TestGangGroupsParentMissing(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 2, "4")
+	watchWhole(t, ns, "a", 2, nil)
+	createGroupIn(t, ns, "a", 2, child("job"))
+	createGang(t, ns, "a", 2, "1")
+	ev := waitForEvent(t, ns, "a-0", tree.ReasonParentNotFound, schedulerName)
+	if !strings.Contains(ev.Message, "names parent job, which does not exist") {
+		t.Errorf("%s event %q does not name the missing parent", tree.ReasonParentNotFound, ev.Message)
+	}
+	consistentlyNoneBound(t, 2*time.Second, ns, "a")
+	createGroupIn(t, ns, "job", 1, gangComposite(1))
+	waitForBoundMembers(t, ns, "a", 2)
+}
