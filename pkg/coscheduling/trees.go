@@ -156,3 +156,10 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 	pl.mu.Unlock()
 	pl.rejectWaiting(pods, msg)
 }
+
+// activateGroups activates the members of groups (a composite above them changed).
+func (pl *Coscheduling) activateGroups(groups []tree.Node) {
+	for _, n := range groups {
+		pl.activateGroup(n.Namespace, n.Name)
+	}
+}

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
@@ -126,4 +129,50 @@ func TestGangGroupsParentMissing(t *testing.T) {
 	consistentlyNoneBound(t, 2*time.Second, ns, "a")
 	createGroupIn(t, ns, "job", 1, gangComposite(1))
 	waitForBoundMembers(t, ns, "a", 2)
+}
+
+// createComposite creates an in-tree CompositePodGroup (scheduling.k8s.io/v1alpha3): a gang of
+// minGroupCount children (0: basic), under parent ("" for a root).
+func createComposite(t *testing.T, ns, name, parent string, minGroupCount int32) {
+	t.Helper()
+	c := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{WorkloadRef: &schedulingv1alpha3.WorkloadReference{WorkloadName: "serve", TemplateName: name}}}
+	if parent != "" {
+		c.Spec.ParentCompositePodGroupName = ptr.To(parent)
+	}
+	if minGroupCount > 0 {
+		c.Spec.SchedulingPolicy.Gang = &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: minGroupCount}
+	} else {
+		c.Spec.SchedulingPolicy.Basic = &schedulingv1alpha3.CompositeBasicSchedulingPolicy{}
+	}
+	if _, err := client.SchedulingV1alpha3().CompositePodGroups(ns).Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating CompositePodGroup %s/%s: %v", ns, name, err)
+	}
+}
+
+// TestGangGroupsInTree is the disaggregated job on the in-tree API: a CompositePodGroup (gang,
+// minGroupCount 2) over two in-tree PodGroups naming it in spec.parentCompositePodGroupName.
+func TestGangGroupsInTree(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-small", 3, "4")
+	watchWhole(t, ns, inTree("prefill"), 2, nil)
+	watchWhole(t, ns, inTree("decode"), 4, nil)
+
+	createComposite(t, ns, "serve", "", 2)
+	for _, g := range []struct {
+		name string
+		min  int32
+	}{{"prefill", 2}, {"decode", 4}} {
+		spec := inTreeSpec(g.min)
+		spec.ParentCompositePodGroupName = ptr.To("serve")
+		spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: "serve", TemplateName: g.name}
+		createInTreePodGroup(t, ns, g.name, spec)
+	}
+	createInTreeGang(t, ns, "decode", 4, "2")
+	createInTreeGang(t, ns, "prefill", 2, "5")
+	consistentlyNoneBound(t, 8*time.Second, ns, inTree("decode"), inTree("prefill"))
+	createNode(t, ns+"-big", "10", "8Gi", nil)
+	waitForBoundMembers(t, ns, inTree("prefill"), 2)
+	waitForBoundMembers(t, ns, inTree("decode"), 4)
 }

@@ -41,10 +41,11 @@ var (
 
 // inTreeRuntimeConfig and inTreeAPIServerGates serve the in-tree workload API: topology
 // constraints need TopologyAwareWorkloadScheduling, a Job's spec.scheduling WorkloadWithJob, a
-// PodGroup's spec.resourceClaims (PodGroup-owned ResourceClaims, KEP-5729) DRAWorkloadResourceClaims.
+// PodGroup's spec.resourceClaims (PodGroup-owned ResourceClaims, KEP-5729) DRAWorkloadResourceClaims,
+// the CompositePodGroups of scheduling.k8s.io/v1alpha3 (jobs of several roles) CompositePodGroup.
 const (
-	inTreeRuntimeConfig  = "scheduling.k8s.io/v1beta1=true"
-	inTreeAPIServerGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true"
+	inTreeRuntimeConfig  = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+	inTreeAPIServerGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true,CompositePodGroup=true"
 )
 
 func TestMain(m *testing.M) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The second gang source: the in-tree PodGroups of scheduling.k8s.io/v1beta1, which a pod joins with
@@ -91,7 +92,8 @@ const (
 //     each member is placed on its own;
 //   - topologyPolicy.required: schedulingConstraints.topology's key (v1beta1 allows one);
 //   - the conditions: its own (PodGroupInitiallyScheduled, DisruptionTarget);
-//   - disruptionMode and the policy's kind as annotations (AnnotationDisruptionMode, AnnotationPolicy).
+//   - disruptionMode and the policy's kind as annotations (AnnotationDisruptionMode, AnnotationPolicy);
+//   - spec.parentCompositePodGroupName as tree.AnnotationParent (see tree.InTreeParent).
 //
 // What the in-tree API cannot say (scheduleTimeoutSeconds, minResources, preferred levels) is left
 // unset, so the plugin's args and the members' annotations decide it, as for a PodGroup of ours
@@ -117,6 +119,9 @@ func FromInTree(in *schedulingv1beta1.PodGroup) *v1alpha1.PodGroup {
 	}
 	if c := in.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 && c.Topology[0].Key != "" {
 		pg.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: v1alpha1.TopologyKey(c.Topology[0].Key)}
+	}
+	if parent := tree.InTreeParent(in.Spec.ParentCompositePodGroupName); parent != "" {
+		annotations[tree.AnnotationParent] = parent
 	}
 	annotations[AnnotationDisruptionMode] = "Single"
 	if d := in.Spec.DisruptionMode; d != nil && d.All != nil {

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -36,6 +37,38 @@ func (x *Index) Handler(node func(*v1alpha1.PodGroup) Node, next cache.ResourceE
 				x.Delete(pg.Namespace, pg.Name)
 			}
 			next.OnDelete(obj)
+		},
+	}
+}
+
+// CompositeHandler keeps x current from in-tree CompositePodGroup events and then calls changed with
+// the groups under the composite (their members may be let in now).
+func (x *Index) CompositeHandler(changed func([]Node)) cache.ResourceEventHandler {
+	set := func(obj interface{}) {
+		c, ok := obj.(*schedulingv1alpha3.CompositePodGroup)
+		if !ok {
+			return
+		}
+		n := FromComposite(c)
+		if c.DeletionTimestamp != nil {
+			x.Delete(n.Namespace, n.Name)
+		} else {
+			x.Set(n)
+		}
+		changed(x.Under(n.Namespace, n.Name))
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, newObj interface{}) { set(newObj) },
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if c, ok := obj.(*schedulingv1alpha3.CompositePodGroup); ok {
+				n := FromComposite(c)
+				x.Delete(n.Namespace, n.Name)
+				changed(x.Under(n.Namespace, n.Name))
+			}
 		},
 	}
 }

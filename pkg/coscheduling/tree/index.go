@@ -161,3 +161,27 @@ func kind(n Node) string {
 	}
 	return "PodGroup"
 }
+
+// Under returns the PodGroups below the composite namespace/name, at any depth (it need not exist).
+func (x *Index) Under(namespace, name string) []Node {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []Node
+	seen := map[string]bool{}
+	var walk func(key string)
+	walk = func(key string) {
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		for c := range x.children[key] {
+			if n := x.nodes[c]; n.Composite {
+				walk(c)
+			} else {
+				out = append(out, n)
+			}
+		}
+	}
+	walk(namespace + "/" + name)
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -229,5 +230,43 @@ func TestFollow(t *testing.T) {
 				t.Errorf("Follow = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestInTreeComposite(t *testing.T) {
+	parent := "top"
+	gang := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{ParentCompositePodGroupName: &parent,
+			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2}}}}
+	basic := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "top"},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Basic: &schedulingv1alpha3.CompositeBasicSchedulingPolicy{}}}}
+	if got, want := FromComposite(gang), (Node{Namespace: ns, Name: InTreeCompositePrefix + "job", Composite: true, Gang: true, Min: 2, Parent: InTreeCompositePrefix + "top"}); got != want {
+		t.Errorf("FromComposite(gang) = %+v, want %+v", got, want)
+	}
+	if got, want := FromComposite(basic), (Node{Namespace: ns, Name: InTreeCompositePrefix + "top", Composite: true, Min: 1}); got != want {
+		t.Errorf("FromComposite(basic) = %+v, want %+v", got, want)
+	}
+	// The in-tree tree through the handler: a group under the gang composite under the basic one.
+	x := NewIndex()
+	var changed []string
+	h := x.CompositeHandler(func(ns []Node) {
+		for _, n := range ns {
+			changed = append(changed, n.Name)
+		}
+	})
+	leaf := Node{Namespace: ns, Name: inTreeGroupPrefix + "a", Gang: true, Min: 2, Parent: InTreeParent(&gang.Name)}
+	x.Set(leaf)
+	h.OnAdd(basic, false)
+	h.OnAdd(gang, false)
+	if strings.Join(changed, ",") != inTreeGroupPrefix+"a" {
+		t.Errorf("groups activated by the composites' adds = %v, want the group under them", changed)
+	}
+	root, p := x.Resolve(ns, leaf.Name)
+	if p != nil || root.Name != InTreeCompositePrefix+"top" || len(root.Children) != 1 || !root.Gated(leaf.Key()) {
+		t.Fatalf("Resolve = %+v, %+v; want top > job > a, a gated", root, p)
+	}
+	h.OnDelete(gang)
+	if _, p := x.Resolve(ns, leaf.Name); p == nil || p.Reason != ReasonParentNotFound {
+		t.Errorf("after the composite's delete: %+v", p)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
+	compositeinformers "k8s.io/client-go/informers/scheduling/v1alpha3"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -259,4 +261,25 @@ func NewInTreeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.Share
 // NewInformer returns the generated informer over every PodGroup of the cluster.
 func NewInformer(cs versioned.Interface) cache.SharedIndexInformer {
 	return pginformers.NewPodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{})
+}
+
+// NewCompositeInformer returns an informer over every in-tree CompositePodGroup of the cluster, or nil
+// when the apiserver does not serve them (scheduling.k8s.io/v1alpha3, with the CompositePodGroup gate
+// and the version turned on in its runtime-config).
+func NewCompositeInformer(logger klog.Logger, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
+	gv := schedulingv1alpha3.SchemeGroupVersion.String()
+	list, err := cs.Discovery().ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		logger.V(2).Info("In-tree CompositePodGroups are not served; jobs of several roles use the PodGroup annotations", "api", gv)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("asking the apiserver whether it serves %s: %w", gv, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "compositepodgroups" {
+			return compositeinformers.NewCompositePodGroupInformer(cs, metav1.NamespaceAll, 0, cache.Indexers{}), nil
+		}
+	}
+	return nil, nil
 }

@@ -24,6 +24,9 @@ type Sources struct {
 	informers []cache.SharedIndexInformer
 	// Lister reads both stores.
 	Lister Lister
+	// composites is the informer of the in-tree CompositePodGroups (scheduling.k8s.io/v1alpha3)
+	// where the apiserver serves them, with the in-tree PodGroups (nil otherwise).
+	composites cache.SharedIndexInformer
 }
 
 // NewSources builds the informers (discovery decides whether the in-tree one is needed) without
@@ -41,6 +44,9 @@ func NewSources(logger klog.Logger, cfg *rest.Config, cs kubernetes.Interface) (
 	} else if inTree != nil {
 		s.informers, s.Lister.InTree = append(s.informers, inTree), inTree.GetStore()
 		s.Lister.conv = newInTreeCache()
+		if s.composites, err = NewCompositeInformer(logger, cs); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -50,8 +56,16 @@ func (s *Sources) InTree() bool { return s.Lister.InTree != nil }
 
 // Start hands handler every PodGroup event of both sources, runs the informers until ctx ends and
 // waits (at most timeout) for them to sync.
-func (s *Sources) Start(ctx context.Context, handler cache.ResourceEventHandler, timeout time.Duration) error {
-	synced := make([]cache.InformerSynced, 0, len(s.informers))
+func (s *Sources) Start(ctx context.Context, handler, composites cache.ResourceEventHandler, timeout time.Duration) error {
+	synced := make([]cache.InformerSynced, 0, len(s.informers)+1)
+	if s.composites != nil {
+		// First, so that the trees are known when the PodGroups' handler sees their children.
+		if _, err := s.composites.AddEventHandler(composites); err != nil {
+			return fmt.Errorf("watching CompositePodGroups: %w", err)
+		}
+		go s.composites.RunWithContext(ctx)
+		synced = append(synced, s.composites.HasSynced)
+	}
 	for i, informer := range s.informers {
 		h := handler
 		if i > 0 {
