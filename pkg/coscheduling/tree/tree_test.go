@@ -246,26 +246,20 @@ func TestInTreeComposite(t *testing.T) {
 	if got, want := FromComposite(basic), (Node{Namespace: ns, Name: InTreeCompositePrefix + "top", Composite: true, Min: 1}); got != want {
 		t.Errorf("FromComposite(basic) = %+v, want %+v", got, want)
 	}
-	// The in-tree tree through the handler: a group under the gang composite under the basic one.
+	// The in-tree tree: a group under the gang composite under the basic one.
 	x := NewIndex()
-	var changed []string
-	h := x.CompositeHandler(func(ns []Node) {
-		for _, n := range ns {
-			changed = append(changed, n.Name)
-		}
-	})
 	leaf := Node{Namespace: ns, Name: inTreeGroupPrefix + "a", Gang: true, Min: 2, Parent: InTreeParent(&gang.Name)}
 	x.Set(leaf)
-	h.OnAdd(basic, false)
-	h.OnAdd(gang, false)
-	if strings.Join(changed, ",") != inTreeGroupPrefix+"a" {
-		t.Errorf("groups activated by the composites' adds = %v, want the group under them", changed)
+	x.Set(FromComposite(basic))
+	x.Set(FromComposite(gang))
+	if under := x.Under(ns, InTreeCompositePrefix+"top"); len(under) != 1 || under[0] != leaf {
+		t.Errorf("Under(top) = %v, want the group two levels below", under)
 	}
 	root, p := x.Resolve(ns, leaf.Name)
 	if p != nil || root.Name != InTreeCompositePrefix+"top" || len(root.Children) != 1 || !root.Gated(leaf.Key()) {
 		t.Fatalf("Resolve = %+v, %+v; want top > job > a, a gated", root, p)
 	}
-	h.OnDelete(gang)
+	x.Delete(ns, InTreeCompositePrefix+"job")
 	if _, p := x.Resolve(ns, leaf.Name); p == nil || p.Reason != ReasonParentNotFound {
 		t.Errorf("after the composite's delete: %+v", p)
 	}

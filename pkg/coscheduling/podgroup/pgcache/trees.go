@@ -1,15 +1,16 @@
-package tree
+package pgcache
 
 import (
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-// Handler keeps x current from PodGroup events (node reads a PodGroup's node, see FromPodGroup) and
+// TreeHandler keeps x current from PodGroup events (node reads a PodGroup's node, see tree.FromPodGroup) and
 // then hands each event to next, so that next sees the tree the event made.
-func (x *Index) Handler(node func(*v1alpha1.PodGroup) Node, next cache.ResourceEventHandler) cache.ResourceEventHandler {
+func TreeHandler(x *tree.Index, node func(*v1alpha1.PodGroup) tree.Node, next cache.ResourceEventHandler) cache.ResourceEventHandler {
 	set := func(obj interface{}) {
 		if pg, ok := obj.(*v1alpha1.PodGroup); ok {
 			if pg.DeletionTimestamp != nil {
@@ -43,13 +44,13 @@ func (x *Index) Handler(node func(*v1alpha1.PodGroup) Node, next cache.ResourceE
 
 // CompositeHandler keeps x current from in-tree CompositePodGroup events and then calls changed with
 // the groups under the composite (their members may be let in now).
-func (x *Index) CompositeHandler(changed func([]Node)) cache.ResourceEventHandler {
+func CompositeHandler(x *tree.Index, changed func([]tree.Node)) cache.ResourceEventHandler {
 	set := func(obj interface{}) {
 		c, ok := obj.(*schedulingv1alpha3.CompositePodGroup)
 		if !ok {
 			return
 		}
-		n := FromComposite(c)
+		n := tree.FromComposite(c)
 		if c.DeletionTimestamp != nil {
 			x.Delete(n.Namespace, n.Name)
 		} else {
@@ -65,7 +66,7 @@ func (x *Index) CompositeHandler(changed func([]Node)) cache.ResourceEventHandle
 				obj = tomb.Obj
 			}
 			if c, ok := obj.(*schedulingv1alpha3.CompositePodGroup); ok {
-				n := FromComposite(c)
+				n := tree.FromComposite(c)
 				x.Delete(n.Namespace, n.Name)
 				changed(x.Under(n.Namespace, n.Name))
 			}
