@@ -158,6 +158,9 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	led := false
 	if g := pl.gangs[podgroup.Key(namespace, name)]; g != nil {
 		led = g.Lead != "" && len(g.NominatedNodes) == 0
+		// The timer that fired is done: dropping the state must not stop it (a fake clock runs this
+		// under its own lock, which Stop takes again).
+		g.BackoffTimer = nil
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.BackoffUntil)
 	}
