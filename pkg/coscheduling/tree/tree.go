@@ -145,16 +145,22 @@ func (b *Branch) Leaves() []Node {
 // reserved or bound (or, before an attempt, the members that exist). A PodGroup is ready with Min of
 // them; a composite with Min ready children (a composite with no children is never ready).
 func (b *Branch) Ready(count func(key string) int) bool {
+	return b.holds(func(n Node) bool { return count(n.Key()) >= n.Min })
+}
+
+// holds reports whether b is ready when each PodGroup under it is ready as ok says: a composite with
+// Min children that hold (so never one without children).
+func (b *Branch) holds(ok func(Node) bool) bool {
 	if !b.Composite {
-		return count(b.Key()) >= b.Min
+		return ok(b.Node)
 	}
-	ready := 0
+	n := 0
 	for _, c := range b.Children {
-		if c.Ready(count) {
-			ready++
+		if c.holds(ok) {
+			n++
 		}
 	}
-	return len(b.Children) > 0 && ready >= b.Min
+	return n >= max(b.Min, 1)
 }
 
 // Gated reports whether the tree holds back a ready PodGroup of it, the one keyed leaf: only under a
@@ -261,14 +267,5 @@ func (b *Branch) reachableFor(leaf string, out func(key string) bool) bool {
 }
 
 func (b *Branch) reachable(out func(key string) bool) bool {
-	if !b.Composite {
-		return !out(b.Key())
-	}
-	n := 0
-	for _, c := range b.Children {
-		if c.reachable(out) {
-			n++
-		}
-	}
-	return n >= b.Min
+	return b.holds(func(n Node) bool { return !out(n.Key()) })
 }
