@@ -5,9 +5,11 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
@@ -159,7 +161,11 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 
 // activateGroups activates the members of groups (a composite above them changed).
 func (pl *Coscheduling) activateGroups(groups []tree.Node) {
+	if !pl.running.Load() {
+		return
+	}
 	for _, n := range groups {
-		pl.activateGroup(n.Namespace, n.Name)
+		// Each group once (activateGroup would reach the whole tree from each).
+		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
 	}
 }
