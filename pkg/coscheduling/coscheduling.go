@@ -92,20 +92,12 @@ type Coscheduling struct {
 	// no informer, in unit tests).
 	podsSynced cache.InformerSynced
 
-	mu    sync.RWMutex
-	gangs map[string]*gang.Gang
-	// ended keeps how the last reservation of a gang whose state was dropped ended (its reason and
-	// message), for the status and for the gang's next state: the status writer keeps a Reserved
-	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that
-	// ended just before its gang's state was dropped would otherwise show as held.
-	ended map[string][2]string
+	mu sync.RWMutex
+	// gangs are the state of the groups the plugin tracks (see gang.Registry).
+	gangs *gang.Registry
 	// gates are why members are held back, so each reason is reported once per pod (see gate).
 	gates gang.Gates
-	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
-	waitingGangs int
-	// retired are the reservations of PodGroups recreated under their names, for endRetired, which
-	// retiring wakes.
-	retired  []retiredReservation
+	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).
 	retiring chan struct{}
 
 	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
@@ -153,14 +145,6 @@ const podGroupResource = "podgroups"
 // podGroupEventResource names PodGroup events for EventsToRegister: <plural>.<version>.<group>, the form
 // the scheduler resolves to a dynamic informer.
 const podGroupEventResource = podGroupResource + ".v1alpha1." + v1alpha1.GroupName
-
-// retiredReservation is the reservation of a PodGroup recreated under its name (see
-// gang.Gang.Recreated), found at at.
-type retiredReservation struct {
-	namespace, name string
-	at              time.Time
-	r               gang.Reservation
-}
 
 // notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
 func (pl *Coscheduling) notifyStatus(key string) {

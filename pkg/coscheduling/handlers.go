@@ -13,7 +13,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -158,14 +157,12 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	pl.mu.Lock()
 	pl.gates.Release(pod.UID)
 	var g *gang.Gang
+	var made bool
 	if pg != nil {
 		g = pl.gangForLocked(pg)
-	} else if g = pl.gangs[podgroup.Key(pod.Namespace, name)]; g == nil {
+	} else if g, made = pl.gangs.Bound(pod.Namespace, name); made {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
-		g = gang.New(pod.Namespace, name, "")
-		g.Succeeded = pl.finished.Has
-		pl.gangs[g.Key()] = g
-		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+		pl.trackedChangedLocked()
 	}
 	// Bound: it counts from the informer now, not from a reservation.
 	g.CountBound(pod.UID)
@@ -241,7 +238,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	if g := pl.gangs[key]; g != nil {
+	if g := pl.gangs.Get(key); g != nil {
 		now, want := pl.clock.Now(), podgroup.MinMember(pg)
 		r = pl.stepLocked(g, func() gang.Result {
 			return g.OnEdited(now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
@@ -261,7 +258,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	if g != nil && g.PodGroupUID != "" && pg.UID != "" && g.PodGroupUID != pg.UID {
 		// The state is a newer PodGroup's of the same name already (a scheduling cycle read it from
 		// the store before this handler was told of the old one's delete, and started afresh):
@@ -269,14 +266,14 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 		pl.mu.Unlock()
 		return
 	}
-	delete(pl.ended, key)
+	pl.gangs.Forget(key)
 	pl.notifyStatus(key) // the writer forgets what it kept of the group
 	if g != nil {
 		now := pl.clock.Now()
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})
 		r = pl.stepLocked(g, func() gang.Result {
 			r, timers := g.OnDeleted(now)
-			stopTimers(timers)
+			gang.StopTimers(timers)
 			return r
 		})
 		pl.dropIfUnusedLocked(g, now)
@@ -338,20 +335,13 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	if !pl.running.Load() {
 		return
 	}
-	type ref struct{ namespace, name string }
 	now := pl.clock.Now()
 	pl.mu.RLock()
-	gangs := make([]ref, 0, len(pl.gangs))
-	for _, g := range pl.gangs {
-		// A gang that backs off is let in when its back-off ends, not before.
-		if !g.BackingOff(now) && pl.members.Count(g.Namespace, g.Name) > len(g.Members) {
-			gangs = append(gangs, ref{g.Namespace, g.Name})
-		}
-	}
+	gangs := pl.gangs.Unplaced(now, pl.members.Count)
 	pl.mu.RUnlock()
 	var pods []*v1.Pod
 	for _, g := range gangs {
-		for _, p := range pl.unscheduledMembers(g.namespace, g.name, "") { // live members of this profile
+		for _, p := range pl.unscheduledMembers(g[0], g[1], "") { // live members of this profile
 			if devices.MayClaim(p) {
 				pods = append(pods, p)
 			}

@@ -107,7 +107,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
-		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs
+		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 	}
 	if pl.mayBeKeptOff(pod) {
 		if src == nil {

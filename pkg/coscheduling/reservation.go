@@ -69,7 +69,7 @@ func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, n
 	if e.End != "" {
 		metrics.ReservationEnded(pl.profile, e.End)
 		pl.reservationMetricsLocked()
-		d.waiting = gang.WaitingBehind(pl.gangs, g)
+		d.waiting = gang.WaitingBehind(pl.gangs.All(), g)
 	}
 	return d
 }
@@ -87,7 +87,7 @@ func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) 
 	}
 }
 
-// endRetired ends the reservations of recreated PodGroups (see gangForLocked) as the PodGroup's
+// endRetired ends the reservations of recreated PodGroups (see gang.Registry.For) as the PodGroup's
 // delete would have: the reservation's Deleted step, then finishReservation (the members'
 // nominations cleared, ReservationEnded, the gangs waiting behind activated). It runs until ctx ends.
 func (pl *Coscheduling) endRetired(ctx context.Context) {
@@ -98,18 +98,15 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 		case <-pl.retiring:
 		}
 		pl.mu.Lock()
-		todo := pl.retired
-		pl.retired = nil
+		todo := pl.gangs.TakeRetired()
 		done := make([]reservationDone, len(todo))
 		for i, o := range todo {
-			old := gang.New(o.namespace, o.name, "")
-			old.Reserve = o.r
-			_, done[i] = pl.stepReservationLocked(old, resv.Input{Event: resv.Deleted, Now: o.at, Message: "the PodGroup was recreated"})
+			_, done[i] = pl.stepReservationLocked(o.Gang(), resv.Input{Event: resv.Deleted, Now: o.At, Message: "the PodGroup was recreated"})
 		}
 		pl.mu.Unlock()
 		for i, d := range done {
 			if !d.empty() {
-				pl.finishReservation(ctx, todo[i].namespace, todo[i].name, nil, d, nil)
+				pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
 			}
 		}
 	}
@@ -174,7 +171,7 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pg := pl.podGroups.Get(namespace, name)
 	live := pl.members.Count(namespace, name)
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	if g == nil || !g.Reserve.TimerAt.Equal(at) {
 		pl.mu.Unlock()
 		return
@@ -206,14 +203,14 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition
 // reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one goes
 // before g in the order (see gang.Queue).
 func (pl *Coscheduling) reservationQueueLocked(g *gang.Gang, prio int32, now time.Time) (others int, ahead bool) {
-	return gang.Queue(pl.gangs, g, pl.reservation, prio, now)
+	return gang.Queue(pl.gangs.All(), g, pl.reservation, prio, now)
 }
 
 // reservationPreempted ends the gang's reservation when it preempts instead: the nominations the
 // preemption just made (keep) are the gang's now; its other members' are cleared.
 func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.PodGroup, keep map[types.UID]bool, msg string) {
 	pl.mu.Lock()
-	g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]
+	g := pl.gangs.Get(podgroup.Key(pg.Namespace, pg.Name))
 	if g == nil || !g.Reserve.Held() {
 		pl.mu.Unlock()
 		return
@@ -240,7 +237,7 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
 // called when a reservation starts or ends.
 func (pl *Coscheduling) reservationMetricsLocked() {
-	t := gang.Held(pl.gangs)
+	t := gang.Held(pl.gangs.All())
 	pl.reserved.Store(int64(t.Gangs))
 	pl.heldVersion.Add(1)
 	metrics.Reservations(pl.profile, t.Gangs, t.MilliCPU, t.Memory, t.OldestSince)
@@ -255,7 +252,7 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	return gang.KeptOff(pl.gangs, pod)
+	return gang.KeptOff(pl.gangs.All(), pod)
 }
 
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).
@@ -265,6 +262,5 @@ func (pl *Coscheduling) holdsReservation(key string) bool {
 	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	g := pl.gangs[key]
-	return g != nil && g.Reserve.Held()
+	return pl.gangs.Holds(key)
 }
