@@ -56,7 +56,7 @@ const (
 	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
 	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
 	// allowedNodesKey holds the nodes PreFilter let a member use (its gang's domain, its plan's
-	// offer), for Filter: see allowedNodes.
+	// offer), for Filter: see gang.AllowedNodes.
 	allowedNodesKey fwk.StateKey = Name + "/allowed-nodes"
 	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
 	// tries to preempt for it.
