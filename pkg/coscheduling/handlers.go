@@ -5,7 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -67,8 +66,8 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	if pg == nil {
 		return
 	}
-	want, credit := podgroup.MinMember(pg), pl.credit(pod)
-	if pl.members.Count(pod.Namespace, name)+credit == want || (grew && pl.members.Counts.Ready(pod.Namespace, name)+credit == want) {
+	live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
+	if podgroup.CompletedByAdd(live, ready, pl.credit(pod), podgroup.MinMember(pg), grew) {
 		pl.activateGroup(pod.Namespace, name)
 	}
 }
@@ -85,7 +84,7 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 		return
 	}
 	name, _ := podgroup.Of(pod)
-	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && pl.members.Counts.Ready(pod.Namespace, name)+pl.credit(pod) == podgroup.MinMember(pg) {
+	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), podgroup.MinMember(pg)) {
 		pl.activateGroup(pod.Namespace, name)
 	}
 }
@@ -108,8 +107,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if pg == nil {
 			return
 		}
-		live, want := pl.members.Count(pod.Namespace, name), podgroup.MinMember(pg)
-		if live > 0 && live < want && live+pl.runCredit(pod.Namespace, name, run) >= want {
+		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.runCredit(pod.Namespace, name, run), podgroup.MinMember(pg)) {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}
@@ -197,7 +195,8 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 //     plugin's own patches) change nothing;
 //   - a deleted PodGroup (or one being deleted) rejects its waiting members at once, so they release
 //     what they hold, and its history is forgotten (a PodGroup recreated under the name starts from
-//     nothing); an update to another UID (a relist after a delete and a create) is both.
+//     nothing); an update to another UID (a relist after a delete and a create) is both (see
+//     podgroup.UpdateOf).
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
@@ -209,18 +208,18 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldPG, ok1 := oldObj.(*v1alpha1.PodGroup)
 			pg, ok2 := newObj.(*v1alpha1.PodGroup)
-			switch {
-			case !ok1 || !ok2:
-			case oldPG.UID != pg.UID:
-				// Deleted and recreated while the watch was down: a relist shows it as an update,
-				// often of the same generation. It is the old PodGroup's delete and a new one's add.
+			if !ok1 || !ok2 {
+				return
+			}
+			switch podgroup.UpdateOf(oldPG, pg) {
+			case podgroup.UpdateRecreated:
 				pl.onPodGroupDelete(oldPG)
 				pl.activateGroup(pg.Namespace, pg.Name)
 				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
-			case pg.DeletionTimestamp != nil && oldPG.DeletionTimestamp == nil:
-				pl.onPodGroupDelete(oldPG) // held by a finalizer (in-tree ones, while pods use them)
-			case pg.DeletionTimestamp == nil && (oldPG.Generation != pg.Generation || !equality.Semantic.DeepEqual(oldPG.Spec, pg.Spec)):
-				pl.onPodGroupSpecChange(pg) // (the in-tree API keeps the generation on a minCount edit)
+			case podgroup.UpdateDeleting:
+				pl.onPodGroupDelete(oldPG)
+			case podgroup.UpdateSpec:
+				pl.onPodGroupSpecChange(pg)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {

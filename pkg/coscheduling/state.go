@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -149,26 +148,19 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 const gateEventDelay = 5 * time.Second
 
 // waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
-// still waits for its quorum gateEventDelay later, with the count of that moment. Most gangs reach
+// still waits for its quorum gateEventDelay later (see gang.Registry.Gathering), with the count of
+// that moment (podgroup.WaitingForQuorumMessage). Most gangs reach
 // their quorum within milliseconds of their first reservation; the PodGroup's Scheduled condition says
 // WaitingForQuorum meanwhile. (It reads no clock: a fake clock runs it under its own lock.)
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
-	g := pl.gangs.Get(podgroup.Key(namespace, name))
-	waiting := g != nil && g.InProgress() && g.Phase == attempt.PhaseGathering && g.Start.Equal(start)
-	var count int
-	var deadline time.Time
-	if waiting {
-		count, deadline = len(g.Members), g.Deadline
-	}
+	count, deadline, waiting := pl.gangs.Gathering(podgroup.Key(namespace, name), start)
 	pl.mu.RUnlock()
 	pg := pl.podGroups.Get(namespace, name)
 	if !waiting || pg == nil {
 		return
 	}
-	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum,
-		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
-			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gateEventDelay, count, deadline))
 }
 
 // gate reports a member held back by PreEnqueue: the status message always, an event once per

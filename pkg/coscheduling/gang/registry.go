@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -203,4 +204,14 @@ func (r *Registry) Unscheduled(key string, members []*v1.Pod, except types.UID) 
 func (r *Registry) Holds(key string) bool {
 	g := r.gangs[key]
 	return g != nil && g.Reserve.Held()
+}
+
+// Gathering reports whether the gang of key still gathers the quorum of the attempt that started at
+// start, with the count of members reserved or bound and the attempt's deadline.
+func (r *Registry) Gathering(key string, start time.Time) (count int, deadline time.Time, ok bool) {
+	g := r.gangs[key]
+	if g == nil || !g.InProgress() || g.Phase != attempt.PhaseGathering || !g.Start.Equal(start) {
+		return 0, time.Time{}, false
+	}
+	return len(g.Members), g.Deadline, true
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
@@ -182,5 +183,32 @@ func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
 	open.Reserve.Phase = resv.Held
 	if !r.Holds("ns/open") || r.Holds("ns/placed") || r.Holds("ns/none") {
 		t.Error("Holds does not follow the gangs' reservations")
+	}
+}
+
+// TestRegistryGathering: only the attempt that started at start, still gathering, waits for its quorum.
+func TestRegistryGathering(t *testing.T) {
+	start, deadline := time.Unix(1000, 0), time.Unix(2000, 0)
+	r := NewRegistry(nil)
+	g, _ := r.Bound("ns", "g")
+	if _, _, ok := r.Gathering("ns/g", start); ok {
+		t.Error("a gang with no attempt gathers")
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
+	g.Waiting[pod.UID] = pod
+	g.Set(pod.UID, Reserved)
+	g.Phase, g.Start, g.Deadline = attempt.PhaseGathering, start, deadline
+	if count, d, ok := r.Gathering("ns/g", start); !ok || count != 1 || !d.Equal(deadline) {
+		t.Errorf("Gathering = %d, %v, %v; want 1, %v, true", count, d, ok, deadline)
+	}
+	if _, _, ok := r.Gathering("ns/g", start.Add(time.Second)); ok {
+		t.Error("another attempt's wait counts as this one's")
+	}
+	g.Phase = attempt.PhaseQuorum
+	if _, _, ok := r.Gathering("ns/g", start); ok {
+		t.Error("an attempt with its quorum gathers")
+	}
+	if _, _, ok := r.Gathering("ns/none", start); ok {
+		t.Error("an untracked gang gathers")
 	}
 }
