@@ -307,7 +307,7 @@ func gangRound(t *testing.T, rng *rand.Rand, round int) bool {
 	}
 	env.clock.Step(time.Minute)
 	if groups, gated, stamps := env.pl.stateSize(); groups+gated+stamps != 0 {
-		g := env.pl.gangs["ns/g"]
+		g := env.pl.gangs.Get("ns/g")
 		return fail("state left: %d groups, %d gated, %d stamps (members %v, waiting %d, attempt %+v, now %v)", groups, gated, stamps, g.Members, len(g.Waiting), g.Attempt, env.clock.Now())
 	}
 	return true

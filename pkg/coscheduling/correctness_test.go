@@ -96,7 +96,7 @@ func TestPermitPastTheDeadlineDeclaresNoQuorum(t *testing.T) {
 	if w := env.handle.waiting[pods[0].UID]; w.allowed {
 		t.Errorf("m0 was allowed past the deadline")
 	}
-	if g := env.pl.gangs["ns/g"]; g.Phase != attempt.PhaseFailed {
+	if g := env.pl.gangs.Get("ns/g"); g.Phase != attempt.PhaseFailed {
 		t.Errorf("attempt %v, want Failed without a quorum", g.Phase)
 	}
 }
@@ -109,7 +109,7 @@ func TestPreemptedWaitingMemberEndsItsAttempt(t *testing.T) {
 	reserveAndPermit(t, env, pods[1])
 	// Upstream's Executor rejects m0 in memory; its Unreserve runs later, in its binding cycle.
 	env.pl.victimEvicted(pods[0])
-	g := env.pl.gangs["ns/g"]
+	g := env.pl.gangs.Get("ns/g")
 	if g.Phase != attempt.PhaseFailed || len(g.Members) != 0 {
 		t.Fatalf("after the eviction: attempt %v members=%v, want the attempt Failed and nothing counted", g.Phase, g.Members)
 	}
@@ -159,7 +159,7 @@ func TestLeadRetry(t *testing.T) {
 	if _, s := env.pl.PostFilter(ctx, state, a, nil); passed(s) {
 		t.Fatalf("PostFilter(a) = %v, want Unschedulable", s)
 	}
-	g := env.pl.gangs["ns/g"]
+	g := env.pl.gangs.Get("ns/g")
 	if g.Lead != a.UID || !g.BackoffUntil.Equal(env.clock.Now().Add(attempt.LeadRetryDelay)) {
 		t.Fatalf("lead=%q backoffUntil=%v, want a to lead after %v", g.Lead, g.BackoffUntil, attempt.LeadRetryDelay)
 	}
@@ -285,7 +285,7 @@ func TestFailedAttemptWithoutBackoff(t *testing.T) {
 	env := newTestEnv(t, args, []*v1alpha1.PodGroup{pg}, pods)
 	reserveAndPermit(t, env, pods[0])
 	// m1 led once already, so the attempt backs off as configured: not at all.
-	env.pl.gangs["ns/g"].LedBy = map[types.UID]struct{}{pods[1].UID: {}}
+	env.pl.gangs.Get("ns/g").LedBy = map[types.UID]struct{}{pods[1].UID: {}}
 	env.pl.PostFilter(context.Background(), framework.NewCycleState(), pods[1], nil)
 	if w := env.handle.waiting[pods[0].UID]; w.rejected == "" {
 		t.Fatalf("m0 was not rejected when m1 found no node")
@@ -323,12 +323,12 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != podgroup.ReasonPreempting {
+	if got := env.pl.gangs.Get("ns/g").Outcome.Reason; got != podgroup.ReasonPreempting {
 		t.Errorf("outcome %q while the victims' room is nominated to the gang, want %q", got, podgroup.ReasonPreempting)
 	}
 	// The preemption's room went elsewhere and preemption can no longer place the gang.
 	env.pl.stoppedPreempting(pg)
-	g := env.pl.gangs["ns/g"]
+	g := env.pl.gangs.Get("ns/g")
 	if g.Outcome.Reason != podgroup.ReasonGangInfeasible || len(g.NominatedNodes) != 0 {
 		t.Errorf("after preemption stopped: outcome %q, nominated %v; want %q and none", g.Outcome.Reason, g.NominatedNodes, podgroup.ReasonGangInfeasible)
 	}
@@ -338,7 +338,7 @@ func TestPreemptingOutcomeLastsWhileItsRoomIsNominated(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); passed(s) {
 		t.Fatalf("PreFilter = %v, want infeasible", s)
 	}
-	if got := env.pl.gangs["ns/g"].Outcome.Reason; got != podgroup.ReasonGangInfeasible {
+	if got := env.pl.gangs.Get("ns/g").Outcome.Reason; got != podgroup.ReasonGangInfeasible {
 		t.Errorf("outcome %q of a gang that nominates nothing, want %q", got, podgroup.ReasonGangInfeasible)
 	}
 }

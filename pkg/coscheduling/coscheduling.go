@@ -57,7 +57,7 @@ const (
 	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
 	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
 	// allowedNodesKey holds the nodes PreFilter let a member use (its gang's domain, its plan's
-	// offer), for Filter: see allowedNodes.
+	// offer), for Filter: see gang.AllowedNodes.
 	allowedNodesKey fwk.StateKey = Name + "/allowed-nodes"
 	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
 	// tries to preempt for it.
@@ -93,22 +93,14 @@ type Coscheduling struct {
 	// no informer, in unit tests).
 	podsSynced cache.InformerSynced
 
-	mu    sync.RWMutex
-	gangs map[string]*gang.Gang
+	mu sync.RWMutex
+	// gangs are the state of the groups the plugin tracks (see gang.Registry).
+	gangs *gang.Registry
 	// trees are the jobs of several roles: which groups are under which composites (package tree).
 	trees *tree.Index
-	// ended keeps how the last reservation of a gang whose state was dropped ended (its reason and
-	// message), for the status and for the gang's next state: the status writer keeps a Reserved
-	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that
-	// ended just before its gang's state was dropped would otherwise show as held.
-	ended map[string][2]string
 	// gates are why members are held back, so each reason is reported once per pod (see gate).
 	gates gang.Gates
-	// waitingGangs counts gangs with at least one member at Permit (the gauge's value).
-	waitingGangs int
-	// retired are the reservations of PodGroups recreated under their names, for endRetired, which
-	// retiring wakes.
-	retired  []retiredReservation
+	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).
 	retiring chan struct{}
 
 	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
@@ -156,14 +148,6 @@ const podGroupResource = "podgroups"
 // podGroupEventResource names PodGroup events for EventsToRegister: <plural>.<version>.<group>, the form
 // the scheduler resolves to a dynamic informer.
 const podGroupEventResource = podGroupResource + ".v1alpha1." + v1alpha1.GroupName
-
-// retiredReservation is the reservation of a PodGroup recreated under its name (see
-// gang.Gang.Recreated), found at at.
-type retiredReservation struct {
-	namespace, name string
-	at              time.Time
-	r               gang.Reservation
-}
 
 // notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
 func (pl *Coscheduling) notifyStatus(key string) {

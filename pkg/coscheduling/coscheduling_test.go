@@ -280,19 +280,19 @@ func TestPermitQuorum(t *testing.T) {
 				t.Errorf("%s: allowed=%v rejected=%q, want allowed", p.Name, w.allowed, w.rejected)
 			}
 		}
-		if env.pl.waitingGangs != 0 {
-			t.Errorf("waitingGangs = %d after the quorum, want 0", env.pl.waitingGangs)
+		if env.pl.gangs.Waiting() != 0 {
+			t.Errorf("waitingGangs = %d after the quorum, want 0", env.pl.gangs.Waiting())
 		}
 		// A bind failure after the quorum does not fail the gang: the member is retried at once.
 		env.handle.activated = nil
 		env.pl.Unreserve(ctx, nil, pods[0], "n")
-		if env.pl.gangs["ns/g"].BackingOff(env.clock.Now()) {
+		if env.pl.gangs.Get("ns/g").BackingOff(env.clock.Now()) {
 			t.Errorf("the group backs off after a bind failure past the quorum")
 		}
 		if diff := cmp.Diff([]string{"ns/m0"}, env.handle.activated); diff != "" {
 			t.Errorf("members activated after the bind failure (-want,+got): %s", diff)
 		}
-		if got := len(env.pl.gangs["ns/g"].Members); got != 2 {
+		if got := len(env.pl.gangs.Get("ns/g").Members); got != 2 {
 			t.Errorf("%d members count after one failed to bind, want 2", got)
 		}
 	})
@@ -307,12 +307,12 @@ func TestPermitQuorum(t *testing.T) {
 			if s := env.pl.Reserve(ctx, state, p, "n"); !passed(s) {
 				t.Fatalf("tentative Reserve(%s) = %v", p.Name, s)
 			}
-			if g := env.pl.gangs["ns/g"]; g != nil && len(g.Members) != 0 {
+			if g := env.pl.gangs.Get("ns/g"); g != nil && len(g.Members) != 0 {
 				t.Fatalf("%d members counted after a tentative Reserve, want 0", len(g.Members))
 			}
 			env.pl.Unreserve(ctx, state, p, "n")
 		}
-		if g := env.pl.gangs["ns/g"]; g != nil && g.BackingOff(env.clock.Now()) {
+		if g := env.pl.gangs.Get("ns/g"); g != nil && g.BackingOff(env.clock.Now()) {
 			t.Fatalf("the group backs off after the pod-group cycle reverted its tentative reservations")
 		}
 		for i, p := range pods {
@@ -341,7 +341,7 @@ func TestPermitQuorum(t *testing.T) {
 		if w := env.handle.waiting[pods[0].UID]; !strings.Contains(w.rejected, "rejected") {
 			t.Errorf("waiting sibling rejected with %q, want a rejection", w.rejected)
 		}
-		g := env.pl.gangs["ns/g"]
+		g := env.pl.gangs.Get("ns/g")
 		if !g.BackingOff(env.clock.Now()) {
 			t.Fatalf("the group does not back off")
 		}
@@ -596,7 +596,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 			t.Errorf("PostFilter = %v", ps)
 		}
 	}
-	first := env.pl.gangs["ns/g"].CacheKey
+	first := env.pl.gangs.Get("ns/g").CacheKey
 	// Three members rejected, one check made.
 	if got := counterValue(t, metrics.GangRejections, "test", metrics.ReasonInfeasible) - before; got != 1 {
 		t.Errorf("the gang was checked %v times for 3 members, want once", got)
@@ -609,7 +609,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !passed(s) {
 		t.Fatalf("PreFilter after a node was added = %v, want success", s)
 	}
-	if env.pl.gangs["ns/g"].CacheKey.Epoch == first.Epoch {
+	if env.pl.gangs.Get("ns/g").CacheKey.Epoch == first.Epoch {
 		t.Errorf("the cached result was not recomputed after the epoch changed")
 	}
 }

@@ -5,7 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -68,8 +66,8 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 	if pg == nil {
 		return
 	}
-	want, credit := podgroup.MinMember(pg), pl.credit(pod)
-	if pl.members.Count(pod.Namespace, name)+credit == want || (grew && pl.members.Counts.Ready(pod.Namespace, name)+credit == want) {
+	live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
+	if podgroup.CompletedByAdd(live, ready, pl.credit(pod), podgroup.MinMember(pg), grew) {
 		pl.activateGroup(pod.Namespace, name)
 	}
 }
@@ -86,7 +84,7 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 		return
 	}
 	name, _ := podgroup.Of(pod)
-	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && pl.members.Counts.Ready(pod.Namespace, name)+pl.credit(pod) == podgroup.MinMember(pg) {
+	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), podgroup.MinMember(pg)) {
 		pl.activateGroup(pod.Namespace, name)
 	}
 }
@@ -109,8 +107,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if pg == nil {
 			return
 		}
-		live, want := pl.members.Count(pod.Namespace, name), podgroup.MinMember(pg)
-		if live > 0 && live < want && live+pl.runCredit(pod.Namespace, name, run) >= want {
+		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.runCredit(pod.Namespace, name, run), podgroup.MinMember(pg)) {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}
@@ -158,14 +155,12 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	pl.mu.Lock()
 	pl.gates.Release(pod.UID)
 	var g *gang.Gang
+	var made bool
 	if pg != nil {
 		g = pl.gangForLocked(pg)
-	} else if g = pl.gangs[podgroup.Key(pod.Namespace, name)]; g == nil {
+	} else if g, made = pl.gangs.Bound(pod.Namespace, name); made {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
-		g = gang.New(pod.Namespace, name, "")
-		g.Succeeded = pl.finished.Has
-		pl.gangs[g.Key()] = g
-		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+		pl.trackedChangedLocked()
 	}
 	// Bound: it counts from the informer now, not from a reservation.
 	g.CountBound(pod.UID)
@@ -200,7 +195,8 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 //     plugin's own patches) change nothing;
 //   - a deleted PodGroup (or one being deleted) rejects its waiting members at once, so they release
 //     what they hold, and its history is forgotten (a PodGroup recreated under the name starts from
-//     nothing); an update to another UID (a relist after a delete and a create) is both.
+//     nothing); an update to another UID (a relist after a delete and a create) is both (see
+//     podgroup.UpdateOf).
 func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
@@ -212,18 +208,18 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldPG, ok1 := oldObj.(*v1alpha1.PodGroup)
 			pg, ok2 := newObj.(*v1alpha1.PodGroup)
-			switch {
-			case !ok1 || !ok2:
-			case oldPG.UID != pg.UID:
-				// Deleted and recreated while the watch was down: a relist shows it as an update,
-				// often of the same generation. It is the old PodGroup's delete and a new one's add.
+			if !ok1 || !ok2 {
+				return
+			}
+			switch podgroup.UpdateOf(oldPG, pg) {
+			case podgroup.UpdateRecreated:
 				pl.onPodGroupDelete(oldPG)
 				pl.activateGroup(pg.Namespace, pg.Name)
 				pl.notifyStatus(podgroup.Key(pg.Namespace, pg.Name))
-			case pg.DeletionTimestamp != nil && oldPG.DeletionTimestamp == nil:
-				pl.onPodGroupDelete(oldPG) // held by a finalizer (in-tree ones, while pods use them)
-			case pg.DeletionTimestamp == nil && (oldPG.Generation != pg.Generation || !equality.Semantic.DeepEqual(oldPG.Spec, pg.Spec)):
-				pl.onPodGroupSpecChange(pg) // (the in-tree API keeps the generation on a minCount edit)
+			case podgroup.UpdateDeleting:
+				pl.onPodGroupDelete(oldPG)
+			case podgroup.UpdateSpec:
+				pl.onPodGroupSpecChange(pg)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -241,7 +237,7 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	if g := pl.gangs[key]; g != nil {
+	if g := pl.gangs.Get(key); g != nil {
 		now, want := pl.clock.Now(), podgroup.MinMember(pg)
 		r = pl.stepLocked(g, func() gang.Result {
 			return g.OnEdited(now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
@@ -261,7 +257,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	if g != nil && g.PodGroupUID != "" && pg.UID != "" && g.PodGroupUID != pg.UID {
 		// The state is a newer PodGroup's of the same name already (a scheduling cycle read it from
 		// the store before this handler was told of the old one's delete, and started afresh):
@@ -269,14 +265,14 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 		pl.mu.Unlock()
 		return
 	}
-	delete(pl.ended, key)
+	pl.gangs.Forget(key)
 	pl.notifyStatus(key) // the writer forgets what it kept of the group
 	if g != nil {
 		now := pl.clock.Now()
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "the PodGroup was deleted"})
 		r = pl.stepLocked(g, func() gang.Result {
 			r, timers := g.OnDeleted(now)
-			stopTimers(timers)
+			gang.StopTimers(timers)
 			return r
 		})
 		pl.dropIfUnusedLocked(g, now)
@@ -338,20 +334,13 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	if !pl.running.Load() {
 		return
 	}
-	type ref struct{ namespace, name string }
 	now := pl.clock.Now()
 	pl.mu.RLock()
-	gangs := make([]ref, 0, len(pl.gangs))
-	for _, g := range pl.gangs {
-		// A gang that backs off is let in when its back-off ends, not before.
-		if !g.BackingOff(now) && pl.members.Count(g.Namespace, g.Name) > len(g.Members) {
-			gangs = append(gangs, ref{g.Namespace, g.Name})
-		}
-	}
+	gangs := pl.gangs.Unplaced(now, pl.members.Count)
 	pl.mu.RUnlock()
 	var pods []*v1.Pod
 	for _, g := range gangs {
-		for _, p := range pl.unscheduledMembers(g.namespace, g.name, "") { // live members of this profile
+		for _, p := range pl.unscheduledMembers(g[0], g[1], "") { // live members of this profile
 			if devices.MayClaim(p) {
 				pods = append(pods, p)
 			}

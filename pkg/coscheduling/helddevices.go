@@ -53,7 +53,7 @@ func (pl *Coscheduling) heldDevices(prio int32, own string) gang.HeldDevices {
 		var held []gang.HeldRoom
 		if pl.reserved.Load() > 0 {
 			pl.mu.RLock()
-			held = gang.HeldAgainst(pl.gangs, prio, own)
+			held = gang.HeldAgainst(pl.gangs.All(), prio, own)
 			pl.mu.RUnlock()
 		}
 		return gang.HeldDevicesAgainst(held, pl.members.InGroup, pl.claims.Against(prio, own), devices.MayClaim)

@@ -37,7 +37,7 @@ func passed(s *fwk.Status) bool { return s.IsSuccess() || s.IsSkip() }
 // stamps), for tests that check it is freed.
 func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
 	pl.mu.RLock()
-	groups, gated = len(pl.gangs), pl.gates.Len()
+	groups, gated = pl.gangs.Len(), pl.gates.Len()
 	pl.mu.RUnlock()
 	pl.stamps.Range(func(any, any) bool { stamps++; return true })
 	return groups, gated, stamps

@@ -27,7 +27,7 @@ func (pl *Coscheduling) isSchedulableAfterCapacityFreed(logger klog.Logger, pod 
 	}
 	if freed, _, err := util.As[*v1.Pod](oldObj, newObj); err == nil && freed != nil {
 		pl.mu.RLock()
-		g := pl.gangs[podgroup.Key(pod.Namespace, name)]
+		g := pl.gangs.Get(podgroup.Key(pod.Namespace, name))
 		spared := g != nil && g.LastPreemption != nil && g.SparedByDelete(freed, pl.claims.VersionAgainst(g.LastPreemption.Key.Priority))
 		pl.mu.RUnlock()
 		if spared {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
@@ -64,12 +65,12 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		members := pl.members.InGroup(pg.Namespace, pg.Name)
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
-		var d reservationDone
+		var d gang.ReservationDone
 		if !g.Reserve.Seen && !g.Reserve.Held() {
 			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
 		}
 		pl.mu.Unlock()
-		if !d.empty() {
+		if !d.Empty() {
 			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
 		}
 	}

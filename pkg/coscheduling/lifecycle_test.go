@@ -180,7 +180,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		if s.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(s.Message(), "3 more members") {
 			t.Fatalf("PreFilter = %v, want the whole new gang (3) checked and refused", s)
 		}
-		if got := len(env.pl.gangs["ns/g"].Members); got != 0 {
+		if got := len(env.pl.gangs.Get("ns/g").Members); got != 0 {
 			t.Errorf("%d members count, want 0: terminating pods are not live", got)
 		}
 	})
@@ -215,7 +215,7 @@ func TestOnlyLiveMembersCount(t *testing.T) {
 		enqueue(t, env, gang...)
 		bound := placeGang(t, env, gang, nodes(3))
 		update(t, env, withPodPhase(bound[1], v1.PodFailed))
-		if got := len(env.pl.gangs["ns/g"].Members); got != 2 {
+		if got := len(env.pl.gangs.Get("ns/g").Members); got != 2 {
 			t.Fatalf("%d members count after one failed, want 2", got)
 		}
 		replacement := member("r", "g", "1")
@@ -423,7 +423,7 @@ func TestPodGroupEditsMidAttempt(t *testing.T) {
 		for _, p := range gang[:2] {
 			env.pl.Unreserve(ctx, framework.NewCycleState(), p, "n")
 		}
-		if g := env.pl.gangs["ns/g"]; g.BackingOff(env.clock.Now()) || len(g.Members) != 0 {
+		if g := env.pl.gangs.Get("ns/g"); g.BackingOff(env.clock.Now()) || len(g.Members) != 0 {
 			t.Errorf("after the echoes: backing off %v, members %v; want a fresh state", g.BackingOff(env.clock.Now()), g.Members)
 		}
 		if s := reserveAndPermit(t, env, gang[2]); !s.IsWait() || !strings.Contains(s.Message(), "1 of minMember 3") {
@@ -498,8 +498,8 @@ func TestStateIsFreed(t *testing.T) {
 	if v, err := testutil.GetGaugeMetricValue(metrics.TrackedGroups.WithLabelValues("test")); err != nil || v != 0 {
 		t.Errorf("tracked_pod_groups = %v (%v), want 0", v, err)
 	}
-	if env.pl.waitingGangs != 0 {
-		t.Errorf("waitingGangs = %d, want 0", env.pl.waitingGangs)
+	if env.pl.gangs.Waiting() != 0 {
+		t.Errorf("waitingGangs = %d, want 0", env.pl.gangs.Waiting())
 	}
 }
 
@@ -520,7 +520,7 @@ func TestQueueOrderIsStable(t *testing.T) {
 		}
 		env.clock.Step(2 * time.Minute)
 		env.pl.mu.Lock()
-		g := env.pl.gangs["ns/old"]
+		g := env.pl.gangs.Get("ns/old")
 		env.pl.stepLocked(g, func() gang.Result { return g.OnNoNode(a, env.clock.Now(), 1, 0, env.pl.backoff, nil) })
 		env.pl.mu.Unlock()
 		if !env.pl.Less(qa, qb) {

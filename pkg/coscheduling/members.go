@@ -60,25 +60,13 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 	}
 }
 
-// unscheduledMembers are the group's live pods without a node and not reserved here, except one.
+// unscheduledMembers are the group's live pods without a node and not reserved here, except one
+// (see gang.Registry.Unscheduled).
 func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
 	members := pl.members.InGroup(namespace, name)
 	pl.mu.RLock()
-	g := pl.gangs[podgroup.Key(namespace, name)]
-	var out []*v1.Pod
-	for _, p := range members {
-		if p.UID == except || p.Spec.NodeName != "" {
-			continue
-		}
-		if g != nil {
-			if _, isMember := g.Members[p.UID]; isMember {
-				continue
-			}
-		}
-		out = append(out, p)
-	}
-	pl.mu.RUnlock()
-	return out
+	defer pl.mu.RUnlock()
+	return pl.gangs.Unscheduled(podgroup.Key(namespace, name), members, except)
 }
 
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).

@@ -31,7 +31,7 @@ func TestOtherSchedulersPodsMakeNoState(t *testing.T) {
 	ours.Spec.NodeName = "n1"
 	env.pl.onPodAdd(ours)
 	env.pl.mu.RLock()
-	g := env.pl.gangs["ns/g"]
+	g := env.pl.gangs.Get("ns/g")
 	env.pl.mu.RUnlock()
 	if g == nil || g.Count() != 1 {
 		t.Fatalf("our bound pod is not counted: %+v", g)

@@ -89,7 +89,7 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod
 	key := podgroup.Key(pod.Namespace, name)
 	now := pl.clock.Now()
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	if g == nil {
 		pl.mu.Unlock()
 		return

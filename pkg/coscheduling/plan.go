@@ -49,7 +49,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	name, _ := podgroup.Of(pod)
 	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
-	if g := pl.gangs[key]; g != nil {
+	if g := pl.gangs.Get(key); g != nil {
 		g.MissPlan()
 	}
 	pl.mu.Unlock()

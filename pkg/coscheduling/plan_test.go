@@ -72,7 +72,7 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 	state.Write(framework.PodsToActivateKey, framework.NewPodsToActivate())
 	res, s := c.env.pl.PreFilter(ctx, state, pod, c.infos())
 	var room []string
-	if g := c.env.pl.gangs["ns/g"]; g != nil && g.Plan != nil {
+	if g := c.env.pl.gangs.Get("ns/g"); g != nil && g.Plan != nil {
 		for _, n := range g.Plan.Nodes {
 			if n.Members > 0 {
 				room = append(room, n.Name)
@@ -174,7 +174,7 @@ func TestPlacementPlanNarrowsEachMember(t *testing.T) {
 			t.Errorf("%s not allowed at the quorum", p.Name)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.Plan != nil {
+	if g := env.pl.gangs.Get("ns/g"); g.Plan != nil {
 		t.Errorf("the plan outlived the quorum: %+v", g.Plan.Nodes)
 	}
 	if n := counterValue(t, metrics.PlacementPlanMembers, "test", planPlaced) - before; n != 4 {
@@ -210,7 +210,7 @@ func TestPlacementPlanFallback(t *testing.T) {
 	if n := strings.Count(strings.Join(env.handle.activated, ","), "ns/m1"); n != 2 {
 		t.Errorf("m1 activated %d times, want twice (in flight, then out of its back-off)", n)
 	}
-	g := env.pl.gangs["ns/g"]
+	g := env.pl.gangs.Get("ns/g")
 	if g.Plan != nil || !g.NoPlan || len(g.Unplaced) != 0 || len(g.Waiting) != 1 || g.Phase.String() != "Gathering" {
 		t.Fatalf("after the fallback: plan %v, noPlan %v, unplaced %v, waiting %d, phase %v", g.Plan, g.NoPlan, g.Unplaced, len(g.Waiting), g.Phase)
 	}
@@ -344,7 +344,7 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 			}
 			// The miss is retried at once, on every node: the next cycle of this member must not
 			// be narrowed.
-			if g := env.pl.gangs["ns/g"]; g.Plan != nil {
+			if g := env.pl.gangs.Get("ns/g"); g.Plan != nil {
 				return fail("the plan survived its miss")
 			}
 		case !interfere && identical && len(placed) < minMember:
@@ -375,7 +375,7 @@ func planRound(t *testing.T, rng *rand.Rand, round int) bool {
 		}
 	}
 	if len(placed) >= minMember {
-		if g := env.pl.gangs["ns/g"]; g.Plan != nil || g.NoPlan {
+		if g := env.pl.gangs.Get("ns/g"); g.Plan != nil || g.NoPlan {
 			return fail("the plan outlived the quorum")
 		}
 	}
@@ -410,7 +410,7 @@ func TestPlacementPlanMissKeepsTheAttemptUnplanned(t *testing.T) {
 			t.Fatalf("%s after the miss: %+v (want a full cycle that places it)", p.Name, out)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.NoPlan || g.Plan != nil {
+	if g := env.pl.gangs.Get("ns/g"); g.NoPlan || g.Plan != nil {
 		t.Errorf("the attempt ended at its quorum, and the fall-back with it: noPlan %v, plan %v", g.NoPlan, g.Plan)
 	}
 }
@@ -438,7 +438,7 @@ func TestPlacementPlanAfterAnInfeasibleCheck(t *testing.T) {
 			t.Fatalf("%s: an infeasible cycle is marked planned", p.Name)
 		}
 	}
-	if g := env.pl.gangs["ns/g"]; g.Plan != nil {
+	if g := env.pl.gangs.Get("ns/g"); g.Plan != nil {
 		t.Errorf("the plan of the feasible check outlived the infeasible one: %+v", g.Plan.Nodes)
 	}
 }
@@ -464,7 +464,7 @@ func TestPlacementPlanOtherPreFilterRejection(t *testing.T) {
 	if n := counterValue(t, metrics.PlacementPlanMembers, "test", planFallback) - before; n != 0 {
 		t.Errorf("fallbacks counted: %v", n)
 	}
-	if g := env.pl.gangs["ns/g"]; g.Plan == nil || g.NoPlan {
+	if g := env.pl.gangs.Get("ns/g"); g.Plan == nil || g.NoPlan {
 		t.Errorf("the plan was dropped for another plugin's rejection: plan %v, noPlan %v", g.Plan, g.NoPlan)
 	}
 	if len(env.handle.activated) != 0 {

@@ -116,7 +116,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	g := pl.gangForLocked(pg)
 	in.Queue = func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) }
 	out := g.ReserveRoom(in)
-	done := make([]reservationDone, 0, len(out.Steps)+1)
+	done := make([]gang.ReservationDone, 0, len(out.Steps)+1)
 	for _, e := range out.Steps {
 		done = append(done, pl.appliedReservationLocked(g, e, now))
 	}
@@ -136,7 +136,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 			pl.reservationMetricsLocked()
 		}
 		pl.mu.Unlock()
-		pl.finishReservations(ctx, pg, []reservationDone{d})
+		pl.finishReservations(ctx, pg, []gang.ReservationDone{d})
 	}
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
@@ -171,9 +171,9 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 }
 
 // finishReservations does what reservation steps left (see finishReservation), in order.
-func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []reservationDone) {
+func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []gang.ReservationDone) {
 	for _, d := range done {
-		if !d.empty() {
+		if !d.Empty() {
 			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
 		}
 	}

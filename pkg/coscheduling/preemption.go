@@ -76,7 +76,7 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	var changed bool
 	var msg string
 	if g != nil {
@@ -196,7 +196,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	logger := klog.FromContext(ctx)
 	defer func() {
 		pl.mu.Lock()
-		if g := pl.gangs[key]; g != nil {
+		if g := pl.gangs.Get(key); g != nil {
 			g.PreemptionUnderWay = false
 		}
 		pl.mu.Unlock()
@@ -219,7 +219,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
 	// Unless the PodGroup went (or was recreated) while the calls were made.
-	if g := pl.gangs[key]; g != nil && g.PodGroupUID == pg.UID {
+	if g := pl.gangs.Get(key); g != nil && g.PodGroupUID == pg.UID {
 		g.Preempted(nodesUsed, msg)
 	}
 	pl.mu.Unlock()
@@ -278,7 +278,7 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	}
 	now := pl.clock.Now()
 	pl.mu.Lock()
-	g := pl.gangs[podgroup.Key(victim.Namespace, name)]
+	g := pl.gangs.Get(podgroup.Key(victim.Namespace, name))
 	var r gang.Result
 	var wasReserved bool
 	if g != nil {

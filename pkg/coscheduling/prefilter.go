@@ -53,29 +53,6 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 // event).
 type refusal struct{ reason, msg string }
 
-// allowedNodes are the nodes PreFilter let a pod use (nil: every node), why says, for a node outside
-// them, why not; keptOff are the nodes it keeps the pod off for the devices held there, each with
-// why. Never changed once written, so a clone may share it.
-type allowedNodes struct {
-	nodes   sets.Set[string]
-	why     string
-	keptOff map[string]string
-}
-
-func (a *allowedNodes) Clone() fwk.StateData { return a }
-
-// filter is Filter's answer for node. Evicting pods on a node whose held devices the pod would take
-// gives it no held device, nor does it bring a node into a domain: unresolvable.
-func (a *allowedNodes) filter(node string) *fwk.Status {
-	if why, ok := a.keptOff[node]; ok {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
-	}
-	if a.nodes == nil || a.nodes.Has(node) {
-		return nil
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node %s %s", node, a.why))
-}
-
 // preFilterIn reads what a pod's PreFilter step decides on, outside the plugin's lock: for a member,
 // its PodGroup (nil for a pod of no gang) and its step's input; for any pod that may claim devices,
 // the held nodes it is kept off (in.KeptOff). refused says why a member is refused before any step
@@ -107,7 +84,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
-		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs
+		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 	}
 	if pl.mayBeKeptOff(pod) {
 		if src == nil {
@@ -123,22 +100,18 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 // offered its plan, the nodes Filter allows and those it keeps the pod off), and the result.
 func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	var key, eventType, reason, message string
+	var key string
 	if pg != nil {
 		key = podgroup.Key(pg.Namespace, pg.Name)
 	}
 	if out.Checked && out.Infeasible {
 		logger.V(3).Info("Gang is infeasible on the current snapshot", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "reason", out.Message)
 		metrics.GangRejections.WithLabelValues(pl.profile, metrics.ReasonInfeasible).Inc()
-		if out.InfeasibleChanged {
-			eventType, reason, message = v1.EventTypeWarning, podgroup.ReasonGangInfeasible, out.Message
-		}
 	}
 	if out.DomainChosen {
 		logger.V(3).Info("Gang placement chosen", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "placement", out.Placement.Message)
-		eventType, reason, message = v1.EventTypeNormal, podgroup.ReasonDomainChosen, out.Placement.Message
 	}
-	if reason != "" {
+	if eventType, reason, message := out.Event(); reason != "" {
 		pl.recorder.PodGroup(pg, eventType, reason, message)
 		pl.notifyStatus(key)
 	}
@@ -152,13 +125,12 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(out.KeptOff))
 		pl.keptOff.Add(pod)
 	}
-	if out.Nodes == nil && len(out.KeptOff) == 0 {
+	a := out.Allowed(key)
+	if a == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	a := &allowedNodes{nodes: out.Nodes, keptOff: out.KeptOff, why: "is outside the topology domain chosen for PodGroup " + key}
 	if out.Offered {
 		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
-		a.why = "is not among the planned nodes PodGroup " + key + " offers this member"
 	}
 	state.Write(allowedNodesKey, a)
 	if out.Nodes == nil {
@@ -171,7 +143,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter rejects a node outside those PreFilter allowed the pod, and a node whose devices are held
-// for others (see allowedNodes.filter): O(1), and called only for pods whose nodes PreFilter narrowed
+// for others (see gang.AllowedNodes.Filter): O(1), and called only for pods whose nodes PreFilter narrowed
 // or kept off held devices. The framework evaluates only the allowed nodes anyway, except a nominated
 // node and the batching hint, which it tries first.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
@@ -179,7 +151,7 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Po
 	if err != nil {
 		return nil
 	}
-	return data.(*allowedNodes).filter(nodeInfo.Node().Name)
+	return data.(*gang.AllowedNodes).Filter(nodeInfo.Node().Name)
 }
 
 // SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a

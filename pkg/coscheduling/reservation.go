@@ -35,41 +35,24 @@ const (
 	reservationStallAfter = 3 * reservationRecheck
 )
 
-// reservationDone is what a reservation step leaves to do outside the plugin's lock.
-type reservationDone struct {
-	end, endMessage, lost string
-	activate              bool
-	// waiting are the gangs waiting behind an ended reservation (namespace, name): they take their
-	// turn now.
-	waiting [][2]string
-}
-
-func (d reservationDone) empty() bool { return d.end == "" && d.lost == "" && !d.activate }
-
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
 // events, the status, activations) is returned, for finishReservation once pl.mu is released.
-func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv.Effects, reservationDone) {
+func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv.Effects, gang.ReservationDone) {
 	e := g.StepReservation(pl.reservation, in)
 	return e, pl.appliedReservationLocked(g, e, in.Now)
 }
 
 // appliedReservationLocked applies what a step of g's reservation (e, at now) asks of the plugin's
-// state (the timer, the metrics, the gangs waiting behind an end) and returns the rest.
-func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, now time.Time) reservationDone {
-	r := &g.Reserve
-	d := reservationDone{end: e.End, endMessage: e.EndMessage, lost: e.Lost, activate: e.Activate}
-	if e.StopTimer && r.Timer != nil {
-		r.Timer.Stop()
-		r.Timer, r.TimerAt = nil, time.Time{}
-	}
+// state (see gang.Registry.Applied; the timer armed, the metrics) and returns the rest.
+func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, now time.Time) gang.ReservationDone {
+	d := pl.gangs.Applied(g, e)
 	if e.Wake {
 		pl.wakeLocked(g, e.WakeAt, now)
 	}
 	if e.End != "" {
 		metrics.ReservationEnded(pl.profile, e.End)
 		pl.reservationMetricsLocked()
-		d.waiting = gang.WaitingBehind(pl.gangs, g)
 	}
 	return d
 }
@@ -81,13 +64,13 @@ func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) 
 		// Nothing to move (the common case: every quorum, every member gone).
 		return
 	}
-	if _, d := pl.stepReservationLocked(g, in); !d.empty() {
+	if _, d := pl.stepReservationLocked(g, in); !d.Empty() {
 		namespace, name := g.Namespace, g.Name
 		go pl.finishReservation(pl.ctx, namespace, name, nil, d, nil)
 	}
 }
 
-// endRetired ends the reservations of recreated PodGroups (see gangForLocked) as the PodGroup's
+// endRetired ends the reservations of recreated PodGroups (see gang.Registry.For) as the PodGroup's
 // delete would have: the reservation's Deleted step, then finishReservation (the members'
 // nominations cleared, ReservationEnded, the gangs waiting behind activated). It runs until ctx ends.
 func (pl *Coscheduling) endRetired(ctx context.Context) {
@@ -98,18 +81,15 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 		case <-pl.retiring:
 		}
 		pl.mu.Lock()
-		todo := pl.retired
-		pl.retired = nil
-		done := make([]reservationDone, len(todo))
+		todo := pl.gangs.TakeRetired()
+		done := make([]gang.ReservationDone, len(todo))
 		for i, o := range todo {
-			old := gang.New(o.namespace, o.name, "")
-			old.Reserve = o.r
-			_, done[i] = pl.stepReservationLocked(old, resv.Input{Event: resv.Deleted, Now: o.at, Message: "the PodGroup was recreated"})
+			_, done[i] = pl.stepReservationLocked(o.Gang(), resv.Input{Event: resv.Deleted, Now: o.At, Message: "the PodGroup was recreated"})
 		}
 		pl.mu.Unlock()
 		for i, d := range done {
-			if !d.empty() {
-				pl.finishReservation(ctx, todo[i].namespace, todo[i].name, nil, d, nil)
+			if !d.Empty() {
+				pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
 			}
 		}
 	}
@@ -119,13 +99,13 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 // cleared (except those keep names, a preemption's), ReservationEnded is recorded and the gangs
 // waiting behind are activated; the status is written; the gang's members are activated for a
 // recheck. It reads no clock (a timer's callback runs it).
-func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name string, pg *v1alpha1.PodGroup, d reservationDone, keep map[types.UID]bool) {
+func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name string, pg *v1alpha1.PodGroup, d gang.ReservationDone, keep map[types.UID]bool) {
 	key := podgroup.Key(namespace, name)
 	if pg == nil {
 		pg = pl.podGroups.Get(namespace, name)
 	}
 	logger := klog.FromContext(ctx)
-	if d.end != "" {
+	if d.End != "" {
 		var clear []*v1.Pod
 		for _, m := range pl.members.InGroup(namespace, name) {
 			if !keep[m.UID] {
@@ -133,28 +113,28 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 			}
 		}
 		pl.clearNominations(ctx, clear, "")
-		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.end, "message", d.endMessage)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.end, d.endMessage))
-		for _, o := range d.waiting {
+		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.End, d.EndMessage))
+		for _, o := range d.Waiting {
 			pl.activateGroup(o[0], o[1])
 		}
 		pl.activateKeptOff(logger)
 	}
-	if d.lost != "" {
-		logger.V(3).Info("Gang lost its place in the reservation order", "podGroup", key, "reason", d.lost)
+	if d.Lost != "" {
+		logger.V(3).Info("Gang lost its place in the reservation order", "podGroup", key, "reason", d.Lost)
 	}
-	if d.end != "" || d.lost != "" {
+	if d.End != "" || d.Lost != "" {
 		pl.notifyStatus(key)
 	}
-	if d.activate {
+	if d.Activate {
 		pl.activateGroup(namespace, name)
 	}
 }
 
-// wakeLocked arms g's timer for at (one timer per gang: an earlier time replaces a later one).
+// wakeLocked arms g's timer for at, unless it is armed for then already (see gang.Reservation.Rearm).
 func (pl *Coscheduling) wakeLocked(g *gang.Gang, at time.Time, now time.Time) {
 	r := &g.Reserve
-	if r.Timer != nil && !r.TimerAt.After(at) && r.TimerAt.After(now) {
+	if !r.Rearm(at, now) {
 		return
 	}
 	if r.Timer != nil {
@@ -174,27 +154,20 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pg := pl.podGroups.Get(namespace, name)
 	live := pl.members.Count(namespace, name)
 	pl.mu.Lock()
-	g := pl.gangs[key]
+	g := pl.gangs.Get(key)
 	if g == nil || !g.Reserve.TimerAt.Equal(at) {
 		pl.mu.Unlock()
 		return
 	}
 	g.Reserve.Timer, g.Reserve.TimerAt = nil, time.Time{}
-	// (The members of the run that succeeded count as for the quorum, as the gang's last step saw them.)
-	in := resv.Input{Event: resv.Timer, Now: at, Live: live + g.Credit, Trying: g.InProgress()}
-	if pg == nil || pg.UID != g.PodGroupUID {
-		in = resv.Input{Event: resv.Deleted, Now: at, Message: "the PodGroup was deleted"}
-	} else {
-		in.MinMember = podgroup.MinMember(pg)
-	}
-	_, d := pl.stepReservationLocked(g, in)
+	_, d := pl.stepReservationLocked(g, g.TimerInput(pg, live, at))
 	pl.mu.Unlock()
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
 }
 
 // adoptReservationLocked takes over a reservation a previous leader started (see
 // gang.Gang.AdoptReservation).
-func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) reservationDone {
+func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) gang.ReservationDone {
 	e := g.AdoptReservation(pl.reservation, c, members, now, func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) })
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {
@@ -206,14 +179,14 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition
 // reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one goes
 // before g in the order (see gang.Queue).
 func (pl *Coscheduling) reservationQueueLocked(g *gang.Gang, prio int32, now time.Time) (others int, ahead bool) {
-	return gang.Queue(pl.gangs, g, pl.reservation, prio, now)
+	return gang.Queue(pl.gangs.All(), g, pl.reservation, prio, now)
 }
 
 // reservationPreempted ends the gang's reservation when it preempts instead: the nominations the
 // preemption just made (keep) are the gang's now; its other members' are cleared.
 func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.PodGroup, keep map[types.UID]bool, msg string) {
 	pl.mu.Lock()
-	g := pl.gangs[podgroup.Key(pg.Namespace, pg.Name)]
+	g := pl.gangs.Get(podgroup.Key(pg.Namespace, pg.Name))
 	if g == nil || !g.Reserve.Held() {
 		pl.mu.Unlock()
 		return
@@ -224,23 +197,17 @@ func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.P
 }
 
 // belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember
-// live members exist.
+// live members exist (see gang.Gang.BelowMinMember).
 func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup, now time.Time) {
-	if g.Reserve.Phase == resv.Idle || pg == nil {
-		return
+	if in, ok := g.BelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
+		pl.stepReservationAsyncLocked(g, in)
 	}
-	live, want := pl.members.Count(g.Namespace, g.Name)+g.Credit, podgroup.MinMember(pg)
-	if live >= want {
-		return
-	}
-	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.BelowMinMember, Now: now,
-		Message: fmt.Sprintf("%d of minMember %d live members exist", live, want)})
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
 // called when a reservation starts or ends.
 func (pl *Coscheduling) reservationMetricsLocked() {
-	t := gang.Held(pl.gangs)
+	t := gang.Held(pl.gangs.All())
 	pl.reserved.Store(int64(t.Gangs))
 	pl.heldVersion.Add(1)
 	metrics.Reservations(pl.profile, t.Gangs, t.MilliCPU, t.Memory, t.OldestSince)
@@ -255,7 +222,7 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	return gang.KeptOff(pl.gangs, pod)
+	return gang.KeptOff(pl.gangs.All(), pod)
 }
 
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).
@@ -265,6 +232,5 @@ func (pl *Coscheduling) holdsReservation(key string) bool {
 	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	g := pl.gangs[key]
-	return g != nil && g.Reserve.Held()
+	return pl.gangs.Holds(key)
 }

@@ -65,11 +65,11 @@ func TestReservationQueue(t *testing.T) {
 			env := newTestEnv(t, args, nil, nil)
 			g := gang.New("ns", "self", "")
 			g.Reserve.State = tc.self
-			env.pl.gangs[g.Key()] = g
+			env.pl.gangs.Put(g)
 			for i, s := range tc.others {
 				o := gang.New("ns", string(rune('a'+i)), "")
 				o.Reserve.State = s
-				env.pl.gangs[o.Key()] = o
+				env.pl.gangs.Put(o)
 			}
 			env.pl.mu.Lock()
 			others, ahead := env.pl.reservationQueueLocked(g, 10, now)
@@ -92,7 +92,7 @@ func TestEndedReservationOutlivesTheGangsState(t *testing.T) {
 	g := env.pl.gangForLocked(pg)
 	g.Reserve.Ended, g.Reserve.EndMessage = resv.EndBelowMinMember, "1 of minMember 2 live members exist"
 	env.pl.dropIfUnusedLocked(g, env.clock.Now())
-	_, tracked := env.pl.gangs["ns/g"]
+	tracked := env.pl.gangs.Get("ns/g") != nil
 	env.pl.mu.Unlock()
 	if tracked {
 		t.Fatal("the gang's state was not dropped")
@@ -194,7 +194,7 @@ func TestEndOutlivesALostWait(t *testing.T) {
 	g.Reserve.State = resv.State{Phase: resv.Held, WaitingSince: now, Since: now, Seen: true}
 	env.pl.stepReservationLocked(g, resv.Input{Event: resv.BelowMinMember, Now: now, Message: "2 of minMember 3 live members exist"})
 	env.pl.dropIfUnusedLocked(g, now) // no live member is left
-	_, tracked := env.pl.gangs["ns/g"]
+	tracked := env.pl.gangs.Get("ns/g") != nil
 	env.pl.mu.Unlock()
 	if tracked {
 		t.Fatal("the gang's state was not dropped")

@@ -127,20 +127,19 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		podGroups: podGroups,
 		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
 		finished:  pgcache.NewFinished(""),
-		gangs:     map[string]*gang.Gang{},
 		trees:     tree.NewIndex(),
-		ended:     map[string][2]string{},
 		retiring:  make(chan struct{}, 1),
 		ctx:       ctx,
 	}
 	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed}
-	go pl.endRetired(ctx)
 	if h != nil {
 		pl.recorder.Events = h.EventRecorder()
 		pl.profile = h.ProfileName()
 		pl.members.Profile, pl.members.Counts = pl.profile, pgcache.NewMembers(pl.profile)
 		pl.finished = pgcache.NewFinished(pl.profile)
 	}
+	pl.gangs = gang.NewRegistry(pl.finished.Has)
+	go pl.endRetired(ctx)
 	metrics.InitReservations(pl.profile, resv.Reasons)
 	return pl
 }

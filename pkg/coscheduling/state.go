@@ -2,13 +2,11 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -23,51 +21,36 @@ import (
 // (stepLocked) and reporting a failed attempt, the back-off, held-back members, and the status
 // updater's view of an attempt. Callers of *Locked methods hold pl.mu.
 
-// gangForLocked returns the state of pg's group, creating it. State built for an earlier PodGroup
-// of the same name (another UID) forgets that group's attempt history first.
+// gangForLocked returns the state of pg's group, creating it (see gang.Registry.For). The reservation
+// of an earlier PodGroup of the same name is ended by endRetired, outside this cycle and its lock.
 func (pl *Coscheduling) gangForLocked(pg *v1alpha1.PodGroup) *gang.Gang {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	g := pl.gangs[key]
-	if g == nil {
-		g = gang.New(pg.Namespace, pg.Name, pg.UID)
-		g.Succeeded = pl.finished.Has
-		if e, ok := pl.ended[key]; ok {
-			// This process ended it: it is never adopted again from a condition not yet cleared.
-			g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true
-			delete(pl.ended, key)
-		}
-		pl.gangs[key] = g
-		metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
-		return g
+	g, made, retired := pl.gangs.For(pg.Namespace, pg.Name, pg.UID, pl.clock.Now)
+	if made {
+		pl.trackedChangedLocked()
 	}
-	if g.PodGroupUID != pg.UID {
-		// The old PodGroup's reservation is ended by endRetired, outside this cycle and its lock.
-		if old, end := g.Recreated(pg.UID); end {
-			pl.retired = append(pl.retired, retiredReservation{namespace: pg.Namespace, name: pg.Name, at: pl.clock.Now(), r: old})
-			select {
-			case pl.retiring <- struct{}{}:
-			default:
-			}
+	if retired {
+		select {
+		case pl.retiring <- struct{}{}:
+		default:
 		}
 	}
 	return g
 }
 
 // dropIfUnusedLocked drops a group's state once it holds nothing and no live pod of the group is
-// left, so the plugin's memory follows the groups that exist, not every group it ever saw.
+// left (see gang.Unused), its reservation ended first.
 func (pl *Coscheduling) dropIfUnusedLocked(g *gang.Gang, now time.Time) {
-	if !g.HoldsNothing(now) || pl.members.Count(g.Namespace, g.Name) > 0 {
+	if !gang.Unused(g, now, pl.members.Count(g.Namespace, g.Name)) {
 		return
 	}
-	if g.BackoffTimer != nil {
-		g.BackoffTimer.Stop()
-	}
 	pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.Deleted, Now: now, Message: "no live member is left"})
-	if r := &g.Reserve; r.Ended != "" {
-		pl.ended[g.Key()] = [2]string{r.Ended, r.EndMessage}
-	}
-	delete(pl.gangs, g.Key())
-	metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(len(pl.gangs)))
+	pl.gangs.Drop(g)
+	pl.trackedChangedLocked()
+}
+
+// trackedChangedLocked sets the gauge of tracked groups.
+func (pl *Coscheduling) trackedChangedLocked() {
+	metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(pl.gangs.Len()))
 }
 
 // forgetLocked stops counting a pod that is gone or no longer live (deleted, being deleted, or
@@ -78,7 +61,7 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	pl.gates.Release(pod.UID)
 	pl.stamps.Delete(pod.UID)
 	name, _ := podgroup.Of(pod)
-	g := pl.gangs[podgroup.Key(pod.Namespace, name)]
+	g := pl.gangs.Get(podgroup.Key(pod.Namespace, name))
 	if g == nil {
 		return
 	}
@@ -87,36 +70,20 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 	pl.dropIfUnusedLocked(g, now)
 }
 
-// stopTimers stops the timers a gang's state let go of.
-func stopTimers(timers []clock.Timer) {
-	for _, t := range timers {
-		if t != nil {
-			t.Stop()
-		}
-	}
-}
-
-// waitingGangsChangedLocked moves the count of gangs with members at Permit (the gauge).
-func (pl *Coscheduling) waitingGangsChangedLocked(by int) {
-	pl.waitingGangs += by
-	metrics.GangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.waitingGangs))
-}
-
 // stepLocked runs one of a gang's steps (package gang: OnPermit, OnReserve, ...) and does what the step
 // leaves to the plugin's state: the waiting gauge, the back-off timer after a failure (none for a
 // deleted PodGroup) and the reservation's QuorumReached. The I/O its Result asks for (allow, reject,
 // events, status) is the caller's, after releasing pl.mu.
 func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.Result {
-	waited := g.InProgress()
-	r := step()
-	if r.AllowWaiting || r.RejectWaiting {
-		r.Pods = append(r.Pods, pl.followTreeLocked(g, r)...)
-	}
-	switch waits := g.InProgress(); {
-	case waited && !waits:
-		pl.waitingGangsChangedLocked(-1)
-	case !waited && waits:
-		pl.waitingGangsChangedLocked(1)
+	r, changed := pl.gangs.Step(g, func() gang.Result {
+		r := step()
+		if r.AllowWaiting || r.RejectWaiting {
+			r.Pods = append(r.Pods, pl.followTreeLocked(g, r)...)
+		}
+		return r
+	})
+	if changed {
+		metrics.GangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.gangs.Waiting()))
 	}
 	switch {
 	case r.AllowWaiting:
@@ -156,7 +123,7 @@ func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) 
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
 	led := false
-	if g := pl.gangs[podgroup.Key(namespace, name)]; g != nil {
+	if g := pl.gangs.Get(podgroup.Key(namespace, name)); g != nil {
 		led = g.Lead != "" && len(g.NominatedNodes) == 0
 		// The timer that fired is done: dropping the state must not stop it (a fake clock runs this
 		// under its own lock, which Stop takes again).
@@ -178,8 +145,8 @@ func (pl *Coscheduling) backoffEnded(namespace, name string) {
 func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	e := pl.ended[key]
-	return status.AttemptOf(pl.gangs[key], e[0], e[1], pl.reservation.Timeout)
+	reason, msg := pl.gangs.Ended(key)
+	return status.AttemptOf(pl.gangs.Get(key), reason, msg, pl.reservation.Timeout)
 }
 
 // gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers
@@ -190,26 +157,19 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 const gateEventDelay = 5 * time.Second
 
 // waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
-// still waits for its quorum gateEventDelay later, with the count of that moment. Most gangs reach
+// still waits for its quorum gateEventDelay later (see gang.Registry.Gathering), with the count of
+// that moment (podgroup.WaitingForQuorumMessage). Most gangs reach
 // their quorum within milliseconds of their first reservation; the PodGroup's Scheduled condition says
 // WaitingForQuorum meanwhile. (It reads no clock: a fake clock runs it under its own lock.)
 func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time.Time) {
 	pl.mu.RLock()
-	g := pl.gangs[podgroup.Key(namespace, name)]
-	waiting := g != nil && g.InProgress() && g.Phase == attempt.PhaseGathering && g.Start.Equal(start)
-	var count int
-	var deadline time.Time
-	if waiting {
-		count, deadline = len(g.Members), g.Deadline
-	}
+	count, deadline, waiting := pl.gangs.Gathering(podgroup.Key(namespace, name), start)
 	pl.mu.RUnlock()
 	pg := pl.podGroups.Get(namespace, name)
 	if !waiting || pg == nil {
 		return
 	}
-	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum,
-		fmt.Sprintf("attempt under way for %s: %d of minMember %d members reserved or bound; waiting until %s for the rest",
-			gateEventDelay, count, podgroup.MinMember(pg), deadline.UTC().Format(time.RFC3339)))
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gateEventDelay, count, deadline))
 }
 
 // gate reports a member held back by PreEnqueue: the status message always, an event once per

@@ -59,7 +59,7 @@ func (pl *Coscheduling) treeHoldBack(namespace, name string) (reason, msg string
 
 // treeCountLocked is a group's count of live members reserved or bound.
 func (pl *Coscheduling) treeCountLocked(key string) int {
-	if g := pl.gangs[key]; g != nil {
+	if g := pl.gangs.Get(key); g != nil {
 		return g.Count()
 	}
 	return 0
@@ -84,14 +84,14 @@ func (pl *Coscheduling) followTreeLocked(g *gang.Gang, r gang.Result) []*v1.Pod 
 		return nil
 	}
 	out := func(key string) bool {
-		o := pl.gangs[key]
+		o := pl.gangs.Get(key)
 		return key == g.Key() || o != nil && o.Phase == attempt.PhaseFailed && o.BackingOff(r.Now)
 	}
 	var pods []*v1.Pod
 	var moved []gang.Result
 	var keys []string
 	for _, n := range root.Follow(g.Key(), r.RejectWaiting, pl.treeCountLocked, out) {
-		o := pl.gangs[n.Key()]
+		o := pl.gangs.Get(n.Key())
 		if o == nil {
 			continue
 		}

@@ -1,0 +1,217 @@
+package gang
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// Registry is the state of the gangs a plugin tracks, by key (podgroup.Key): made when a group is
+// first met (For, Bound), dropped once it holds nothing and no live member of the group is left
+// (Unused, Drop), so that the plugin's memory follows the groups that exist, not every group it ever
+// saw. It also keeps how the last reservation of a dropped gang ended (Ended), the reservations of
+// PodGroups recreated under their names (TakeRetired), and how many gangs have members at Permit
+// (Step). Like a Gang it is pure and holds no lock: its owner (the plugin's mutex) does; the owner
+// keeps the gauges (Len, Waiting).
+type Registry struct {
+	// Succeeded is handed to each gang's state the registry makes (see Gang.Succeeded).
+	Succeeded func(types.UID) bool
+
+	gangs map[string]*Gang
+	// ended keeps how the last reservation of a gang whose state was dropped ended (its reason and
+	// message), for the status and for the gang's next state: the status writer keeps a Reserved
+	// condition it has no word on (a previous leader's, until it is adopted), so a reservation that
+	// ended just before its gang's state was dropped would otherwise show as held.
+	ended map[string][2]string
+	// retired are the reservations of PodGroups recreated under their names, for TakeRetired.
+	retired []Retired
+	// waiting counts gangs with at least one member at Permit.
+	waiting int
+}
+
+// Retired is the reservation of a PodGroup recreated under its name (see Gang.Recreated), found at
+// At.
+type Retired struct {
+	Namespace, Name string
+	At              time.Time
+	Reserve         Reservation
+}
+
+// NewRegistry returns an empty registry whose gangs count succeeded members with succeeded.
+func NewRegistry(succeeded func(types.UID) bool) *Registry {
+	return &Registry{Succeeded: succeeded, gangs: map[string]*Gang{}, ended: map[string][2]string{}}
+}
+
+// Get returns the state of the group of key, nil when none is tracked.
+func (r *Registry) Get(key string) *Gang { return r.gangs[key] }
+
+// Len is how many gangs are tracked.
+func (r *Registry) Len() int { return len(r.gangs) }
+
+// All are the tracked gangs by key, for the reads over every gang (Queue, Held, BusyDomains, ...);
+// the caller must not change the map.
+func (r *Registry) All() map[string]*Gang { return r.gangs }
+
+// Put tracks g under its key, replacing what was tracked there.
+func (r *Registry) Put(g *Gang) { r.gangs[g.Key()] = g }
+
+// For returns the state of group namespace/name of the PodGroup of uid, and whether it was made now.
+// A new state starts with how this process ended the group's last reservation (it is never adopted
+// again from a condition not yet cleared). State made for an earlier PodGroup of the same name
+// (another UID) forgets that group's attempt history first; when the old PodGroup waited or held a
+// reservation, it is kept for TakeRetired (found at now()) and retired is true: the owner ends it
+// outside this cycle.
+func (r *Registry) For(namespace, name string, uid types.UID, now func() time.Time) (g *Gang, made, retired bool) {
+	key := podgroup.Key(namespace, name)
+	if g = r.gangs[key]; g == nil {
+		g = New(namespace, name, uid)
+		g.Succeeded = r.Succeeded
+		if e, ok := r.ended[key]; ok {
+			g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true
+			delete(r.ended, key)
+		}
+		r.gangs[key] = g
+		return g, true, false
+	}
+	if g.PodGroupUID != uid {
+		if old, end := g.Recreated(uid); end {
+			r.retired = append(r.retired, Retired{Namespace: namespace, Name: name, At: now(), Reserve: old})
+			return g, false, true
+		}
+	}
+	return g, false, false
+}
+
+// Bound returns the state of group namespace/name for a member bound before its PodGroup exists (it
+// is counted once the PodGroup does), and whether it was made now.
+func (r *Registry) Bound(namespace, name string) (g *Gang, made bool) {
+	if g = r.gangs[podgroup.Key(namespace, name)]; g != nil {
+		return g, false
+	}
+	g = New(namespace, name, "")
+	g.Succeeded = r.Succeeded
+	r.Put(g)
+	return g, true
+}
+
+// Unused reports whether g's state may be dropped at now: it holds nothing (see Gang.HoldsNothing)
+// and live, the count of its group's live pods, is zero.
+func Unused(g *Gang, now time.Time, live int) bool { return g.HoldsNothing(now) && live == 0 }
+
+// Drop stops tracking g, keeping how its last reservation ended (see Ended). Its back-off timer is
+// stopped; its reservation must have been stepped first (Deleted).
+func (r *Registry) Drop(g *Gang) {
+	if g.BackoffTimer != nil {
+		g.BackoffTimer.Stop()
+	}
+	if res := &g.Reserve; res.Ended != "" {
+		r.ended[g.Key()] = [2]string{res.Ended, res.EndMessage}
+	}
+	delete(r.gangs, g.Key())
+}
+
+// Ended is how the last reservation of the dropped gang of key ended (empty when it did not, or when
+// the gang is tracked again).
+func (r *Registry) Ended(key string) (reason, message string) {
+	e := r.ended[key]
+	return e[0], e[1]
+}
+
+// Forget forgets what is kept of the group of key once its PodGroup is deleted (how its last
+// reservation ended).
+func (r *Registry) Forget(key string) { delete(r.ended, key) }
+
+// TakeRetired returns the reservations of recreated PodGroups kept since the last call.
+func (r *Registry) TakeRetired() []Retired {
+	out := r.retired
+	r.retired = nil
+	return out
+}
+
+// Gang is the state of a gang that holds o's reservation only, for its Deleted step.
+func (o Retired) Gang() *Gang {
+	g := New(o.Namespace, o.Name, "")
+	g.Reserve = o.Reserve
+	return g
+}
+
+// Step runs one of g's steps (OnPermit, OnReserve, ...) and keeps the count of gangs with members at
+// Permit; changed reports that the count moved.
+func (r *Registry) Step(g *Gang, step func() Result) (res Result, changed bool) {
+	waited := g.InProgress()
+	res = step()
+	switch waits := g.InProgress(); {
+	case waited && !waits:
+		r.waiting--
+	case !waited && waits:
+		r.waiting++
+	default:
+		return res, false
+	}
+	return res, true
+}
+
+// Waiting is how many gangs have at least one member at Permit.
+func (r *Registry) Waiting() int { return r.waiting }
+
+// StopTimers stops the timers a gang's state let go of.
+func StopTimers(timers []clock.Timer) {
+	for _, t := range timers {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// Unplaced are the gangs (namespace, name) with live members (live) neither reserved nor bound that
+// do not back off at now: a gang that backs off is let in when its back-off ends, not before.
+// O(tracked gangs).
+func (r *Registry) Unplaced(now time.Time, live func(namespace, name string) int) [][2]string {
+	out := make([][2]string, 0, len(r.gangs))
+	for _, g := range r.gangs {
+		if !g.BackingOff(now) && live(g.Namespace, g.Name) > len(g.Members) {
+			out = append(out, [2]string{g.Namespace, g.Name})
+		}
+	}
+	return out
+}
+
+// Unscheduled are the pods of members (a group's live pods) without a node and not counted by the
+// gang of key (reserved here), except one.
+func (r *Registry) Unscheduled(key string, members []*v1.Pod, except types.UID) []*v1.Pod {
+	g := r.gangs[key]
+	var out []*v1.Pod
+	for _, p := range members {
+		if p.UID == except || p.Spec.NodeName != "" {
+			continue
+		}
+		if g != nil {
+			if _, isMember := g.Members[p.UID]; isMember {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Holds reports whether the gang of key holds a reservation.
+func (r *Registry) Holds(key string) bool {
+	g := r.gangs[key]
+	return g != nil && g.Reserve.Held()
+}
+
+// Gathering reports whether the gang of key still gathers the quorum of the attempt that started at
+// start, with the count of members reserved or bound and the attempt's deadline.
+func (r *Registry) Gathering(key string, start time.Time) (count int, deadline time.Time, ok bool) {
+	g := r.gangs[key]
+	if g == nil || !g.InProgress() || g.Phase != attempt.PhaseGathering || !g.Start.Equal(start) {
+		return 0, time.Time{}, false
+	}
+	return len(g.Members), g.Deadline, true
+}

@@ -1,0 +1,214 @@
+package gang
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+)
+
+// TestRegistryFor: a gang's state is made once per group; a new state starts from how this process
+// ended the group's last reservation; a PodGroup recreated under its name forgets the old one's history
+// and retires its reservation, if it waited or held one, for TakeRetired.
+func TestRegistryFor(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := func() time.Time { return t0 }
+	cases := []struct {
+		name        string
+		setup       func(r *Registry)
+		uid         types.UID
+		wantMade    bool
+		wantRetired bool
+		wantEnded   string
+	}{
+		{name: "new", uid: "a", wantMade: true},
+		{name: "tracked", setup: func(r *Registry) { r.For("ns", "g", "a", now) }, uid: "a"},
+		{name: "recreated, no reservation", setup: func(r *Registry) { r.For("ns", "g", "a", now) }, uid: "b"},
+		{name: "recreated, reservation held", uid: "b", wantRetired: true, setup: func(r *Registry) {
+			g, _, _ := r.For("ns", "g", "a", now)
+			g.Reserve.Phase = resv.Held
+		}},
+		{name: "new after a drop with an ended reservation", uid: "a", wantMade: true, wantEnded: resv.EndTimedOut, setup: func(r *Registry) {
+			g, _, _ := r.For("ns", "g", "a", now)
+			g.Reserve.Ended, g.Reserve.EndMessage = resv.EndTimedOut, "timed out"
+			r.Drop(g)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			if tc.setup != nil {
+				tc.setup(r)
+			}
+			g, made, retired := r.For("ns", "g", tc.uid, now)
+			if made != tc.wantMade || retired != tc.wantRetired {
+				t.Errorf("For = made %v, retired %v; want %v, %v", made, retired, tc.wantMade, tc.wantRetired)
+			}
+			if g.PodGroupUID != tc.uid || r.Get("ns/g") != g || r.Len() != 1 {
+				t.Errorf("For tracks %+v (%d gangs), want the state of PodGroup %s", g, r.Len(), tc.uid)
+			}
+			if g.Reserve.Ended != tc.wantEnded || (tc.wantEnded != "") != g.Reserve.Seen {
+				t.Errorf("the state starts with reservation end %q (seen %v), want %q", g.Reserve.Ended, g.Reserve.Seen, tc.wantEnded)
+			}
+			if reason, _ := r.Ended("ns/g"); reason != "" {
+				t.Errorf("Ended while tracked = %q, want none", reason)
+			}
+			retiredList := r.TakeRetired()
+			if (len(retiredList) == 1) != tc.wantRetired {
+				t.Fatalf("TakeRetired = %+v, want one: %v", retiredList, tc.wantRetired)
+			}
+			if tc.wantRetired {
+				old := retiredList[0].Gang()
+				if old.Key() != "ns/g" || !old.Reserve.Held() || !retiredList[0].At.Equal(t0) {
+					t.Errorf("retired %+v, want the old PodGroup's held reservation found at %v", retiredList[0], t0)
+				}
+				if len(r.TakeRetired()) != 0 {
+					t.Error("TakeRetired returned the retired reservation twice")
+				}
+			}
+		})
+	}
+}
+
+// TestRegistryDrop: a dropped gang is no longer tracked, keeps how its reservation ended until it is
+// tracked again or its PodGroup is forgotten, and its back-off timer is stopped.
+func TestRegistryDrop(t *testing.T) {
+	r := NewRegistry(func(types.UID) bool { return true })
+	g, made := r.Bound("ns", "g")
+	if !made || g.Succeeded == nil || g.PodGroupUID != "" {
+		t.Fatalf("Bound = %+v, %v: want a new state without a PodGroup that counts succeeded members", g, made)
+	}
+	if again, made := r.Bound("ns", "g"); made || again != g {
+		t.Error("Bound made the state twice")
+	}
+	g.Reserve.Ended, g.Reserve.EndMessage = resv.EndBelowMinMember, "1 of 2"
+	r.Drop(g)
+	if r.Get("ns/g") != nil || r.Len() != 0 {
+		t.Error("the dropped gang is still tracked")
+	}
+	if reason, msg := r.Ended("ns/g"); reason != resv.EndBelowMinMember || msg != "1 of 2" {
+		t.Errorf("Ended = %q, %q, want the dropped gang's end", reason, msg)
+	}
+	r.Forget("ns/g")
+	if reason, _ := r.Ended("ns/g"); reason != "" {
+		t.Errorf("Ended after Forget = %q, want none", reason)
+	}
+}
+
+func TestUnused(t *testing.T) {
+	now := time.Unix(1000, 0)
+	cases := []struct {
+		name string
+		g    func() *Gang
+		live int
+		want bool
+	}{
+		{name: "empty, no live pod", g: func() *Gang { return New("ns", "g", "") }, want: true},
+		{name: "empty, a live pod", g: func() *Gang { return New("ns", "g", "") }, live: 1},
+		{name: "a member counted", g: func() *Gang { g := New("ns", "g", ""); g.Set("a", Bound); return g }},
+		{name: "backing off", g: func() *Gang { g := New("ns", "g", ""); g.BackoffUntil = now.Add(time.Second); return g }},
+	}
+	for _, tc := range cases {
+		if got := Unused(tc.g(), now, tc.live); got != tc.want {
+			t.Errorf("%s: Unused = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRegistryStep: the count of gangs with members at Permit moves when a step starts or ends a
+// wait, and only then.
+func TestRegistryStep(t *testing.T) {
+	r := NewRegistry(nil)
+	g, _, _ := r.For("ns", "g", "a", time.Now)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
+	steps := []struct {
+		name        string
+		step        func()
+		wantChanged bool
+		wantWaiting int
+	}{
+		{name: "nothing", step: func() {}},
+		{name: "a member waits", step: func() { g.Waiting[pod.UID] = pod }, wantChanged: true, wantWaiting: 1},
+		{name: "another waits", step: func() { g.Waiting["q"] = pod }, wantWaiting: 1},
+		{name: "none waits", step: func() { clear(g.Waiting) }, wantChanged: true},
+	}
+	for _, s := range steps {
+		_, changed := r.Step(g, func() Result { s.step(); return Result{} })
+		if changed != s.wantChanged || r.Waiting() != s.wantWaiting {
+			t.Errorf("%s: Step changed %v, Waiting %d; want %v, %d", s.name, changed, r.Waiting(), s.wantChanged, s.wantWaiting)
+		}
+	}
+}
+
+// TestRegistryUnplacedAndUnscheduled: the gangs with live members neither reserved nor bound (not
+// backing off), and a group's pods neither placed nor reserved here.
+func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := NewRegistry(nil)
+	placed, _ := r.Bound("ns", "placed")
+	placed.Set("a", Bound)
+	open, _ := r.Bound("ns", "open")
+	open.Set("a", Reserved)
+	backing, _ := r.Bound("ns", "backing")
+	backing.BackoffUntil = now.Add(time.Minute)
+	live := map[string]int{"placed": 1, "open": 2, "backing": 2}
+	got := r.Unplaced(now, func(_, name string) int { return live[name] })
+	if diff := cmp.Diff([][2]string{{"ns", "open"}}, got); diff != "" {
+		t.Errorf("Unplaced (-want +got):\n%s", diff)
+	}
+
+	pod := func(uid, node string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid)}, Spec: v1.PodSpec{NodeName: node}}
+	}
+	members := []*v1.Pod{pod("a", ""), pod("b", ""), pod("c", "n1"), pod("d", "")}
+	names := func(pods []*v1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"b"}, names(r.Unscheduled("ns/open", members, "d"))); diff != "" {
+		t.Errorf("Unscheduled of a tracked gang (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "d"}, names(r.Unscheduled("ns/none", members, ""))); diff != "" {
+		t.Errorf("Unscheduled of an untracked gang (-want +got):\n%s", diff)
+	}
+	open.Reserve.Phase = resv.Held
+	if !r.Holds("ns/open") || r.Holds("ns/placed") || r.Holds("ns/none") {
+		t.Error("Holds does not follow the gangs' reservations")
+	}
+}
+
+// TestRegistryGathering: only the attempt that started at start, still gathering, waits for its quorum.
+func TestRegistryGathering(t *testing.T) {
+	start, deadline := time.Unix(1000, 0), time.Unix(2000, 0)
+	r := NewRegistry(nil)
+	g, _ := r.Bound("ns", "g")
+	if _, _, ok := r.Gathering("ns/g", start); ok {
+		t.Error("a gang with no attempt gathers")
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
+	g.Waiting[pod.UID] = pod
+	g.Set(pod.UID, Reserved)
+	g.Phase, g.Start, g.Deadline = attempt.PhaseGathering, start, deadline
+	if count, d, ok := r.Gathering("ns/g", start); !ok || count != 1 || !d.Equal(deadline) {
+		t.Errorf("Gathering = %d, %v, %v; want 1, %v, true", count, d, ok, deadline)
+	}
+	if _, _, ok := r.Gathering("ns/g", start.Add(time.Second)); ok {
+		t.Error("another attempt's wait counts as this one's")
+	}
+	g.Phase = attempt.PhaseQuorum
+	if _, _, ok := r.Gathering("ns/g", start); ok {
+		t.Error("an attempt with its quorum gathers")
+	}
+	if _, _, ok := r.Gathering("ns/none", start); ok {
+		t.Error("an untracked gang gathers")
+	}
+}
