@@ -23,6 +23,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/lws"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
@@ -98,6 +99,8 @@ type Coscheduling struct {
 	gangs *gang.Registry
 	// trees are the jobs of several roles: which groups are under which composites (package tree).
 	trees *tree.Index
+	// lws makes the PodGroups of LeaderWorkerSet replicas (nil in tests that drive the plugin directly).
+	lws *lws.Maker
 	// gates are why members are held back, so each reason is reported once per pod (see gate).
 	gates gang.Gates
 	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).

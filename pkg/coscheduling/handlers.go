@@ -254,6 +254,9 @@ func (pl *Coscheduling) onPodGroupSpecChange(pg *v1alpha1.PodGroup) {
 }
 
 func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
+	if pl.lws != nil {
+		pl.lws.GroupDeleted(pg) // a replica's PodGroup deleted under its live leader is made again
+	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()

@@ -40,6 +40,9 @@ func (pl *Coscheduling) startBackground() {
 		pl.status.Started.Store(true)
 		go pl.status.Run(pl.ctx)
 		go pl.adoptReservations(pl.ctx)
+		if pl.lws != nil {
+			go pl.lws.Run(pl.ctx)
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
@@ -20,6 +21,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/lws"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
@@ -87,6 +89,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if _, err := h.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(pl.claimEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
+	}
+	// A LeaderWorkerSet replica's PodGroup is made when its leader pod appears (package lws).
+	pl.lws = lws.New(sources.Client, podInformer.GetStore(), pl.profile, func(pod *v1.Pod, reason, msg string) { pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg) })
+	context.AfterFunc(ctx, pl.lws.ShutDown)
+	if _, err := podInformer.AddEventHandler(pl.lws.Handler()); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	reg, err := podInformer.AddEventHandler(pl.podEventHandler())
 	if err != nil {

@@ -218,11 +218,17 @@ func groupListOptions(group string) metav1.ListOptions {
 	if _, inTree := podgroup.InTreeName(group); inTree {
 		return metav1.ListOptions{}
 	}
+	if _, lws := lwsGroups.Load(group); lws {
+		return metav1.ListOptions{} // a LeaderWorkerSet replica's pods carry no PodGroup label
+	}
 	return metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group}
 }
 
 // inGroup reports whether the pod is a member of the group, as the scheduler sees it.
 func inGroup(p *v1.Pod, group string) bool {
+	if _, lws := lwsGroups.Load(group); lws { // read from LWS's own labels, not as the scheduler reads them
+		return p.Labels[podgroup.LWSNameLabel]+"-"+p.Labels[podgroup.LWSGroupIndexLabel] == group
+	}
 	name, ok := podgroup.Of(p)
 	return ok && name == group
 }

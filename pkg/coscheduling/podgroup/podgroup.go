@@ -22,8 +22,8 @@ import (
 const IndexName = "custom-scheduler/live-pod-group"
 
 // Of returns the group a pod belongs to: the PodGroup its label names, else the in-tree PodGroup its
-// spec.schedulingGroup names (as InTreePrefix and the name, see intree.go). The label wins over
-// spec.schedulingGroup (see Conflicting).
+// spec.schedulingGroup names (as InTreePrefix and the name, see intree.go), else its LeaderWorkerSet
+// replica's (see lws.go). The label wins over spec.schedulingGroup (see Conflicting).
 func Of(pod *v1.Pod) (string, bool) {
 	if name := pod.Labels[v1alpha1.PodGroupLabel]; name != "" {
 		return name, true
@@ -31,7 +31,7 @@ func Of(pod *v1.Pod) (string, bool) {
 	if inTree, ok := schedulingGroup(pod); ok {
 		return InTreePrefix + inTree, true
 	}
-	return "", false
+	return LWSGroup(pod)
 }
 
 // Labelled reports whether pod (nil: not a pod) carries the PodGroup label, even an empty one.
@@ -50,7 +50,8 @@ func InGang(pod *v1.Pod) bool {
 		return false
 	}
 	_, inTree := schedulingGroup(pod)
-	return inTree || Labelled(pod)
+	_, lws := LWSGroup(pod)
+	return inTree || lws || Labelled(pod)
 }
 
 // SpecChanged reports whether a PodGroup event (objects typed or unstructured, of either source)
