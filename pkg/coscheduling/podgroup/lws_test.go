@@ -14,7 +14,7 @@ import (
 
 // lwsPod is a pod as LeaderWorkerSet makes it: replica index of set, worker w, of size.
 func lwsPod(set, index, worker, size string, ann map[string]string) *v1.Pod {
-	p := st.MakePod().Namespace("ns").Name(set+"-"+index).UID("leader-uid").
+	p := st.MakePod().Namespace("ns").Name(set + "-" + index).UID("leader-uid").
 		Labels(map[string]string{LWSNameLabel: set, LWSGroupIndexLabel: index, LWSWorkerIndex: worker}).Obj()
 	p.Annotations = map[string]string{LWSSizeAnnotation: size}
 	for k, v := range ann {
