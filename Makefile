@@ -130,7 +130,7 @@ INTEROP_DIR := test/interop
 INTEROP_BIN := $(BIN)/interop
 
 .PHONY: interop-operators
-interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Training Operator, the MPI Operator, Kueue, JobSet and Kubeflow Trainer v2 from the pins in test/interop/tools/*/go.mod into bin/interop/.
+interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Training Operator, the MPI Operator, Kueue, JobSet, Kubeflow Trainer v2 and LeaderWorkerSet from the pins in test/interop/tools/*/go.mod into bin/interop/.
 	cd $(INTEROP_DIR)/tools/kuberay && go build -o $(INTEROP_BIN)/ray-operator github.com/ray-project/kuberay/ray-operator
 	cd $(INTEROP_DIR)/tools/kuberay-v1.5 && go build -o $(INTEROP_BIN)/ray-operator-v1.5 github.com/ray-project/kuberay/ray-operator
 	cd $(INTEROP_DIR)/tools/training-operator && go build -o $(INTEROP_BIN)/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
@@ -138,6 +138,7 @@ interop-operators: ## Build KubeRay's ray-operator (v1.4.0 and v1.5.0), the Trai
 	cd $(INTEROP_DIR)/tools/kueue && go build -o $(INTEROP_BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
 	cd $(INTEROP_DIR)/tools/jobset && go build -o $(INTEROP_BIN)/jobset sigs.k8s.io/jobset
 	cd $(INTEROP_DIR)/tools/trainer && go build -o $(INTEROP_BIN)/trainer-controller-manager github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+	cd $(INTEROP_DIR)/tools/lws && go build -o $(INTEROP_BIN)/lws sigs.k8s.io/lws/cmd
 
 .PHONY: interop
 interop: build envtest interop-operators ## Operator interoperability tests: KubeRay (v1.4.0, and v1.5.0 with the alias profile), the Training Operator, the MPI Operator, Kueue, JobSet and Kubeflow Trainer v2 run against envtest with custom-scheduler as shipped; our PodGroup CRD checked a superset of scheduler-plugins'.

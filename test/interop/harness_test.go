@@ -149,9 +149,10 @@ func startControlPlane() (func(), error) {
 		return stopAll, err
 	}
 
-	// The Job controller runs the MPI launcher's Job; the garbage collector deletes what a deleted job owned.
+	// The Job controller runs the MPI launcher's Job; the StatefulSet controller LeaderWorkerSet's
+	// leaders and workers; the garbage collector deletes what a deleted job owned.
 	kcm, err := startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), nil,
-		"--kubeconfig="+kubeconfig, "--controllers=job-controller,garbage-collector-controller",
+		"--kubeconfig="+kubeconfig, "--controllers=job-controller,statefulset-controller,garbage-collector-controller",
 		"--leader-elect=false", "--secure-port=0", "--v=2")
 	if err != nil {
 		return stopAll, err
@@ -971,7 +972,7 @@ func (w *gangWatch) loop() {
 			w.failed, w.lastErr = w.failed+1, err
 			continue
 		}
-		pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: podGroupLabel})
+		pods, err := client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			w.failed, w.lastErr = w.failed+1, err
 			continue
@@ -980,8 +981,7 @@ func (w *gangWatch) loop() {
 		bound := map[string][]string{}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if liveAndBound(p) {
-				g := p.Labels[podGroupLabel]
+			if g := groupOf(p); g != "" && liveAndBound(p) {
 				bound[g] = append(bound[g], p.Name)
 			}
 		}
@@ -1013,6 +1013,18 @@ func (w *gangWatch) loop() {
 			}
 		}
 	}
+}
+
+// groupOf is the PodGroup of a pod: the one its label names, else its LeaderWorkerSet replica's (the
+// set's name and the replica's index, as LWS labels it: the PodGroup the scheduler makes for it).
+func groupOf(p *v1.Pod) string {
+	if g := p.Labels[podGroupLabel]; g != "" {
+		return g
+	}
+	if set, r := p.Labels[lwsNameLabel], p.Labels[lwsGroupIndexLabel]; set != "" && r != "" {
+		return set + "-" + r
+	}
+	return ""
 }
 
 // stop ends the watch and returns its violations.

@@ -222,6 +222,34 @@ internalCertManagement:
 `, healthPort, webhookPort, certDir)
 }
 
+// LeaderWorkerSet v0.8.0 (sigs.k8s.io/lws): its CRD and webhook manifests in its module, and its
+// configuration out of a cluster.
+const (
+	LWSModule   = "sigs.k8s.io/lws"
+	LWSCRD      = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+	LWSWebhooks = "config/webhook/manifests.yaml"
+)
+
+// LWSConfig is LeaderWorkerSet's configuration (its --config) out of a cluster, as JobSetConfig: its
+// serving certificate in certDir, no leader election, no metrics server, loopback servers.
+func LWSConfig(healthPort, webhookPort int, certDir string) string {
+	return fmt.Sprintf(`apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+`, healthPort, webhookPort, certDir)
+}
+
 // Kubeflow Trainer v2.0.0 (github.com/kubeflow/trainer/v2): its CRDs and webhook manifests in its module,
 // and what its cert rotator (pkg/util/cert, always on) needs out of a cluster: the Secret it keeps, in
 // the namespace it assumes, the DNS name it certifies, the ValidatingWebhookConfiguration it injects its
