@@ -241,13 +241,24 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		}
 		pgs, rv = list.Items, list.ResourceVersion
 	}
-	pods, err := memberPods(ctx, c, ns, name)
-	if err != nil {
-		return err
-	}
-	sums := make([]Summary, 0, len(pgs))
-	for i := range pgs {
-		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+	var sums []Summary
+	if name != "" && inTree(&pgs[0]) {
+		// A group of a job's tree: the tree, from its namespace's PodGroups and pods.
+		if sums, err = o.treeSummaries(ctx, c, &pgs[0], nil); err != nil {
+			return err
+		}
+		root := sums[0].Root // "" when its tree cannot be resolved: the group alone
+		sums = slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) })
+	} else {
+		pods, err := memberPods(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		sums = make([]Summary, 0, len(pgs))
+		for i := range pgs {
+			sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+		}
+		AttachTrees(pgs, sums)
 	}
 	slices.SortFunc(sums, func(a, b Summary) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -264,7 +275,8 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 			return o.watch(ctx, c, nil, ns, name, rv)
 		}
 		if name != "" {
-			return printData(o.out, o.output, sums[0])
+			i := slices.IndexFunc(sums, func(s Summary) bool { return s.Name == name })
+			return printData(o.out, o.output, sums[i])
 		}
 		return printData(o.out, o.output, map[string]any{"items": sums})
 	}
@@ -329,11 +341,20 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 			if !isPG || (name != "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 				continue
 			}
-			pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
-			if err != nil {
-				return err
+			var s Summary
+			if inTree(pg) && ev.Type != watch.Deleted {
+				sums, err := o.treeSummaries(ctx, c, pg, nil)
+				if err != nil {
+					return err
+				}
+				s = sums[0]
+			} else {
+				pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
+				if err != nil {
+					return err
+				}
+				s = Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
 			}
-			s := Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
 			if ev.Type == watch.Deleted {
 				s.Short = "deleted"
 			}
@@ -360,7 +381,12 @@ func (o *options) explain(ctx context.Context, name string) error {
 	if err != nil {
 		return apiError(err, "PodGroup", name, ns)
 	}
-	pods, err := memberPods(ctx, c, ns, name)
+	linked := inTree(pg)
+	podsOf := name
+	if linked {
+		podsOf = "" // every group's of the namespace, for its tree
+	}
+	pods, err := memberPods(ctx, c, ns, podsOf)
 	if err != nil {
 		return err
 	}
@@ -374,10 +400,44 @@ func (o *options) explain(ctx context.Context, name string) error {
 		return apiError(err, "events", "", ns)
 	}
 	s := Summarize(pg, members, events, o.schedulers)
+	if linked {
+		sums, err := o.treeSummaries(ctx, c, pg, pods)
+		if err != nil {
+			return err
+		}
+		events := s.Events
+		s = sums[0]
+		s.Events = events
+	}
 	if o.output != "" {
 		return printData(o.out, o.output, s)
 	}
 	return printExplain(o.out, s, o.now(), o.style())
+}
+
+// treeSummaries summarizes every PodGroup of pg's namespace, with their trees (AttachTrees), from
+// one list of its PodGroups and one of its member pods (pods, when the caller has listed them
+// already): pg's summary first, then the others by name. pg stands for itself in the list (the list
+// may be newer, or miss it: it was just deleted).
+func (o *options) treeSummaries(ctx context.Context, c Clients, pg *v1alpha1.PodGroup, pods map[string][]*v1.Pod) ([]Summary, error) {
+	list, err := c.PodGroups.SchedulingV1alpha1().PodGroups(pg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, apiError(err, "PodGroups", "", pg.Namespace)
+	}
+	pgs := slices.DeleteFunc(list.Items, func(p v1alpha1.PodGroup) bool { return p.Name == pg.Name })
+	pgs = append([]v1alpha1.PodGroup{*pg}, pgs...)
+	if pods == nil {
+		if pods, err = memberPods(ctx, c, pg.Namespace, ""); err != nil {
+			return nil, err
+		}
+	}
+	sums := make([]Summary, 0, len(pgs))
+	for i := range pgs {
+		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+	}
+	AttachTrees(pgs, sums)
+	slices.SortStableFunc(sums[1:], func(a, b Summary) int { return strings.Compare(a.Name, b.Name) })
+	return sums, nil
 }
 
 // eventReaders is how many event lists explain has in flight at once.
