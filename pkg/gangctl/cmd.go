@@ -242,12 +242,13 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		pgs, rv = list.Items, list.ResourceVersion
 	}
 	var sums []Summary
+	root := "" // the named group's job, whose groups a watch follows
 	if name != "" && inTree(&pgs[0]) {
 		// A group of a job's tree: the tree, from its namespace's PodGroups and pods.
 		if sums, err = o.treeSummaries(ctx, c, &pgs[0], nil); err != nil {
 			return err
 		}
-		root := sums[0].Root // "" when its tree cannot be resolved: the group alone
+		root = sums[0].Root // "" when its tree cannot be resolved: the group alone
 		sums = slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) })
 	} else {
 		pods, err := memberPods(ctx, c, ns, name)
@@ -268,11 +269,14 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		if watchFlag {
 			// As kubectl get -w -o json: each gang an object of its own, then one per change.
 			for _, s := range sums {
+				if name != "" && s.Name != name {
+					continue // the named one's tree is in its object
+				}
 				if err := o.printObject(watch.Added, s); err != nil {
 					return err
 				}
 			}
-			return o.watch(ctx, c, nil, ns, name, rv)
+			return o.watch(ctx, c, nil, ns, name, root, sums, rv)
 		}
 		if name != "" {
 			i := slices.IndexFunc(sums, func(s Summary) bool { return s.Name == name })
@@ -295,7 +299,7 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	if !watchFlag {
 		return nil
 	}
-	return o.watch(ctx, c, cols, ns, name, rv)
+	return o.watch(ctx, c, cols, ns, name, root, sums, rv)
 }
 
 // printObject writes one gang of a -o json|yaml watch: the gang, or with --output-watch-events the
@@ -318,10 +322,15 @@ func (o *options) printObject(t watch.EventType, s Summary) error {
 }
 
 // watch prints a gang's line (its object, with -o json|yaml) again whenever its PodGroup changes,
-// until ctx ends.
-func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, resourceVersion string) error {
+// until ctx ends. With root (the job of the named group, whose groups are sums), the line of each
+// group of the job that changes.
+func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, root string, sums []Summary, resourceVersion string) error {
 	opts := metav1.ListOptions{ResourceVersion: resourceVersion}
-	if name != "" {
+	job := map[string]bool{name: true}
+	for _, s := range sums {
+		job[s.Name] = true
+	}
+	if name != "" && root == "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
 	w, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Watch(ctx, opts)
@@ -338,7 +347,7 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 				return nil
 			}
 			pg, isPG := ev.Object.(*v1alpha1.PodGroup)
-			if !isPG || (name != "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+			if !isPG || (name != "" && root == "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 				continue
 			}
 			var s Summary
@@ -354,6 +363,15 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 					return err
 				}
 				s = Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
+			}
+			if root != "" {
+				// The job's groups: those it had, and those that join it.
+				if s.Root == root {
+					job[s.Name] = true
+				}
+				if !job[s.Name] {
+					continue
+				}
 			}
 			if ev.Type == watch.Deleted {
 				s.Short = "deleted"

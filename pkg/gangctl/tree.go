@@ -148,7 +148,9 @@ func AttachTrees(pgs []v1alpha1.PodGroup, sums []Summary) {
 			}
 		case root != nil:
 			roots[key] = root
-			if !n.Composite && held(*s) && !root.Admits(key, existing) {
+			// Complete of its own, held back for the others (a group short of its own members waits
+			// for them first, as its own summary says).
+			if !n.Composite && held(*s) && existing(key) >= n.Min && !root.Admits(key, existing) {
 				s.WaitingFor = WaitsForGroups
 				s.Short = "waits for the job's other groups: " + strings.Join(others(root.Short(existing), n.Name), "; ")
 			}

@@ -1,6 +1,7 @@
 package gangctl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -236,4 +238,109 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestAttachTrees: the tree's decisions over summaries alone: a group complete of its own waits for
+// its job's other groups (as PreEnqueue holds it back), a finished group counts as whole, a basic
+// composite blocks nothing, malformed annotations are a problem; nested composites are indented.
+func TestAttachTrees(t *testing.T) {
+	pgs := []v1alpha1.PodGroup{
+		*annotate(testPG("ns", "job", 1, ""), tree.AnnotationMinGroupCount, "2"),
+		*annotate(testPG("ns", "r0", 1, ""), tree.AnnotationMinGroupCount, "2", tree.AnnotationParent, "job"),
+		*annotate(testPG("ns", "r1", 1, ""), tree.AnnotationComposite, "Basic", tree.AnnotationParent, "job"),
+		*annotate(testPG("ns", "r0-leader", 1, v1alpha1.PodGroupFinished), tree.AnnotationParent, "r0"),
+		*annotate(testPG("ns", "r0-workers", 3, v1alpha1.PodGroupPending, scheduled(podgroup.ReasonWaitingForMembers, "", 0)), tree.AnnotationParent, "r0"),
+		*annotate(testPG("ns", "r1-leader", 1, ""), tree.AnnotationParent, "r1"),
+		*annotate(testPG("ns", "r1-workers", 2, ""), tree.AnnotationParent, "r1"),
+		*annotate(testPG("ns", "odd", 1, ""), tree.AnnotationComposite, "Sometimes"),
+		*testPG("ns", "flat", 2, ""),
+	}
+	pods := map[string][]*v1.Pod{
+		"r0-workers": {testPod("ns", "r0-workers", "w0", ""), testPod("ns", "r0-workers", "w1", ""), testPod("ns", "r0-workers", "w2", "")},
+	}
+	var sums []Summary
+	for i := range pgs {
+		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Name], nil, nil))
+	}
+	flat := sums[8]
+	AttachTrees(pgs, sums)
+	var b strings.Builder
+	if err := printTable(&b, &columns{}, sums, false, false, true, testNow, style{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `NAME              PHASE     LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR
+job               Pending   2     0      -        -      2    10m  0 of minGroupCount 2 groups whole; short: r0 1/2, r1 0/1
+├─ r0             Pending   2     1      -        -      2    10m  1 of minGroupCount 2 groups whole; short: r0-workers 0/3
+│  ├─ r0-leader   Finished  0     0      0        0      1    10m  finished
+│  └─ r0-workers  Pending   3     0      0        0      3    10m  waits for the job's other groups: job: 1 of minGroupCount 2 children ready; r1: no child ready; r1-leader: 0 of minMember 1; r1-workers: 0 of minMember 2
+└─ r1             Pending   2     0      -        -      -    10m  basic: 0 of 2 groups whole, each placed on its own
+   ├─ r1-leader   Pending   0     0      0        0      1    10m  0 of 1 members exist
+   └─ r1-workers  Pending   0     0      0        0      2    10m  0 of 2 members exist
+odd               Pending   0     0      0        0      1    10m  InvalidGroupTree: PodGroup odd: annotation scheduling.x-k8s.io/composite is "Sometimes": want Gang or Basic
+flat              Pending   0     0      0        0      2    10m  0 of 2 members exist
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if diff := cmp.Diff(flat, sums[8]); diff != "" {
+		t.Errorf("a group in no tree changed (-before,+after):\n%s", diff)
+	}
+	var names []string
+	for _, k := range sums[4].Blockers {
+		names = append(names, k.Name)
+	}
+	// r0-workers are short of nothing but bound members; the basic r1 blocks nothing itself.
+	if got := strings.Join(names, ","); got != "job,r0,r0-workers,r1-leader,r1-workers" {
+		t.Errorf("blockers %s", got)
+	}
+}
+
+// TestWatchTree: get NAME --watch of a group in a tree prints its job's tree, then the line of each
+// group of the job that changes (never another group's).
+func TestWatchTree(t *testing.T) {
+	kube, pgs := kubefake.NewClientset(), pgfake.NewSimpleClientset()
+	jobs(t)(kube, pgs)
+	conn := func(*genericclioptions.ConfigFlags) (Clients, string, error) {
+		return Clients{Kube: kube, PodGroups: pgs}, "jobs", nil
+	}
+	out := &syncBuffer{}
+	cmd := NewCommand(out, func() time.Time { return testNow }, conn)
+	cmd.SetArgs([]string{"get", "prefill", "--watch"})
+	cmd.SetErr(&bytes.Buffer{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "└─ prefill") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tree printed:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The fake watch starts when the command asks for it: change the groups until a line shows it.
+	want := "decode      Finished       4     4      0        0      4    10m  finished"
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in:\n%s", want, out.String())
+		}
+		for _, n := range []string{"flat", "decode"} {
+			pg, err := pgs.SchedulingV1alpha1().PodGroups("jobs").Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg.Status.Phase = v1alpha1.PodGroupFinished
+			pg.Status.Conditions = []metav1.Condition{scheduled(podgroup.ReasonQuorumReached, "done", 0)}
+			if _, err := pgs.SchedulingV1alpha1().PodGroups("jobs").UpdateStatus(ctx, pg, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch ended with %v", err)
+	}
+	if strings.Contains(out.String(), "flat") {
+		t.Errorf("a group of no tree printed:\n%s", out.String())
+	}
 }
