@@ -138,7 +138,9 @@ func (o *options) getCommand() *cobra.Command {
 		Short: "One line per gang: phase, members live/bound/waiting/gated of minMember, age, what it waits for",
 		Example: `  kubectl gang get -A
   kubectl gang get training -n demo -o wide
-  kubectl gang get -n demo -o json`,
+  kubectl gang get -n demo -o json
+  # A job of several roles (PodGroups under a composite): any of its groups shows the job's tree.
+  kubectl gang get prefill -n demo`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput("", "wide", "json", "yaml"); err != nil {
@@ -166,7 +168,7 @@ func (o *options) getCommand() *cobra.Command {
 func (o *options) explainCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain NAME",
-		Short: "The whole story of one gang: its quorum, what it is short of, its reservation, members and events",
+		Short: "The whole story of one gang: its quorum, what it is short of, its reservation, its job's tree and the group that blocks it, members and events",
 		Example: `  kubectl gang explain too-big -n demo
   kubectl gang explain too-big -n demo -o json`,
 		Args: cobra.ExactArgs(1),

@@ -152,7 +152,7 @@ func AttachTrees(pgs []v1alpha1.PodGroup, sums []Summary) {
 			// for them first, as its own summary says).
 			if !n.Composite && held(*s) && existing(key) >= n.Min && !root.Admits(key, existing) {
 				s.WaitingFor = WaitsForGroups
-				s.Short = "waits for the job's other groups: " + strings.Join(others(root.Short(existing), n.Name), "; ")
+				s.Short = "waits for the job's other groups: " + strings.Join(root.Short(existing), "; ")
 			}
 		}
 	}
@@ -191,17 +191,6 @@ func held(s Summary) bool {
 		return false
 	}
 	return s.Bound < s.MinMember && (s.Reservation == nil || !s.Reservation.Status)
-}
-
-// others drops a group's own line from a tree's Short: it is complete of its own.
-func others(short []string, name string) []string {
-	var out []string
-	for _, l := range short {
-		if !strings.HasPrefix(l, name+": ") {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 func find(t TreeNode, name string) TreeNode {
