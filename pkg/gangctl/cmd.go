@@ -352,8 +352,12 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 			if !isPG || (name != "" && root == "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 				continue
 			}
+			if root != "" && !job[pg.Name] && !inTree(pg) {
+				continue // no group of the job's, nor one that could join it
+			}
 			var s Summary
 			if inTree(pg) && ev.Type != watch.Deleted {
+				// Its line depends on its job's other groups: one list of them and of their pods.
 				sums, err := o.treeSummaries(ctx, c, pg, nil)
 				if err != nil {
 					return err
