@@ -183,8 +183,8 @@ func AttachTrees(pgs []v1alpha1.PodGroup, sums []Summary) {
 	}
 }
 
-// held reports whether a group is still to be placed (not whole, not finished or failed, holding no
-// reservation): what its tree says then decides what it waits for.
+// held reports whether a group is still to be placed (not running, finished or failed, short of its
+// minMember bound, holding no reservation): what its tree says then decides what it waits for.
 func held(s Summary) bool {
 	switch s.Phase {
 	case v1alpha1.PodGroupFinished, v1alpha1.PodGroupFailed, v1alpha1.PodGroupRunning:
