@@ -138,7 +138,9 @@ func (o *options) getCommand() *cobra.Command {
 		Short: "One line per gang: phase, members live/bound/waiting/gated of minMember, age, what it waits for",
 		Example: `  kubectl gang get -A
   kubectl gang get training -n demo -o wide
-  kubectl gang get -n demo -o json`,
+  kubectl gang get -n demo -o json
+  # A job of several roles (PodGroups under a composite): any of its groups shows the job's tree.
+  kubectl gang get prefill -n demo`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput("", "wide", "json", "yaml"); err != nil {
@@ -166,7 +168,7 @@ func (o *options) getCommand() *cobra.Command {
 func (o *options) explainCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain NAME",
-		Short: "The whole story of one gang: its quorum, what it is short of, its reservation, members and events",
+		Short: "The whole story of one gang: its quorum, what it is short of, its reservation, its job's tree and the group that blocks it, members and events",
 		Example: `  kubectl gang explain too-big -n demo
   kubectl gang explain too-big -n demo -o json`,
 		Args: cobra.ExactArgs(1),
@@ -241,13 +243,25 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		}
 		pgs, rv = list.Items, list.ResourceVersion
 	}
-	pods, err := memberPods(ctx, c, ns, name)
-	if err != nil {
-		return err
-	}
-	sums := make([]Summary, 0, len(pgs))
-	for i := range pgs {
-		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+	var sums []Summary
+	root := "" // the named group's job, whose groups a watch follows
+	if name != "" && inTree(&pgs[0]) {
+		// A group of a job's tree: the tree, from its namespace's PodGroups and pods.
+		if sums, err = o.treeSummaries(ctx, c, &pgs[0], nil); err != nil {
+			return err
+		}
+		root = sums[0].Root // "" when its tree cannot be resolved: the group alone
+		sums = slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) })
+	} else {
+		pods, err := memberPods(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		sums = make([]Summary, 0, len(pgs))
+		for i := range pgs {
+			sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+		}
+		AttachTrees(pgs, sums)
 	}
 	slices.SortFunc(sums, func(a, b Summary) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -257,14 +271,18 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		if watchFlag {
 			// As kubectl get -w -o json: each gang an object of its own, then one per change.
 			for _, s := range sums {
+				if name != "" && s.Name != name {
+					continue // the named one's tree is in its object
+				}
 				if err := o.printObject(watch.Added, s); err != nil {
 					return err
 				}
 			}
-			return o.watch(ctx, c, nil, ns, name, rv)
+			return o.watch(ctx, c, nil, ns, name, root, sums, rv)
 		}
 		if name != "" {
-			return printData(o.out, o.output, sums[0])
+			i := slices.IndexFunc(sums, func(s Summary) bool { return s.Name == name })
+			return printData(o.out, o.output, sums[i])
 		}
 		return printData(o.out, o.output, map[string]any{"items": sums})
 	}
@@ -283,7 +301,7 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	if !watchFlag {
 		return nil
 	}
-	return o.watch(ctx, c, cols, ns, name, rv)
+	return o.watch(ctx, c, cols, ns, name, root, sums, rv)
 }
 
 // printObject writes one gang of a -o json|yaml watch: the gang, or with --output-watch-events the
@@ -306,10 +324,15 @@ func (o *options) printObject(t watch.EventType, s Summary) error {
 }
 
 // watch prints a gang's line (its object, with -o json|yaml) again whenever its PodGroup changes,
-// until ctx ends.
-func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, resourceVersion string) error {
+// until ctx ends. With root (the job of the named group, whose groups are sums), the line of each
+// group of the job that changes.
+func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name, root string, sums []Summary, resourceVersion string) error {
 	opts := metav1.ListOptions{ResourceVersion: resourceVersion}
-	if name != "" {
+	job := map[string]bool{name: true}
+	for _, s := range sums {
+		job[s.Name] = true
+	}
+	if name != "" && root == "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
 	w, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Watch(ctx, opts)
@@ -326,14 +349,36 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 				return nil
 			}
 			pg, isPG := ev.Object.(*v1alpha1.PodGroup)
-			if !isPG || (name != "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+			if !isPG || (name != "" && root == "" && pg.Name != name) || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
 				continue
 			}
-			pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
-			if err != nil {
-				return err
+			if root != "" && !job[pg.Name] && !inTree(pg) {
+				continue // no group of the job's, nor one that could join it
 			}
-			s := Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
+			var s Summary
+			if inTree(pg) && ev.Type != watch.Deleted {
+				// Its line depends on its job's other groups: one list of them and of their pods.
+				sums, err := o.treeSummaries(ctx, c, pg, nil)
+				if err != nil {
+					return err
+				}
+				s = sums[0]
+			} else {
+				pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
+				if err != nil {
+					return err
+				}
+				s = Summarize(pg, pods[pg.Namespace+"/"+pg.Name], nil, o.schedulers)
+			}
+			if root != "" {
+				// The job's groups: those it had, and those that join it.
+				if s.Root == root {
+					job[s.Name] = true
+				}
+				if !job[s.Name] {
+					continue
+				}
+			}
 			if ev.Type == watch.Deleted {
 				s.Short = "deleted"
 			}
@@ -360,7 +405,12 @@ func (o *options) explain(ctx context.Context, name string) error {
 	if err != nil {
 		return apiError(err, "PodGroup", name, ns)
 	}
-	pods, err := memberPods(ctx, c, ns, name)
+	linked := inTree(pg)
+	podsOf := name
+	if linked {
+		podsOf = "" // every group's of the namespace, for its tree
+	}
+	pods, err := memberPods(ctx, c, ns, podsOf)
 	if err != nil {
 		return err
 	}
@@ -374,10 +424,44 @@ func (o *options) explain(ctx context.Context, name string) error {
 		return apiError(err, "events", "", ns)
 	}
 	s := Summarize(pg, members, events, o.schedulers)
+	if linked {
+		sums, err := o.treeSummaries(ctx, c, pg, pods)
+		if err != nil {
+			return err
+		}
+		events := s.Events
+		s = sums[0]
+		s.Events = events
+	}
 	if o.output != "" {
 		return printData(o.out, o.output, s)
 	}
 	return printExplain(o.out, s, o.now(), o.style())
+}
+
+// treeSummaries summarizes every PodGroup of pg's namespace, with their trees (AttachTrees), from
+// one list of its PodGroups and one of its member pods (pods, when the caller has listed them
+// already): pg's summary first, then the others by name. pg stands for itself in the list (the list
+// may be newer, or miss it: it was just deleted).
+func (o *options) treeSummaries(ctx context.Context, c Clients, pg *v1alpha1.PodGroup, pods map[string][]*v1.Pod) ([]Summary, error) {
+	list, err := c.PodGroups.SchedulingV1alpha1().PodGroups(pg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, apiError(err, "PodGroups", "", pg.Namespace)
+	}
+	pgs := slices.DeleteFunc(list.Items, func(p v1alpha1.PodGroup) bool { return p.Name == pg.Name })
+	pgs = append([]v1alpha1.PodGroup{*pg}, pgs...)
+	if pods == nil {
+		if pods, err = memberPods(ctx, c, pg.Namespace, ""); err != nil {
+			return nil, err
+		}
+	}
+	sums := make([]Summary, 0, len(pgs))
+	for i := range pgs {
+		sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+	}
+	AttachTrees(pgs, sums)
+	slices.SortStableFunc(sums[1:], func(a, b Summary) int { return strings.Compare(a.Name, b.Name) })
+	return sums, nil
 }
 
 // eventReaders is how many event lists explain has in flight at once.

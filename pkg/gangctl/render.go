@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // style colours a terminal's output (none when off) and fits event messages to its width (0: no
@@ -53,7 +54,8 @@ func (s style) amber(t string) string { return s.paint("33", t) }
 func (s style) phase(sum Summary) string {
 	p := string(sum.Phase)
 	switch {
-	case sum.Phase == v1alpha1.PodGroupFailed || sum.WaitingFor == WaitsForRoom || sum.WaitingFor == WaitsForRebind || sum.WaitingFor == WaitsForScheduler:
+	case sum.Phase == v1alpha1.PodGroupFailed || sum.WaitingFor == WaitsForRoom || sum.WaitingFor == WaitsForRebind || sum.WaitingFor == WaitsForScheduler ||
+		sum.WaitingFor == WaitsForGroupTree:
 		return s.red(p)
 	case sum.WaitingFor == WaitsForNothing:
 		return s.green(p)
@@ -110,8 +112,64 @@ func relative(now, t time.Time) string {
 }
 
 // printTable writes one line per gang: kubectl get's columns, wide adding the reason, the domain and
-// the reservation; header adds the header line. cols keeps the widths between calls (a watch).
+// the reservation; header adds the header line. cols keeps the widths between calls (a watch). The
+// groups of a job's tree follow its root, indented under their parents (see tableOrder); a
+// composite's line counts groups, not pods (see row).
 func printTable(w io.Writer, cols *columns, sums []Summary, allNamespaces, wide, header bool, now time.Time, st style) error {
+	return printRows(w, cols, tableOrder(sums), allNamespaces, wide, header, now, st)
+}
+
+// labelled is a summary with the name its line shows.
+type labelled struct {
+	Summary
+	label string
+}
+
+// tableOrder lays sums out in their order, but for the groups of a resolved tree: they follow their
+// root (where it is), depth first, each indented under its parent; a group whose root is not among
+// sums keeps its place, unindented.
+func tableOrder(sums []Summary) []labelled {
+	at := map[string]int{}
+	for i, s := range sums {
+		at[s.Namespace+"/"+s.Name] = i
+	}
+	done := make([]bool, len(sums))
+	var out []labelled
+	for i, s := range sums {
+		if done[i] {
+			continue
+		}
+		if s.Tree == nil {
+			done[i] = true
+			out = append(out, labelled{s, s.Name})
+			continue
+		}
+		if _, ok := at[s.Namespace+"/"+s.Root]; ok && s.Root != s.Name {
+			continue // printed under its root
+		}
+		for _, r := range treeRows(*s.Tree, "", true, true) {
+			j, ok := at[s.Namespace+"/"+r.name]
+			if !ok || done[j] {
+				continue
+			}
+			label := r.label
+			if s.Root != s.Name {
+				label = r.name
+			}
+			done[j] = true
+			out = append(out, labelled{sums[j], label})
+		}
+	}
+	for i, s := range sums {
+		if !done[i] {
+			out = append(out, labelled{s, s.Name})
+		}
+	}
+	return out
+}
+
+// printRows writes the table's lines of rows.
+func printRows(w io.Writer, cols *columns, sums []labelled, allNamespaces, wide, header bool, now time.Time, st style) error {
 	var rows [][]string
 	if header {
 		var r []string
@@ -129,10 +187,19 @@ func printTable(w io.Writer, cols *columns, sums []Summary, allNamespaces, wide,
 		if allNamespaces {
 			r = append(r, s.Namespace)
 		}
-		r = append(r, s.Name, st.phase(s), fmt.Sprint(s.Live), fmt.Sprint(s.Bound), fmt.Sprint(s.Waiting), fmt.Sprint(s.Gated),
-			fmt.Sprint(s.MinMember), age(now, s.Created.Time), s.Short)
+		if c := s.Composite; c != nil {
+			// A composite has no pods: its children, how many are whole, and its minGroupCount.
+			min := fmt.Sprint(c.MinGroupCount)
+			if c.Policy != "Gang" {
+				min = "-"
+			}
+			r = append(r, s.label, st.phase(s.Summary), fmt.Sprint(c.Children), fmt.Sprint(c.Whole), "-", "-", min, age(now, s.Created.Time), s.Short)
+		} else {
+			r = append(r, s.label, st.phase(s.Summary), fmt.Sprint(s.Live), fmt.Sprint(s.Bound), fmt.Sprint(s.Waiting), fmt.Sprint(s.Gated),
+				fmt.Sprint(s.MinMember), age(now, s.Created.Time), s.Short)
+		}
 		if wide {
-			r = append(r, orNone(s.Reason), orNone(domainOf(s)), orNone(reservationOf(s)))
+			r = append(r, orNone(s.Reason), orNone(domainOf(s.Summary)), orNone(reservationOf(s.Summary)))
 		}
 		rows = append(rows, r)
 	}
@@ -167,9 +234,18 @@ func reservationOf(s Summary) string {
 // what would unblock it, its domain and reservation, its members, and its events newest first.
 func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
-	fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
-		s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+	if c := s.Composite; c != nil {
+		fmt.Fprintf(&b, "%s %s/%s (%s composite): %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, strings.ToLower(c.Policy), st.phase(s), s.Short, age(now, s.Created.Time))
+		if c.Policy == "Gang" {
+			fmt.Fprintf(&b, "Groups:   %d of its %d children whole, of minGroupCount %d\n", c.Whole, c.Children, c.MinGroupCount)
+		} else {
+			fmt.Fprintf(&b, "Groups:   %d of %d children whole; a basic composite places each on its own\n", c.Whole, c.Children)
+		}
+	} else {
+		fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
+		fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
+			s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+	}
 	if s.Foreign > 0 {
 		fmt.Fprintf(&b, "Not ours: %d of its %d live pods name %s, which no scheduler of ours (%s; --scheduler-name) serves: they are never members of our gangs, nor counted above\n",
 			s.Foreign, s.Foreign+s.Live, strings.Join(s.ForeignSchedulers, ", "), strings.Join(s.Schedulers, ", "))
@@ -230,6 +306,7 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 			fmt.Fprintf(&b, "Reserved: no; the last reservation ended %s ago: %s: %s\n", age(now, r.Since.Time), r.Reason, r.Message)
 		}
 	}
+	writeTree(&b, s, st)
 	fmt.Fprintf(&b, "Members (%d):\n", len(s.Members))
 	if len(s.Members) == 0 {
 		b.WriteString("  <none>\n")
@@ -282,6 +359,59 @@ func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTree writes the job a group of a tree is part of: its tree with each group's numbers, and
+// the groups that keep it from being whole with what each waits for and what would unblock it; or
+// why its tree cannot be resolved.
+func writeTree(b *strings.Builder, s Summary, st style) {
+	if p := s.TreeProblem; p != nil {
+		fmt.Fprintf(b, "Tree:     %s: %s; the scheduler holds back its members not yet placed, holding nothing, until the PodGroups are fixed\n",
+			st.red(p.Reason), p.Message)
+		if s.Parent != "" {
+			fmt.Fprintf(b, "          (its parent, by annotation %s: %s)\n", tree.AnnotationParent, s.Parent)
+		}
+		return
+	}
+	t := s.Tree
+	if t == nil {
+		return
+	}
+	whole := "whole"
+	if !t.Whole {
+		whole = "not whole"
+	}
+	fmt.Fprintf(b, "Job:      %s, %s: a group is whole with minMember members bound, a gang composite with minGroupCount whole children\n", t.Name, whole)
+	var rows [][]string
+	for _, r := range treeRows(*t, "", true, true) {
+		n := find(*t, r.name)
+		unit := ""
+		if n.Composite {
+			unit = " groups"
+		}
+		rows = append(rows, []string{"          " + r.label, string(n.Phase), fmt.Sprintf("%d/%d%s", n.Bound, n.Min, unit), n.Short})
+	}
+	_ = (&columns{}).write(b, rows)
+	for i, k := range s.Blockers {
+		lead := "          "
+		if i == 0 {
+			lead = "Blocked:  "
+		}
+		if k.Composite {
+			fmt.Fprintf(b, "%s%s: %d of minGroupCount %d groups whole; it needs %d more\n", lead, k.Name, k.Bound, k.Min, k.Needs)
+			continue
+		}
+		fmt.Fprintf(b, "%s%s: %d of minMember %d members bound, waiting for %s (%s)\n", lead, k.Name, k.Bound, k.Min, k.WaitingFor, st.amber(k.Short))
+		if k.Name == s.Name {
+			if len(k.Unblock) > 0 {
+				b.WriteString("            (what would unblock it: Unblock, above)\n")
+			}
+			continue
+		}
+		for _, u := range k.Unblock {
+			fmt.Fprintf(b, "            unblock: %s\n", st.amber(u))
+		}
+	}
 }
 
 // printData writes v as JSON or YAML.

@@ -94,6 +94,24 @@ type Summary struct {
 	Members   []Member                    `json:"members"`
 	// Events are the gang's and its members' events, newest first.
 	Events []Event `json:"events,omitempty"`
+	// A group in a job's tree (see AttachTrees): Parent is the composite it names, Root the job's
+	// root, Tree the job's groups with their numbers, Blockers the groups that keep the job from
+	// being whole; TreeProblem why the tree cannot be resolved. Composite is a composite's own numbers.
+	Parent      string       `json:"parent,omitempty"`
+	Root        string       `json:"root,omitempty"`
+	Composite   *Composite   `json:"composite,omitempty"`
+	Tree        *TreeNode    `json:"tree,omitempty"`
+	Blockers    []Blocker    `json:"blockers,omitempty"`
+	TreeProblem *TreeProblem `json:"treeProblem,omitempty"`
+}
+
+// Composite is a composite's numbers: its policy (Gang or Basic), its minGroupCount (1 for a basic
+// one), its children and how many of them are whole.
+type Composite struct {
+	Policy        string `json:"policy"`
+	MinGroupCount int32  `json:"minGroupCount"`
+	Children      int32  `json:"children"`
+	Whole         int32  `json:"whole"`
 }
 
 // Condition is one of the PodGroup's conditions, as shown.
