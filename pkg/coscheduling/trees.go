@@ -25,6 +25,18 @@ import (
 // its job needs.
 const ReasonWaitingForGroups = "WaitingForGroups"
 
+// childGroups returns the PodGroups of ours directly under the composite namespace/name (for the status
+// writer).
+func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup {
+	var out []*v1alpha1.PodGroup
+	for _, n := range pl.trees.Children(namespace, name) {
+		if pg := pl.podGroups.Get(n.Namespace, n.Name); pg != nil {
+			out = append(out, pg)
+		}
+	}
+	return out
+}
+
 // treeNode is a PodGroup's node (both APIs: an in-tree basic group is no gang).
 func treeNode(pg *v1alpha1.PodGroup) tree.Node {
 	return tree.FromPodGroup(pg, podgroup.MinMember(pg), pg.Annotations[podgroup.AnnotationPolicy] != "Basic")

@@ -12,11 +12,13 @@ import (
 
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
@@ -67,11 +69,30 @@ func TestGangGroupsDisaggregated(t *testing.T) {
 	createGang(t, ns, "prefill", 2, "5")
 	// Decode fits the small nodes and prefill fits none: nothing of the job binds.
 	consistentlyNoneBound(t, 8*time.Second, ns, "decode", "prefill")
+	// The composite's status counts groups and names the short ones.
+	waitCompositeStatus(t, ns, "serve", status.ReasonWaitingForGroups, "0 of minGroupCount 2 groups whole; short: decode (PreScheduling, 0 of 4), prefill")
 
 	// A node prefill fits (two members of 5 CPU): the job binds whole.
 	createNode(t, ns+"-big", "10", "8Gi", nil)
 	waitForBoundMembers(t, ns, "prefill", 2)
 	waitForBoundMembers(t, ns, "decode", 4)
+	pg := waitCompositeStatus(t, ns, "serve", status.ReasonGroupsWhole, "2 of minGroupCount 2 groups whole")
+	if pg.Status.Scheduled != 2 || pg.Status.Phase == v1alpha1.PodGroupPending {
+		t.Errorf("composite serve: phase %s, scheduled %d; want 2 groups whole", pg.Status.Phase, pg.Status.Scheduled)
+	}
+}
+
+// waitCompositeStatus waits until the composite PodGroup's Scheduled condition has reason and a
+// message containing msg, and returns the PodGroup.
+func waitCompositeStatus(t *testing.T, ns, name, reason, msg string) *v1alpha1.PodGroup {
+	t.Helper()
+	var pg *v1alpha1.PodGroup
+	waitFor(t, ns, fmt.Sprintf("composite %s's status %s %q", name, reason, msg), func(ctx context.Context) (bool, error) {
+		pg = getPodGroup(t, ns, name)
+		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionScheduled)
+		return c != nil && c.Reason == reason && strings.Contains(c.Message, msg), nil
+	})
+	return pg
 }
 
 // TestGangGroupsKOfN: a job of three replica groups (2 members of 3 CPU each) needing 2 of them, on

@@ -30,6 +30,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
@@ -93,6 +94,9 @@ type Config struct {
 	// InTree: the in-tree PodGroups are read too, whose members carry no label: the finished pods
 	// are then selected by scheduler name instead.
 	InTree bool
+	// Children returns the PodGroups directly under a composite of ours (nil: composites get no
+	// status of their own).
+	Children func(namespace, name string) []*v1alpha1.PodGroup
 }
 
 // Updater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
@@ -128,6 +132,7 @@ type Updater struct {
 	attempt         func(key string) Attempt
 	scheduleTimeout func(*v1alpha1.PodGroup) time.Duration
 	event           func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
+	children        func(namespace, name string) []*v1alpha1.PodGroup
 	profile         string
 	// Started is set when the updater's Run starts (see the plugin's leader detection).
 	Started atomic.Bool
@@ -168,6 +173,7 @@ func New(cfg Config) *Updater {
 		attempt:         cfg.Attempt,
 		scheduleTimeout: cfg.ScheduleTimeout,
 		event:           cfg.Event,
+		children:        cfg.Children,
 		profile:         cfg.Profile,
 		belowQuorum:     map[string]struct{}{},
 		inTree:          map[string]v1alpha1.PodGroupStatus{},
@@ -274,16 +280,21 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 		u.forgetInTree(key)
 		return nil
 	}
-	finished, err := u.finished.GetIndexer().ByIndex(podgroup.IndexName, key)
-	if err != nil {
-		return err
+	if parent := pg.Annotations[tree.AnnotationParent]; parent != "" && !podgroup.IsInTree(pg) {
+		u.Enqueue(podgroup.Key(namespace, parent)) // its composite's status follows from this group's
 	}
-	live, err := u.live.GetIndexer().ByIndex(podgroup.IndexName, podgroup.MemberKey(u.profile, namespace, name))
-	if err != nil {
-		return err
-	}
-	pods := GroupPods(u.profile, finished, live)
 	now := u.clock.Now()
+	if _, ok := compositeNode(pg); ok && u.children != nil {
+		want, err := u.statusOf(pg, now, 0)
+		if err != nil || statusEqual(want, pg.Status) {
+			return err
+		}
+		return u.patch(ctx, key, want)
+	}
+	pods, err := u.podsOf(namespace, name)
+	if err != nil {
+		return err
+	}
 	if podgroup.IsInTree(pg) {
 		// Written only on our word (a placement, a failed attempt, a preemption; see intree.go):
 		// a group without pods gets nothing, and a group preempted whole has no live pods left.
@@ -300,6 +311,50 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 	if statusEqual(want, pg.Status) {
 		return nil
 	}
+	return u.patch(ctx, key, want)
+}
+
+// podsOf returns the group's pods of this profile, live and finished.
+func (u *Updater) podsOf(namespace, name string) ([]*v1.Pod, error) {
+	finished, err := u.finished.GetIndexer().ByIndex(podgroup.IndexName, podgroup.Key(namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	live, err := u.live.GetIndexer().ByIndex(podgroup.IndexName, podgroup.MemberKey(u.profile, namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	return GroupPods(u.profile, finished, live), nil
+}
+
+// statusOf is the status of pg as sync computes it: a PodGroup's from its pods (as written while it
+// has none of this profile), a composite's from its children's, at most tree.MaxDepth levels down.
+func (u *Updater) statusOf(pg *v1alpha1.PodGroup, now time.Time, depth int) (v1alpha1.PodGroupStatus, error) {
+	if n, ok := compositeNode(pg); ok && u.children != nil && depth <= tree.MaxDepth {
+		var kids []Child
+		for _, c := range u.children(pg.Namespace, pg.Name) {
+			st, err := u.statusOf(c, now, depth+1)
+			if err != nil {
+				return st, err
+			}
+			min := podgroup.MinMember(c)
+			if cn, ok := compositeNode(c); ok {
+				min = cn.Min
+			}
+			kids = append(kids, Child{Name: c.Name, Min: min, Status: st})
+		}
+		return ComputeComposite(pg, n.Min, kids, now), nil
+	}
+	pods, err := u.podsOf(pg.Namespace, pg.Name)
+	if err != nil || len(pods) == 0 {
+		return pg.Status, err
+	}
+	return ComputeStatus(pg, pods, u.attempt(podgroup.Key(pg.Namespace, pg.Name)), now), nil
+}
+
+// patch writes want as the status of the PodGroup key.
+func (u *Updater) patch(ctx context.Context, key string, want v1alpha1.PodGroupStatus) error {
+	namespace, name, _ := strings.Cut(key, "/")
 	patch, err := json.Marshal(map[string]any{"status": statusPatch(want)})
 	if err != nil {
 		return err

@@ -185,3 +185,18 @@ func (x *Index) Under(namespace, name string) []Node {
 	walk(namespace + "/" + name)
 	return out
 }
+
+// Children returns the groups directly below the composite namespace/name (PodGroups and composites),
+// in no order.
+func (x *Index) Children(namespace, name string) []Node {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	kids := x.children[namespace+"/"+name]
+	out := make([]Node, 0, len(kids))
+	for c := range kids {
+		if n, ok := x.nodes[c]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
