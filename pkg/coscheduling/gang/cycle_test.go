@@ -443,3 +443,23 @@ func TestTreeSteps(t *testing.T) {
 		t.Fatalf("OnTreeFailed = %+v; want the waiting member rejected, the sibling's reason said", r)
 	}
 }
+
+// TestTentative: only a step of kube-scheduler's pod-group cycle is tentative; a plain cycle, or
+// none, is the gang's.
+func TestTentative(t *testing.T) {
+	podGroupCycle := framework.NewCycleState()
+	podGroupCycle.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	for _, tc := range []struct {
+		name  string
+		state fwk.CycleState
+		want  bool
+	}{
+		{"no cycle state", nil, false},
+		{"a pod's own cycle", framework.NewCycleState(), false},
+		{"the pod-group cycle's tentative reservation", podGroupCycle, true},
+	} {
+		if got := Tentative(tc.state); got != tc.want {
+			t.Errorf("%s: Tentative = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
