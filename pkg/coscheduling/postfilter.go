@@ -2,8 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -114,7 +112,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	}
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	in.Queue = func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) }
+	in.Queue = pl.gangs.QueueFor(g, pl.reservation, now)
 	out := g.ReserveRoom(in)
 	done := make([]gang.ReservationDone, 0, len(out.Steps)+1)
 	for _, e := range out.Steps {
@@ -145,7 +143,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case e.Start:
 		pl.nominate(ctx, pod, p.Assignment, prio)
 		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, gang.ReservedMessage(key, p, prio))
 		pl.notifyStatus(key)
 	case e.Moved:
 		pl.nominate(ctx, pod, p.Assignment, prio)
@@ -154,8 +152,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 	}
 	pl.mu.RLock()
-	r := &g.Reserve
-	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
+	node, msg, held := g.Reserve.Status(pod.UID, key)
 	pl.mu.RUnlock()
 	if !held {
 		if e.Why != "" {
@@ -163,7 +160,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		}
 		return nil, nil, false
 	}
-	st := fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, msg, since.UTC().Format(time.RFC3339)))
+	st := fwk.NewStatus(fwk.Unschedulable, msg)
 	if node == "" {
 		return nil, st, true
 	}

@@ -72,10 +72,10 @@ func TestReservationQueue(t *testing.T) {
 				env.pl.gangs.Put(o)
 			}
 			env.pl.mu.Lock()
-			others, ahead := env.pl.reservationQueueLocked(g, 10, now)
+			others, ahead := env.pl.gangs.QueueFor(g, env.pl.reservation, now)(10)
 			env.pl.mu.Unlock()
 			if others != tc.wantOthers || ahead != tc.wantAhead {
-				t.Errorf("reservationQueueLocked = %d, %v, want %d, %v", others, ahead, tc.wantOthers, tc.wantAhead)
+				t.Errorf("QueueFor = %d, %v, want %d, %v", others, ahead, tc.wantOthers, tc.wantAhead)
 			}
 		})
 	}

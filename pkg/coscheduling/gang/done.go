@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -26,6 +29,23 @@ type ReservationDone struct {
 
 // Empty reports whether nothing is left to do.
 func (d ReservationDone) Empty() bool { return d.End == "" && d.Lost == "" && !d.Activate }
+
+// EndedMessage is the ReservationEnded event of the gang of key, at an end (d.End).
+func (d ReservationDone) EndedMessage(key string) string {
+	return fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.End, d.EndMessage)
+}
+
+// Unkept are the members whose nominations a reservation's end clears: all but keep (a preemption's,
+// which are the gang's now). nil when none.
+func Unkept(members []*v1.Pod, keep map[types.UID]bool) []*v1.Pod {
+	var clear []*v1.Pod
+	for _, m := range members {
+		if !keep[m.UID] {
+			clear = append(clear, m)
+		}
+	}
+	return clear
+}
 
 // Applied applies what a step of g's reservation (e) asks of the registry's state — g's timer
 // stopped, the gangs waiting behind an end listed — and returns what is left outside the lock. Arming
