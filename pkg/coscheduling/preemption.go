@@ -2,13 +2,10 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -138,10 +135,8 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	logger := klog.FromContext(ctx)
 	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, in.Members, plan, prio, out.Need)
 	var res *fwk.PostFilterResult
-	for _, a := range plan.Assignment {
-		if a.Pod.UID == pod.UID {
-			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
-		}
+	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
+		res = framework.NewPostFilterResultWithNominatedNode(node)
 	}
 	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+gang.PreemptingMessage(plan, prio, out.Need, gang.AssignedNodes(plan.Assignment)))
 }
@@ -169,11 +164,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
 	msg := gang.PreemptingMessage(plan, prio, need, nodesUsed)
 	// A reservation the gang held ends: the preemption's nominations are the gang's now.
-	keep := make(map[types.UID]bool, len(plan.Assignment))
-	for _, a := range plan.Assignment {
-		keep[a.Pod.UID] = true
-	}
-	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
+	pl.reservationPreempted(ctx, pg, gang.Kept(plan.Assignment), gang.PreemptsInsteadMessage(len(plan.Victims), nodesUsed))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
 	// Unless the PodGroup went (or was recreated) while the calls were made.
