@@ -25,15 +25,6 @@ import (
 // preemption, the quorum, the PodGroup gone — and applies the effects: nominations, events, the
 // status, the timer, activations. API calls and events run after the plugin's lock is released.
 
-// reservationRecheck is how often a reservation's plan is made again (the room it counts on may have
-// been taken by pods of higher priority, or a member replaced), and how often the timer of a gang that
-// waits or holds fires. reservationStallAfter is how long a gang may go without a member finding no
-// room before it stalls: three rechecks, each of which brings its members back.
-const (
-	reservationRecheck    = 10 * time.Second
-	reservationStallAfter = 3 * reservationRecheck
-)
-
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
 // events, the status, activations) is returned, for finishReservation once pl.mu is released.

@@ -56,7 +56,7 @@ func TestReservationQueue(t *testing.T) {
 		{name: "one below minMember goes before no one", self: self,
 			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.Lost = resv.EndBelowMinMember })}},
 		{name: "one that stopped trying goes before no one", self: self,
-			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.LastTried = now.Add(-reservationStallAfter) })}},
+			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.LastTried = now.Add(-resv.StallAfter) })}},
 		{name: "a gang new to waiting counts from now", self: resv.State{Prio: 10}, others: []resv.State{waiting(t0, 10)}, wantAhead: true},
 		{name: "several", self: self, others: []resv.State{{Phase: resv.Held}, {Phase: resv.Held}, waiting(t0, 10)}, wantOthers: 2, wantAhead: true},
 	}
