@@ -139,11 +139,10 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	live := pl.members.Count(namespace, name)
 	pl.mu.Lock()
 	g := pl.gangs.Get(key)
-	if g == nil || !g.Reserve.TimerAt.Equal(at) {
+	if g == nil || !g.Reserve.Fired(at) {
 		pl.mu.Unlock()
 		return
 	}
-	g.Reserve.Timer, g.Reserve.TimerAt = nil, time.Time{}
 	_, d := pl.stepReservationLocked(g, g.TimerInput(pg, live, at))
 	pl.mu.Unlock()
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)

@@ -119,23 +119,18 @@ func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) 
 	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 }
 
-// backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
+// backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it;
+// the members' nominations are cleared after an attempt a member led (see gang.Gang.BackoffEnded).
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
-	led := false
+	clear := false
 	if g := pl.gangs.Get(podgroup.Key(namespace, name)); g != nil {
-		led = g.Lead != "" && len(g.NominatedNodes) == 0
-		// The timer that fired is done: dropping the state must not stop it (a fake clock runs this
-		// under its own lock, which Stop takes again).
-		g.BackoffTimer = nil
+		clear = g.BackoffEnded()
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.BackoffUntil)
 	}
 	pl.mu.Unlock()
-	if led && pl.preempt != nil {
-		// Members rejected at Permit may keep the node the scheduler nominated them to while they
-		// waited; a sibling's inter-pod anti-affinity would still see them there. The gang did not
-		// preempt, so none of its nominations keeps room it made.
+	if clear && pl.preempt != nil {
 		pl.clearNominations(pl.ctx, pl.members.InGroup(namespace, name), "")
 	}
 	pl.activateGroup(namespace, name)

@@ -255,3 +255,14 @@ func (g *Gang) result(in attempt.Input, backoff time.Duration) Result {
 func Tentative(state fwk.CycleState) bool {
 	return state != nil && state.IsPodGroupSchedulingCycle()
 }
+
+// BackoffEnded is the gang's back-off timer firing: the timer is done (dropping the state must not
+// stop it: a fake clock runs the callback under its own lock, which Stop takes again). clear reports
+// whether the members' nominations are to be cleared: after an attempt a member led, members rejected
+// at Permit may keep the node the scheduler nominated them to while they waited, where a sibling's
+// inter-pod anti-affinity would still see them; and the gang did not preempt, so none of its
+// nominations keeps room it made.
+func (g *Gang) BackoffEnded() (clear bool) {
+	g.BackoffTimer = nil
+	return g.Lead != "" && len(g.NominatedNodes) == 0
+}

@@ -463,3 +463,29 @@ func TestTentative(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoffEnded: the fired timer is forgotten; the nominations are cleared only after an attempt
+// a member led, where the gang made no preemption.
+func TestBackoffEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lead      string
+		nominated []string
+		want      bool
+	}{
+		{"no lead", "", nil, false},
+		{"led, no preemption", "m0", nil, true},
+		{"led, but its preemption nominated nodes", "m0", []string{"a"}, false},
+	} {
+		clk := testingclock.NewFakeClock(t0)
+		g := New("ns", "g", "pg")
+		g.Lead, g.NominatedNodes = types.UID(tc.lead), tc.nominated
+		g.BackoffTimer = clk.AfterFunc(time.Second, func() {})
+		if got := g.BackoffEnded(); got != tc.want {
+			t.Errorf("%s: BackoffEnded = %v, want %v", tc.name, got, tc.want)
+		}
+		if g.BackoffTimer != nil {
+			t.Errorf("%s: the fired timer is kept", tc.name)
+		}
+	}
+}

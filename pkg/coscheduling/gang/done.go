@@ -68,6 +68,16 @@ func (r *Reservation) Rearm(at, now time.Time) bool {
 	return r.Timer == nil || r.TimerAt.After(at) || !r.TimerAt.After(now)
 }
 
+// Fired reports whether the reservation's timer that fired for at is its current one (a timer
+// replaced or stopped since may still fire), and forgets it then: it is done.
+func (r *Reservation) Fired(at time.Time) bool {
+	if !r.TimerAt.Equal(at) {
+		return false
+	}
+	r.Timer, r.TimerAt = nil, time.Time{}
+	return true
+}
+
 // TimerInput is the machine's input when g's timer fires at at, with live live pods in the group and
 // its PodGroup pg (nil: gone): Deleted when the PodGroup is gone or another one's now; otherwise
 // Timer, with the members of the run that succeeded counted as for the quorum (as the gang's last step
