@@ -16,6 +16,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
@@ -91,11 +92,11 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 }
 
 // reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter): gang.Gang.ReserveRoom under the lock (adopt, no room), the plan
-// outside it when the machine asks for one (gang.PlanRoom), gang.Gang.Planned under the lock again,
-// then what the steps leave: an end's I/O, the members nominated to a reservation that started or
-// moved, the event. It reports handled when the gang holds a reservation: the member's result and
-// status are then the reservation's.
+// does not help (see PostFilter): gang.ReserveUnder (gang.Gang.ReserveRoom under the lock, adopt and
+// no room; the plan outside it when the machine asks for one, gang.PlanRoom; gang.Gang.Planned under
+// the lock again), each step's I/O after its lock hold, then the members nominated to a reservation
+// that started or moved, the event. It reports handled when the gang holds a reservation: the
+// member's result and status are then the reservation's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
@@ -110,32 +111,18 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
 		in.Adopt = c
 	}
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	in.Queue = pl.gangs.QueueFor(g, pl.reservation, now)
-	out := g.ReserveRoom(in)
-	done := make([]gang.ReservationDone, 0, len(out.Steps)+1)
-	for _, e := range out.Steps {
-		done = append(done, pl.appliedReservationLocked(g, e, now))
-	}
-	if out.Adopted {
-		pl.reservationMetricsLocked()
-	}
-	pl.mu.Unlock()
-	pl.finishReservations(ctx, pg, done)
-	if out.Room != nil {
-		// The plan reads every pod of every node: made outside the lock, then handed back.
-		p := gang.PlanRoom(in, *out.Room)
-		pl.mu.Lock()
-		g.Planned(in, p, &out)
-		pl.heldVersion.Add(1) // the reservation may hold other nodes now
-		d := pl.appliedReservationLocked(g, out.Last(), now)
-		if out.Last().Start {
-			pl.reservationMetricsLocked()
-		}
-		pl.mu.Unlock()
-		pl.finishReservations(ctx, pg, []gang.ReservationDone{d})
-	}
+	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, in, gang.ReserveHooks{
+		Queue:   func(g *gang.Gang) func(int32) (int, bool) { return pl.gangs.QueueFor(g, pl.reservation, now) },
+		Applied: func(g *gang.Gang, e resv.Effects) gang.ReservationDone { return pl.appliedReservationLocked(g, e, now) },
+		Adopted: pl.reservationMetricsLocked,
+		Planned: func(started bool) {
+			pl.heldVersion.Add(1) // the reservation may hold other nodes now
+			if started {
+				pl.reservationMetricsLocked()
+			}
+		},
+		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, pg, done) },
+	})
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
 	switch {
