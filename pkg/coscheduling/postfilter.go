@@ -4,8 +4,6 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -17,7 +15,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 )
 
 // PostFilter: what a member that found no node does — preempt (preemption.go), reserve room against
@@ -104,13 +101,10 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	}
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
+	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, Adopt: podgroup.HeldReservation(pg), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
 		Nodes:   func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
 		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
-	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
-		in.Adopt = c
-	}
 	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, in, gang.ReserveHooks{
 		Queue:   func(g *gang.Gang) func(int32) (int, bool) { return pl.gangs.QueueFor(g, pl.reservation, now) },
 		Applied: func(g *gang.Gang, e resv.Effects) gang.ReservationDone { return pl.appliedReservationLocked(g, e, now) },
