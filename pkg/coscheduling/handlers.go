@@ -279,7 +279,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 }
 
 // claimEventHandler lets in the members that may claim devices when a ResourceClaim changes in a way
-// that may change a whole-gang check (devices.ClaimFreesOrPins): devices freed (an allocation dropped,
+// that may change a whole-gang check (devices.ClaimFreed): devices freed (an allocation dropped,
 // an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
 // allocation at binding, reservations, device status) change nothing. It is a handler, not a
 // queueing hint (see EventsToRegister). A burst of such events is one wait for the scheduler's claim
@@ -288,14 +288,9 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
 		newClaim, _ := newObj.(*resourceapi.ResourceClaim)
-		if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
-			return
+		if claim, allocated, ok := devices.ClaimFreed(oldClaim, newClaim); ok {
+			pl.freed.Add(pl.ctx, claim, allocated)
 		}
-		claim := oldClaim
-		if claim == nil {
-			claim = newClaim
-		}
-		pl.freed.Add(pl.ctx, claim, newClaim != nil && newClaim.Status.Allocation != nil)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,

@@ -27,8 +27,7 @@ func (pl *Coscheduling) isSchedulableAfterCapacityFreed(logger klog.Logger, pod 
 	}
 	if freed, _, err := util.As[*v1.Pod](oldObj, newObj); err == nil && freed != nil {
 		pl.mu.RLock()
-		g := pl.gangs.Get(podgroup.Key(pod.Namespace, name))
-		spared := g != nil && g.LastPreemption != nil && g.SparedByDelete(freed, pl.claims.VersionAgainst(g.LastPreemption.Key.Priority))
+		spared := pl.gangs.SparedByDelete(podgroup.Key(pod.Namespace, name), freed, pl.claims.VersionAgainst)
 		pl.mu.RUnlock()
 		if spared {
 			logger.V(5).Info("Freed room cannot help a gang that does not fit even with every lower-priority pod evicted", "pod", klog.KObj(pod), "freed", klog.KObj(freed))

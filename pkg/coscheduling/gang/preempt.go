@@ -176,6 +176,13 @@ func (g *Gang) SparedByDelete(deleted *v1.Pod, claimsVersion uint64) bool {
 	return corev1helpers.PodPriority(deleted) < m.Key.Priority
 }
 
+// SparedByDelete is Gang.SparedByDelete for the gang of key (false when it is not tracked or never
+// preempted), at the claims' version against its last preemption's priority (claimsVersion).
+func (r *Registry) SparedByDelete(key string, deleted *v1.Pod, claimsVersion func(prio int32) uint64) bool {
+	g := r.gangs[key]
+	return g != nil && g.LastPreemption != nil && g.SparedByDelete(deleted, claimsVersion(g.LastPreemption.Key.Priority))
+}
+
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
 // quorum needs of them, and the nodes its earlier preemption and its members' statuses name.
 func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates []*v1.Pod, need int, nominated []string) {
