@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
-	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
@@ -144,13 +143,6 @@ type Coscheduling struct {
 	preempt     *gangpreemption.Preemption
 	startStatus sync.Once
 }
-
-// podGroupResource is the plural resource name of PodGroup.
-const podGroupResource = "podgroups"
-
-// podGroupEventResource names PodGroup events for EventsToRegister: <plural>.<version>.<group>, the form
-// the scheduler resolves to a dynamic informer.
-const podGroupEventResource = podGroupResource + ".v1alpha1." + v1alpha1.GroupName
 
 // notifyStatus asks the status writer to write the PodGroup's status (coalesced, in the background).
 func (pl *Coscheduling) notifyStatus(key string) {

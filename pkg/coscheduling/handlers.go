@@ -125,29 +125,22 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-// onPod keeps the counts and the gang state of a pod added or updated. It reports whether the pod
-// became a member with its claims made (see pgcache.Members.Track).
+// onPod keeps the counts and the gang state of a pod added or updated (see podgroup.ChangeOf). It
+// reports whether the pod became a member with its claims made (see pgcache.Members.Track).
 func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return false
 	}
 	ready = pl.members.Counts.Track(pod)
-	if pod.Spec.SchedulerName != pl.profile {
-		// Another scheduler's pod (another profile's, the default scheduler's, a pod created with its
-		// node set) is no member of this profile's gangs: it never counts toward their quorum, and
-		// no state is made for its group (every bound pod of a Job carries spec.schedulingGroup
-		// where the Job controller writes in-tree PodGroups).
+	switch podgroup.ChangeOf(pod, pl.profile) {
+	case podgroup.ChangeOther, podgroup.ChangeUnbound:
 		return
-	}
-	if !podgroup.IsLive(pod) {
+	case podgroup.ChangeGone:
 		pl.mu.Lock()
 		pl.forgetLocked(pod, pl.clock.Now())
 		pl.mu.Unlock()
 		pl.fit.Forget(pod.UID)
-		return
-	}
-	if pod.Spec.NodeName == "" {
 		return
 	}
 	name, _ := podgroup.Of(pod)
@@ -162,7 +155,6 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 		// A bound member of a group without a PodGroup: counted once the PodGroup exists.
 		pl.trackedChangedLocked()
 	}
-	// Bound: it counts from the informer now, not from a reservation.
 	g.CountBound(pod.UID)
 	pl.mu.Unlock()
 	pl.stamps.Delete(pod.UID)
@@ -261,10 +253,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	var r gang.Result
 	pl.mu.Lock()
 	g := pl.gangs.Get(key)
-	if g != nil && g.PodGroupUID != "" && pg.UID != "" && g.PodGroupUID != pg.UID {
-		// The state is a newer PodGroup's of the same name already (a scheduling cycle read it from
-		// the store before this handler was told of the old one's delete, and started afresh):
-		// nothing of it, its waiting members nor their nominations, is the old one's.
+	if g != nil && g.Newer(pg.UID) {
 		pl.mu.Unlock()
 		return
 	}
@@ -293,7 +282,7 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 }
 
 // claimEventHandler lets in the members that may claim devices when a ResourceClaim changes in a way
-// that may change a whole-gang check (devices.ClaimFreesOrPins): devices freed (an allocation dropped,
+// that may change a whole-gang check (devices.ClaimFreed): devices freed (an allocation dropped,
 // an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
 // allocation at binding, reservations, device status) change nothing. It is a handler, not a
 // queueing hint (see EventsToRegister). A burst of such events is one wait for the scheduler's claim
@@ -302,14 +291,9 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
 		newClaim, _ := newObj.(*resourceapi.ResourceClaim)
-		if !devices.ClaimFreesOrPins(oldClaim, newClaim) {
-			return
+		if claim, allocated, ok := devices.ClaimFreed(oldClaim, newClaim); ok {
+			pl.freed.Add(pl.ctx, claim, allocated)
 		}
-		claim := oldClaim
-		if claim == nil {
-			claim = newClaim
-		}
-		pl.freed.Add(pl.ctx, claim, newClaim != nil && newClaim.Status.Allocation != nil)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,

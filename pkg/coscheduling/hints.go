@@ -27,8 +27,7 @@ func (pl *Coscheduling) isSchedulableAfterCapacityFreed(logger klog.Logger, pod 
 	}
 	if freed, _, err := util.As[*v1.Pod](oldObj, newObj); err == nil && freed != nil {
 		pl.mu.RLock()
-		g := pl.gangs.Get(podgroup.Key(pod.Namespace, name))
-		spared := g != nil && g.LastPreemption != nil && g.SparedByDelete(freed, pl.claims.VersionAgainst(g.LastPreemption.Key.Priority))
+		spared := pl.gangs.SparedByDelete(podgroup.Key(pod.Namespace, name), freed, pl.claims.VersionAgainst)
 		pl.mu.RUnlock()
 		if spared {
 			logger.V(5).Info("Freed room cannot help a gang that does not fit even with every lower-priority pod evicted", "pod", klog.KObj(pod), "freed", klog.KObj(freed))
@@ -90,8 +89,8 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.
 }
 
 // isSchedulableAfterOwnUpdate requeues a member refused for malformed topology annotations once an
-// update of its own makes them valid (the queue requeues a pod for an annotation change only on a
-// hint).
+// update of its own makes them valid (see gangfit.PolicyFixed; the queue requeues a pod for an
+// annotation change only on a hint).
 func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
 	if err != nil {
@@ -105,11 +104,8 @@ func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, 
 	if pg == nil || oldPod == nil {
 		return fwk.QueueSkip, nil
 	}
-	if _, err := gangfit.PolicyFor(pg, oldPod, pl.defaultTopology); err == nil {
-		return fwk.QueueSkip, nil
+	if gangfit.PolicyFixed(pg, oldPod, newPod, pl.defaultTopology) {
+		return fwk.Queue, nil
 	}
-	if _, err := gangfit.PolicyFor(pg, newPod, pl.defaultTopology); err != nil {
-		return fwk.QueueSkip, nil
-	}
-	return fwk.Queue, nil
+	return fwk.QueueSkip, nil
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Leadership. The PodGroup status updater must run in the replica that schedules, and only there,
@@ -61,8 +59,8 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		return
 	}
 	for _, pg := range pl.podGroups.List() {
-		c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved)
-		if c == nil || c.Status != metav1.ConditionTrue {
+		c := podgroup.HeldReservation(pg)
+		if c == nil {
 			continue
 		}
 		members := pl.members.InGroup(pg.Namespace, pg.Name)

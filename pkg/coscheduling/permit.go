@@ -22,7 +22,7 @@ import (
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.
 func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if tentative(state) {
+	if gang.Tentative(state) {
 		return nil
 	}
 	// A reserved pod is assumed on its node: its nomination no longer claims room (the scheduler's
@@ -61,23 +61,12 @@ func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1
 	return nil
 }
 
-// tentative reports a Reserve or Unreserve of kube-scheduler's own pod-group cycle (the scheduler's
-// GenericWorkload gate on, an in-tree PodGroup): its algorithm reserves every member tentatively and
-// reverts them all (Unreserve) once the group is evaluated, then reserves the chosen members again
-// with the pod-group cycle cleared from their state before Permit (schedule_one_podgroup.go,
-// runRootSchedulingAlgorithm and submitPodGroupAlgorithmResult). Counting the tentative ones would
-// fail every attempt: the revert reads as a member leaving before the quorum, and the group backs off
-// before its real Reserve.
-func tentative(state fwk.CycleState) bool {
-	return state != nil && state.IsPodGroupSchedulingCycle()
-}
-
 // Unreserve undoes Reserve. Before the quorum is met, a member leaving (rejected, timed out, deleted,
 // or failed by a later plugin) fails the whole attempt: every other waiting member is rejected so the
 // resources they hold are released at once, and the group backs off. After the quorum (a bind
 // failure), the member is sent back to the front of the queue to complete its gang again.
 func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
-	if tentative(state) {
+	if gang.Tentative(state) {
 		return
 	}
 	pl.claims.Unassume(pod.UID)

@@ -2,12 +2,8 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -18,7 +14,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
 // PostFilter: what a member that found no node does — preempt (preemption.go), reserve room against
@@ -93,11 +89,11 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 }
 
 // reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter): gang.Gang.ReserveRoom under the lock (adopt, no room), the plan
-// outside it when the machine asks for one (gang.PlanRoom), gang.Gang.Planned under the lock again,
-// then what the steps leave: an end's I/O, the members nominated to a reservation that started or
-// moved, the event. It reports handled when the gang holds a reservation: the member's result and
-// status are then the reservation's.
+// does not help (see PostFilter): gang.ReserveUnder (gang.Gang.ReserveRoom under the lock, adopt and
+// no room; the plan outside it when the machine asks for one, gang.PlanRoom; gang.Gang.Planned under
+// the lock again), each step's I/O after its lock hold, then the members nominated to a reservation
+// that started or moved, the event. It reports handled when the gang holds a reservation: the
+// member's result and status are then the reservation's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
@@ -105,39 +101,22 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	}
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
+	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, Adopt: podgroup.HeldReservation(pg), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
 		Nodes:   func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
 		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
-	if c := meta.FindStatusCondition(pg.Status.Conditions, status.ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
-		in.Adopt = c
-	}
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	in.Queue = func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) }
-	out := g.ReserveRoom(in)
-	done := make([]gang.ReservationDone, 0, len(out.Steps)+1)
-	for _, e := range out.Steps {
-		done = append(done, pl.appliedReservationLocked(g, e, now))
-	}
-	if out.Adopted {
-		pl.reservationMetricsLocked()
-	}
-	pl.mu.Unlock()
-	pl.finishReservations(ctx, pg, done)
-	if out.Room != nil {
-		// The plan reads every pod of every node: made outside the lock, then handed back.
-		p := gang.PlanRoom(in, *out.Room)
-		pl.mu.Lock()
-		g.Planned(in, p, &out)
-		pl.heldVersion.Add(1) // the reservation may hold other nodes now
-		d := pl.appliedReservationLocked(g, out.Last(), now)
-		if out.Last().Start {
-			pl.reservationMetricsLocked()
-		}
-		pl.mu.Unlock()
-		pl.finishReservations(ctx, pg, []gang.ReservationDone{d})
-	}
+	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, in, gang.ReserveHooks{
+		Queue:   func(g *gang.Gang) func(int32) (int, bool) { return pl.gangs.QueueFor(g, pl.reservation, now) },
+		Applied: func(g *gang.Gang, e resv.Effects) gang.ReservationDone { return pl.appliedReservationLocked(g, e, now) },
+		Adopted: pl.reservationMetricsLocked,
+		Planned: func(started bool) {
+			pl.heldVersion.Add(1) // the reservation may hold other nodes now
+			if started {
+				pl.reservationMetricsLocked()
+			}
+		},
+		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, pg, done) },
+	})
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
 	switch {
@@ -145,7 +124,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case e.Start:
 		pl.nominate(ctx, pod, p.Assignment, prio)
 		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, fmt.Sprintf("PodGroup %s %s; pods of priority %d or lower are kept off it, and go where they fit beside it", key, p.Message, prio))
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, gang.ReservedMessage(key, p, prio))
 		pl.notifyStatus(key)
 	case e.Moved:
 		pl.nominate(ctx, pod, p.Assignment, prio)
@@ -154,8 +133,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 	}
 	pl.mu.RLock()
-	r := &g.Reserve
-	held, node, since, msg := r.Held(), r.Node[pod.UID], r.Since, r.Plan.Message
+	node, msg, held := g.Reserve.Status(pod.UID, key)
 	pl.mu.RUnlock()
 	if !held {
 		if e.Why != "" {
@@ -163,7 +141,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		}
 		return nil, nil, false
 	}
-	st := fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, msg, since.UTC().Format(time.RFC3339)))
+	st := fwk.NewStatus(fwk.Unschedulable, msg)
 	if node == "" {
 		return nil, st, true
 	}

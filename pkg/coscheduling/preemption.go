@@ -2,13 +2,10 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -47,26 +44,8 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 	}
 	gangpreemption.PrepareGangIndex(state, pl.handle.SnapshotSharedLister().NodeInfos())
 	res, st := pl.preempt.Evaluator.Preempt(ctx, state, pod, m)
-	result := "preempted"
-	switch {
-	case st.Code() == fwk.Error:
-		result = "error"
-	case !st.IsSuccess():
-		result = "unschedulable"
-	}
+	result, st := gangpreemption.PodOutcome(st, func() string { return pl.reservationNote(pod) })
 	metrics.PreemptionAttempts.WithLabelValues(pl.profile, "pod", result).Inc()
-	msg := st.Message()
-	if msg != "" {
-		msg = "preemption: " + msg
-	}
-	if !st.IsSuccess() {
-		if note := pl.reservationNote(pod); note != "" {
-			msg = strings.TrimPrefix(msg+"; "+note, "; ")
-		}
-	}
-	if msg != "" {
-		return res, fwk.NewStatus(st.Code(), msg)
-	}
 	return res, st
 }
 
@@ -90,7 +69,7 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 }
 
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
-// snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.Preempt), and applies
+// snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.PreemptUnder), and applies
 // the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
 // reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
@@ -104,16 +83,6 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
 	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.VersionAgainst(prio), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
 		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
-	pl.mu.Lock()
-	g := pl.gangForLocked(pg)
-	ck.Counted = len(g.Members)
-	cached, hit := g.CachedPreemption(ck, feasibilityCacheTTL)
-	pl.mu.Unlock()
-	if hit {
-		res, st := pl.appliedPreemption(ctx, pod, pg, gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members}, &cached, true)
-		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", cached.Result).Inc()
-		return res, st, cached.Result
-	}
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
@@ -121,23 +90,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		Releasing:   pl.releasingClaims(ctx),
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
-	out := gang.PreemptOut{Result: gang.PreemptError}
-	var err error
-	if in.Nodes, err = infos.List(); err != nil {
-		out.Err = err
-	} else {
-		in.Split = func() ([]*v1.Pod, int, []string) {
-			pl.mu.Lock()
-			defer pl.mu.Unlock()
-			return pl.gangForLocked(pg).SplitForPreemption(in.Members, podgroup.MinMember(pg))
-		}
-		out = gang.Preempt(in)
-	}
-	pl.mu.Lock()
-	pl.gangForLocked(pg).RememberPreemption(ck, out)
-	pl.mu.Unlock()
-	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, false)
-	if out.Result != gang.PreemptVictims {
+	out, cached := gang.PreemptUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, ck, feasibilityCacheTTL, in, infos.List)
+	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, cached)
+	if cached || out.Result != gang.PreemptVictims {
 		// A preemption's outcome is counted once its evictions are made (see preemptOutsideCycle).
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
 	}
@@ -180,10 +135,8 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	logger := klog.FromContext(ctx)
 	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, in.Members, plan, prio, out.Need)
 	var res *fwk.PostFilterResult
-	for _, a := range plan.Assignment {
-		if a.Pod.UID == pod.UID {
-			res = framework.NewPostFilterResultWithNominatedNode(a.Node)
-		}
+	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
+		res = framework.NewPostFilterResultWithNominatedNode(node)
 	}
 	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+gang.PreemptingMessage(plan, prio, out.Need, gang.AssignedNodes(plan.Assignment)))
 }
@@ -211,11 +164,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	nodesUsed := pl.nominate(ctx, pod, plan.Assignment, prio)
 	msg := gang.PreemptingMessage(plan, prio, need, nodesUsed)
 	// A reservation the gang held ends: the preemption's nominations are the gang's now.
-	keep := make(map[types.UID]bool, len(plan.Assignment))
-	for _, a := range plan.Assignment {
-		keep[a.Pod.UID] = true
-	}
-	pl.reservationPreempted(ctx, pg, keep, fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", len(plan.Victims), strings.Join(nodesUsed, ", ")))
+	pl.reservationPreempted(ctx, pg, gang.Kept(plan.Assignment), gang.PreemptsInsteadMessage(len(plan.Victims), nodesUsed))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
 	// Unless the PodGroup went (or was recreated) while the calls were made.

@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,15 +24,6 @@ import (
 // room (reserveRoom), the gang's timer (reservationTimer), the gang falling below minMember, a
 // preemption, the quorum, the PodGroup gone — and applies the effects: nominations, events, the
 // status, the timer, activations. API calls and events run after the plugin's lock is released.
-
-// reservationRecheck is how often a reservation's plan is made again (the room it counts on may have
-// been taken by pods of higher priority, or a member replaced), and how often the timer of a gang that
-// waits or holds fires. reservationStallAfter is how long a gang may go without a member finding no
-// room before it stalls: three rechecks, each of which brings its members back.
-const (
-	reservationRecheck    = 10 * time.Second
-	reservationStallAfter = 3 * reservationRecheck
-)
 
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
@@ -106,15 +96,9 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	}
 	logger := klog.FromContext(ctx)
 	if d.End != "" {
-		var clear []*v1.Pod
-		for _, m := range pl.members.InGroup(namespace, name) {
-			if !keep[m.UID] {
-				clear = append(clear, m)
-			}
-		}
-		pl.clearNominations(ctx, clear, "")
+		pl.clearNominations(ctx, gang.Unkept(pl.members.InGroup(namespace, name), keep), "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.End, d.EndMessage))
+		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, d.EndedMessage(key))
 		for _, o := range d.Waiting {
 			pl.activateGroup(o[0], o[1])
 		}
@@ -155,11 +139,10 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	live := pl.members.Count(namespace, name)
 	pl.mu.Lock()
 	g := pl.gangs.Get(key)
-	if g == nil || !g.Reserve.TimerAt.Equal(at) {
+	if g == nil || !g.Reserve.Fired(at) {
 		pl.mu.Unlock()
 		return
 	}
-	g.Reserve.Timer, g.Reserve.TimerAt = nil, time.Time{}
 	_, d := pl.stepReservationLocked(g, g.TimerInput(pg, live, at))
 	pl.mu.Unlock()
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
@@ -168,18 +151,12 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 // adoptReservationLocked takes over a reservation a previous leader started (see
 // gang.Gang.AdoptReservation).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) gang.ReservationDone {
-	e := g.AdoptReservation(pl.reservation, c, members, now, func(prio int32) (int, bool) { return pl.reservationQueueLocked(g, prio, now) })
+	e := g.AdoptReservation(pl.reservation, c, members, now, pl.gangs.QueueFor(g, pl.reservation, now))
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {
 		pl.reservationMetricsLocked()
 	}
 	return d
-}
-
-// reservationQueueLocked counts the other gangs that hold a reservation, and reports whether one goes
-// before g in the order (see gang.Queue).
-func (pl *Coscheduling) reservationQueueLocked(g *gang.Gang, prio int32, now time.Time) (others int, ahead bool) {
-	return gang.Queue(pl.gangs.All(), g, pl.reservation, prio, now)
 }
 
 // reservationPreempted ends the gang's reservation when it preempts instead: the nominations the

@@ -56,7 +56,7 @@ func TestReservationQueue(t *testing.T) {
 		{name: "one below minMember goes before no one", self: self,
 			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.Lost = resv.EndBelowMinMember })}},
 		{name: "one that stopped trying goes before no one", self: self,
-			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.LastTried = now.Add(-reservationStallAfter) })}},
+			others: []resv.State{with(waiting(t0, 10), func(s *resv.State) { s.LastTried = now.Add(-resv.StallAfter) })}},
 		{name: "a gang new to waiting counts from now", self: resv.State{Prio: 10}, others: []resv.State{waiting(t0, 10)}, wantAhead: true},
 		{name: "several", self: self, others: []resv.State{{Phase: resv.Held}, {Phase: resv.Held}, waiting(t0, 10)}, wantOthers: 2, wantAhead: true},
 	}
@@ -72,10 +72,10 @@ func TestReservationQueue(t *testing.T) {
 				env.pl.gangs.Put(o)
 			}
 			env.pl.mu.Lock()
-			others, ahead := env.pl.reservationQueueLocked(g, 10, now)
+			others, ahead := env.pl.gangs.QueueFor(g, env.pl.reservation, now)(10)
 			env.pl.mu.Unlock()
 			if others != tc.wantOthers || ahead != tc.wantAhead {
-				t.Errorf("reservationQueueLocked = %d, %v, want %d, %v", others, ahead, tc.wantOthers, tc.wantAhead)
+				t.Errorf("QueueFor = %d, %v, want %d, %v", others, ahead, tc.wantOthers, tc.wantAhead)
 			}
 		})
 	}

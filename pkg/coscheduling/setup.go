@@ -124,20 +124,14 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		permitTimeout:   time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		backoff:         time.Duration(args.PodGroupBackoffSeconds) * time.Second,
 		defaultTopology: args.DefaultTopologyPolicy,
-		reservation: resv.Args{
-			After:      time.Duration(args.Reservation.AfterSeconds) * time.Second,
-			Timeout:    time.Duration(args.Reservation.TimeoutSeconds) * time.Second,
-			MaxGangs:   int(args.Reservation.MaxGangs),
-			Recheck:    reservationRecheck,
-			StallAfter: reservationStallAfter,
-		},
-		planArgs:  args.PlacementPlan,
-		podGroups: podGroups,
-		members:   pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
-		finished:  pgcache.NewFinished(""),
-		trees:     tree.NewIndex(),
-		retiring:  make(chan struct{}, 1),
-		ctx:       ctx,
+		reservation:     resv.ArgsOf(args.Reservation),
+		planArgs:        args.PlacementPlan,
+		podGroups:       podGroups,
+		members:         pgcache.Pods{Store: pods, Counts: pgcache.NewMembers("")},
+		finished:        pgcache.NewFinished(""),
+		trees:           tree.NewIndex(),
+		retiring:        make(chan struct{}, 1),
+		ctx:             ctx,
 	}
 	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed}
 	if h != nil {
@@ -156,40 +150,9 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 func (pl *Coscheduling) Name() string { return Name }
 
 // EventsToRegister returns the events that can make a gang member schedulable, with hints that only
-// requeue the members they concern.
+// requeue the members they concern (see podgroup.Events).
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	events := []fwk.ClusterEventWithHint{
-		// A new member that completes its group, or the last of minMember members to get its claims
-		// made, lets the group in through the plugin's own pod handler (onPodAdd, onPodUpdate), not
-		// through a pod-added event: every member PreEnqueue holds back waits in the queue's pool as
-		// gated by this plugin, and the queue runs the hints of a gated pod on every event its gating
-		// plugin registered. An AssignedPod/Add here would walk them all on every binding.
-		//
-		// Freed capacity may make an infeasible gang fit (this includes reservations released by a
-		// rejected gang: the scheduler reports those as assigned pods deleted).
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.isSchedulableAfterCapacityFreed},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
-		// A PodGroup created, or its spec changed (e.g. minMember lowered), may let its members in.
-		// Status-only updates (the plugin's own status patches) requeue nobody.
-		{Event: fwk.ClusterEvent{Resource: podGroupEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
-		// A member refused for malformed topology annotations is retried once they are fixed.
-		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterOwnUpdate},
-	}
-	if pl.fit.Devices != nil {
-		// Devices published or newly classed may make a gang whose members claim devices fit.
-		for _, e := range []fwk.ClusterEvent{
-			{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
-			{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update},
-		} {
-			events = append(events, fwk.ClusterEventWithHint{Event: e, QueueingHintFn: pl.isSchedulableAfterDeviceChange})
-		}
-		// Devices freed by a claim (deallocated, or deleted while allocated), or a PodGroup's claim
-		// allocated, let the members in through the plugin's own claim handler (claimEventHandler),
-		// for the same reason: a ResourceClaim/Update here would walk the held members on every claim
-		// allocated at binding.
-	}
-	if pl.podGroups.InTree != nil { // only where served: the scheduler would watch an unserved API in vain
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: podgroup.InTreeEventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange})
-	}
-	return events, nil
+	return podgroup.Events(podgroup.Hints{CapacityFreed: pl.isSchedulableAfterCapacityFreed, NodeChange: pl.isSchedulableAfterNodeChange,
+		PodGroupChange: pl.isSchedulableAfterPodGroupChange, OwnUpdate: pl.isSchedulableAfterOwnUpdate, DeviceChange: pl.isSchedulableAfterDeviceChange},
+		pl.fit.Devices != nil, pl.podGroups.InTree != nil), nil
 }

@@ -119,23 +119,18 @@ func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) 
 	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
 }
 
-// backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it.
+// backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it;
+// the members' nominations are cleared after an attempt a member led (see gang.Gang.BackoffEnded).
 func (pl *Coscheduling) backoffEnded(namespace, name string) {
 	pl.mu.Lock()
-	led := false
+	clear := false
 	if g := pl.gangs.Get(podgroup.Key(namespace, name)); g != nil {
-		led = g.Lead != "" && len(g.NominatedNodes) == 0
-		// The timer that fired is done: dropping the state must not stop it (a fake clock runs this
-		// under its own lock, which Stop takes again).
-		g.BackoffTimer = nil
+		clear = g.BackoffEnded()
 		// The back-off's end is the time now (and the clock may not be read from its own callback).
 		pl.dropIfUnusedLocked(g, g.BackoffUntil)
 	}
 	pl.mu.Unlock()
-	if led && pl.preempt != nil {
-		// Members rejected at Permit may keep the node the scheduler nominated them to while they
-		// waited; a sibling's inter-pod anti-affinity would still see them there. The gang did not
-		// preempt, so none of its nominations keeps room it made.
+	if clear && pl.preempt != nil {
 		pl.clearNominations(pl.ctx, pl.members.InGroup(namespace, name), "")
 	}
 	pl.activateGroup(namespace, name)
@@ -173,18 +168,15 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 }
 
 // gate reports a member held back by PreEnqueue: the status message always, an event once per
-// reason (for the reasons that usually pass in a moment, only if the pod is still held back for it
-// gateEventDelay later).
+// reason (see gang.GateEventOf: for the reasons that usually pass in a moment, only if the pod is
+// still held back for it gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
 		if gate, started := pl.hold(ctx, pod, reason, msg); started {
-			switch reason {
-			case podgroup.ReasonPodGroupNotFound, podgroup.ReasonWaitingForMembers, podgroup.ReasonWaitingForClaims:
+			if eventType, later := gang.GateEventOf(reason); later {
 				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
-			case podgroup.ReasonPodGroupClaimOrder:
-				pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg)
-			default:
-				pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
+			} else {
+				pl.recorder.Pod(pod, eventType, reason, msg)
 			}
 		}
 	}
@@ -211,7 +203,7 @@ func (pl *Coscheduling) hold(ctx context.Context, pod *v1.Pod, reason, msg strin
 }
 
 // gateEvent records the delayed event of a pod still held back in the same episode, with the latest
-// message.
+// message (see gang.Gate.EventMessage).
 func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	pl.mu.RLock()
 	gate, still := pl.gates.Still(pod.UID, episode)
@@ -219,22 +211,18 @@ func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
 	if !still {
 		return
 	}
-	msg := gate.Message
-	if gate.Reason == podgroup.ReasonWaitingForMembers || gate.Reason == podgroup.ReasonWaitingForClaims {
-		// The counts of now: the pod's PreEnqueue ran when it was held, and a peer that arrived or
-		// got its claims since then does not run it again unless the group is complete.
+	msg, ok := gate.EventMessage(func() (string, string, bool) {
 		name, _ := podgroup.Of(pod)
 		pg := pl.podGroups.Get(pod.Namespace, name)
 		if pg == nil {
-			return
+			return "", "", false
 		}
-		reason, fresh := pl.holdBack(pod, pg)
-		if reason != gate.Reason {
-			return // held back for another reason now, or about to be let in
-		}
-		msg = fresh
+		reason, msg := pl.holdBack(pod, pg)
+		return reason, msg, true
+	})
+	if ok {
+		pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, msg)
 	}
-	pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, msg)
 }
 
 // holdBack says whether a member of pg waits for its group's members or their claims (see

@@ -134,6 +134,20 @@ func ClaimFreesOrPins(oldClaim, newClaim *resourceapi.ResourceClaim) bool {
 	return false
 }
 
+// ClaimFreed is a claim's change (oldClaim nil: added; newClaim nil: deleted) as the members waiting
+// for devices take it: ok when it may change a whole-gang check (see ClaimFreesOrPins), with the claim
+// (the old one, else the new) and whether it is allocated now. Pure.
+func ClaimFreed(oldClaim, newClaim *resourceapi.ResourceClaim) (claim *resourceapi.ResourceClaim, allocated, ok bool) {
+	if !ClaimFreesOrPins(oldClaim, newClaim) {
+		return nil, false, false
+	}
+	claim = oldClaim
+	if claim == nil {
+		claim = newClaim
+	}
+	return claim, newClaim != nil && newClaim.Status.Allocation != nil, true
+}
+
 // ClaimOrder says why a member may not be placed because of the order of its claims ("" when it may).
 // Upstream's DynamicResources plugin (1.37, pod-group cycle with DRAWorkloadResourceClaims) keeps, in
 // Filter, the results of the claims it allocates on the node followed by the allocations in flight of

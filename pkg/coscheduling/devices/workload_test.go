@@ -498,3 +498,32 @@ func TestClaimsUnmade(t *testing.T) {
 		t.Error("a pod of no PodGroup with an unmade claim is not held back")
 	}
 }
+
+// TestClaimFreed: a change that may change a check hands on the claim it concerns (the old one, else
+// the new) and whether it is allocated now; any other change nothing.
+func TestClaimFreed(t *testing.T) {
+	own := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "member-gpu"}}
+	allocated := own.DeepCopy()
+	allocated.Status.Allocation = &resourceapi.AllocationResult{}
+	group := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "pg-gpu",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "pg", UID: "pg"}}}}
+	groupAllocated := group.DeepCopy()
+	groupAllocated.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, tc := range []struct {
+		name          string
+		old, new      *resourceapi.ResourceClaim
+		wantClaim     *resourceapi.ResourceClaim
+		wantAllocated bool
+		wantOK        bool
+	}{
+		{"allocated at binding: nothing", own, allocated, nil, false, false},
+		{"deallocated: the old claim, not allocated", allocated, own, allocated, false, true},
+		{"deleted while allocated: the old claim", allocated, nil, allocated, false, true},
+		{"a PodGroup's claim allocated: the old claim, allocated now", group, groupAllocated, group, true, true},
+	} {
+		claim, alloc, ok := ClaimFreed(tc.old, tc.new)
+		if claim != tc.wantClaim || alloc != tc.wantAllocated || ok != tc.wantOK {
+			t.Errorf("%s: ClaimFreed = %v, %v, %v; want %v, %v, %v", tc.name, claim != nil, alloc, ok, tc.wantClaim != nil, tc.wantAllocated, tc.wantOK)
+		}
+	}
+}

@@ -244,3 +244,25 @@ func (g *Gang) result(in attempt.Input, backoff time.Duration) Result {
 	d, pods := g.Step(in, backoff)
 	return Result{Decision: d, Pods: pods, Event: in.Kind, Now: in.Now}
 }
+
+// Tentative reports a Reserve or Unreserve of kube-scheduler's own pod-group cycle (the scheduler's
+// GenericWorkload gate on, an in-tree PodGroup): its algorithm reserves every member tentatively and
+// reverts them all (Unreserve) once the group is evaluated, then reserves the chosen members again
+// with the pod-group cycle cleared from their state before Permit (schedule_one_podgroup.go,
+// runRootSchedulingAlgorithm and submitPodGroupAlgorithmResult). Counting the tentative ones would
+// fail every attempt: the revert reads as a member leaving before the quorum, and the group backs off
+// before its real Reserve. Such a step is no step of the gang's.
+func Tentative(state fwk.CycleState) bool {
+	return state != nil && state.IsPodGroupSchedulingCycle()
+}
+
+// BackoffEnded is the gang's back-off timer firing: the timer is done (dropping the state must not
+// stop it: a fake clock runs the callback under its own lock, which Stop takes again). clear reports
+// whether the members' nominations are to be cleared: after an attempt a member led, members rejected
+// at Permit may keep the node the scheduler nominated them to while they waited, where a sibling's
+// inter-pod anti-affinity would still see them; and the gang did not preempt, so none of its
+// nominations keeps room it made.
+func (g *Gang) BackoffEnded() (clear bool) {
+	g.BackoffTimer = nil
+	return g.Lead != "" && len(g.NominatedNodes) == 0
+}

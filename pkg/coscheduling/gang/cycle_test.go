@@ -443,3 +443,49 @@ func TestTreeSteps(t *testing.T) {
 		t.Fatalf("OnTreeFailed = %+v; want the waiting member rejected, the sibling's reason said", r)
 	}
 }
+
+// TestTentative: only a step of kube-scheduler's pod-group cycle is tentative; a plain cycle, or
+// none, is the gang's.
+func TestTentative(t *testing.T) {
+	podGroupCycle := framework.NewCycleState()
+	podGroupCycle.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	for _, tc := range []struct {
+		name  string
+		state fwk.CycleState
+		want  bool
+	}{
+		{"no cycle state", nil, false},
+		{"a pod's own cycle", framework.NewCycleState(), false},
+		{"the pod-group cycle's tentative reservation", podGroupCycle, true},
+	} {
+		if got := Tentative(tc.state); got != tc.want {
+			t.Errorf("%s: Tentative = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestBackoffEnded: the fired timer is forgotten; the nominations are cleared only after an attempt
+// a member led, where the gang made no preemption.
+func TestBackoffEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lead      string
+		nominated []string
+		want      bool
+	}{
+		{"no lead", "", nil, false},
+		{"led, no preemption", "m0", nil, true},
+		{"led, but its preemption nominated nodes", "m0", []string{"a"}, false},
+	} {
+		clk := testingclock.NewFakeClock(t0)
+		g := New("ns", "g", "pg")
+		g.Lead, g.NominatedNodes = types.UID(tc.lead), tc.nominated
+		g.BackoffTimer = clk.AfterFunc(time.Second, func() {})
+		if got := g.BackoffEnded(); got != tc.want {
+			t.Errorf("%s: BackoffEnded = %v, want %v", tc.name, got, tc.want)
+		}
+		if g.BackoffTimer != nil {
+			t.Errorf("%s: the fired timer is kept", tc.name)
+		}
+	}
+}

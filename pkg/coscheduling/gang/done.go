@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -27,6 +30,23 @@ type ReservationDone struct {
 // Empty reports whether nothing is left to do.
 func (d ReservationDone) Empty() bool { return d.End == "" && d.Lost == "" && !d.Activate }
 
+// EndedMessage is the ReservationEnded event of the gang of key, at an end (d.End).
+func (d ReservationDone) EndedMessage(key string) string {
+	return fmt.Sprintf("PodGroup %s holds its room no more (%s): %s", key, d.End, d.EndMessage)
+}
+
+// Unkept are the members whose nominations a reservation's end clears: all but keep (a preemption's,
+// which are the gang's now). nil when none.
+func Unkept(members []*v1.Pod, keep map[types.UID]bool) []*v1.Pod {
+	var clear []*v1.Pod
+	for _, m := range members {
+		if !keep[m.UID] {
+			clear = append(clear, m)
+		}
+	}
+	return clear
+}
+
 // Applied applies what a step of g's reservation (e) asks of the registry's state — g's timer
 // stopped, the gangs waiting behind an end listed — and returns what is left outside the lock. Arming
 // the timer (e.Wake, see Reservation.Rearm) and the gauges at an end are the owner's.
@@ -46,6 +66,16 @@ func (r *Registry) Applied(g *Gang, e resv.Effects) ReservationDone {
 // gang, and an earlier time replaces a later one (a timer already due is armed again).
 func (r *Reservation) Rearm(at, now time.Time) bool {
 	return r.Timer == nil || r.TimerAt.After(at) || !r.TimerAt.After(now)
+}
+
+// Fired reports whether the reservation's timer that fired for at is its current one (a timer
+// replaced or stopped since may still fire), and forgets it then: it is done.
+func (r *Reservation) Fired(at time.Time) bool {
+	if !r.TimerAt.Equal(at) {
+		return false
+	}
+	r.Timer, r.TimerAt = nil, time.Time{}
+	return true
 }
 
 // TimerInput is the machine's input when g's timer fires at at, with live live pods in the group and

@@ -118,3 +118,32 @@ func TestTimerInputAndBelowMinMember(t *testing.T) {
 		}
 	}
 }
+
+// TestReservationTimerFired: only the current timer's firing counts, and it is forgotten then; a
+// timer replaced or stopped since is not the reservation's.
+func TestReservationTimerFired(t *testing.T) {
+	at := t0.Add(10 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		timerAt time.Time
+		want    bool
+	}{
+		{"the current timer", at, true},
+		{"replaced by an earlier one", t0.Add(5 * time.Second), false},
+		{"stopped since", time.Time{}, false},
+	} {
+		clk := testingclock.NewFakeClock(t0)
+		r := Reservation{TimerAt: tc.timerAt}
+		if !tc.timerAt.IsZero() {
+			r.Timer = clk.AfterFunc(time.Minute, func() {})
+		}
+		if got := r.Fired(at); got != tc.want {
+			t.Errorf("%s: Fired = %v, want %v", tc.name, got, tc.want)
+		}
+		if forgot := r.Timer == nil && r.TimerAt.IsZero(); tc.want && !forgot {
+			t.Errorf("%s: the fired timer is kept: %v", tc.name, r.TimerAt)
+		} else if !tc.want && !r.TimerAt.Equal(tc.timerAt) {
+			t.Errorf("%s: another timer changed: %v", tc.name, r.TimerAt)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -175,6 +176,13 @@ func (g *Gang) SparedByDelete(deleted *v1.Pod, claimsVersion uint64) bool {
 	return corev1helpers.PodPriority(deleted) < m.Key.Priority
 }
 
+// SparedByDelete is Gang.SparedByDelete for the gang of key (false when it is not tracked or never
+// preempted), at the claims' version against its last preemption's priority (claimsVersion).
+func (r *Registry) SparedByDelete(key string, deleted *v1.Pod, claimsVersion func(prio int32) uint64) bool {
+	g := r.gangs[key]
+	return g != nil && g.LastPreemption != nil && g.SparedByDelete(deleted, claimsVersion(g.LastPreemption.Key.Priority))
+}
+
 // SplitForPreemption is the gang's part of a preemption's snapshot: the members to place, how many the
 // quorum needs of them, and the nodes its earlier preemption and its members' statuses name.
 func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates []*v1.Pod, need int, nominated []string) {
@@ -251,6 +259,32 @@ func AssignedNodes(assignment []gangfit.Nomination) []string {
 	}
 	slices.Sort(nodes)
 	return slices.Compact(nodes)
+}
+
+// NodeFor is the node a preemption's plan places member uid on (ok false: the plan places it nowhere).
+func NodeFor(assignment []gangfit.Nomination, uid types.UID) (node string, ok bool) {
+	for _, a := range assignment {
+		if a.Pod.UID == uid {
+			node, ok = a.Node, true
+		}
+	}
+	return node, ok
+}
+
+// Kept are the members a preemption's plan nominates: a reservation the gang held ends when it
+// preempts, and these nominations are the gang's now (see Unkept).
+func Kept(assignment []gangfit.Nomination) map[types.UID]bool {
+	keep := make(map[types.UID]bool, len(assignment))
+	for _, a := range assignment {
+		keep[a.Pod.UID] = true
+	}
+	return keep
+}
+
+// PreemptsInsteadMessage is why a reservation ends when its gang preempts victims instead, its
+// members nominated to nodes.
+func PreemptsInsteadMessage(victims int, nodes []string) string {
+	return fmt.Sprintf("the gang preempts %d lower-priority pods instead; its members are nominated to %s", victims, strings.Join(nodes, ", "))
 }
 
 // PreemptingMessage says what a gang's preemption does, once its members are nominated to nodes.

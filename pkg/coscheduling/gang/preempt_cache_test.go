@@ -169,6 +169,41 @@ func TestSparedByDelete(t *testing.T) {
 	}
 }
 
+// TestRegistrySparedByDelete: a gang not tracked, or that never preempted, is spared nothing (its
+// claims' version is not even asked); a tracked one answers at its last preemption's priority.
+func TestRegistrySparedByDelete(t *testing.T) {
+	k := PreemptKey{Priority: 100, Claims: 3}
+	low := gangtest.Running("low", "", "n", "1", 10)
+	r := NewRegistry(nil)
+	hopeless := New("ns", "hopeless", "pg")
+	hopeless.RememberPreemption(k, PreemptOut{Result: PreemptNotHelpful, Hopeless: true})
+	r.Put(hopeless)
+	r.Put(New("ns", "fresh", "pg2"))
+	for _, tc := range []struct {
+		key      string
+		claims   uint64
+		want     bool
+		wantRead bool
+	}{
+		{"ns/hopeless", 3, true, true},
+		{"ns/hopeless", 4, false, true},
+		{"ns/fresh", 3, false, false},
+		{"ns/untracked", 3, false, false},
+	} {
+		read := false
+		got := r.SparedByDelete(tc.key, low, func(prio int32) uint64 {
+			read = true
+			if prio != 100 {
+				t.Errorf("%s: claims' version asked at %d, want the preemption's 100", tc.key, prio)
+			}
+			return tc.claims
+		})
+		if got != tc.want || read != tc.wantRead {
+			t.Errorf("%s (claims %d): SparedByDelete = %v (version read %v), want %v (%v)", tc.key, tc.claims, got, read, tc.want, tc.wantRead)
+		}
+	}
+}
+
 // TestPreemptionUnderWay: while a preemption's API calls are made outside the cycle, every member is
 // held back (Refuse), whatever else holds; AssignedNodes are the plan's nodes, once each, sorted.
 func TestPreemptionUnderWay(t *testing.T) {

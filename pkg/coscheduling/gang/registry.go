@@ -103,6 +103,14 @@ func (r *Registry) Bound(namespace, name string) (g *Gang, made bool) {
 // and live, the count of its group's live pods, is zero.
 func Unused(g *Gang, now time.Time, live int) bool { return g.HoldsNothing(now) && live == 0 }
 
+// Newer reports whether the state is a newer PodGroup's than uid's, of the same name (a scheduling
+// cycle read the new one from the store before the old one's delete was told, and started afresh):
+// nothing of it, its waiting members nor their nominations, is the old one's. Unknown UIDs ("") are
+// no other PodGroup's.
+func (g *Gang) Newer(uid types.UID) bool {
+	return g.PodGroupUID != "" && uid != "" && g.PodGroupUID != uid
+}
+
 // Drop stops tracking g, keeping how its last reservation ended (see Ended). Its back-off timer is
 // stopped; its reservation must have been stepped first (Deleted).
 func (r *Registry) Drop(g *Gang) {

@@ -212,3 +212,21 @@ func TestRegistryGathering(t *testing.T) {
 		t.Error("an untracked gang gathers")
 	}
 }
+
+// TestNewer: a delete of an older PodGroup of the name leaves a newer one's state alone; a delete
+// of its own, or where either UID is unknown, does not.
+func TestNewer(t *testing.T) {
+	for _, tc := range []struct {
+		state, deleted types.UID
+		want           bool
+	}{
+		{"new", "old", true},
+		{"same", "same", false},
+		{"", "old", false},
+		{"new", "", false},
+	} {
+		if got := New("ns", "g", tc.state).Newer(tc.deleted); got != tc.want {
+			t.Errorf("state of %q, delete of %q: Newer = %v, want %v", tc.state, tc.deleted, got, tc.want)
+		}
+	}
+}

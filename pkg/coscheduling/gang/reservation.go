@@ -216,6 +216,12 @@ func Queue(gangs map[string]*Gang, self *Gang, args resv.Args, prio int32, now t
 	return others, ahead
 }
 
+// QueueFor is Queue over the registry's gangs for g at now, as ReserveIn.Queue and AdoptReservation
+// ask for it (the caller holds the registry's lock when it is called).
+func (r *Registry) QueueFor(g *Gang, args resv.Args, now time.Time) func(prio int32) (others int, ahead bool) {
+	return func(prio int32) (int, bool) { return Queue(r.gangs, g, args, prio, now) }
+}
+
 // WaitingBehind are the gangs other than self that wait for room in the order (namespace, name):
 // when a reservation ends they take their turn.
 func WaitingBehind(gangs map[string]*Gang, self *Gang) [][2]string {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -237,5 +238,27 @@ func TestPreemptingMessage(t *testing.T) {
 	want = "preempting 1 pods of lower priority than 5 (0 gangs, 1 single pods) so that 1 members fit; members nominated to n0"
 	if got := PreemptingMessage(gangfit.Plan{Victims: make([]*v1.Pod, 1), Singles: 1}, 5, 1, []string{"n0"}); got != want {
 		t.Errorf("PreemptingMessage = %q, want %q", got, want)
+	}
+}
+
+// TestPreemptionPlanMembers: the node the plan gives a member (none for one it does not place), the
+// nominations a preemption keeps when it ends the gang's reservation, and that end's message.
+func TestPreemptionPlanMembers(t *testing.T) {
+	m0, m1, m2 := preemptor("m0", "1"), preemptor("m1", "1"), preemptor("m2", "1")
+	assignment := []gangfit.Nomination{{Pod: m0, Node: "a"}, {Pod: m1, Node: "b"}}
+	for _, tc := range []struct {
+		pod      *v1.Pod
+		wantNode string
+		wantOK   bool
+	}{{m0, "a", true}, {m1, "b", true}, {m2, "", false}} {
+		if node, ok := NodeFor(assignment, tc.pod.UID); node != tc.wantNode || ok != tc.wantOK {
+			t.Errorf("NodeFor(%s) = %q, %v; want %q, %v", tc.pod.Name, node, ok, tc.wantNode, tc.wantOK)
+		}
+	}
+	if diff := cmp.Diff(map[types.UID]bool{m0.UID: true, m1.UID: true}, Kept(assignment)); diff != "" {
+		t.Errorf("Kept (-want,+got):\n%s", diff)
+	}
+	if got, want := PreemptsInsteadMessage(3, []string{"a", "b"}), "the gang preempts 3 lower-priority pods instead; its members are nominated to a, b"; got != want {
+		t.Errorf("PreemptsInsteadMessage = %q, want %q", got, want)
 	}
 }

@@ -388,6 +388,16 @@ func (pl *Placement) PreFilterResult() *fwk.PreFilterResult {
 	return &fwk.PreFilterResult{NodeNames: pl.Nodes}
 }
 
+// PolicyFixed reports whether an update of a member from old to pod makes its policy (see PolicyFor)
+// valid: a member refused for malformed topology annotations is retried then, and only then.
+func PolicyFixed(pg *v1alpha1.PodGroup, old, pod *v1.Pod, def config.TopologyPolicy) bool {
+	if _, err := PolicyFor(pg, old, def); err == nil {
+		return false
+	}
+	_, err := PolicyFor(pg, pod, def)
+	return err == nil
+}
+
 // PolicyFor returns the policy in force for a member: the PodGroup's spec, else the member's
 // annotations, else the profile's default. A malformed annotation is an error (the member is refused
 // with it, never placed as if no policy had been asked for).

@@ -127,3 +127,32 @@ func TestTopologyPolicyFor(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyFixed: only an update that makes a malformed policy valid requeues the member; one whose
+// PodGroup's spec overrides its annotations never needed fixing.
+func TestPolicyFixed(t *testing.T) {
+	withSpec := makePG("ns", "g", 2, time.Time{})
+	withSpec.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: rackKey}
+	plain := makePG("ns", "g", 2, time.Time{})
+	good := member("m", "g", "1")
+	good.Annotations = map[string]string{AnnotationTopologyRequired: zoneKey}
+	bad := member("m", "g", "1")
+	bad.Annotations = map[string]string{AnnotationTopologyPreferred: "example.com/rack,not a key"}
+	for _, tc := range []struct {
+		name     string
+		pg       *v1alpha1.PodGroup
+		old, pod *v1.Pod
+		want     bool
+	}{
+		{"malformed, then valid", plain, bad, good, true},
+		{"malformed, then valid by losing the annotation", plain, bad, member("m", "g", "1"), true},
+		{"malformed, still malformed", plain, bad, bad, false},
+		{"valid, then valid", plain, good, good, false},
+		{"valid, then malformed", plain, good, bad, false},
+		{"the spec's policy: never malformed", withSpec, bad, good, false},
+	} {
+		if got := PolicyFixed(tc.pg, tc.old, tc.pod, config.TopologyPolicy{}); got != tc.want {
+			t.Errorf("%s: PolicyFixed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

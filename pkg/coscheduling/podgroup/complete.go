@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -28,6 +29,37 @@ func CompletedByReady(ready, credit, want int) bool { return ready+credit == wan
 // live members short of minMember, whose replacement members wait for it.
 func CompletedByFinished(live, credit, want int) bool {
 	return live > 0 && live < want && live+credit >= want
+}
+
+// Change is what a pod added or updated in the informer means for its group's state, in the profile
+// of a scheduler: see ChangeOf.
+type Change int
+
+const (
+	// ChangeOther: another scheduler's pod (another profile's, the default scheduler's, a pod created
+	// with its node set) is no member of this profile's gangs: it never counts toward their quorum,
+	// and no state is made for its group (every bound pod of a Job carries spec.schedulingGroup where
+	// the Job controller writes in-tree PodGroups).
+	ChangeOther Change = iota
+	// ChangeGone: it is no longer live (being deleted, finished): it stops counting at once.
+	ChangeGone
+	// ChangeUnbound: live and not bound yet: it counts once reserved, nothing changes now.
+	ChangeUnbound
+	// ChangeBound: bound: it counts from the informer now, not from a reservation.
+	ChangeBound
+)
+
+// ChangeOf is what pod, added or updated, means for its group's state in the scheduler profile.
+func ChangeOf(pod *v1.Pod, profile string) Change {
+	switch {
+	case pod.Spec.SchedulerName != profile:
+		return ChangeOther
+	case !IsLive(pod):
+		return ChangeGone
+	case pod.Spec.NodeName == "":
+		return ChangeUnbound
+	}
+	return ChangeBound
 }
 
 // Update is what an update of a PodGroup in an informer means for its gang.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -70,5 +71,36 @@ func TestWaitingForQuorumMessage(t *testing.T) {
 	want := "attempt under way for 5s: 2 of minMember 4 members reserved or bound; waiting until 2030-01-02T03:04:05Z for the rest"
 	if got != want {
 		t.Errorf("WaitingForQuorumMessage = %q, want %q", got, want)
+	}
+}
+
+// TestChangeOf is a row per pod an informer adds or updates: another profile's is none of ours
+// (whatever it is), one no longer live is gone, a live one counts from the informer once bound.
+func TestChangeOf(t *testing.T) {
+	now := metav1.Now()
+	pod := func(scheduler, node string, phase v1.PodPhase, deleting bool) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{SchedulerName: scheduler, NodeName: node}, Status: v1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want Change
+	}{
+		{"another profile's pod, bound", pod("other", "n", v1.PodRunning, false), ChangeOther},
+		{"another profile's pod, finished", pod("other", "n", v1.PodSucceeded, false), ChangeOther},
+		{"being deleted", pod("gang", "n", v1.PodRunning, true), ChangeGone},
+		{"succeeded", pod("gang", "n", v1.PodSucceeded, false), ChangeGone},
+		{"failed", pod("gang", "", v1.PodFailed, false), ChangeGone},
+		{"pending, no node", pod("gang", "", v1.PodPending, false), ChangeUnbound},
+		{"bound", pod("gang", "n", v1.PodPending, false), ChangeBound},
+		{"running", pod("gang", "n", v1.PodRunning, false), ChangeBound},
+	} {
+		if got := ChangeOf(tc.pod, "gang"); got != tc.want {
+			t.Errorf("%s: ChangeOf = %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

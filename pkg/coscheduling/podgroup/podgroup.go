@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -104,6 +105,15 @@ func IsLive(pod *v1.Pod) bool {
 
 // IsMember reports whether a pod counts as a member of its group: live and not gated.
 func IsMember(pod *v1.Pod) bool { return IsLive(pod) && len(pod.Spec.SchedulingGates) == 0 }
+
+// HeldReservation is pg's Reserved condition when it is True (nil otherwise): a reservation a leader
+// held, which this process adopts when it did not see the gang try.
+func HeldReservation(pg *v1alpha1.PodGroup) *metav1.Condition {
+	if c := meta.FindStatusCondition(pg.Status.Conditions, ConditionReserved); c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return nil
+}
 
 // MinMember is the PodGroup's quorum (at least 1).
 func MinMember(pg *v1alpha1.PodGroup) int {

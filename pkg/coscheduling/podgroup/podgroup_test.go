@@ -119,3 +119,25 @@ func TestSpecChanged(t *testing.T) {
 		t.Error("SpecChanged of a non-object: no error")
 	}
 }
+
+// TestHeldReservation: only a True Reserved condition is a reservation held; a False one, another
+// condition, or none is not.
+func TestHeldReservation(t *testing.T) {
+	held := metav1.Condition{Type: ConditionReserved, Status: metav1.ConditionTrue, Message: "holds room on a"}
+	for _, tc := range []struct {
+		name  string
+		conds []metav1.Condition
+		want  *metav1.Condition
+	}{
+		{"none", nil, nil},
+		{"held", []metav1.Condition{{Type: ConditionScheduled, Status: metav1.ConditionTrue}, held}, &held},
+		{"not held", []metav1.Condition{{Type: ConditionReserved, Status: metav1.ConditionFalse}}, nil},
+		{"another condition only", []metav1.Condition{{Type: ConditionScheduled, Status: metav1.ConditionTrue}}, nil},
+	} {
+		pg := &v1alpha1.PodGroup{Status: v1alpha1.PodGroupStatus{Conditions: tc.conds}}
+		got := HeldReservation(pg)
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("%s: HeldReservation = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -17,6 +17,8 @@ package reservation
 import (
 	"fmt"
 	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 )
 
 // Phase is where a gang's reservation stands.
@@ -74,6 +76,21 @@ type Args struct {
 	// StallAfter is how long a gang may go without a member finding no room before it counts as
 	// stalled.
 	StallAfter time.Duration
+}
+
+// Recheck is how often a reservation's plan is made again (the room it counts on may have been taken
+// by pods of higher priority, or a member replaced), and how often the timer of a gang that waits or
+// holds fires. StallAfter is how long a gang may go without a member finding no room before it
+// stalls: three rechecks, each of which brings its members back.
+const (
+	Recheck    = 10 * time.Second
+	StallAfter = 3 * Recheck
+)
+
+// ArgsOf are the machine's Args for a profile's reservation arguments, with Recheck and StallAfter.
+func ArgsOf(a config.ReservationArgs) Args {
+	return Args{After: time.Duration(a.AfterSeconds) * time.Second, Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
+		MaxGangs: int(a.MaxGangs), Recheck: Recheck, StallAfter: StallAfter}
 }
 
 // State is a gang's reservation.

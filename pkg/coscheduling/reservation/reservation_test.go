@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -382,4 +384,22 @@ func apply(t *testing.T, s *State, wakeAt *time.Time, in Input, a Args, round, s
 		t.Fatalf("%s: a gang that lost its place (%s) is eligible", where, s.Lost)
 	}
 	return e
+}
+
+// TestArgsOf: a profile's seconds become durations, reservation off (no gangs) stays off, and every
+// profile rechecks and stalls alike.
+func TestArgsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   config.ReservationArgs
+		want Args
+	}{
+		{"on", config.ReservationArgs{AfterSeconds: 60, TimeoutSeconds: 600, MaxGangs: 2},
+			Args{After: time.Minute, Timeout: 10 * time.Minute, MaxGangs: 2, Recheck: 10 * time.Second, StallAfter: 30 * time.Second}},
+		{"off", config.ReservationArgs{}, Args{Recheck: 10 * time.Second, StallAfter: 30 * time.Second}},
+	} {
+		if got := ArgsOf(tc.in); got != tc.want {
+			t.Errorf("%s: ArgsOf = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }
