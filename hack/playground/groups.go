@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,10 @@ type groupExample struct {
 	expect string
 	// kubectl are more commands to show (after "kubectl -n demo").
 	kubectl []string
+	// made: the scheduler makes the job's PodGroups (a LeaderWorkerSet's); the playground lists them.
+	// kubectl gang counts a group's members by the PodGroup label, which such pods do not carry, so
+	// its tree is not printed for them (it would show every group empty).
+	made bool
 }
 
 var groupExamples = map[string]groupExample{
@@ -52,6 +57,7 @@ var groupExamples = map[string]groupExample{
 			"composite llm (min-group-count 2); room for 2 replicas of 3: two bound whole, the third nothing",
 		kubectl: []string{"get pg -l " + podgroup.LabelManagedBy + "=" + podgroup.ManagedBy,
 			"get pods -l " + podgroup.LWSNameLabel + "=llm -o wide"},
+		made: true,
 	},
 }
 
@@ -136,6 +142,36 @@ func printGangTree(ctx context.Context, out io.Writer, clientset kubernetes.Inte
 	cmd := gangctl.NewCommand(out, time.Now, conn)
 	cmd.SetArgs([]string{"get", root, "--color=never"})
 	return cmd.ExecuteContext(ctx)
+}
+
+// printMadeGroups lists the PodGroups the scheduler made in ns (for LeaderWorkerSets): each with its
+// minMember or min-group-count, its parent and its owner.
+func printMadeGroups(ctx context.Context, out io.Writer, pgClient versioned.Interface, ns string) error {
+	list, err := pgClient.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{LabelSelector: podgroup.LabelManagedBy + "=" + podgroup.ManagedBy})
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PODGROUP (made by the scheduler)\tMIN\tPARENT\tOWNER")
+	for _, pg := range list.Items {
+		quorum := fmt.Sprintf("minMember %d", pg.Spec.MinMember)
+		if c, ok := pg.Annotations[tree.AnnotationMinGroupCount]; ok {
+			quorum = "min-group-count " + c
+		}
+		owner := "-"
+		if ref := metav1.GetControllerOf(&pg); ref != nil {
+			owner = ref.Kind + " " + ref.Name
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", pg.Name, quorum, orDash(pg.Annotations[tree.AnnotationParent]), owner)
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // groupExampleFiles are the files --example=name creates: namespace demo, then the example.

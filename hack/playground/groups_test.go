@@ -293,57 +293,87 @@ func lwsAdopt(t *testing.T, objs exampleObjects) {
 }
 
 // TestGroupExampleRoom checks what the examples' comments say binds on the playground's default
-// nodes: the disaggregated job fits on three of them (kwok-node-0 runs hot: LoadAware keeps pods off
-// it), and of the LeaderWorkerSet exactly min-group-count replicas fit, whether three nodes or all four
-// take pods.
+// nodes (4 of nodeCPU and 32Gi), as Fit and LoadAware see them while a job's pods are placed: a node's
+// requests within its capacity, and its usage (baseUsage, as simulateUsage reports it) plus LoadAware's
+// estimates of the pods just placed (85% of cpu and 70% of memory requests, its defaults) within the
+// shipped thresholds (cpu 80%, memory 90%). kwok-node-0 (85% cpu) takes none. The disaggregated job
+// fits whole; of the LeaderWorkerSet, exactly min-group-count replicas fit, fewer than it has.
 func TestGroupExampleRoom(t *testing.T) {
+	const (
+		capMem             = 32 << 30
+		cpuEst, memEst     = 0.85, 0.70
+		cpuLimit, memLimit = 0.80, 0.90
+	)
 	q := resource.MustParse(nodeCPU)
-	nodeCPU := q.MilliValue()
-	cpu := func(p *corev1.Pod) int64 {
-		var n int64
-		for _, c := range p.Spec.Containers {
-			n += c.Resources.Requests.Cpu().MilliValue()
+	capCPU := float64(q.MilliValue())
+	type node struct{ cpu, mem, estCPU, estMem float64 }
+	nodes := func() []*node {
+		var out []*node
+		for i := range 4 {
+			b := baseUsage(i, fmt.Sprintf("kwok-node-%d", i))
+			out = append(out, &node{estCPU: b * capCPU, estMem: b * capMem})
 		}
-		return n
+		return out
+	}
+	requests := func(p *corev1.Pod) (cpu, mem float64) {
+		for _, c := range p.Spec.Containers {
+			cpu += float64(c.Resources.Requests.Cpu().MilliValue())
+			mem += float64(c.Resources.Requests.Memory().Value())
+		}
+		return cpu, mem
+	}
+	// place puts the pod on the first node it fits (Fit and LoadAware's filter), or reports false.
+	place := func(ns []*node, p *corev1.Pod) bool {
+		cpu, mem := requests(p)
+		for _, n := range ns {
+			if n.cpu+cpu <= capCPU && n.mem+mem <= capMem &&
+				n.estCPU+cpuEst*cpu <= cpuLimit*capCPU && n.estMem+memEst*mem <= memLimit*capMem {
+				n.cpu, n.mem, n.estCPU, n.estMem = n.cpu+cpu, n.mem+mem, n.estCPU+cpuEst*cpu, n.estMem+memEst*mem
+				return true
+			}
+		}
+		return false
 	}
 
 	dis := readExample(t, filepath.Join("..", "..", groupExamplesDir, groupExamples["disaggregated"].file))
-	sizes := make([]int64, 0, len(dis.pods))
+	slices.SortFunc(dis.pods, func(a, b *corev1.Pod) int { // largest first
+		ca, _ := requests(a)
+		cb, _ := requests(b)
+		return int(cb - ca)
+	})
+	ns := nodes()
 	for _, p := range dis.pods {
-		sizes = append(sizes, cpu(p))
-	}
-	slices.Sort(sizes)
-	slices.Reverse(sizes)
-	free := []int64{nodeCPU, nodeCPU, nodeCPU}
-	for _, s := range sizes { // first fit, largest first
-		i := slices.IndexFunc(free, func(f int64) bool { return f >= s })
-		if i < 0 {
-			t.Fatalf("the disaggregated job does not fit on 3 nodes of %d m CPU (pods %v)", nodeCPU, sizes)
+		if !place(ns, p) {
+			t.Errorf("the disaggregated job does not fit whole: no room for %s", p.Name)
 		}
-		free[i] -= s
 	}
 
+	// The replicas are alike: place them whole, one after the other, until one does not fit.
 	lws := readExample(t, filepath.Join("..", "..", groupExamplesDir, groupExamples["lws"].file))
-	per := map[int64]bool{}
-	replicas := map[string]bool{}
-	var size, k int
+	byReplica := map[string][]*corev1.Pod{}
+	k := 0
 	for _, p := range lws.pods {
-		per[cpu(p)] = true
 		g, _ := podgroup.LWSGroup(p)
-		replicas[g] = true
-		size, _ = strconv.Atoi(p.Annotations[podgroup.LWSSizeAnnotation])
+		byReplica[g] = append(byReplica[g], p)
 		k, _ = strconv.Atoi(p.Annotations[tree.AnnotationMinGroupCount])
 	}
-	if len(per) != 1 {
-		t.Fatalf("the LeaderWorkerSet's pods ask different CPU %v: this check wants one size", per)
-	}
-	for podCPU := range per {
-		for _, nodes := range []int{3, 4} {
-			fit := nodes * int(nodeCPU/podCPU) / size
-			if fit != k || fit >= len(replicas) {
-				t.Errorf("on %d nodes %d replicas of %d fit whole, want min-group-count %d (fewer than the %d replicas)", nodes, fit, len(replicas), k, len(replicas))
+	ns = nodes()
+	whole := 0
+	for range byReplica {
+		pods := byReplica[fmt.Sprint("llm-", whole)]
+		placed := 0
+		for _, p := range pods {
+			if place(ns, p) {
+				placed++
 			}
 		}
+		if placed < len(pods) {
+			break
+		}
+		whole++
+	}
+	if whole != k || whole >= len(byReplica) {
+		t.Errorf("%d replicas of %d fit whole, want min-group-count %d (fewer than the replicas)", whole, len(byReplica), k)
 	}
 }
 

@@ -408,9 +408,16 @@ func run(ctx context.Context, o options) error {
 		if !whole {
 			state = "NOT whole"
 		}
-		fmt.Printf("\n--example=%s: %s.\nThe job %s is %s (%s). kubectl gang get %s -n demo:\n", o.example, example.expect, example.root, state, numbers, example.root)
-		if err := printGangTree(ctx, os.Stdout, clientset, pgClient, "demo", example.root); err != nil {
-			return fmt.Errorf("kubectl gang get %s: %w", example.root, err)
+		fmt.Printf("\n--example=%s: %s.\nThe job %s is %s (%s).\n", o.example, example.expect, example.root, state, numbers)
+		if example.made {
+			if err := printMadeGroups(ctx, os.Stdout, pgClient, "demo"); err != nil {
+				return err
+			}
+		} else {
+			fmt.Printf("kubectl gang get %s -n demo:\n", example.root)
+			if err := printGangTree(ctx, os.Stdout, clientset, pgClient, "demo", example.root); err != nil {
+				return fmt.Errorf("kubectl gang get %s: %w", example.root, err)
+			}
 		}
 	}
 	kubectl := filepath.Join(assets, "kubectl") + " --kubeconfig " + kubeconfig
@@ -418,12 +425,15 @@ func run(ctx context.Context, o options) error {
 The playground is running.
   kubectl:   %[1]s get pods -A -o wide
   scheduler: tail -f %[2]s
-Try (README.md, "Try this"):
+`, kubectl, scheduler.logPath)
+	if !withExample { // the sample workloads'
+		fmt.Printf(`Try (README.md, "Try this"):
   %[1]s -n demo annotate pod -l job-name=training,batch.kubernetes.io/job-completion-index=1 --overwrite custom-scheduler.io/playground-exit=fail
   %[1]s -n demo get pods -l job-name=training -o wide -w
   %[1]s -n demo scale deployment web --replicas=12
-Press Ctrl-C to stop everything.
-`, kubectl, scheduler.logPath)
+`, kubectl)
+	}
+	fmt.Println("Press Ctrl-C to stop everything.")
 	if withOperator {
 		for _, b := range opChain[:len(opChain)-1] {
 			fmt.Printf("%s runs (log %s).\n", b.binary, filepath.Join(logs, b.binary+".log"))
@@ -443,9 +453,11 @@ Press Ctrl-C to stop everything.
 `, kubectl, gpuExamples)
 	}
 	if withExample {
-		gang := filepath.Join(filepath.Dir(schedulerBin), "kubectl-gang") + " --kubeconfig " + kubeconfig
-		fmt.Printf("The job of %s (%s):\n  %s get %s -n demo\n  %s explain %s -n demo\n",
-			filepath.Join(groupExamplesDir, example.file), filepath.Join(groupExamplesDir, "README.md"), gang, example.root, gang, example.root)
+		fmt.Printf("The job of %s (%s):\n", filepath.Join(groupExamplesDir, example.file), filepath.Join(groupExamplesDir, "README.md"))
+		if !example.made {
+			gang := filepath.Join(filepath.Dir(schedulerBin), "kubectl-gang") + " --kubeconfig " + kubeconfig
+			fmt.Printf("  %s get %s -n demo\n  %s explain %s -n demo\n", gang, example.root, gang, example.root)
+		}
 		for _, k := range example.kubectl {
 			fmt.Printf("  %s -n demo %s\n", kubectl, k)
 		}
@@ -795,6 +807,15 @@ func (p *process) stop() {
 	fmt.Printf("Stopped %s\n", filepath.Base(p.cmd.Path))
 }
 
+// baseUsage is the share of its capacity that the i-th node (by name) uses with no pod: 10-20%, and
+// 85% of kwok-node-0, which runs hot.
+func baseUsage(i int, name string) float64 {
+	if name == "kwok-node-0" {
+		return 0.85
+	}
+	return 0.10 + 0.05*float64(i%3)
+}
+
 // simulateUsage reports each fake node's usage every few seconds, as metrics-server would: a baseline
 // (kwok-node-0 runs hot, at 85% CPU) plus 60% of the requests of the pods on the node.
 func simulateUsage(ctx context.Context, clientset kubernetes.Interface, metrics *fakemetrics.Server) {
@@ -817,10 +838,7 @@ func simulateUsage(ctx context.Context, clientset kubernetes.Interface, metrics 
 			for i, n := range nodes.Items {
 				capCPU := n.Status.Allocatable.Cpu().MilliValue()
 				capMem := n.Status.Allocatable.Memory().Value()
-				base := 0.10 + 0.05*float64(i%3)
-				if n.Name == "kwok-node-0" {
-					base = 0.85
-				}
+				base := baseUsage(i, n.Name)
 				metrics.SetNode(n.Name, fakemetrics.NodeUsage{
 					CPU:    fmt.Sprintf("%dm", int64(base*float64(capCPU))+int64(factor*float64(cpu[n.Name]))),
 					Memory: fmt.Sprintf("%d", int64(base*float64(capMem))+int64(factor*float64(mem[n.Name]))),
