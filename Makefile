@@ -36,7 +36,9 @@ TEST_TIMEOUT ?= 40m
 # Extra flags for the playground, e.g. PLAYGROUND_FLAGS="--nodes=8 --exit-after=2m" or
 # PLAYGROUND_FLAGS=--operator=kuberay (also kuberay-v1.5, training-operator, mpi-operator, kueue, jobset, trainer: docs/operators.md),
 # or PLAYGROUND_FLAGS=--workload-api (the in-tree scheduling.k8s.io/v1beta1 gangs: docs/coscheduling/intree-api.md),
-# or PLAYGROUND_FLAGS=--gpus (8 GPUs per node published through DRA ResourceSlices, and GPU gangs: examples/gpus).
+# or PLAYGROUND_FLAGS=--gpus (8 GPUs per node published through DRA ResourceSlices, and GPU gangs: examples/gpus),
+# or PLAYGROUND_FLAGS=--example=disaggregated or --example=lws (a job of several roles, gang groups, in place of the
+# sample workloads: examples/gang-groups, docs/coscheduling/gang-groups.md).
 PLAYGROUND_FLAGS ?=
 # Extra go test flags, e.g. TEST_FLAGS="-v -run TestScheduling".
 TEST_FLAGS ?=

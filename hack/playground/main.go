@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
@@ -96,6 +97,7 @@ func main() {
 		workload  = flag.Bool("workload-api", false, "serve the in-tree workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup, with the Job controller's WorkloadWithJob) and apply examples/workload-api")
 		operator  = flag.String("operator", "", "also build and run this operator with its CRDs and apply its example from examples/operators ("+operatorNames()+")")
 		gpus      = flag.Bool("gpus", false, "publish "+fmt.Sprint(gpusPerNode)+" GPUs per node in ResourceSlices (as a DRA driver "+gpuDriver+" would) and apply the DeviceClasses and GPU gangs of "+gpuExamples)
+		example   = flag.String("example", "", "create this job of several roles (gang groups) from "+groupExamplesDir+" in namespace demo, in place of the sample workloads of --workloads ("+groupExampleNames()+")")
 	)
 	flag.Parse()
 	// Output piped into a pager or tee that is gone must not kill the playground before it cleans up.
@@ -108,7 +110,7 @@ func main() {
 		defer cancel()
 	}
 	opts := options{assets: *assets, schedulerBin: *scheduler, configPath: *config, workloadsDir: *workloads, dir: *dir,
-		nodeCount: *nodes, operatorName: *operator, workloadAPI: *workload, gpus: *gpus}
+		nodeCount: *nodes, operatorName: *operator, workloadAPI: *workload, gpus: *gpus, example: *example}
 	if err := run(ctx, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "playground: %v\n", err)
 		os.Exit(1)
@@ -121,6 +123,8 @@ type options struct {
 	nodeCount                                           int
 	operatorName                                        string
 	workloadAPI, gpus                                   bool
+	// example is a name of groupExamples (--example), created in place of workloadsDir's objects.
+	example string
 	// ready, when set, is closed once the playground printed where pods landed (tests).
 	ready chan<- struct{}
 }
@@ -130,6 +134,10 @@ func run(ctx context.Context, o options) error {
 	nodeCount, operatorName, workloadAPI := o.nodeCount, o.operatorName, o.workloadAPI
 	if assets == "" {
 		return errors.New("--assets is required (make run passes it)")
+	}
+	example, withExample := groupExamples[o.example]
+	if o.example != "" && !withExample {
+		return fmt.Errorf("unknown --example %q: use one of %s", o.example, groupExampleNames())
 	}
 	// An operator (--operator): built from its pin first (and those it needs), its CRDs installed with ours.
 	var (
@@ -230,6 +238,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	pgClient, err := versioned.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 
 	kwokConfig := filepath.Join(dir, "kwok.yaml")
 	if err := os.WriteFile(kwokConfig, []byte(kwokConfiguration()), 0o600); err != nil {
@@ -303,19 +315,30 @@ func run(ctx context.Context, o options) error {
 	}
 	defer scheduler.stop()
 
-	objects, err := createWorkloads(ctx, restConfig, workloadsDir)
-	if err != nil {
-		return err
+	if withExample {
+		files := groupExampleFiles(o.example)
+		objects, err := createWorkloadFiles(ctx, restConfig, files)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Created %d objects from %s (--example=%s, in place of %s).\n", objects, strings.Join(files, " and "), o.example, workloadsDir)
+	} else {
+		objects, err := createWorkloads(ctx, restConfig, workloadsDir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Created %d objects from %s.\n", objects, workloadsDir)
 	}
-	fmt.Printf("Created %d objects from %s.\n", objects, workloadsDir)
 	if workloadAPI {
-		if objects, err = createWorkloads(ctx, restConfig, workloadAPIExamples); err != nil {
+		objects, err := createWorkloads(ctx, restConfig, workloadAPIExamples)
+		if err != nil {
 			return err
 		}
 		fmt.Printf("Created %d objects from %s (in-tree PodGroups: kubectl -n demo get podgroups.scheduling.k8s.io).\n", objects, workloadAPIExamples)
 	}
 	if o.gpus {
-		if objects, err = createWorkloads(ctx, restConfig, gpuExamples); err != nil {
+		objects, err := createWorkloads(ctx, restConfig, gpuExamples)
+		if err != nil {
 			return err
 		}
 		if err := checkExtendedResourceServed(ctx, clientset); err != nil {
@@ -353,7 +376,17 @@ func run(ctx context.Context, o options) error {
 		// warmupSeconds (30) pass, so right after the first burst every node looks hot for a while.
 		placementTimeout, mustBind = 2*time.Minute, gpuGangs
 	}
-	waitForPlacement(ctx, clientset, placementTimeout, mustBind)
+	var done func(context.Context) bool
+	if withExample {
+		// The job's composite whole. Its groups may be turned away at first, as the GPU gangs are
+		// (LoadAware's warm-up), and back off podGroupBackoffSeconds before they try again.
+		placementTimeout = 2 * time.Minute
+		done = func(ctx context.Context) bool {
+			whole, _, err := compositeWhole(ctx, clientset, pgClient, "demo", example.root)
+			return err == nil && whole
+		}
+	}
+	waitForPlacement(ctx, clientset, placementTimeout, mustBind, done)
 	select {
 	case err := <-scheduler.exited:
 		return fmt.Errorf("custom-scheduler exited: %v; see %s", err, scheduler.logPath)
@@ -366,17 +399,41 @@ func run(ctx context.Context, o options) error {
 	if err := printPlacement(ctx, clientset, restConfig); err != nil {
 		return err
 	}
+	if withExample {
+		whole, numbers, err := compositeWhole(ctx, clientset, pgClient, "demo", example.root)
+		if err != nil {
+			return err
+		}
+		state := "whole"
+		if !whole {
+			state = "NOT whole"
+		}
+		fmt.Printf("\n--example=%s: %s.\nThe job %s is %s (%s).\n", o.example, example.expect, example.root, state, numbers)
+		if example.made {
+			if err := printMadeGroups(ctx, os.Stdout, pgClient, "demo"); err != nil {
+				return err
+			}
+		} else {
+			fmt.Printf("kubectl gang get %s -n demo:\n", example.root)
+			if err := printGangTree(ctx, os.Stdout, clientset, pgClient, "demo", example.root); err != nil {
+				return fmt.Errorf("kubectl gang get %s: %w", example.root, err)
+			}
+		}
+	}
 	kubectl := filepath.Join(assets, "kubectl") + " --kubeconfig " + kubeconfig
 	fmt.Printf(`
 The playground is running.
   kubectl:   %[1]s get pods -A -o wide
   scheduler: tail -f %[2]s
-Try (README.md, "Try this"):
+`, kubectl, scheduler.logPath)
+	if !withExample { // the sample workloads'
+		fmt.Printf(`Try (README.md, "Try this"):
   %[1]s -n demo annotate pod -l job-name=training,batch.kubernetes.io/job-completion-index=1 --overwrite custom-scheduler.io/playground-exit=fail
   %[1]s -n demo get pods -l job-name=training -o wide -w
   %[1]s -n demo scale deployment web --replicas=12
-Press Ctrl-C to stop everything.
-`, kubectl, scheduler.logPath)
+`, kubectl)
+	}
+	fmt.Println("Press Ctrl-C to stop everything.")
 	if withOperator {
 		for _, b := range opChain[:len(opChain)-1] {
 			fmt.Printf("%s runs (log %s).\n", b.binary, filepath.Join(logs, b.binary+".log"))
@@ -394,6 +451,16 @@ Press Ctrl-C to stop everything.
   %[1]s -n demo get pg gpu-train gpu-finetune gpu-too-big
   %[1]s -n demo get pg gpu-too-big -o jsonpath='{.status.shortfall}'
 `, kubectl, gpuExamples)
+	}
+	if withExample {
+		fmt.Printf("The job of %s (%s):\n", filepath.Join(groupExamplesDir, example.file), filepath.Join(groupExamplesDir, "README.md"))
+		if !example.made {
+			gang := filepath.Join(filepath.Dir(schedulerBin), "kubectl-gang") + " --kubeconfig " + kubeconfig
+			fmt.Printf("  %s get %s -n demo\n  %s explain %s -n demo\n", gang, example.root, gang, example.root)
+		}
+		for _, k := range example.kubectl {
+			fmt.Printf("  %s -n demo %s\n", kubectl, k)
+		}
 	}
 	if o.ready != nil {
 		close(o.ready)
@@ -475,9 +542,12 @@ func writeSchedulerConfig(src, dst, kubeconfig string) error {
 	return os.WriteFile(dst, out, 0o600)
 }
 
+// nodeCPU is each fake node's CPU (the examples are sized for it).
+const nodeCPU = "8"
+
 func createNode(ctx context.Context, clientset kubernetes.Interface, name string, i int) error {
 	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("8"),
+		corev1.ResourceCPU:    resource.MustParse(nodeCPU),
 		corev1.ResourceMemory: resource.MustParse("32Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
@@ -501,15 +571,20 @@ func createNode(ctx context.Context, clientset kubernetes.Interface, name string
 
 // createWorkloads creates every object in the YAML files of dir, in file name order.
 func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (int, error) {
-	c, err := client.New(restConfig, client.Options{})
-	if err != nil {
-		return 0, err
-	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return 0, err
 	}
 	sort.Strings(files)
+	return createWorkloadFiles(ctx, restConfig, files)
+}
+
+// createWorkloadFiles creates every object in files, in order.
+func createWorkloadFiles(ctx context.Context, restConfig *rest.Config, files []string) (int, error) {
+	c, err := client.New(restConfig, client.Options{})
+	if err != nil {
+		return 0, err
+	}
 	count := 0
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -543,8 +618,8 @@ func createWorkloads(ctx context.Context, restConfig *rest.Config, dir string) (
 // waitForPlacement waits (at most timeout) until the controllers made their pods and the scheduler
 // decided on each of ours: every Deployment has its replicas, every Job its active pods, and every
 // custom-scheduler pod is bound or reported unschedulable; the pods of the PodGroups in mustBind
-// bound.
-func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration, mustBind []string) {
+// bound; and done, if set, true.
+func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeout time.Duration, mustBind []string, done func(context.Context) bool) {
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 		deployments, err := clientset.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -576,7 +651,7 @@ func waitForPlacement(ctx context.Context, clientset kubernetes.Interface, timeo
 				return false, nil
 			}
 		}
-		return true, nil
+		return done == nil || done(ctx), nil
 	})
 }
 
@@ -732,6 +807,15 @@ func (p *process) stop() {
 	fmt.Printf("Stopped %s\n", filepath.Base(p.cmd.Path))
 }
 
+// baseUsage is the share of its capacity that the i-th node (by name) uses with no pod: 10-20%, and
+// 85% of kwok-node-0, which runs hot.
+func baseUsage(i int, name string) float64 {
+	if name == "kwok-node-0" {
+		return 0.85
+	}
+	return 0.10 + 0.05*float64(i%3)
+}
+
 // simulateUsage reports each fake node's usage every few seconds, as metrics-server would: a baseline
 // (kwok-node-0 runs hot, at 85% CPU) plus 60% of the requests of the pods on the node.
 func simulateUsage(ctx context.Context, clientset kubernetes.Interface, metrics *fakemetrics.Server) {
@@ -754,10 +838,7 @@ func simulateUsage(ctx context.Context, clientset kubernetes.Interface, metrics 
 			for i, n := range nodes.Items {
 				capCPU := n.Status.Allocatable.Cpu().MilliValue()
 				capMem := n.Status.Allocatable.Memory().Value()
-				base := 0.10 + 0.05*float64(i%3)
-				if n.Name == "kwok-node-0" {
-					base = 0.85
-				}
+				base := baseUsage(i, n.Name)
 				metrics.SetNode(n.Name, fakemetrics.NodeUsage{
 					CPU:    fmt.Sprintf("%dm", int64(base*float64(capCPU))+int64(factor*float64(cpu[n.Name]))),
 					Memory: fmt.Sprintf("%d", int64(base*float64(capMem))+int64(factor*float64(mem[n.Name]))),
