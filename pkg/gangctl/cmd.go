@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 )
 
@@ -253,7 +254,7 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		root = sums[0].Root // "" when its tree cannot be resolved: the group alone
 		sums = slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) })
 	} else {
-		pods, err := memberPods(ctx, c, ns, name)
+		pods, err := memberPods(ctx, c, ns, name, madeForLWS(pointers(pgs)...))
 		if err != nil {
 			return err
 		}
@@ -319,7 +320,7 @@ func (o *options) explain(ctx context.Context, name string) error {
 	if linked {
 		podsOf = "" // every group's of the namespace, for its tree
 	}
-	pods, err := memberPods(ctx, c, ns, podsOf)
+	pods, err := memberPods(ctx, c, ns, podsOf, madeForLWS(pg))
 	if err != nil {
 		return err
 	}
@@ -360,7 +361,7 @@ func (o *options) treeSummaries(ctx context.Context, c Clients, pg *v1alpha1.Pod
 	pgs := slices.DeleteFunc(list.Items, func(p v1alpha1.PodGroup) bool { return p.Name == pg.Name })
 	pgs = append([]v1alpha1.PodGroup{*pg}, pgs...)
 	if pods == nil {
-		if pods, err = memberPods(ctx, c, pg.Namespace, ""); err != nil {
+		if pods, err = memberPods(ctx, c, pg.Namespace, "", madeForLWS(pointers(pgs)...)); err != nil {
 			return nil, err
 		}
 	}
@@ -425,7 +426,7 @@ func objectEvents(ctx context.Context, c Clients, ns string, uids []types.UID) (
 
 // memberPods lists the member pods of the gang name in ns (every gang's, name empty), by gang
 // ("namespace/name").
-func memberPods(ctx context.Context, c Clients, ns, name string) (map[string][]*v1.Pod, error) {
+func memberPods(ctx context.Context, c Clients, ns, name string, lws bool) (map[string][]*v1.Pod, error) {
 	sel := v1alpha1.PodGroupLabel
 	if name != "" {
 		sel += "=" + name
@@ -440,7 +441,41 @@ func memberPods(ctx context.Context, c Clients, ns, name string) (map[string][]*
 		key := p.Namespace + "/" + p.Labels[v1alpha1.PodGroupLabel]
 		out[key] = append(out[key], p)
 	}
+	if !lws {
+		return out, nil
+	}
+	// A LeaderWorkerSet replica's pods carry no PodGroup label: its set's and replica's (podgroup.LWSGroup).
+	list, err = c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podgroup.LWSNameLabel})
+	if err != nil {
+		return nil, apiError(err, "pods", "", ns)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if g, ok := podgroup.Of(p); ok && !podgroup.Labelled(p) && (name == "" || g == name) {
+			out[p.Namespace+"/"+g] = append(out[p.Namespace+"/"+g], p)
+		}
+	}
 	return out, nil
+}
+
+// madeForLWS reports whether one of pgs is a PodGroup the scheduler made for a LeaderWorkerSet (a
+// replica's, or a set's composite): their members are listed by LWS's labels too.
+func madeForLWS(pgs ...*v1alpha1.PodGroup) bool {
+	for _, pg := range pgs {
+		if pg.Labels[podgroup.LabelManagedBy] == podgroup.ManagedBy && pg.Labels[podgroup.LWSNameLabel] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// pointers returns pointers to pgs' items.
+func pointers(pgs []v1alpha1.PodGroup) []*v1alpha1.PodGroup {
+	out := make([]*v1alpha1.PodGroup, len(pgs))
+	for i := range pgs {
+		out[i] = &pgs[i]
+	}
+	return out
 }
 
 // apiError says what a failed read means for the user: a gang that does not exist, a resource the

@@ -357,3 +357,33 @@ func TestWatchEventsFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderWorkerSetMembers: a replica's PodGroup the scheduler made for a LeaderWorkerSet counts
+// the replica's pods, which carry LWS's labels and no PodGroup label.
+func TestLeaderWorkerSetMembers(t *testing.T) {
+	out, err := run(t, func(kube *kubefake.Clientset, pgs *pgfake.Clientset) {
+		pg := testPG("lws", "llm-0", 2, v1alpha1.PodGroupRunning, scheduled(podgroup.ReasonQuorumReached, "2 of minMember 2", time.Minute))
+		pg.Labels = map[string]string{podgroup.LabelManagedBy: podgroup.ManagedBy, podgroup.LWSNameLabel: "llm", podgroup.LWSGroupIndexLabel: "0"}
+		must(t, pgs.Tracker().Add(pg))
+		for w, node := range []string{"n1", "n2"} {
+			p := testPod("lws", "", fmt.Sprintf("llm-0-%d", w), node)
+			p.Labels = map[string]string{podgroup.LWSNameLabel: "llm", podgroup.LWSGroupIndexLabel: "0", podgroup.LWSWorkerIndex: fmt.Sprint(w)}
+			p.Annotations = map[string]string{podgroup.LWSSizeAnnotation: "2"}
+			must(t, kube.Tracker().Add(p))
+		}
+	}, "get", "-n", "lws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
+	if fields[0] != "llm-0" || fields[2] != "2" || fields[3] != "2" {
+		t.Errorf("kubectl gang get shows %v for the replica, want 2 live and 2 bound:\n%s", fields, out)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

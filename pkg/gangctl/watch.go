@@ -73,7 +73,7 @@ func (o *options) watch(ctx context.Context, c Clients, cols *columns, ns, name,
 				}
 				s = sums[0]
 			} else {
-				pods, err := memberPods(ctx, c, pg.Namespace, pg.Name)
+				pods, err := memberPods(ctx, c, pg.Namespace, pg.Name, madeForLWS(pg))
 				if err != nil {
 					return err
 				}
