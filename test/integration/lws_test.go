@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -33,9 +35,22 @@ func createLWS(t *testing.T, ns, set string, replicas, size int, cpu string, min
 	if minGroupCount > 0 {
 		ann[tree.AnnotationMinGroupCount] = fmt.Sprint(minGroupCount)
 	}
+	// The owners are real StatefulSets (of no replicas, selecting nothing): a garbage collector, where
+	// a test of the same process runs one, deletes pods whose owner does not exist.
 	owner := func(name string) metav1.OwnerReference {
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"owner-of": "nothing"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"owner-of": "nothing"}},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "pause", Image: "pause"}}}}}}
+		made, err := client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			made, err = client.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		}
+		if err != nil {
+			t.Fatalf("creating StatefulSet %s/%s: %v", ns, name, err)
+		}
 		yes := true
-		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: types.UID(ns + "-" + name), Controller: &yes}
+		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: made.UID, Controller: &yes}
 	}
 	for r := range replicas {
 		leader := fmt.Sprintf("%s-%d", set, r)

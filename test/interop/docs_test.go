@@ -14,8 +14,8 @@ func TestDocsShowTheExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(repoRoot, "examples", "operators", "*.yaml"))
-	if err != nil || len(files) != 9 {
-		t.Fatalf("examples/operators/*.yaml: %v %v, want 9 files", files, err)
+	if err != nil || len(files) != 10 {
+		t.Fatalf("examples/operators/*.yaml: %v %v, want 10 files", files, err)
 	}
 	for _, f := range files {
 		example, err := os.ReadFile(f)
