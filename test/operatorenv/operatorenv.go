@@ -193,7 +193,7 @@ func (w Webhooks) Delete(ctx context.Context, c kubernetes.Interface) {
 	}
 }
 
-// JobSet v0.8.2 (sigs.k8s.io/jobset): its CRD and webhook manifests in its module, and its configuration
+// JobSet v0.12.0 (sigs.k8s.io/jobset): its CRD and webhook manifests in its module, and its configuration
 // out of a cluster.
 const (
 	JobSetModule   = "sigs.k8s.io/jobset"
