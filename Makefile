@@ -150,7 +150,7 @@ interop: build envtest interop-operators ## Operator interoperability tests: Kub
 # The playground end to end (TestPlaygroundGPUs: `make run PLAYGROUND_FLAGS=--gpus`, its GPU gangs bound
 # whole; TestPlaygroundTrainer: `make run PLAYGROUND_FLAGS=--operator=trainer`, its TrainJob bound whole);
 # it needs kwok, so it has its own target. The Trainer test builds JobSet and Trainer from their pins
-# like `make interop-operators` (seconds once built, about 10 minutes the first time).
+# like `make interop-operators` (seconds once built, 10 to 30 minutes the first time).
 .PHONY: test-playground
 test-playground: build ## Run the playground with --gpus (kwok nodes, DRA ResourceSlices) and with --operator=trainer (JobSet, Kubeflow Trainer v2), and check their gangs are bound whole.
 	@assets="$$(hack/envtest-assets.sh --all | tail -n 1)"; \

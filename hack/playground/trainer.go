@@ -14,16 +14,17 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/test/operatorenv"
 )
 
-// JobSet v0.8.2 and Kubeflow Trainer v2.0.0, run as test/interop runs them (test/operatorenv): out of a
+// JobSet v0.12.0 and Kubeflow Trainer v2.2.0, run as test/interop runs them (test/operatorenv): out of a
 // cluster, their admission webhooks for real (registered to call them on loopback, for namespace demo),
-// JobSet with its own serving certificate and configuration, Trainer with a certificate its rotator keeps
-// (in its Secret in kubeflow-system and in the fixed folder its webhook server reads).
+// each with its own serving certificate and configuration (Trainer's certificate in the fixed folder its
+// webhook server reads, its cert rotator off).
 var (
 	jobSetDir         = filepath.Join(os.TempDir(), "custom-scheduler-playground-jobset")
 	jobSetWebhookPort = mustAtoi(freePort())
 	jobSetHealthPort  = mustAtoi(freePort())
 	trainerWebhook    = mustAtoi(freePort())
 	trainerHealth     = mustAtoi(freePort())
+	trainerConfig     = filepath.Join(os.TempDir(), "custom-scheduler-playground-trainer.yaml")
 )
 
 func mustAtoi(s string) int {
@@ -56,7 +57,7 @@ var trainerOperator = operator{
 	needs:       []string{"jobset"},
 	retryCreate: "must be created before the TrainJob is created",
 	kubectl:     []string{"get trainjobs,jobsets,jobs", "get clustertrainingruntimes"},
-	args:        func(string) []string { return operatorenv.TrainerArgs(trainerHealth, trainerWebhook) },
+	args:        func(string) []string { return operatorenv.TrainerArgs(trainerConfig) },
 	env:         func(kubeconfig string) []string { return []string{"KUBECONFIG=" + kubeconfig} },
 	prepare:     prepareTrainer,
 	ready:       trainerReady,
@@ -95,9 +96,12 @@ func jobSetReady(ctx context.Context, c kubernetes.Interface, p *process, module
 	return w.Create(ctx, c)
 }
 
-// prepareTrainer makes Trainer's namespace, Secret and serving certificate and registers its validating
-// webhooks (the ValidatingWebhookConfiguration its rotator injects its CA into) for namespace demo.
+// prepareTrainer writes Trainer's configuration and serving certificate and registers its webhooks
+// (mutating and validating) for namespace demo.
 func prepareTrainer(ctx context.Context, c kubernetes.Interface, moduleDir string) error {
+	if err := os.WriteFile(trainerConfig, []byte(operatorenv.TrainerConfig(trainerHealth, trainerWebhook)), 0o600); err != nil {
+		return err
+	}
 	certPEM, keyPEM, err := operatorenv.TrainerCert()
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 )
 
 // TestPlaygroundTrainer runs the playground as `make run PLAYGROUND_FLAGS=--operator=trainer` does:
-// JobSet v0.8.2 and Kubeflow Trainer v2.0.0 built from their pins (test/interop/tools/jobset, trainer;
+// JobSet v0.12.0 and Kubeflow Trainer v2.2.0 built from their pins (test/interop/tools/jobset, trainer;
 // cached after `make interop-operators`, several minutes otherwise) and started with their webhooks, the
 // ClusterTrainingRuntime torch-distributed-gang (coscheduling) and the TrainJob trainjob-gang of 4 nodes
 // from examples/operators. Trainer writes PodGroup trainjob-gang (minMember 4, owned by the TrainJob),

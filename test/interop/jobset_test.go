@@ -30,7 +30,7 @@ const (
 )
 
 // startJobSet applies JobSet's CRD from the module cache (not deleted at the end: the Trainer test uses
-// it too, and JobSet's finalizers would hold it) and runs the JobSet controller v0.8.2 out of a cluster
+// it too, and JobSet's finalizers would hold it) and runs the JobSet controller v0.12.0 out of a cluster
 // as operatorenv runs it (the playground's --operator=jobset does the same): internal certificate
 // management off, a self-signed serving certificate in its webhook certDir, its webhooks
 // (config/components/webhook/manifests.yaml: JobSet defaulting and validation, the pod webhooks of
@@ -86,7 +86,7 @@ func registerWebhooks(t *testing.T, path, name string, port int, caPEM []byte, n
 	}
 }
 
-// TestJobSet runs the JobSet controller v0.8.2 (with its webhooks) against custom-scheduler, with our
+// TestJobSet runs the JobSet controller v0.12.0 (with its webhooks) against custom-scheduler, with our
 // PodGroup in the JobSet's pod templates (no Trainer):
 //   - a JobSet of two replicated jobs (driver 1 Job × 1 pod, workers 2 Jobs × 2 pods) with one PodGroup
 //     of minMember 5 is bound whole, every member naming custom-scheduler;
@@ -344,7 +344,7 @@ func rackPodGroup(name string) string {
 
 // TestJobSetExclusiveTopology: JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology:
 // one Job per rack) with a gang per Job required to one rack. JobSet's pod webhook admits a Job's follower
-// pods only once its leader pod (completion index 0) is scheduled (v0.8.2: "follower pod node selector not
+// pods only once its leader pod (completion index 0) is scheduled (v0.12.0, as v0.8.2: "follower pod node selector not
 // set"), and our plugin holds the leader until its gang's members exist: the leaders wait
 // (WaitingForMembers, 1 of minMember 2), the followers are refused, nothing is bound, for ever. Without the annotation, our required rack policy alone gives one gang per
 // rack here (each gang fills most of a rack): both gangs bound whole, each in one rack, in different racks.

@@ -27,12 +27,11 @@ var (
 	clusterTrainingRuntimeGVR = trainerGVR("clustertrainingruntimes")
 )
 
-// startTrainer applies Trainer's CRDs from the module cache and runs Kubeflow Trainer v2.0.0's
+// startTrainer applies Trainer's CRDs from the module cache and runs Kubeflow Trainer v2.2.0's
 // trainer-controller-manager out of a cluster as operatorenv runs it (the playground's --operator=trainer
-// does the same), with its validating webhooks for real: its cert rotator finds, in its Secret, a
-// certificate the test made (valid for the rotator's DNS name and for 127.0.0.1, a year long, so the
-// rotator keeps it), the certificate is copied where the webhook server reads it, and the webhooks of its
-// manifests are registered under the name the rotator injects its CA into, called by URL on loopback
+// does the same), with its webhooks for real (TrainJob defaulting and validation, runtime validation):
+// its cert rotator off (operatorenv.TrainerConfig), a certificate the test made (valid for 127.0.0.1)
+// copied where the webhook server reads it, and the webhooks of its manifests called by URL on loopback
 // (TrainJobs of namespace ns only). JobSet must be running (Trainer makes JobSets). It returns once the
 // TrainJob controller has started.
 func startTrainer(t *testing.T, ns string) *process {
@@ -59,8 +58,10 @@ func startTrainer(t *testing.T, ns string) *process {
 	if err != nil {
 		t.Fatalf("preparing Trainer: %v", err)
 	}
+	cfgPath := filepath.Join(scratchDir, "trainer-config.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(operatorenv.TrainerConfig(healthPort, webhookPort)), 0o600))
 
-	p := startOperator(t, "trainer", bin, []string{"KUBECONFIG=" + kubeconfig}, operatorenv.TrainerArgs(healthPort, webhookPort)...)
+	p := startOperator(t, "trainer", bin, []string{"KUBECONFIG=" + kubeconfig}, operatorenv.TrainerArgs(cfgPath)...)
 	waitReady(t, p, healthPort, webhookPort)
 	waitFor(t, "Trainer's TrainJob controller to start", 120*time.Second, func(context.Context) (bool, error) {
 		if p.exited() {
@@ -83,11 +84,11 @@ func applyRuntime(t *testing.T, manifest string) {
 	})
 }
 
-// TestTrainer runs Kubeflow Trainer v2.0.0 and JobSet v0.8.2 against custom-scheduler, with a
+// TestTrainer runs Kubeflow Trainer v2.2.0 and JobSet v0.12.0 against custom-scheduler, with a
 // ClusterTrainingRuntime that asks for coscheduling (examples/operators/trainer-runtime.yaml):
-//   - a TrainJob of 4 nodes: Trainer writes PodGroup <TrainJob> with minMember 4, the runtime's
-//     scheduleTimeoutSeconds and minResources empty (Trainer v2.0.0 sums the runtime template's requests,
-//     not the TrainJob's resourcesPerNode), and the 4 node pods are bound whole;
+//   - a TrainJob of 4 nodes of 1 CPU and 1Gi: Trainer writes PodGroup <TrainJob> with minMember 4, the
+//     runtime's scheduleTimeoutSeconds and minResources cpu 4, memory 4Gi (v2.2.0 counts the TrainJob's
+//     resourcesPerNode; v2.0.0 left minResources empty), and the 4 node pods are bound whole;
 //   - a node pod fails: JobSet's failurePolicy deletes the Jobs and creates them again (restart-attempt
 //     1); the new attempt is bound whole, and no member of attempt 0 is left;
 //   - a TrainJob too big for the nodes (5 nodes of 7 CPUs: each fits a node of 8, together 35 of 32)
@@ -103,11 +104,11 @@ func TestTrainer(t *testing.T) {
 	createTrainJob(t, ns, readExample(t, "trainer-trainjob.yaml"))
 	pg := waitPodGroup(t, ns, "trainjob-gang")
 	spec := specOf(t, pg)
-	// Trainer v2.0.0 sums the requests of the runtime's pod templates, taken before the TrainJob's
-	// resourcesPerNode is applied: with none in the runtime, minResources is empty (our plugin then checks
-	// the members' own requests, node by node).
-	if spec.MinMember != 4 || len(spec.MinResources) != 0 || spec.ScheduleTimeoutSeconds == nil || *spec.ScheduleTimeoutSeconds != 60 {
-		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4, minResources empty (Trainer v2.0.0), scheduleTimeoutSeconds 60", spec)
+	// Trainer v2.2.0 sums the node pods' requests with the TrainJob's resourcesPerNode applied (v2.0.0 took
+	// the runtime template's, before it: with none there, minResources was empty).
+	if spec.MinMember != 4 || len(spec.MinResources) != 2 || !quantityEqual(spec.MinResources["cpu"], "4") || !quantityEqual(spec.MinResources["memory"], "4Gi") ||
+		spec.ScheduleTimeoutSeconds == nil || *spec.ScheduleTimeoutSeconds != 60 {
+		t.Errorf("Trainer's PodGroup spec = %+v, want minMember 4, minResources cpu 4 and memory 4Gi, scheduleTimeoutSeconds 60", spec)
 	}
 	for _, p := range waitPlacedWhole(t, ns, "trainjob-gang", 4) {
 		if p.Spec.SchedulerName != schedulerName {
@@ -199,8 +200,9 @@ spec:
 	deleteJob(t, trainJobGVR, ns, "mpi-gang")
 }
 
-// initializerRuntime is a runtime shaped like Trainer's torchtune runtimes: a dataset-initializer, then
-// (dependsOn Complete) a model-initializer, then the trainer nodes, with coscheduling. Volumes are left
+// initializerRuntime is a runtime shaped like Trainer v2.0.0's torchtune runtimes: a dataset-initializer,
+// then (dependsOn Complete) a model-initializer, then the trainer nodes, with coscheduling (v2.2.0's run the
+// two initializers side by side, then the nodes: the same deadlock with two pods alive). Volumes are left
 // out (no storage in these tests).
 const initializerRuntime = `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
@@ -209,8 +211,7 @@ metadata:
 spec:
   mlPolicy:
     numNodes: 1
-    torch:
-      numProcPerNode: auto
+    torch: {}
   podGroupPolicy:
     coscheduling:
       scheduleTimeoutSeconds: 60
@@ -270,8 +271,7 @@ metadata:
 spec:
   mlPolicy:
     numNodes: 1
-    torch:
-      numProcPerNode: auto
+    torch: {}
   podGroupPolicy:
     coscheduling:
       scheduleTimeoutSeconds: 60

@@ -25,7 +25,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -33,7 +32,7 @@ import (
 
 // SelfSignedCA is a self-signed certificate and its key (PEM), a CA valid for names and 127.0.0.1
 // (CommonName names[0]). The key is RSA in PKCS #1, which every operator here reads (Trainer's cert
-// rotator parses its CA key with x509.ParsePKCS1PrivateKey).
+// rotator, off here but on in a cluster, parses its CA key with x509.ParsePKCS1PrivateKey).
 func SelfSignedCA(names []string, validFor time.Duration) (certPEM, keyPEM []byte, err error) {
 	if len(names) == 0 {
 		return nil, nil, fmt.Errorf("a certificate needs a name")
@@ -193,7 +192,7 @@ func (w Webhooks) Delete(ctx context.Context, c kubernetes.Interface) {
 	}
 }
 
-// JobSet v0.8.2 (sigs.k8s.io/jobset): its CRD and webhook manifests in its module, and its configuration
+// JobSet v0.12.0 (sigs.k8s.io/jobset): its CRD and webhook manifests in its module, and its configuration
 // out of a cluster.
 const (
 	JobSetModule   = "sigs.k8s.io/jobset"
@@ -250,44 +249,31 @@ internalCertManagement:
 `, healthPort, webhookPort, certDir)
 }
 
-// Kubeflow Trainer v2.0.0 (github.com/kubeflow/trainer/v2): its CRDs and webhook manifests in its module,
-// and what its cert rotator (pkg/util/cert, always on) needs out of a cluster: the Secret it keeps, in
-// the namespace it assumes, the DNS name it certifies, the ValidatingWebhookConfiguration it injects its
-// CA into, and the fixed folder its webhook server reads the serving certificate from (a kubelet would
-// mount the Secret there).
+// Kubeflow Trainer v2.2.0 (github.com/kubeflow/trainer/v2): its CRDs and webhook manifests in its module
+// (a MutatingWebhookConfiguration, TrainJob defaulting, and a ValidatingWebhookConfiguration), and the
+// fixed folder its webhook server reads its serving certificate from (its configuration has no certDir; a
+// kubelet would mount its Secret there). Out of a cluster its cert rotator is turned off
+// (certManagement.enable: false in TrainerConfig): the certificate is written there instead.
 const (
-	TrainerModule    = "github.com/kubeflow/trainer/v2"
-	TrainerCRDs      = "manifests/base/crds/trainer.kubeflow.org_*.yaml"
-	TrainerWebhooks  = "manifests/base/webhook/manifests.yaml"
-	TrainerNamespace = "kubeflow-system"
-	TrainerSecret    = "kubeflow-trainer-webhook-cert"
-	TrainerDNSName   = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
-	TrainerCAName    = "kubeflow-trainer-ca"
-	TrainerWebhook   = "validator.trainer.kubeflow.org"
-	TrainerCertDir   = "/tmp/k8s-webhook-server/serving-certs"
+	TrainerModule   = "github.com/kubeflow/trainer/v2"
+	TrainerCRDs     = "manifests/base/crds/trainer.kubeflow.org_*.yaml"
+	TrainerWebhooks = "manifests/base/webhook/manifests.yaml"
+	TrainerDNSName  = "kubeflow-trainer-controller-manager.kubeflow-system.svc"
+	TrainerCAName   = "kubeflow-trainer-ca"
+	TrainerWebhook  = "kubeflow-trainer"
+	TrainerCertDir  = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-// TrainerCert is the certificate for Trainer's rotator: valid for its DNS name and 127.0.0.1, a year
-// long, so the rotator keeps it rather than making its own.
+// TrainerCert is a serving certificate for Trainer's webhook server: valid for its in-cluster DNS name and
+// 127.0.0.1, a year long.
 func TrainerCert() (certPEM, keyPEM []byte, err error) {
 	return SelfSignedCA([]string{TrainerCAName, TrainerDNSName}, 365*24*time.Hour)
 }
 
-// PrepareTrainer readies what Trainer needs before it starts: its namespace, its Secret holding
-// certPEM/keyPEM (as CA and serving certificate), the certificate in TrainerCertDir, and its validating
-// webhooks from manifests registered under TrainerWebhook, on loopback at webhookPort, for namespace ns.
-// It returns the webhooks (to delete at the end).
+// PrepareTrainer readies what Trainer needs before it starts: certPEM/keyPEM in TrainerCertDir, and its
+// webhooks from manifests (mutating and validating) registered under TrainerWebhook, on loopback at
+// webhookPort, trusting certPEM, for namespace ns. It returns the webhooks (to delete at the end).
 func PrepareTrainer(ctx context.Context, c kubernetes.Interface, certPEM, keyPEM, manifests []byte, webhookPort int, ns string) (Webhooks, error) {
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return Webhooks{}, fmt.Errorf("creating namespace %s: %w", TrainerNamespace, err)
-	}
-	_ = c.CoreV1().Secrets(TrainerNamespace).Delete(ctx, TrainerSecret, metav1.DeleteOptions{})
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: TrainerSecret}, Data: map[string][]byte{
-		"ca.crt": certPEM, "ca.key": keyPEM, "tls.crt": certPEM, "tls.key": keyPEM,
-	}}
-	if _, err := c.CoreV1().Secrets(TrainerNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		return Webhooks{}, fmt.Errorf("creating Trainer's Secret: %w", err)
-	}
 	if err := os.RemoveAll(TrainerCertDir); err != nil {
 		return Webhooks{}, err
 	}
@@ -301,10 +287,30 @@ func PrepareTrainer(ctx context.Context, c kubernetes.Interface, certPEM, keyPEM
 	return w, w.Create(ctx, c)
 }
 
-// TrainerArgs are trainer-controller-manager's flags out of a cluster (KUBECONFIG in its environment).
-func TrainerArgs(healthPort, webhookPort int) []string {
-	return []string{"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
-		fmt.Sprintf("--webhook-server-port=%d", webhookPort)}
+// TrainerConfig is trainer-controller-manager's configuration (its --config; v2.2.0 has no flags for its
+// servers any more) out of a cluster: its cert rotator off (the serving certificate is in TrainerCertDir),
+// no leader election, no metrics server, health and webhook servers on loopback.
+func TrainerConfig(healthPort, webhookPort int) string {
+	return fmt.Sprintf(`apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: %d
+leaderElection:
+  leaderElect: false
+certManagement:
+  enable: false
+`, healthPort, webhookPort)
+}
+
+// TrainerArgs are trainer-controller-manager's flags out of a cluster (KUBECONFIG in its environment):
+// its configuration file, written from TrainerConfig.
+func TrainerArgs(configPath string) []string {
+	return []string{"--config=" + configPath}
 }
 
 // TrainerStarted says whether Trainer's log shows its TrainJob controller started.

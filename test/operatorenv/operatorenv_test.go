@@ -74,7 +74,7 @@ func TestLoopbackWebhooks(t *testing.T) {
 		{name: "both kinds get a suffix each", manifests: bothKinds,
 			wantMutating: []string{"op-mutating"}, wantValidating: []string{"op-validating"},
 			wantURLs: []string{"https://127.0.0.1:9443/mutate-jobset-x-k8s-io-v1alpha2-jobset", "https://127.0.0.1:9443/validate-jobset-x-k8s-io-v1alpha2-jobset"}},
-		{name: "one kind keeps the name (Trainer's rotator looks it up)", manifests: validatingOnly,
+		{name: "one kind keeps the name (a cert rotator may look it up)", manifests: validatingOnly,
 			wantValidating: []string{"op"},
 			wantURLs:       []string{"https://127.0.0.1:9443/validate-trainer-kubeflow-org-v1alpha1-trainjob"}},
 		{name: "an unknown kind", manifests: "kind: Service\nmetadata:\n  name: x\n", wantErr: true},
@@ -128,7 +128,7 @@ func equal(a, b []string) bool {
 }
 
 // TestSelfSignedCA: the pair is a usable TLS key pair, a CA for the names and 127.0.0.1, with its key in
-// PKCS #1 (Trainer's rotator parses it so).
+// PKCS #1 (Trainer's rotator, in a cluster, parses it so).
 func TestSelfSignedCA(t *testing.T) {
 	certPEM, keyPEM, err := TrainerCert()
 	if err != nil {
