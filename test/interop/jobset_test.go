@@ -39,20 +39,30 @@ const (
 // answers.
 func startJobSet(t *testing.T, ns string) *process {
 	t.Helper()
-	bin := operatorBinary(t, "jobset")
-	dir := moduleDir(t, "jobset", operatorenv.JobSetModule)
-	applyFile(t, filepath.Join(dir, operatorenv.JobSetCRD))
+	return startWebhookOperator(t, ns, "jobset", operatorenv.JobSetModule, operatorenv.JobSetCRD, operatorenv.JobSetWebhooks, operatorenv.JobSetConfig,
+		"--metrics-bind-address=0")
+}
 
-	certDir := filepath.Join(scratchDir, "jobset-webhook-certs")
-	caPEM, keyPEM, err := operatorenv.SelfSignedCA([]string{"jobset-interop", "localhost"}, 24*time.Hour)
+// startWebhookOperator applies the CRD of a kubebuilder operator (name, its binary and tools module;
+// module, its Go module) from the module cache and runs it as startJobSet says: its --config from
+// config (health and webhook ports, the certificate's folder) and args, its webhooks registered for
+// namespace ns on loopback, trusted by a self-signed CA.
+func startWebhookOperator(t *testing.T, ns, name, module, crd, webhooks string, config func(healthPort, webhookPort int, certDir string) string, args ...string) *process {
+	t.Helper()
+	bin := operatorBinary(t, name)
+	dir := moduleDir(t, name, module)
+	applyFile(t, filepath.Join(dir, crd))
+
+	certDir := filepath.Join(scratchDir, name+"-webhook-certs")
+	caPEM, keyPEM, err := operatorenv.SelfSignedCA([]string{name + "-interop", "localhost"}, 24*time.Hour)
 	must(t, err)
 	must(t, operatorenv.WriteKeyPair(certDir, caPEM, keyPEM))
 	webhookPort, healthPort := mustFreePort(t), mustFreePort(t)
-	cfgPath := filepath.Join(scratchDir, "jobset-config.yaml")
-	must(t, os.WriteFile(cfgPath, []byte(operatorenv.JobSetConfig(healthPort, webhookPort, certDir)), 0o600))
-	p := startOperator(t, "jobset", bin, []string{"KUBECONFIG=" + kubeconfig}, "--config="+cfgPath, "--metrics-bind-address=0")
+	cfgPath := filepath.Join(scratchDir, name+"-config.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(config(healthPort, webhookPort, certDir)), 0o600))
+	p := startOperator(t, name, bin, []string{"KUBECONFIG=" + kubeconfig}, append([]string{"--config=" + cfgPath}, args...)...)
 	waitReady(t, p, healthPort, webhookPort)
-	registerWebhooks(t, filepath.Join(dir, operatorenv.JobSetWebhooks), "jobset-interop-"+ns, webhookPort, caPEM, ns)
+	registerWebhooks(t, filepath.Join(dir, webhooks), name+"-interop-"+ns, webhookPort, caPEM, ns)
 	return p
 }
 

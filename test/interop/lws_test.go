@@ -3,8 +3,6 @@ package interop
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,21 +22,7 @@ var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Vers
 // with its replica) called by URL on loopback for namespace ns only.
 func startLWS(t *testing.T, ns string) *process {
 	t.Helper()
-	bin := operatorBinary(t, "lws")
-	dir := moduleDir(t, "lws", operatorenv.LWSModule)
-	applyFile(t, filepath.Join(dir, operatorenv.LWSCRD))
-
-	certDir := filepath.Join(scratchDir, "lws-webhook-certs")
-	caPEM, keyPEM, err := operatorenv.SelfSignedCA([]string{"lws-interop", "localhost"}, 24*time.Hour)
-	must(t, err)
-	must(t, operatorenv.WriteKeyPair(certDir, caPEM, keyPEM))
-	webhookPort, healthPort := mustFreePort(t), mustFreePort(t)
-	cfgPath := filepath.Join(scratchDir, "lws-config.yaml")
-	must(t, os.WriteFile(cfgPath, []byte(operatorenv.LWSConfig(healthPort, webhookPort, certDir)), 0o600))
-	p := startOperator(t, "lws", bin, []string{"KUBECONFIG=" + kubeconfig}, "--config="+cfgPath, "--leader-elect=false")
-	waitReady(t, p, healthPort, webhookPort)
-	registerWebhooks(t, filepath.Join(dir, operatorenv.LWSWebhooks), "lws-interop-"+ns, webhookPort, caPEM, ns)
-	return p
+	return startWebhookOperator(t, ns, "lws", operatorenv.LWSModule, operatorenv.LWSCRD, operatorenv.LWSWebhooks, operatorenv.LWSConfig, "--leader-elect=false")
 }
 
 // lwsGroup is the group of a LeaderWorkerSet's pod as LWS labels it: its replica's leader's name.

@@ -200,11 +200,17 @@ const (
 	JobSetWebhooks = "config/components/webhook/manifests.yaml"
 )
 
-// JobSetConfig is JobSet's configuration (its --config) out of a cluster: internal certificate
-// management off (its serving certificate is in certDir), no leader election, no metrics server, health
-// and webhook servers on loopback.
+// JobSetConfig is JobSet's configuration (its --config) out of a cluster: see kubebuilderConfig.
 func JobSetConfig(healthPort, webhookPort int, certDir string) string {
-	return fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+	return kubebuilderConfig("config.jobset.x-k8s.io/v1alpha1", healthPort, webhookPort, certDir)
+}
+
+// kubebuilderConfig is the configuration file (apiVersion, kind Configuration) that JobSet and
+// LeaderWorkerSet read alike, out of a cluster: internal certificate management off (the serving
+// certificate is in certDir), no leader election, no metrics server, health and webhook servers on
+// loopback.
+func kubebuilderConfig(apiVersion string, healthPort, webhookPort int, certDir string) string {
+	return fmt.Sprintf(`apiVersion: %s
 kind: Configuration
 health:
   healthProbeBindAddress: 127.0.0.1:%d
@@ -218,7 +224,7 @@ leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
-`, healthPort, webhookPort, certDir)
+`, apiVersion, healthPort, webhookPort, certDir)
 }
 
 // LeaderWorkerSet v0.8.0 (sigs.k8s.io/lws): its CRD and webhook manifests in its module, and its
@@ -229,24 +235,9 @@ const (
 	LWSWebhooks = "config/webhook/manifests.yaml"
 )
 
-// LWSConfig is LeaderWorkerSet's configuration (its --config) out of a cluster, as JobSetConfig: its
-// serving certificate in certDir, no leader election, no metrics server, loopback servers.
+// LWSConfig is LeaderWorkerSet's configuration (its --config) out of a cluster: see kubebuilderConfig.
 func LWSConfig(healthPort, webhookPort int, certDir string) string {
-	return fmt.Sprintf(`apiVersion: config.lws.x-k8s.io/v1alpha1
-kind: Configuration
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
-metrics:
-  bindAddress: "0"
-webhook:
-  host: 127.0.0.1
-  port: %d
-  certDir: %s
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
-`, healthPort, webhookPort, certDir)
+	return kubebuilderConfig("config.lws.x-k8s.io/v1alpha1", healthPort, webhookPort, certDir)
 }
 
 // Kubeflow Trainer v2.2.0 (github.com/kubeflow/trainer/v2): its CRDs and webhook manifests in its module
