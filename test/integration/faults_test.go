@@ -59,15 +59,22 @@ type faultProxy struct {
 // faultSeed is FAULT_SEED, else the clock's; tests print it so that a failure can be replayed.
 func faultSeed(t *testing.T) uint64 {
 	t.Helper()
+	return envSeed(t, "FAULT_SEED")
+}
+
+// envSeed is the seed the environment variable name gives, else the clock's, logged with how to
+// replay it.
+func envSeed(t *testing.T, name string) uint64 {
+	t.Helper()
 	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FAULT_SEED"); s != "" {
+	if s := os.Getenv(name); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			t.Fatalf("FAULT_SEED=%q: %v", s, err)
+			t.Fatalf("%s=%q is not a seed: %v", name, s, err)
 		}
 		seed = v
 	}
-	t.Logf("fault seed %d (replay with FAULT_SEED=%d)", seed, seed)
+	t.Logf("seed %d (replay with %s=%d)", seed, name, seed)
 	return seed
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,15 +191,7 @@ func watchTrees(t *testing.T, ns string, jobs []*tnode) {
 // order; the tree invariant holds throughout; then two nodes of 64 CPU make room and every job becomes
 // whole.
 func TestGangGroupsRandomized(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("GANG_GROUPS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("GANG_GROUPS_SEED=%q is not a seed: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay with GANG_GROUPS_SEED=%d)", seed, seed)
+	seed := envSeed(t, "GANG_GROUPS_SEED")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replay with GANG_GROUPS_SEED=%d", seed)
