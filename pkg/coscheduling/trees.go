@@ -21,10 +21,6 @@ import (
 // moves with its siblings (followTreeLocked): their quorum declared together, their attempts failed
 // together when the job can no longer be ready. Nothing here runs while no PodGroup is in a tree.
 
-// ReasonWaitingForGroups (pod, Normal): the member's own group is complete, but not the other groups
-// its job needs.
-const ReasonWaitingForGroups = "WaitingForGroups"
-
 // childGroups returns the PodGroups of ours directly under the composite namespace/name (for the status
 // writer).
 func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup {
@@ -55,18 +51,10 @@ func (pl *Coscheduling) treeOf(namespace, name string) (*tree.Branch, *tree.Prob
 // groups with their minMember of live members. O(the tree).
 func (pl *Coscheduling) treeHoldBack(namespace, name string) (reason, msg string) {
 	root, p := pl.treeOf(namespace, name)
-	if p != nil {
-		return p.Reason, p.Message + "; the pod waits without holding resources"
-	}
-	existing := func(key string) int {
+	return tree.HoldBack(root, p, podgroup.Key(namespace, name), func(key string) int {
 		ns, n, _ := strings.Cut(key, "/")
 		return pl.members.Count(ns, n)
-	}
-	if root == nil || root.Admits(podgroup.Key(namespace, name), existing) {
-		return "", ""
-	}
-	return ReasonWaitingForGroups, fmt.Sprintf("PodGroup %s is part of job %s, which lacks groups with their members (%s); the pod waits without holding resources",
-		podgroup.Key(namespace, name), root.Name, strings.Join(root.Short(existing), "; "))
+	})
 }
 
 // treeCountLocked is a group's count of live members reserved or bound.

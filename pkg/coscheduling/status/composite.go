@@ -26,7 +26,7 @@ const (
 	// ReasonGroupsWhole: at least minGroupCount children are whole.
 	ReasonGroupsWhole = "GroupsWhole"
 	// ReasonWaitingForGroups: fewer than minGroupCount children are whole (the message names them).
-	ReasonWaitingForGroups = "WaitingForGroups"
+	ReasonWaitingForGroups = tree.ReasonWaitingForGroups
 )
 
 // Child is one child of a composite as its status says it.

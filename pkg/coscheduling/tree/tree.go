@@ -121,7 +121,25 @@ const (
 	// ReasonInvalidTree: a cycle, a parent that is no composite or of the other API, a tree too
 	// deep, malformed annotations.
 	ReasonInvalidTree = "InvalidGroupTree"
+	// ReasonWaitingForGroups (pod, Normal): the member's own group is complete, but not the other
+	// groups its job needs.
+	ReasonWaitingForGroups = "WaitingForGroups"
 )
+
+// HoldBack says why a member of the group keyed leaf is held back for its tree before it is queued
+// (root and p as Index.Resolve returned them; existing counts each group's live members): the tree's
+// problem, or the gang composites above the group lacking groups with their members. Empty: it is
+// not held back for its tree.
+func HoldBack(root *Branch, p *Problem, leaf string, existing func(key string) int) (reason, msg string) {
+	if p != nil {
+		return p.Reason, p.Message + "; the pod waits without holding resources"
+	}
+	if root == nil || root.Admits(leaf, existing) {
+		return "", ""
+	}
+	return ReasonWaitingForGroups, fmt.Sprintf("PodGroup %s is part of job %s, which lacks groups with their members (%s); the pod waits without holding resources",
+		leaf, root.Name, strings.Join(root.Short(existing), "; "))
+}
 
 // Branch is a node with its children, resolved from an Index: a tree, or part of one.
 type Branch struct {

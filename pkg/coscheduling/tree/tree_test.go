@@ -264,3 +264,30 @@ func TestInTreeComposite(t *testing.T) {
 		t.Errorf("after the composite's delete: %+v", p)
 	}
 }
+
+func TestHoldBack(t *testing.T) {
+	job := []Node{gangOf("serve", "", 2), group("prefill", "serve", 2), group("decode", "serve", 4)}
+	for _, tc := range []struct {
+		name    string
+		nodes   []Node
+		leaf    string
+		counts  map[string]int
+		reason  string
+		message string
+	}{
+		{name: "in no tree", nodes: []Node{group("flat", "", 2)}, leaf: "flat", counts: map[string]int{}},
+		{name: "the job's other group lacks members", nodes: job, leaf: "decode", counts: map[string]int{"decode": 4},
+			reason: ReasonWaitingForGroups, message: "PodGroup ns/decode is part of job serve, which lacks groups with their members (serve: 1 of minGroupCount 2 children ready; prefill: 0 of minMember 2); the pod waits without holding resources"},
+		{name: "every group has its members", nodes: job, leaf: "decode", counts: map[string]int{"decode": 4, "prefill": 2}},
+		{name: "a missing parent", nodes: []Node{group("a", "gone", 1)}, leaf: "a", counts: map[string]int{"a": 1},
+			reason: ReasonParentNotFound, message: "the pod waits without holding resources"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := index(tc.nodes...).Resolve(ns, tc.leaf)
+			reason, msg := HoldBack(root, p, ns+"/"+tc.leaf, counts(tc.counts))
+			if reason != tc.reason || !strings.Contains(msg, tc.message) {
+				t.Errorf("HoldBack = %q, %q; want %q, %q", reason, msg, tc.reason, tc.message)
+			}
+		})
+	}
+}
