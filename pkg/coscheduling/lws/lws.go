@@ -130,10 +130,12 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 }
 
 // ensure creates want unless a PodGroup of its name exists: one the scheduler made for an earlier
-// owner (a replica recreated) is replaced, any other is left alone.
+// owner (a replica recreated) is replaced, any other is left alone. A PodGroup still going (a
+// finalizer holds it) is an error, retried with the queue's back-off rather than at once: a few
+// rounds of create, read and delete per call, never a tight loop against the apiserver.
 func (m *Maker) ensure(ctx context.Context, want *v1alpha1.PodGroup) error {
 	pgs := m.Client.SchedulingV1alpha1().PodGroups(want.Namespace)
-	for {
+	for range 3 {
 		_, err := pgs.Create(ctx, want, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			if err != nil {
@@ -152,11 +154,15 @@ func (m *Maker) ensure(ctx context.Context, want *v1alpha1.PodGroup) error {
 		if !Stale(have, want) {
 			return nil
 		}
+		if have.DeletionTimestamp != nil {
+			return fmt.Errorf("PodGroup %s/%s of an earlier owner is still being deleted", want.Namespace, want.Name)
+		}
 		uid := have.UID
 		if err := pgs.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("replacing PodGroup %s/%s of an earlier owner: %w", want.Namespace, want.Name, err)
 		}
 	}
+	return fmt.Errorf("PodGroup %s/%s: created, deleted or replaced by someone else meanwhile; retrying", want.Namespace, want.Name)
 }
 
 // Stale reports whether have, a PodGroup of want's name, is one the scheduler made for another owner

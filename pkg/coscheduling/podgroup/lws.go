@@ -1,7 +1,9 @@
 package podgroup
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,17 +69,16 @@ func LWSPodGroups(leader *v1.Pod) (group, composite *v1alpha1.PodGroup, err erro
 		return nil, nil, fmt.Errorf("annotation %s is %q: want a whole number of at least 1", LWSSizeAnnotation, leader.Annotations[LWSSizeAnnotation])
 	}
 	labels := map[string]string{LabelManagedBy: ManagedBy, LWSNameLabel: leader.Labels[LWSNameLabel]}
+	groupLabels := maps.Clone(labels)
+	groupLabels[LWSGroupIndexLabel] = leader.Labels[LWSGroupIndexLabel]
 	group = &v1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: leader.Namespace, Name: name, Labels: copyWith(labels, LWSGroupIndexLabel, leader.Labels[LWSGroupIndexLabel]),
+		ObjectMeta: metav1.ObjectMeta{Namespace: leader.Namespace, Name: name, Labels: groupLabels,
 			OwnerReferences: []metav1.OwnerReference{ownedBy(v1.SchemeGroupVersion.String(), "Pod", leader.Name, leader.UID)}},
 		Spec: v1alpha1.PodGroupSpec{MinMember: int32(size)},
 	}
 	count, ok := leader.Annotations[tree.AnnotationMinGroupCount]
 	if !ok {
 		return group, nil, nil
-	}
-	if k, err := strconv.Atoi(count); err != nil || k < 1 {
-		return nil, nil, fmt.Errorf("annotation %s is %q: want a whole number of at least 1", tree.AnnotationMinGroupCount, count)
 	}
 	ref := metav1.GetControllerOf(leader)
 	if ref == nil {
@@ -91,6 +92,10 @@ func LWSPodGroups(leader *v1.Pod) (group, composite *v1alpha1.PodGroup, err erro
 			OwnerReferences: []metav1.OwnerReference{ownedBy(ref.APIVersion, ref.Kind, ref.Name, ref.UID)}},
 		Spec: v1alpha1.PodGroupSpec{MinMember: 1},
 	}
+	// The composite's annotations are read as any PodGroup's (tree.FromPodGroup), and so checked.
+	if n := tree.FromPodGroup(composite, 1, true); n.Invalid != "" {
+		return nil, nil, errors.New(n.Invalid)
+	}
 	return group, composite, nil
 }
 
@@ -99,13 +104,4 @@ func ownedBy(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference
 	// scheduler does not have (and needs not: nothing waits for these PodGroups to go).
 	t := true
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &t}
-}
-
-func copyWith(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for key, val := range m {
-		out[key] = val
-	}
-	out[k] = v
-	return out
 }
