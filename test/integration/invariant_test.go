@@ -23,7 +23,7 @@ import (
 func watchGroupPods(t *testing.T, ns, group string) (map[string]*v1.Pod, <-chan watch.Event, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := groupListOptions(group)
+	opts := groupListOptions(ns, group)
 	list, err := client.CoreV1().Pods(ns).List(ctx, opts)
 	if err != nil {
 		cancel()

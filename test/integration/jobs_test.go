@@ -198,7 +198,7 @@ func createGangJob(t *testing.T, ns, group string, parallelism, completions int3
 
 // groupPods lists the group's pods.
 func groupPods(ctx context.Context, ns, group string) ([]v1.Pod, error) {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, groupListOptions(group))
+	pods, err := client.CoreV1().Pods(ns).List(ctx, groupListOptions(ns, group))
 	if err != nil {
 		return nil, err
 	}
@@ -214,11 +214,11 @@ func groupPods(ctx context.Context, ns, group string) ([]v1.Pod, error) {
 // groupListOptions select a group's pods: ours by label; an in-tree group's (group is
 // podgroup.InTreePrefix and its name) by nothing, for inGroup to pick them from the namespace's
 // (spec.schedulingGroup has no selector).
-func groupListOptions(group string) metav1.ListOptions {
+func groupListOptions(ns, group string) metav1.ListOptions {
 	if _, inTree := podgroup.InTreeName(group); inTree {
 		return metav1.ListOptions{}
 	}
-	if _, lws := lwsGroups.Load(group); lws {
+	if _, lws := lwsGroups.Load(ns + "/" + group); lws {
 		return metav1.ListOptions{} // a LeaderWorkerSet replica's pods carry no PodGroup label
 	}
 	return metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel + "=" + group}
@@ -226,7 +226,7 @@ func groupListOptions(group string) metav1.ListOptions {
 
 // inGroup reports whether the pod is a member of the group, as the scheduler sees it.
 func inGroup(p *v1.Pod, group string) bool {
-	if _, lws := lwsGroups.Load(group); lws { // read from LWS's own labels, not as the scheduler reads them
+	if _, lws := lwsGroups.Load(p.Namespace + "/" + group); lws { // read from LWS's own labels, not as the scheduler reads them
 		return p.Labels[podgroup.LWSNameLabel]+"-"+p.Labels[podgroup.LWSGroupIndexLabel] == group
 	}
 	name, ok := podgroup.Of(p)

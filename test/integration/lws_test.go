@@ -24,7 +24,8 @@ import (
 // (the labels and annotations its controller and pod webhook write, owned by its StatefulSets), the
 // scheduler as shipped. test/interop runs the LWS controller itself.
 
-// lwsGroups are the groups of LWS-shaped pods, which no PodGroup label selects (see groupListOptions).
+// lwsGroups are the groups ("namespace/group") of LWS-shaped pods, which no PodGroup label selects
+// (see groupListOptions).
 var lwsGroups sync.Map
 
 // createLWS creates the pods of a LeaderWorkerSet named set: replicas groups of size pods (a leader
@@ -54,7 +55,7 @@ func createLWS(t *testing.T, ns, set string, replicas, size int, cpu string, min
 	}
 	for r := range replicas {
 		leader := fmt.Sprintf("%s-%d", set, r)
-		lwsGroups.Store(leader, true)
+		lwsGroups.Store(ns+"/"+leader, true)
 		for w := range size {
 			name, ctrl := leader, owner(set)
 			if w > 0 {

@@ -285,8 +285,10 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 	}
 	now := u.clock.Now()
 	if _, ok := compositeNode(pg); ok && u.children != nil {
-		want, err := u.statusOf(pg, now, 0)
-		if err != nil || statusEqual(want, pg.Status) {
+		// Written by the profile whose pods are under it (another profile's updater, whose children
+		// it would read from their written status only, leaves it alone).
+		want, ours, err := u.statusOf(pg, now, 0)
+		if err != nil || !ours || statusEqual(want, pg.Status) {
 			return err
 		}
 		return u.patch(ctx, key, want)
@@ -328,28 +330,30 @@ func (u *Updater) podsOf(namespace, name string) ([]*v1.Pod, error) {
 }
 
 // statusOf is the status of pg as sync computes it: a PodGroup's from its pods (as written while it
-// has none of this profile), a composite's from its children's, at most tree.MaxDepth levels down.
-func (u *Updater) statusOf(pg *v1alpha1.PodGroup, now time.Time, depth int) (v1alpha1.PodGroupStatus, error) {
+// has none of this profile), a composite's from its children's, at most tree.MaxDepth levels down;
+// ours says whether a pod of this profile is in pg or under it.
+func (u *Updater) statusOf(pg *v1alpha1.PodGroup, now time.Time, depth int) (st v1alpha1.PodGroupStatus, ours bool, err error) {
 	if n, ok := compositeNode(pg); ok && u.children != nil && depth <= tree.MaxDepth {
 		var kids []Child
 		for _, c := range u.children(pg.Namespace, pg.Name) {
-			st, err := u.statusOf(c, now, depth+1)
+			st, mine, err := u.statusOf(c, now, depth+1)
 			if err != nil {
-				return st, err
+				return st, false, err
 			}
+			ours = ours || mine
 			min := podgroup.MinMember(c)
 			if cn, ok := compositeNode(c); ok {
 				min = cn.Min
 			}
 			kids = append(kids, Child{Name: c.Name, Min: min, Status: st})
 		}
-		return ComputeComposite(pg, n.Min, kids, now), nil
+		return ComputeComposite(pg, n.Min, kids, now), ours, nil
 	}
 	pods, err := u.podsOf(pg.Namespace, pg.Name)
 	if err != nil || len(pods) == 0 {
-		return pg.Status, err
+		return pg.Status, false, err
 	}
-	return ComputeStatus(pg, pods, u.attempt(podgroup.Key(pg.Namespace, pg.Name)), now), nil
+	return ComputeStatus(pg, pods, u.attempt(podgroup.Key(pg.Namespace, pg.Name)), now), true, nil
 }
 
 // patch writes want as the status of the PodGroup key.
