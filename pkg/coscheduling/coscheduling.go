@@ -150,3 +150,11 @@ func (pl *Coscheduling) notifyStatus(key string) {
 		pl.status.Enqueue(key)
 	}
 }
+
+// treeOf resolves the tree of group namespace/name (nil, nil: it is in none).
+func (pl *Coscheduling) treeOf(namespace, name string) (*tree.Branch, *tree.Problem) {
+	if pl.trees == nil || pl.trees.Empty() {
+		return nil, nil
+	}
+	return pl.trees.Resolve(namespace, name)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // A group's members and what is done to them, with no gang state changed here: listing and counting
@@ -89,4 +90,19 @@ func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
 		return 0
 	}
 	return pl.finished.Count(namespace, name, run)
+}
+
+// treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
+func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
+	root, _ := pl.treeOf(namespace, name)
+	if root == nil {
+		return nil
+	}
+	var out []tree.Node
+	for _, n := range root.Leaves() {
+		if n.Name != name {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -231,4 +232,67 @@ func (pl *Coscheduling) holdBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, ms
 	return gang.HoldBack(podgroup.Key(pod.Namespace, pg.Name), podgroup.MinMember(pg), pl.credit(pod),
 		func(n int) int { return pl.members.CountUpTo(pod.Namespace, pg.Name, n) },
 		func(n int) int { return pl.members.ReadyUpTo(pod.Namespace, pg.Name, n) })
+}
+
+// treeCountLocked is a group's count of live members reserved or bound.
+func (pl *Coscheduling) treeCountLocked(key string) int {
+	if g := pl.gangs.Get(key); g != nil {
+		return g.Count()
+	}
+	return 0
+}
+
+// followTreeLocked moves the other groups of g's tree with g's step r (see tree.Branch.Follow): at
+// g's quorum, those the tree now admits are let through; at g's failure, those that can no longer
+// be ready fail with it and back off. It returns their waiting members, allowed or rejected with
+// g's; their events and status are written in the background.
+func (pl *Coscheduling) followTreeLocked(g *gang.Gang, r gang.Result) []*v1.Pod {
+	if r.Event == attempt.TreeReady || r.Event == attempt.TreeFailed {
+		return nil // a follower's step moves nobody else
+	}
+	root, _ := pl.treeOf(g.Namespace, g.Name)
+	if root == nil {
+		return nil
+	}
+	out := func(key string) bool {
+		o := pl.gangs.Get(key)
+		return key == g.Key() || o != nil && o.Phase == attempt.PhaseFailed && o.BackingOff(r.Now)
+	}
+	var pods []*v1.Pod
+	var moved []gang.Result
+	var keys []string
+	for _, n := range root.Follow(g.Key(), r.RejectWaiting, pl.treeCountLocked, out) {
+		o := pl.gangs.Get(n.Key())
+		if o == nil {
+			continue
+		}
+		or := pl.stepLocked(o, func() gang.Result {
+			if r.RejectWaiting {
+				return o.OnTreeFailed(r.Now, r.Message, pl.backoff)
+			}
+			return o.OnTreeReady(r.Now, n.Min, func() int { return pl.confirmedCountLocked(o) }, pl.backoff)
+		})
+		if or.AllowWaiting || or.RejectWaiting {
+			pods = append(pods, or.Pods...)
+			moved, keys = append(moved, or), append(keys, n.Key())
+		}
+	}
+	if len(moved) > 0 {
+		go pl.treeFollowed(g.Namespace, keys, moved)
+	}
+	return pods
+}
+
+// treeFollowed records what followTreeLocked did to each group (keys, results) on its PodGroup.
+func (pl *Coscheduling) treeFollowed(namespace string, keys []string, results []gang.Result) {
+	for i, r := range results {
+		_, name, _ := strings.Cut(keys[i], "/")
+		pg := pl.podGroups.Get(namespace, name)
+		if pg != nil && r.AllowWaiting && r.FirstQuorum {
+			pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
+		} else if pg != nil && r.RejectWaiting {
+			pl.recorder.PodGroup(pg, v1.EventTypeWarning, r.Reason, r.Message)
+		}
+		pl.notifyStatus(keys[i])
+	}
 }
