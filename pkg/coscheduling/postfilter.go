@@ -39,10 +39,12 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	}
 	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
-		if _, err := state.Read(infeasibleKey); err == nil {
+		if mark, err := state.Read(infeasibleKey); err == nil {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				pl.treeInfeasible(pg)
-				return pl.preemptOrReserve(ctx, pod, pg)
+				if !mark.(rejectedMark).tree {
+					return pl.preemptOrReserve(ctx, pod, pg)
+				}
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)

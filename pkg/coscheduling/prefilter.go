@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -16,6 +17,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // PreFilter checks a gang whole before its first member holds anything and narrows each member's
@@ -40,7 +42,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		if refused.reason != "" {
 			pl.refuse(ctx, pod, refused.reason, refused.msg)
 		}
-		return pl.rejectInPreFilter(state, refused.msg, false)
+		return pl.rejectInPreFilter(state, refused.msg, false, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}
 	if pg != nil {
@@ -85,6 +87,8 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
+		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
+		in.GroupMembers = func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }
 	}
 	if pl.mayBeKeptOff(pod) {
 		if src == nil {
@@ -116,7 +120,7 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		pl.notifyStatus(key)
 	}
 	if out.Reject {
-		return pl.rejectInPreFilter(state, out.Message, out.Infeasible)
+		return pl.rejectInPreFilter(state, out.Message, out.Infeasible, out.Tree)
 	}
 	if out.Plan != nil {
 		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
@@ -186,15 +190,15 @@ func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 
 // rejectInPreFilter refuses a member in PreFilter, marking the cycle for PostFilter: rejected as a
 // whole (nothing is held), and, for a gang that does not fit the free resources, infeasible
-// (PostFilter preempts for it).
-func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string, infeasible bool) (*fwk.PreFilterResult, *fwk.Status) {
+// (PostFilter preempts for it, unless tree: it fits alone, not with its job's other groups).
+func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string, infeasible, tree bool) (*fwk.PreFilterResult, *fwk.Status) {
 	if infeasible {
-		state.Write(infeasibleKey, rejectedMark{})
+		state.Write(infeasibleKey, rejectedMark{tree: tree})
 	}
 	state.Write(rejectedByPreFilterKey, rejectedMark{})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
-type rejectedMark struct{}
+type rejectedMark struct{ tree bool }
 
-func (rejectedMark) Clone() fwk.StateData { return rejectedMark{} }
+func (m rejectedMark) Clone() fwk.StateData { return m }

@@ -6,10 +6,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
@@ -80,6 +83,56 @@ func TestGangGroupsDisaggregated(t *testing.T) {
 	if pg.Status.Scheduled != 2 || pg.Status.Phase == v1alpha1.PodGroupPending {
 		t.Errorf("composite serve: phase %s, scheduled %d; want 2 groups whole", pg.Status.Phase, pg.Status.Scheduled)
 	}
+}
+
+// TestGangGroupsFitTogether: each role of the job fits the two 4-CPU nodes alone (decode: 4 members
+// of 2 CPU; prefill: 2 of 3 CPU), but not together. The whole-tree check refuses the job before any
+// group holds anything: no group's attempt starts and fails with the other's (no member is reserved
+// and then rejected, over and over), and the PodGroup says which groups do not fit together. A node
+// of 8 CPU makes room: the job binds whole.
+func TestGangGroupsFitTogether(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-small", 2, "4")
+	watchWhole(t, ns, "prefill", 2, nil)
+	watchWhole(t, ns, "decode", 4, nil)
+	createGroupIn(t, ns, "serve", 1, gangComposite(2))
+	createGroupIn(t, ns, "prefill", 2, child("serve"))
+	createGroupIn(t, ns, "decode", 4, child("serve"))
+	createGang(t, ns, "decode", 4, "2")
+	createGang(t, ns, "prefill", 2, "3")
+
+	infeasible := func(e *v1.Event) bool {
+		return e.Reason == podgroup.ReasonGangInfeasible && strings.Contains(e.Message, "not together with the groups its job "+ns+"/serve needs")
+	}
+	rejected := func(e *v1.Event) bool {
+		return e.Reason == podgroup.ReasonGangRejected || strings.Contains(e.Message, "rejected with the other groups of its job")
+	}
+	waitFor(t, ns, "a GangInfeasible event naming the groups that do not fit together", func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e v1.Event) bool { return infeasible(&e) }), nil
+	})
+	consistently(t, 8*time.Second, "no group's attempt is started and rejected", func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if rejected(&e) {
+				t.Logf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	consistentlyNoneBound(t, time.Second, ns, "decode", "prefill")
+
+	createNode(t, ns+"-big", "8", "8Gi", nil)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	waitForBoundMembers(t, ns, "decode", 4)
 }
 
 // waitCompositeStatus waits until the composite PodGroup's Scheduled condition has reason and a

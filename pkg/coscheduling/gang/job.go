@@ -38,6 +38,10 @@ type Job struct {
 	Avoid     gangfit.Avoid
 	Plannable bool
 	Logger    klog.Logger
+	// Together are the other groups of the gang's job (Job is its root's key) that the check places
+	// with the gang's own members (see gangfit.CheckTogether).
+	Together []gangfit.Group
+	Job      string
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -60,7 +64,20 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		return d
 	}
 	res, f := gangfit.Check(j.Logger, j.Gang, j.Candidates, j.Need, j.Nodes, j.MinResources, j.Counted, j.Claimed, fit)
-	defer f.Done()
+	d.Result = j.place(d, res, f)
+	f.Done()
+	if d.Result.Feasible && len(j.Together) > 0 {
+		// The job's other groups with it, once its own check has released the shared table.
+		groups := append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
+		if t := gangfit.CheckTogether(j.Logger, j.Job, groups, j.Nodes, j.Claimed, fit); !t.Feasible {
+			d.Result, d.Placement, d.Plan = t, nil, nil
+		}
+	}
+	return d
+}
+
+// place gives a gang that fits its domain (its topology policy's) and its plan, over the check f.
+func (j *Job) place(d *Done, res gangfit.Result, f *gangfit.Fit) gangfit.Result {
 	if res.Feasible && !j.Policy.Empty() {
 		if f == nil {
 			p := gangfit.PinnedPlacement(j.Policy, j.Pinned, j.Nodes)
@@ -74,8 +91,7 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	if res.Feasible && j.Plannable {
 		d.Plan = gangfit.PlanPlacement(f, d.Placement)
 	}
-	d.Result = res
-	return d
+	return res
 }
 
 // For reports whether d is the result of a job like j: the same kind, gang, cache key (the epoch
@@ -88,7 +104,8 @@ func (d *Done) For(j *Job) bool {
 	o := d.job
 	k := o.Key
 	k.Epoch = j.Key.Epoch
-	return o.Extra == j.Extra && o.Gang == j.Gang && o.Need == j.Need && k.Matches(j.Key) && sameUIDs(o.Candidates, j.Candidates)
+	return o.Extra == j.Extra && o.Gang == j.Gang && o.Need == j.Need && k.Matches(j.Key) && sameUIDs(o.Candidates, j.Candidates) &&
+		slices.EqualFunc(o.Together, j.Together, func(a, b gangfit.Group) bool { return a.Key == b.Key && a.Need == b.Need })
 }
 
 // sameUIDs reports whether a and b are the same pods, in any order.

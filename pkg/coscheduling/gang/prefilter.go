@@ -15,6 +15,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // PreFilter's decision for a member, one step (PreFilter) over a snapshot (PreFilterIn): Stage says
@@ -199,15 +200,21 @@ type PreFilterIn struct {
 	// KeptOff are the nodes whose devices a reservation or a nomination holds against the member,
 	// each with why (see HeldDevices): the step keeps it off them unless it refuses the member.
 	KeptOff map[string]string
+	// Tree resolves the member's job when its group is in one (nil, or nil returned: it is not), so
+	// that the gang's check places the groups the job needs with it (see Gang.together); GroupMembers
+	// lists a group's live pods by key.
+	Tree         func() *tree.Branch
+	GroupMembers func(key string) []*v1.Pod
 }
 
 // PreFilterOut is what a member's PreFilter does, for the plugin to apply outside its lock.
 type PreFilterOut struct {
 	Stage Stage
 	// Reject: the member holds nothing this cycle, for Message; Infeasible: because its gang does not
-	// fit (PostFilter preempts for it).
-	Reject, Infeasible bool
-	Message            string
+	// fit (PostFilter preempts for it, unless Tree: it fits alone, but not with the other groups its
+	// job needs, and nothing is preempted or reserved for it alone).
+	Reject, Infeasible, Tree bool
+	Message                  string
 	// Nodes the member may use (nil: every node); Offered: they are its plan's offer.
 	Nodes   sets.Set[string]
 	Offered bool
@@ -306,7 +313,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	ck := FeasibilityKey{Epoch: in.Epoch, Claims: in.Claims, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
-			out.Reject, out.Infeasible, out.Message, out.KeptOff = true, true, res.Message, nil
+			out.Reject, out.Infeasible, out.Tree, out.Message, out.KeptOff = true, true, res.Tree, res.Message, nil
 			return out
 		}
 		return g.narrow(in, out, g.Placement)
@@ -318,6 +325,11 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
 		job.Avoid = g.avoid(in)
 	}
+	if in.Tree != nil {
+		if root := in.Tree(); root != nil {
+			job.Job, job.Together = root.Key(), g.together(in, root)
+		}
+	}
 	if !in.Done.For(job) {
 		out.Job = job
 		return out
@@ -327,13 +339,58 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	out.DomainChosen, out.InfeasibleChanged = g.Checked(done.Result, in.Done.job.Key, done.Placement, done.Plan)
 	out.Placement = done.Placement
 	if !done.Result.Feasible {
-		out.Reject, out.Infeasible, out.Message, out.KeptOff = true, true, done.Result.Message, nil
+		out.Reject, out.Infeasible, out.Tree, out.Message, out.KeptOff = true, true, done.Result.Tree, done.Result.Message, nil
 		return out
 	}
 	if done.Plan != nil && g.Plan == done.Plan {
 		out.Plan = done.Plan
 	}
 	return g.narrow(in, out, done.Placement)
+}
+
+// together lists the other groups of the member's job that its check places with its own (see
+// tree.Branch.Needed), each with its candidates and need from its gang's state; none when the tree
+// leaves a choice among groups that are not alike (gangfit.AlikeGroups). O(the job's pods).
+func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
+	count := func(key string) int {
+		if o := in.Gangs[key]; o != nil {
+			return o.Count()
+		}
+		return 0
+	}
+	needed, ok := root.Needed(g.Key(), count)
+	if !ok {
+		return nil
+	}
+	for _, among := range needed.Choices {
+		pods := make([][]*v1.Pod, len(among))
+		for i, n := range among {
+			pods[i] = in.GroupMembers(n.Key())
+		}
+		if !gangfit.AlikeGroups(pods) {
+			return nil
+		}
+	}
+	out := make([]gangfit.Group, 0, len(needed.Groups))
+	for _, n := range needed.Groups {
+		members := in.GroupMembers(n.Key())
+		var candidates []*v1.Pod
+		counted := 0
+		if o := in.Gangs[n.Key()]; o != nil {
+			candidates, _, counted = o.Split(members)
+			counted += o.Credit
+		} else {
+			for _, p := range members {
+				if p.Spec.NodeName != "" {
+					counted++
+				} else {
+					candidates = append(candidates, p)
+				}
+			}
+		}
+		out = append(out, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
+	}
+	return out
 }
 
 // narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that

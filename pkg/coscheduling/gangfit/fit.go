@@ -34,6 +34,9 @@ type Result struct {
 	Message string
 	// Shortfall says the same in numbers (nil when Feasible).
 	Shortfall *v1alpha1.PodGroupShortfall
+	// Tree: the gang fits alone, but not with the other groups its job needs (see CheckTogether):
+	// no preemption or reservation is made for it alone.
+	Tree bool
 }
 
 // gangMember is a member still to be placed, with its request.

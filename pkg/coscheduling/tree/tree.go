@@ -287,3 +287,89 @@ func (b *Branch) reachableFor(leaf string, out func(key string) bool) bool {
 func (b *Branch) reachable(out func(key string) bool) bool {
 	return b.holds(func(n Node) bool { return !out(n.Key()) })
 }
+
+// Needed is what the whole-tree check places together with a group (see Branch.Needed).
+type Needed struct {
+	// Groups are the other PodGroups to place with it, each short of its minimum.
+	Groups []Node
+	// Choices are the sets of PodGroups a pick was made among (a composite with more children short
+	// than it lacks): the pick stands for any other only when their members are alike.
+	Choices [][]Node
+}
+
+// Needed says which other PodGroups of b's tree must be ready together with the leaf keyed leaf for
+// every gang composite above it to be ready, given count (each group's live members reserved or
+// bound): for each gang composite on the leaf's path, as many of its other children as it lacks,
+// each with what it lacks in turn. Where a composite has more children short than it lacks, it takes
+// those closest to ready (then by name), and only among PodGroups of one minimum (replicas, as
+// LeaderWorkerSet's); ok is false when the tree offers another kind of choice, or too few children.
+// O(the tree).
+func (b *Branch) Needed(leaf string, count func(key string) int) (n Needed, ok bool) {
+	path := b.pathTo(leaf)
+	for i, c := range path {
+		if !c.Gang {
+			continue // a basic composite on the path is ready with the leaf's branch
+		}
+		onPath := leaf
+		if i+1 < len(path) {
+			onPath = path[i+1].Key()
+		}
+		var short []*Branch
+		ready := 1 // the child on the path, made ready by the leaf and what is needed below
+		for _, o := range c.Children {
+			switch {
+			case o.Key() == onPath:
+			case o.Ready(count):
+				ready++
+			default:
+				short = append(short, o)
+			}
+		}
+		if !n.pick(short, c.Min-ready, count) {
+			return Needed{}, false
+		}
+	}
+	return n, true
+}
+
+// pick adds lacking of the short branches, with what each lacks.
+func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) bool {
+	if lacking <= 0 {
+		return true
+	}
+	if len(short) < lacking {
+		return false
+	}
+	if len(short) > lacking {
+		var among []Node
+		for _, s := range short {
+			if s.Composite || s.Min != short[0].Min {
+				return false
+			}
+			among = append(among, s.Node)
+		}
+		n.Choices = append(n.Choices, among)
+		short = slices.Clone(short)
+		slices.SortStableFunc(short, func(a, b *Branch) int { return count(b.Key()) - count(a.Key()) })
+		short = short[:lacking]
+	}
+	for _, s := range short {
+		if !s.Composite {
+			n.Groups = append(n.Groups, s.Node)
+			continue
+		}
+		ready := 0
+		var below []*Branch
+		for _, c := range s.Children {
+			if c.Ready(count) {
+				ready++
+			} else {
+				below = append(below, c)
+			}
+		}
+		if !n.pick(below, max(s.Min, 1)-ready, count) {
+			return false
+		}
+	}
+	return true
+}

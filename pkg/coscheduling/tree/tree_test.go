@@ -291,3 +291,69 @@ func TestHoldBack(t *testing.T) {
 		})
 	}
 }
+
+// The whole-tree check's groups: what a leaf needs placed with it for every gang composite above it
+// to be ready.
+func TestNeeded(t *testing.T) {
+	disaggregated := []Node{gangOf("serve", "", 2), group("prefill", "serve", 2), group("decode", "serve", 4)}
+	replicas := []Node{gangOf("lws", "", 2), group("a", "lws", 2), group("b", "lws", 2), group("c", "lws", 2)}
+	hierarchy := []Node{gangOf("root", "", 2), gangOf("mid", "root", 2), group("a", "mid", 2), group("b", "mid", 2), group("c", "root", 2)}
+	names := func(ns []Node) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []Node
+		leaf    string
+		counts  map[string]int
+		want    []string
+		choices [][]string
+		notOK   bool
+	}{
+		{name: "a role needs the other role", nodes: disaggregated, leaf: "decode", want: []string{"prefill"}},
+		{name: "the other role is whole already", nodes: disaggregated, leaf: "decode", counts: map[string]int{"prefill": 2}},
+		{name: "K of N: the replica closest to whole is picked among alike ones", nodes: replicas, leaf: "a", counts: map[string]int{"c": 1},
+			want: []string{"c"}, choices: [][]string{{"b", "c"}}},
+		{name: "K of N: enough replicas whole", nodes: replicas, leaf: "a", counts: map[string]int{"b": 2}},
+		{name: "hierarchy: the root's other child, then the parent's", nodes: hierarchy, leaf: "a", want: []string{"c", "b"}},
+		{name: "hierarchy: a composite sibling with what it needs", nodes: hierarchy, leaf: "c", want: []string{"a", "b"}},
+		{name: "hierarchy: a ready grandchild is not needed", nodes: hierarchy, leaf: "c", counts: map[string]int{"a": 2}, want: []string{"b"}},
+		{name: "basic root: nothing", nodes: []Node{basicOf("root", ""), group("a", "root", 2), group("b", "root", 2)}, leaf: "a"},
+		{name: "a basic composite under a gang one needs one child", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), basicOf("any", "root"), group("b1", "any", 2), group("b2", "any", 2)},
+			leaf: "a", want: []string{"b1"}, choices: [][]string{{"b1", "b2"}}},
+		{name: "a choice among composites: not said", nodes: []Node{gangOf("root", "", 2), group("c", "root", 2), gangOf("m1", "root", 1), group("a", "m1", 2), gangOf("m2", "root", 1), group("b", "m2", 2)},
+			leaf: "c", notOK: true},
+		{name: "a choice among groups of different minimums: not said", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), group("b", "root", 3), group("c", "root", 2)},
+			leaf: "a", notOK: true},
+		{name: "too few children", nodes: []Node{gangOf("root", "", 3), group("a", "root", 2), group("b", "root", 2)}, leaf: "a", notOK: true},
+		{name: "a group in no composite", nodes: []Node{group("a", "", 2)}, leaf: "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := index(tc.nodes...).Resolve(ns, tc.leaf)
+			if p != nil {
+				t.Fatalf("Resolve: %v", p)
+			}
+			if root == nil {
+				root = &Branch{Node: tc.nodes[0]}
+			}
+			got, ok := root.Needed(ns+"/"+tc.leaf, counts(tc.counts))
+			if ok == tc.notOK {
+				t.Fatalf("ok = %v, want %v", ok, !tc.notOK)
+			}
+			if !slices.Equal(names(got.Groups), tc.want) {
+				t.Errorf("groups %v, want %v", names(got.Groups), tc.want)
+			}
+			var choices [][]string
+			for _, c := range got.Choices {
+				choices = append(choices, names(c))
+			}
+			if !slices.EqualFunc(choices, tc.choices, slices.Equal) {
+				t.Errorf("choices %v, want %v", choices, tc.choices)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package gang
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
+)
+
+// TestPreFilterTree: the first member of a group in a job checks the groups the job needs with it
+// (the whole-tree check): a job whose groups fit alone but not together is refused before anything
+// is held, and that refusal asks for no preemption (Tree); the next member of the burst gets the
+// same answer from the cache.
+func TestPreFilterTree(t *testing.T) {
+	role := func(group string, n int, cpu string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+		}
+		return pods
+	}
+	job := func(nodes ...tree.Node) *tree.Branch {
+		x := tree.NewIndex()
+		for _, n := range nodes {
+			x.Set(n)
+		}
+		root, _ := x.Resolve("ns", "decode")
+		return root
+	}
+	composite := func(name string, k int) tree.Node {
+		return tree.Node{Namespace: "ns", Name: name, Composite: true, Gang: true, Min: k}
+	}
+	leaf := func(name string, min int) tree.Node {
+		return tree.Node{Namespace: "ns", Name: name, Gang: true, Min: min, Parent: "serve"}
+	}
+	disaggregated := job(composite("serve", 2), leaf("decode", 4), leaf("prefill", 2))
+	replicas := job(composite("serve", 2), leaf("decode", 4), leaf("r1", 2), leaf("r2", 2))
+	for _, tc := range []struct {
+		name    string
+		root    *tree.Branch
+		pods    map[string][]*v1.Pod
+		others  func() map[string]*Gang
+		refused bool
+		msg     string
+	}{
+		{name: "each role fits alone, not together: refused, nothing preempted", root: disaggregated,
+			pods:    map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": role("prefill", 2, "3")},
+			refused: true, msg: "PodGroup ns/decode fits, but not together with the groups its job ns/serve needs with it"},
+		{name: "the other role is whole already: its own check only", root: disaggregated,
+			pods: map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": role("prefill", 2, "3")},
+			others: func() map[string]*Gang {
+				g := New("ns", "prefill", "p")
+				for _, p := range role("prefill", 2, "3") {
+					g.CountBound(p.UID)
+				}
+				return map[string]*Gang{g.Key(): g}
+			}},
+		{name: "a choice among replicas not alike: its own check only", root: replicas,
+			pods: map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "r1": role("r1", 2, "3"), "r2": role("r2", 2, "1")}},
+		{name: "a choice among alike replicas: checked with the one picked", root: replicas,
+			pods:    map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "r1": role("r1", 2, "3"), "r2": role("r2", 2, "3")},
+			refused: true, msg: "ns/r1: 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "decode", "uid")
+			gangs := map[string]*Gang{g.Key(): g}
+			if tc.others != nil {
+				for k, o := range tc.others() {
+					gangs[k] = o
+				}
+			}
+			in := PreFilterIn{Now: t0, Logger: klog.Background(), Want: 4, UID: "uid", Nodes: cpuNodes("4", "a", "b"), CacheTTL: 2 * time.Second,
+				Members: func() []*v1.Pod { return tc.pods["decode"] }, Claimed: func(int32) []*v1.Pod { return nil },
+				Gangs: gangs, Fit: &gangfit.Shared{},
+				Tree:         func() *tree.Branch { return tc.root },
+				GroupMembers: func(key string) []*v1.Pod { return tc.pods[strings.TrimPrefix(key, "ns/")] }}
+			for i, m := range tc.pods["decode"][:2] {
+				in.Member = m
+				out := g.PreFilter(in)
+				if out.Reject != tc.refused || out.Infeasible != tc.refused || out.Tree != tc.refused {
+					t.Fatalf("member %d: reject %v, infeasible %v, tree %v (%s); want all %v", i, out.Reject, out.Infeasible, out.Tree, out.Message, tc.refused)
+				}
+				if !strings.Contains(out.Message, tc.msg) {
+					t.Errorf("member %d: message %q, want it to say %q", i, out.Message, tc.msg)
+				}
+				if checked := i == 0; out.Checked != checked {
+					t.Errorf("member %d: checked %v, want %v (the second is answered from the cache)", i, out.Checked, checked)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,83 @@
+package gangfit
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// The whole-tree check: the groups of one job placed at once, each its own need.
+func TestCheckTogether(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	role := func(group string, n int, cpu string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+		}
+		return pods
+	}
+	twoSmall := []fwk.NodeInfo{node("a", "4"), node("b", "4")}
+	mixed := append(role("x", 1, "1"), role("x", 2, "3")...)
+	for _, tc := range []struct {
+		name     string
+		groups   []Group
+		nodes    []fwk.NodeInfo
+		feasible bool
+		message  string
+	}{
+		{name: "each role fits alone, not together", nodes: twoSmall,
+			groups:  []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 2, "3"), Need: 2}},
+			message: "PodGroup ns/decode fits, but not together with the groups its job ns/serve needs with it (members to place: ns/decode: 4, ns/prefill: 2): PodGroup ns/serve needs 6 more members placed at once"},
+		{name: "together on a roomier cluster", nodes: append(twoSmall, node("c", "8")), feasible: true,
+			groups: []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 2, "3"), Need: 2}}},
+		{name: "a group that needs nothing more leaves the other's own check", nodes: twoSmall, feasible: true,
+			groups: []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Need: 0}}},
+		{name: "alike spare candidates: the first of them stand for any", nodes: twoSmall,
+			groups:  []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 3, "3"), Need: 2}},
+			message: "not together"},
+		{name: "spare candidates not alike: not judged", nodes: twoSmall, feasible: true,
+			groups: []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/x", Candidates: mixed, Need: 2}}},
+		{name: "too few candidates: not judged (held back before the queue)", nodes: twoSmall, feasible: true,
+			groups: []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 1, "3"), Need: 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := CheckTogether(logger, "ns/serve", tc.groups, tc.nodes, nil, nil)
+			if res.Feasible != tc.feasible {
+				t.Fatalf("feasible = %v, want %v (%s)", res.Feasible, tc.feasible, res.Message)
+			}
+			if !tc.feasible && (!res.Tree || res.Shortfall != nil || !strings.Contains(res.Message, tc.message)) {
+				t.Errorf("result %+v: want Tree, no shortfall, and a message containing %q", res, tc.message)
+			}
+		})
+	}
+}
+
+func TestAlikeGroups(t *testing.T) {
+	replica := func(i int, workerCPU string) []*v1.Pod {
+		g := fmt.Sprint("r", i)
+		// LWS orders nothing: the leader need not come first.
+		return []*v1.Pod{member(g+"-1", g, workerCPU), member(g+"-0", g, "1"), member(g+"-2", g, workerCPU)}
+	}
+	leaderLast := replica(1, "2")
+	leaderLast[0], leaderLast[1] = leaderLast[1], leaderLast[0]
+	for _, tc := range []struct {
+		name   string
+		groups [][]*v1.Pod
+		want   bool
+	}{
+		{name: "replicas of one template, a leader and workers each", groups: [][]*v1.Pod{replica(0, "2"), leaderLast, replica(2, "2")}, want: true},
+		{name: "a replica of other workers", groups: [][]*v1.Pod{replica(0, "2"), replica(1, "3")}},
+		{name: "a replica of fewer pods", groups: [][]*v1.Pod{replica(0, "2"), replica(1, "2")[:2]}},
+		{name: "one group", groups: [][]*v1.Pod{replica(0, "2")}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AlikeGroups(tc.groups); got != tc.want {
+				t.Errorf("AlikeGroups = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
