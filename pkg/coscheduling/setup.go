@@ -134,6 +134,8 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 		ctx:             ctx,
 	}
 	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed}
+	// Preemption evicts a job of several roles whole (the profiles of one binary index the same objects).
+	podgroup.SetTreeUnits(pl.trees.Unit)
 	if h != nil {
 		pl.recorder.Events = h.EventRecorder()
 		pl.profile = h.ProfileName()

@@ -135,6 +135,35 @@ func TestGangGroupsFitTogether(t *testing.T) {
 	waitForBoundMembers(t, ns, "decode", 4)
 }
 
+// TestGangGroupsPreemptedWhole: a low-priority job of two roles (a and b, 2 members of 2 CPU each,
+// under a gang composite needing both) fills two 4-CPU nodes; a high-priority pod of 2 CPU needs room
+// on one of them. Evicting one role would make the room but leave the job short of a role: the job is
+// evicted whole (its tree is one unit of preemption), and the pod binds.
+func TestGangGroupsPreemptedWhole(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	nodes := caseNodes(t, "gtp", 2)
+	createGroupIn(t, ns, "job", 1, gangComposite(2))
+	var all []string
+	for _, g := range []string{"a", "b"} {
+		watchNotPartial(t, ns, g, 2)
+		createGroupIn(t, ns, g, 2, child("job"))
+		for i, node := range nodes {
+			name := fmt.Sprintf("%s-%d", g, i)
+			createPod(t, prioPod(ns, name, g, "2", lowPriority, "gtp", node))
+			all = append(all, name)
+		}
+	}
+	waitForBoundMembers(t, ns, "a", 2)
+	waitForBoundMembers(t, ns, "b", 2)
+
+	createPod(t, prioPod(ns, "hi", "", "2", highPriority, "gtp", nodes[0]))
+	waitForPreempted(t, ns, all)
+	forceDelete(t, ns, all...)
+	waitForPodBound(t, ns, "hi")
+}
+
 // waitCompositeStatus waits until the composite PodGroup's Scheduled condition has reason and a
 // message containing msg, and returns the PodGroup.
 func waitCompositeStatus(t *testing.T, ns, name, reason, msg string) *v1alpha1.PodGroup {

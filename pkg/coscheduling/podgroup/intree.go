@@ -149,10 +149,29 @@ func TrackInTreeUnit(pg *v1alpha1.PodGroup, gone bool) {
 	inTreeUnits.Delete(key)
 }
 
-// UnitOf is the group whose members preemption evicts together with pod: the group Of names, if it
-// is ours, or an in-tree one TrackInTreeUnit recorded as a unit. Any other pod is a victim of its own.
+// treeUnit finds the composite whose tree is evicted whole with a group (see SetTreeUnits).
+var treeUnit atomic.Pointer[func(namespace, name string) (string, bool)]
+
+// SetTreeUnits tells UnitOf where the jobs of several roles are (tree.Index.Unit): a group under a
+// gang composite is evicted with the composite's whole tree.
+func SetTreeUnits(unit func(namespace, name string) (string, bool)) {
+	if unit == nil {
+		treeUnit.Store(nil)
+		return
+	}
+	treeUnit.Store(&unit)
+}
+
+// UnitOf is the group whose members preemption evicts together with pod: the composite whose tree
+// it is part of (see SetTreeUnits); else the group Of names, if it is ours, or an in-tree one
+// TrackInTreeUnit recorded as a unit. Any other pod is a victim of its own.
 func UnitOf(pod *v1.Pod) (string, bool) {
 	name, ok := Of(pod)
+	if f := treeUnit.Load(); ok && f != nil {
+		if unit, in := (*f)(pod.Namespace, name); in {
+			return unit, true
+		}
+	}
 	if _, inTree := InTreeName(name); ok && inTree {
 		_, ok = inTreeUnits.Load(Key(pod.Namespace, name))
 	}

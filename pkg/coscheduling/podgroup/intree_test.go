@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 func inTreePod(group string) *st.PodWrapper {
@@ -230,5 +231,32 @@ func TestUnitOf(t *testing.T) {
 				t.Errorf("UnitOf = %v, want %v", ok, tc.unit)
 			}
 		})
+	}
+}
+
+// A group under a gang composite is evicted with the composite's tree (tree.Index.Unit), an in-tree
+// basic group's member too.
+func TestUnitOfTree(t *testing.T) {
+	readInTree(t)
+	TrackInTreeUnit(FromInTree(&schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "basic"},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}}}), false)
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "job", Composite: true, Gang: true, Min: 2})
+	x.Set(tree.Node{Namespace: "ns", Name: "g", Gang: true, Min: 2, Parent: "job"})
+	x.Set(tree.Node{Namespace: "ns", Name: tree.InTreeCompositePrefix + "serve", Composite: true, Gang: true, Min: 2})
+	x.Set(tree.Node{Namespace: "ns", Name: InTreePrefix + "basic", Min: 1, Parent: tree.InTreeCompositePrefix + "serve"})
+	SetTreeUnits(x.Unit)
+	t.Cleanup(func() { SetTreeUnits(nil) })
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		unit string
+	}{
+		{pod: st.MakePod().Namespace("ns").Name("p").Label(v1alpha1.PodGroupLabel, "g").Obj(), unit: "job"},
+		{pod: inTreePod("basic").Obj(), unit: tree.InTreeCompositePrefix + "serve"},
+		{pod: st.MakePod().Namespace("ns").Name("p").Label(v1alpha1.PodGroupLabel, "flat").Obj(), unit: "flat"},
+	} {
+		if unit, ok := UnitOf(tc.pod); !ok || unit != tc.unit {
+			t.Errorf("UnitOf(%s) = %q, %v; want %q", tc.pod.Name, unit, ok, tc.unit)
+		}
 	}
 }

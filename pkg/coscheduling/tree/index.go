@@ -200,3 +200,23 @@ func (x *Index) Children(namespace, name string) []Node {
 	}
 	return out
 }
+
+// Unit is the composite whose whole tree preemption evicts together with the group namespace/name:
+// the topmost gang composite above it (evicting less could leave a gang composite short of its
+// minGroupCount); false when no gang composite is above it (the group is a unit of its own).
+// O(the depth).
+func (x *Index) Unit(namespace, name string) (string, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.linked == 0 {
+		return "", false
+	}
+	n, ok := x.nodes[namespace+"/"+name]
+	unit := ""
+	for depth := 0; ok && n.Parent != "" && depth <= MaxDepth; depth++ {
+		if n, ok = x.nodes[parentKey(n)]; ok && n.Composite && n.Gang {
+			unit = n.Name
+		}
+	}
+	return unit, unit != ""
+}

@@ -357,3 +357,17 @@ func TestNeeded(t *testing.T) {
 		})
 	}
 }
+
+// The unit of preemption: a group under a gang composite is evicted with the topmost one's tree.
+func TestUnit(t *testing.T) {
+	x := index(
+		gangOf("root", "", 2), gangOf("mid", "root", 2), group("a", "mid", 2), group("c", "root", 2),
+		basicOf("any", ""), gangOf("pair", "any", 2), group("p1", "pair", 1), group("lone", "any", 2),
+		group("flat", "", 2))
+	for leaf, want := range map[string]string{"a": "root", "c": "root", "p1": "pair", "lone": "", "flat": "", "unknown": ""} {
+		got, ok := x.Unit(ns, leaf)
+		if got != want || ok != (want != "") {
+			t.Errorf("Unit(%s) = %q, %v; want %q", leaf, got, ok, want)
+		}
+	}
+}
