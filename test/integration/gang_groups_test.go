@@ -28,15 +28,25 @@ import (
 // createGroupIn creates a PodGroup with annotations (a composite, or a child naming its parent).
 func createGroupIn(t *testing.T, ns, name string, minMember int64, annotations map[string]string) {
 	t.Helper()
+	createGroupWithPolicy(t, ns, name, minMember, annotations, "")
+}
+
+// createGroupWithPolicy is createGroupIn with spec.topologyPolicy.required (none when "").
+func createGroupWithPolicy(t *testing.T, ns, name string, minMember int64, annotations map[string]string, required string) {
+	t.Helper()
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[k] = v
+	}
+	spec := map[string]any{"minMember": minMember, "scheduleTimeoutSeconds": int64(10)}
+	if required != "" {
+		spec["topologyPolicy"] = map[string]any{"required": required}
 	}
 	pg := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
 		"kind":       "PodGroup",
 		"metadata":   map[string]any{"name": name, "namespace": ns, "annotations": ann},
-		"spec":       map[string]any{"minMember": minMember, "scheduleTimeoutSeconds": int64(10)},
+		"spec":       spec,
 	}}
 	if _, err := dynamicClient(t).Resource(podGroupGVR).Namespace(ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating PodGroup %s/%s: %v", ns, name, err)
@@ -162,6 +172,32 @@ func TestGangGroupsPreemptedWhole(t *testing.T) {
 	waitForPreempted(t, ns, all)
 	forceDelete(t, ns, all...)
 	waitForPodBound(t, ns, "hi")
+}
+
+// TestGangGroupsInOneBlock: the whole job in one block (the composite's required topology), each role
+// in one rack (its own). Block b1 has one rack of two 4-CPU nodes: decode (4 members of 2 CPU) fits
+// it alone, the job does not. Block b2 has two such racks: decode in one, prefill (2 of 3 CPU) in the
+// other. The job binds in b2, each role in one rack; no role goes to b1 alone.
+func TestGangGroupsInOneBlock(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gg-b1", "gg-r1", 2)
+	rack(t, "gg-b2", "gg-r2a", 2)
+	rack(t, "gg-b2", "gg-r2b", 2)
+	watchWhole(t, ns, "prefill", 2, nil)
+	watchWhole(t, ns, "decode", 4, nil)
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
+	createGroupWithPolicy(t, ns, "prefill", 2, child("serve"), rackLabel)
+	createGroupWithPolicy(t, ns, "decode", 4, child("serve"), rackLabel)
+	createGang(t, ns, "decode", 4, "2")
+	createGang(t, ns, "prefill", 2, "3")
+	waitForBoundMembers(t, ns, "decode", 4)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	decode, prefill := racksOf(t, ns, "decode"), racksOf(t, ns, "prefill")
+	if len(decode) != 1 || len(prefill) != 1 || decode["gg-r1"] > 0 || prefill["gg-r1"] > 0 {
+		t.Errorf("racks: decode %v, prefill %v; want each in one rack of block gg-b2", decode, prefill)
+	}
+	waitForEvent(t, ns, "decode", podgroup.ReasonDomainChosen, schedulerName)
 }
 
 // waitCompositeStatus waits until the composite PodGroup's Scheduled condition has reason and a

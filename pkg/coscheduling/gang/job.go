@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"fmt"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,28 @@ type Job struct {
 	// with the gang's own members (see gangfit.CheckTogether).
 	Together []gangfit.Group
 	Job      string
+	// Domain is the domain the job holds its groups in (nil: none).
+	Domain *TreeDomain
+}
+
+// TreeDomain is the domain of a required topology key that a job of several roles holds its groups in
+// (see tree.Branch.DomainAbove).
+type TreeDomain struct {
+	// Composite is the key of the composite whose domain it is, Key its label key, Value the domain
+	// its bound or reserved members pin ("": the check chooses one where the job fits).
+	Composite, Key, Value string
+}
+
+// Placement is the domain Value of the job's key on nodes.
+func (td *TreeDomain) Placement(nodes []fwk.NodeInfo) gangfit.Placement {
+	p := gangfit.Placement{Key: td.Key, Value: td.Value, Level: gangfit.LevelRequired, Nodes: sets.New[string](),
+		Message: fmt.Sprintf("placed in %s=%s with the other groups of its job %s", td.Key, td.Value, td.Composite)}
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && n.Labels[td.Key] == td.Value {
+			p.Nodes.Insert(n.Name)
+		}
+	}
+	return p
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -63,17 +86,94 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		d.Placement = &p
 		return d
 	}
-	res, f := gangfit.Check(j.Logger, j.Gang, j.Candidates, j.Need, j.Nodes, j.MinResources, j.Counted, j.Claimed, fit)
-	d.Result = j.place(d, res, f)
+	on := j
+	var domain *gangfit.Placement
+	if j.Domain != nil {
+		// The checks of the job's domain read its nodes only: the shared capacity table, kept for the
+		// whole cluster, is not used for them.
+		fit = (*gangfit.Shared)(nil).WithDevices(devicesOf(fit))
+		p, ok := j.chooseDomain(fit)
+		if !ok {
+			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, j.Domain.Key, j.Domain.Composite)}
+			return d
+		}
+		in := *j
+		in.Nodes = onNodes(j.Nodes, p.Nodes)
+		on, domain = &in, &p
+	}
+	res, f := gangfit.Check(on.Logger, on.Gang, on.Candidates, on.Need, on.Nodes, on.MinResources, on.Counted, on.Claimed, fit)
+	d.Result = on.place(d, res, f)
 	f.Done()
-	if d.Result.Feasible && len(j.Together) > 0 {
+	if !d.Result.Feasible && domain != nil {
+		// Short in its job's domain: preempting for the group alone would not know the domain.
+		d.Result.Tree, d.Result.Message = true, "in "+domain.Key+"="+domain.Value+", its job's domain: "+d.Result.Message
+	}
+	if d.Result.Feasible && len(on.Together) > 0 {
 		// The job's other groups with it, once its own check has released the shared table.
-		groups := append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
-		if t := gangfit.CheckTogether(j.Logger, j.Job, groups, j.Nodes, j.Claimed, fit); !t.Feasible {
+		if t := on.together(fit); !t.Feasible {
 			d.Result, d.Placement, d.Plan = t, nil, nil
 		}
 	}
+	if d.Result.Feasible && d.Placement == nil && domain != nil {
+		d.Placement = domain
+	}
 	return d
+}
+
+// together is the whole-tree check of the job's groups on j's nodes (see gangfit.CheckTogether).
+func (j *Job) together(fit *gangfit.Shared) gangfit.Result {
+	groups := append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
+	return gangfit.CheckTogether(j.Logger, j.Job, groups, j.Nodes, j.Claimed, fit)
+}
+
+// chooseDomain is the job's domain: the one its members pin, else the first of its key's domains (in
+// name order) where the gang's missing members fit, together with those of the groups its job needs.
+// O(domains × check).
+func (j *Job) chooseDomain(fit *gangfit.Shared) (gangfit.Placement, bool) {
+	td := *j.Domain
+	if td.Value != "" {
+		return td.Placement(j.Nodes), true
+	}
+	values := sets.New[string]()
+	for _, ni := range j.Nodes {
+		if n := ni.Node(); n != nil {
+			if v, ok := n.Labels[td.Key]; ok {
+				values.Insert(v)
+			}
+		}
+	}
+	for _, v := range sets.List(values) {
+		td.Value = v
+		p := td.Placement(j.Nodes)
+		in := *j
+		in.Nodes = onNodes(j.Nodes, p.Nodes)
+		res, f := gangfit.Check(in.Logger, in.Gang, in.Candidates, in.Need, in.Nodes, nil, in.Counted, in.Claimed, fit)
+		f.Done()
+		if res.Feasible && (len(in.Together) == 0 || in.together(fit).Feasible) {
+			p.Message = fmt.Sprintf("placed in %s=%s with the other groups of its job %s (chosen: the first domain of %s where they fit)", td.Key, v, td.Composite, td.Key)
+			return p, true
+		}
+	}
+	return gangfit.Placement{}, false
+}
+
+// onNodes are the nodes named in names.
+func onNodes(nodes []fwk.NodeInfo, names sets.Set[string]) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, 0, names.Len())
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && names.Has(n.Name) {
+			out = append(out, ni)
+		}
+	}
+	return out
+}
+
+// devicesOf is fit's device model (nil: none).
+func devicesOf(fit *gangfit.Shared) gangfit.DeviceSource {
+	if fit == nil {
+		return nil
+	}
+	return fit.Devices
 }
 
 // place gives a gang that fits its domain (its topology policy's) and its plan, over the check f.
@@ -105,7 +205,8 @@ func (d *Done) For(j *Job) bool {
 	k := o.Key
 	k.Epoch = j.Key.Epoch
 	return o.Extra == j.Extra && o.Gang == j.Gang && o.Need == j.Need && k.Matches(j.Key) && sameUIDs(o.Candidates, j.Candidates) &&
-		slices.EqualFunc(o.Together, j.Together, func(a, b gangfit.Group) bool { return a.Key == b.Key && a.Need == b.Need })
+		slices.EqualFunc(o.Together, j.Together, func(a, b gangfit.Group) bool { return a.Key == b.Key && a.Need == b.Need }) &&
+		(o.Domain == nil) == (j.Domain == nil) && (o.Domain == nil || *o.Domain == *j.Domain)
 }
 
 // sameUIDs reports whether a and b are the same pods, in any order.

@@ -292,7 +292,15 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 		}
 		return g.narrow(in, out, g.Placement)
 	case Extra:
+		// A member past the quorum stays in its job's domain, as its group's own.
+		var domain sets.Set[string]
+		if root := in.tree(); root != nil {
+			if td := g.treeDomain(in, root); td != nil && td.Value != "" {
+				domain = td.Placement(in.Nodes).Nodes
+			}
+		}
 		if in.Policy.Empty() {
+			out.Nodes = domain
 			return out
 		}
 		job := g.extraJob(in, members())
@@ -301,6 +309,13 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 			return out
 		}
 		out.Nodes = placementNodes(in.Done.Placement)
+		if domain != nil {
+			if out.Nodes == nil {
+				out.Nodes = domain
+			} else {
+				out.Nodes = out.Nodes.Intersection(domain)
+			}
+		}
 		return out
 	}
 	return g.check(in, out, members())
@@ -325,10 +340,8 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
 		job.Avoid = g.avoid(in)
 	}
-	if in.Tree != nil {
-		if root := in.Tree(); root != nil {
-			job.Job, job.Together = root.Key(), g.together(in, root)
-		}
+	if root := in.tree(); root != nil {
+		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root), g.treeDomain(in, root)
 	}
 	if !in.Done.For(job) {
 		out.Job = job
@@ -391,6 +404,39 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
 		out = append(out, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
 	}
 	return out
+}
+
+// tree is the member's job (nil: its group is in none).
+func (in PreFilterIn) tree() *tree.Branch {
+	if in.Tree == nil {
+		return nil
+	}
+	return in.Tree()
+}
+
+// treeDomain is the domain the member's job holds its groups in (the outermost composite above the
+// group with a required topology, see tree.Branch.DomainAbove): the one the bound or reserved members
+// of its groups pin, else one the check chooses (Value ""). nil: the job has none, or its members are
+// already in several (placed anywhere, as a flat gang whose bound members share no domain).
+// O(the job's pods).
+func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
+	c, ok := root.DomainAbove(g.Key())
+	if !ok {
+		return nil
+	}
+	var pods []*v1.Pod
+	var reserved []string
+	for _, n := range c.Leaves() {
+		pods = append(pods, in.GroupMembers(n.Key())...)
+		if o := in.Gangs[n.Key()]; o != nil {
+			reserved = append(reserved, o.ReservedNodes()...)
+		}
+	}
+	pinned := gangfit.PinnedDomains(gangfit.Policy{Required: c.Domain}, gangfit.BoundNodes(pods, in.Nodes, reserved...))
+	if pinned != nil && pinned[c.Domain] == "" {
+		return nil
+	}
+	return &TreeDomain{Composite: c.Key(), Key: c.Domain, Value: pinned[c.Domain]}
 }
 
 // narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that

@@ -2,12 +2,15 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
@@ -93,6 +96,83 @@ func TestPreFilterTree(t *testing.T) {
 				if checked := i == 0; out.Checked != checked {
 					t.Errorf("member %d: checked %v, want %v (the second is answered from the cache)", i, out.Checked, checked)
 				}
+			}
+		})
+	}
+}
+
+// TestPreFilterTreeDomain: a job whose composite requires one block: the first group's check chooses
+// the first block where the job's groups fit together, or the block its placed members pin, and the
+// member is narrowed to it; a job no block fits is refused.
+func TestPreFilterTreeDomain(t *testing.T) {
+	role := func(group string, n int, cpu string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+		}
+		return pods
+	}
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey})
+	x.Set(tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"})
+	x.Set(tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
+	root, _ := x.Resolve("ns", "decode")
+	// b1 fits decode alone (8 CPU), b2 the whole job (16 CPU), b3 only a little.
+	nodes := []fwk.NodeInfo{gangtest.RackedNode("b1-0", "z", "b1", "r1"), gangtest.RackedNode("b1-1", "z", "b1", "r1"),
+		gangtest.RackedNode("b3-0", "z", "b3", "r3")}
+	for i := range 4 {
+		nodes = append(nodes, gangtest.RackedNode(fmt.Sprint("b2-", i), "z", "b2", "r2"))
+	}
+	b2 := []string{"b2-0", "b2-1", "b2-2", "b2-3"}
+	reservedOnB3 := func() map[string]*Gang {
+		g := New("ns", "prefill", "p")
+		g.CountReserved("prefill-0", "b3-0")
+		return map[string]*Gang{g.Key(): g}
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []fwk.NodeInfo
+		prefill []*v1.Pod
+		others  func() map[string]*Gang
+		allowed []string
+		msg     string
+	}{
+		{name: "chosen: the first block where the groups fit together", nodes: nodes, prefill: role("prefill", 2, "3"), allowed: b2,
+			msg: "placed in example.com/block=b2 with the other groups of its job ns/serve"},
+		{name: "pinned: the block of a member reserved, where the job does not fit", nodes: nodes, prefill: role("prefill", 2, "3"), others: reservedOnB3,
+			msg: "in example.com/block=b3, its job's domain: PodGroup ns/decode needs 4 more members"},
+		{name: "pinned: the block of a member reserved, where the job fits", nodes: nodes, prefill: role("prefill", 2, "3"), allowed: b2,
+			others: func() map[string]*Gang {
+				g := New("ns", "prefill", "p")
+				g.CountReserved("prefill-0", "b2-3")
+				return map[string]*Gang{g.Key(): g}
+			}, msg: "placed in example.com/block=b2 with the other groups of its job ns/serve"},
+		{name: "no block fits the job: refused", nodes: nodes[:3], prefill: role("prefill", 2, "3"),
+			msg: "no domain of example.com/block fits the groups its job ns/serve needs placed in one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "decode", "uid")
+			gangs := map[string]*Gang{g.Key(): g}
+			if tc.others != nil {
+				for k, o := range tc.others() {
+					gangs[k] = o
+				}
+			}
+			pods := map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": tc.prefill}
+			out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: pods["decode"][0], Want: 4, UID: "uid", Nodes: tc.nodes, CacheTTL: 2 * time.Second,
+				Members: func() []*v1.Pod { return pods["decode"] }, Claimed: func(int32) []*v1.Pod { return nil },
+				Gangs: gangs, Fit: &gangfit.Shared{},
+				Tree:         func() *tree.Branch { return root },
+				GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
+				t.Fatalf("reject %v, tree %v (%s); want %v", out.Reject, out.Tree, out.Message, refused)
+			}
+			if tc.allowed != nil {
+				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) || !out.DomainChosen || !strings.Contains(out.Placement.Message, tc.msg) {
+					t.Errorf("nodes %v, domain chosen %v (%+v); want %v and %q", got, out.DomainChosen, out.Placement, tc.allowed, tc.msg)
+				}
+			} else if !strings.Contains(out.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
 			}
 		})
 	}

@@ -11,6 +11,9 @@ func FromComposite(c *schedulingv1alpha3.CompositePodGroup) Node {
 	if g := c.Spec.SchedulingPolicy.Gang; g != nil {
 		n.Gang, n.Min = true, max(int(g.MinGroupCount), 1)
 	}
+	if sc := c.Spec.SchedulingConstraints; sc != nil && len(sc.Topology) > 0 {
+		n.Domain = sc.Topology[0].Key
+	}
 	if p := c.Spec.ParentCompositePodGroupName; p != nil && *p != "" {
 		n.Parent = InTreeCompositePrefix + *p
 	}

@@ -62,6 +62,10 @@ type Node struct {
 	Parent string
 	// Invalid says why the object's tree fields cannot be used ("" when they can).
 	Invalid string
+	// Domain, for a composite, is the node label key whose one domain holds every pod under it (its
+	// required topology: spec.topologyPolicy.required of ours, the first schedulingConstraints.topology
+	// key of an in-tree one); "" for none.
+	Domain string
 }
 
 // Key is the node's namespace/name.
@@ -101,6 +105,9 @@ func FromPodGroup(pg *v1alpha1.PodGroup, minMember int, gang bool) Node {
 			break
 		}
 		n.Composite, n.Gang, n.Min = true, true, v
+	}
+	if tp := pg.Spec.TopologyPolicy; n.Composite && tp != nil {
+		n.Domain = string(tp.Required)
 	}
 	if n.Parent != "" && n.Parent == n.Name {
 		n.Invalid = fmt.Sprintf("annotation %s names the group itself", AnnotationParent)
@@ -372,4 +379,15 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 		}
 	}
 	return true
+}
+
+// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain (false: none). Its
+// Leaves are the groups that share its domain.
+func (b *Branch) DomainAbove(leaf string) (*Branch, bool) {
+	for _, c := range b.pathTo(leaf) {
+		if c.Domain != "" {
+			return c, true
+		}
+	}
+	return nil, false
 }
