@@ -246,6 +246,11 @@ func TestInTreeComposite(t *testing.T) {
 	if got, want := FromComposite(basic), (Node{Namespace: ns, Name: InTreeCompositePrefix + "top", Composite: true, Min: 1}); got != want {
 		t.Errorf("FromComposite(basic) = %+v, want %+v", got, want)
 	}
+	inBlock := gang.DeepCopy()
+	inBlock.Spec.SchedulingConstraints = &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{Topology: []schedulingv1alpha3.TopologyConstraint{{Key: "example.com/block"}}}
+	if got := FromComposite(inBlock); got.Domain != "example.com/block" {
+		t.Errorf("FromComposite with a topology constraint: domain %q, want example.com/block", got.Domain)
+	}
 	// The in-tree tree: a group under the gang composite under the basic one.
 	x := NewIndex()
 	leaf := Node{Namespace: ns, Name: inTreeGroupPrefix + "a", Gang: true, Min: 2, Parent: InTreeParent(&gang.Name)}
@@ -369,5 +374,28 @@ func TestUnit(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("Unit(%s) = %q, %v; want %q", leaf, got, ok, want)
 		}
+	}
+}
+
+// A composite of ours holds its pods in one domain of its spec's required key; a group's own
+// policy is its own (not the tree's).
+func TestFromPodGroupDomain(t *testing.T) {
+	pg := func(ann map[string]string) *v1alpha1.PodGroup {
+		return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x", Annotations: ann},
+			Spec: v1alpha1.PodGroupSpec{TopologyPolicy: &v1alpha1.TopologyPolicy{Required: "example.com/block"}}}
+	}
+	if n := FromPodGroup(pg(map[string]string{AnnotationMinGroupCount: "2"}), 1, true); n.Domain != "example.com/block" {
+		t.Errorf("composite: domain %q", n.Domain)
+	}
+	if n := FromPodGroup(pg(map[string]string{AnnotationParent: "job"}), 2, true); n.Domain != "" {
+		t.Errorf("leaf: domain %q, want none (its policy is its own)", n.Domain)
+	}
+	x := index(Node{Namespace: ns, Name: "job", Composite: true, Gang: true, Min: 1, Domain: "example.com/block"}, gangOf("mid", "job", 1), group("a", "mid", 2))
+	root, _ := x.Resolve(ns, "a")
+	if c, ok := root.DomainAbove(ns + "/a"); !ok || c.Name != "job" {
+		t.Errorf("DomainAbove(a) = %v, %v; want job", c, ok)
+	}
+	if _, ok := root.DomainAbove(ns + "/none"); ok {
+		t.Error("DomainAbove of a group not in the tree")
 	}
 }
