@@ -61,9 +61,11 @@ func (f *Fit) assign(idx []int) []int {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(i, j int) bool {
-		return dominantShare(f.members[order[i]].req, f.totals) > dominantShare(f.members[order[j]].req, f.totals)
-	})
+	size := make([][]float64, len(f.members))
+	for i, m := range f.members {
+		size[i] = shares(m.req, f.totals)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return bySize(size[order[i]], size[order[j]]) > 0 })
 	out := make([]int, len(f.members))
 	sim := map[int]freeNode{}
 	// kinds counts, with joint devices, the members of each device kind put on a node.

@@ -1,6 +1,7 @@
 package gangfit
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -254,4 +255,37 @@ func dominantShare(r, totals resources) float64 {
 		}
 	}
 	return share
+}
+
+// shares are a member's shares of the cluster's free resources, largest first: members compared by
+// them (see bySize) are ordered by their dominant share, then, where it ties (members that each
+// claim one device, whose share of the free devices is the largest), by their next largest share.
+func shares(r, totals resources) []float64 {
+	out := make([]float64, 0, 2+len(r.scalar))
+	add := func(v, t int64) {
+		switch {
+		case v <= 0:
+		case t > 0:
+			out = append(out, float64(v)/float64(t))
+		default:
+			out = append(out, math.Inf(1))
+		}
+	}
+	add(r.milliCPU, totals.milliCPU)
+	add(r.memory, totals.memory)
+	for i, v := range r.scalar {
+		add(v, scalarAt(totals.scalar, i))
+	}
+	slices.SortFunc(out, func(a, b float64) int { return cmp.Compare(b, a) })
+	return out
+}
+
+// bySize compares two members' shares (see shares): negative when a is the smaller.
+func bySize(a, b []float64) int {
+	for i := range min(len(a), len(b)) {
+		if c := cmp.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
 }
