@@ -18,6 +18,13 @@ package integration
 // of the gang is on the rest of the nodes by the same argument. A member placed anywhere else (a small
 // launcher on a big worker's node, a CPU-only member on a device node) leaves some member no node, so
 // the gang is placed only if every member is planned before any is reserved, the scarce shapes first.
+//
+// Found by it (open): the plan's first-fit decreasing orders members by dominant share, which for
+// members claiming a device is often the device (1 of the cluster's free ones), the same for every
+// such member whatever its CPU; tied members keep the gang's order, a small one may take a big one's
+// node, and the gang is not planned at all (gangfit.TestPlanShapesDeviceMembersOfTwoSizes is the
+// smallest case). Such gangs are rejected and retried, and some are not bound within the deadline:
+// with devices, most runs fail today; MIXED_SHAPES_DEVICES=0 runs pass.
 
 import (
 	"context"
