@@ -19,12 +19,11 @@ package integration
 // launcher on a big worker's node, a CPU-only member on a device node) leaves some member no node, so
 // the gang is placed only if every member is planned before any is reserved, the scarce shapes first.
 //
-// Found by it (open): the plan's first-fit decreasing orders members by dominant share, which for
-// members claiming a device is often the device (1 of the cluster's free ones), the same for every
-// such member whatever its CPU; tied members keep the gang's order, a small one may take a big one's
-// node, and the gang is not planned at all (gangfit.TestPlanShapesDeviceMembersOfTwoSizes is the
-// smallest case). Such gangs are rejected and retried, and some are not bound within the deadline:
-// with devices, most runs fail today; MIXED_SHAPES_DEVICES=0 runs pass.
+// Found by it (fixed): the plan's first-fit decreasing ordered members by dominant share alone, which
+// for members claiming a device is often the device, the same for every such member whatever its CPU;
+// tied members kept the gang's order and a small one took a big one's node, so the gang was not
+// planned and was rejected and retried. Members are now ordered by all their shares, largest first
+// (gangfit.TestPlanShapesDeviceMembersOfTwoSizes is the smallest case).
 
 import (
 	"context"
