@@ -109,9 +109,14 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		d.Result.Tree, d.Result.Message = true, "in "+domain.Key+"="+domain.Value+", its job's domain: "+d.Result.Message
 	}
 	if d.Result.Feasible && len(on.Together) > 0 {
-		// The job's other groups with it, once its own check has released the shared table.
+		// The job's other groups with it, once its own check has released the shared table, and,
+		// when they fit, planned with it: its members take only the places planned for them.
 		if t := on.together(fit); !t.Feasible {
 			d.Result, d.Placement, d.Plan = t, nil, nil
+		} else if on.Plannable {
+			if p := gangfit.PlanTogether(on.Logger, on.Job, on.groups(), on.Nodes, on.Claimed, fit, d.Placement); p != nil {
+				d.Plan = p
+			}
 		}
 	}
 	if d.Result.Feasible && d.Placement == nil && domain != nil {
@@ -122,8 +127,12 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 
 // together is the whole-tree check of the job's groups on j's nodes (see gangfit.CheckTogether).
 func (j *Job) together(fit *gangfit.Shared) gangfit.Result {
-	groups := append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
-	return gangfit.CheckTogether(j.Logger, j.Job, groups, j.Nodes, j.Claimed, fit)
+	return gangfit.CheckTogether(j.Logger, j.Job, j.groups(), j.Nodes, j.Claimed, fit)
+}
+
+// groups are the gang's own and the job's other groups the check places with it.
+func (j *Job) groups() []gangfit.Group {
+	return append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
 }
 
 // chooseDomain is the job's domain: the one its members pin, else the first of its key's domains (in

@@ -61,11 +61,29 @@ func (f *Fit) assign(idx []int) []int {
 	for i := range order {
 		order[i] = i
 	}
-	size := make([][]float64, len(f.members))
+	// Largest first; among members of one size, those that may use fewer nodes first.
+	size, usable := make([][]float64, len(f.members)), make([]int, len(f.members))
+	byClass := map[int]int{} // nodes usable per class of constraints: counted once per class
 	for i, m := range f.members {
 		size[i] = shares(m.req, f.totals)
+		c := f.eligible.key(m.pod)
+		n, ok := byClass[c]
+		if !ok {
+			for _, e := range f.eligible.of(m.pod) {
+				if e {
+					n++
+				}
+			}
+			byClass[c] = n
+		}
+		usable[i] = n
 	}
-	sort.SliceStable(order, func(i, j int) bool { return bySize(size[order[i]], size[order[j]]) > 0 })
+	sort.SliceStable(order, func(i, j int) bool {
+		if c := bySize(size[order[i]], size[order[j]]); c != 0 {
+			return c > 0
+		}
+		return usable[order[i]] < usable[order[j]]
+	})
 	out := make([]int, len(f.members))
 	sim := map[int]freeNode{}
 	// kinds counts, with joint devices, the members of each device kind put on a node.

@@ -30,22 +30,9 @@ type Group struct {
 // feasible. job names the job in the message. An infeasible Result has Tree set and no Shortfall
 // (its numbers would be the job's, not the group's).
 func CheckTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) Result {
-	var members []*v1.Pod
-	var names []string
-	need := 0
-	for _, g := range groups {
-		switch {
-		case g.Need <= 0:
-			continue
-		case len(g.Candidates) < g.Need, len(g.Candidates) > g.Need && !Alike(g.Candidates):
-			return Result{Feasible: true}
-		}
-		members = append(members, g.Candidates[:g.Need]...)
-		names = append(names, fmt.Sprintf("%s: %d", g.Key, g.Need))
-		need += g.Need
-	}
-	if len(names) < 2 {
-		return Result{Feasible: true} // one group left: its own check said
+	members, names, need, judged := together(groups)
+	if !judged {
+		return Result{Feasible: true}
 	}
 	res, f := Check(logger, job, members, need, nodes, nil, nil, claimed, shared)
 	f.Done()
@@ -54,6 +41,38 @@ func CheckTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.N
 	}
 	return Result{Tree: true, Message: fmt.Sprintf("PodGroup %s fits, but not together with the groups its job %s needs with it (members to place: %s): %s",
 		groups[0].Key, job, strings.Join(names, ", "), res.Message)}
+}
+
+// PlanTogether is the placement plan (see PlanPlacement) of the job's groups that CheckTogether
+// found to fit, within in (nil: anywhere): every member of every group given a node at once, so that
+// the first group's members are offered only the places planned for them, not those another group of
+// the job needs. nil when there is nothing to plan together or no plan.
+func PlanTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared, in *Placement) *PlacementPlan {
+	members, _, need, judged := together(groups)
+	if !judged {
+		return nil
+	}
+	f := New(logger, job, members, need, nodes, nil, claimed, shared, false)
+	defer f.Done()
+	return PlanPlacement(f, in)
+}
+
+// together is the members CheckTogether places, each group's first Need: judged is false when the
+// job is not judged (see CheckTogether); names say each group's part.
+func together(groups []Group) (members []*v1.Pod, names []string, need int, judged bool) {
+	for _, g := range groups {
+		switch {
+		case g.Need <= 0:
+			continue
+		case len(g.Candidates) < g.Need, len(g.Candidates) > g.Need && !Alike(g.Candidates):
+			return nil, nil, 0, false
+		}
+		members = append(members, g.Candidates[:g.Need]...)
+		names = append(names, fmt.Sprintf("%s: %d", g.Key, g.Need))
+		need += g.Need
+	}
+	// One group left: its own check said.
+	return members, names, need, len(names) >= 2
 }
 
 // Alike reports whether pods are interchangeable for the check: the same requests, node constraints

@@ -81,3 +81,47 @@ func TestAlikeGroups(t *testing.T) {
 		})
 	}
 }
+
+// The job's groups planned together: a role that may go anywhere is planned beside the room a role
+// kept to a few nodes needs, not on it (members of one size: the more constrained first).
+func TestPlanTogether(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	role := func(group string, n int, only string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = member(fmt.Sprintf("%s-%d", group, i), group, "3")
+			if only != "" {
+				pods[i].Spec.NodeSelector = map[string]string{"pool": only}
+			}
+		}
+		return pods
+	}
+	small := func(name string) fwk.NodeInfo {
+		ni := node(name, "4")
+		n := ni.Node().DeepCopy()
+		n.Labels = map[string]string{"pool": "x"}
+		ni.SetNode(n)
+		return ni
+	}
+	anyRole, onX := role("any", 2, ""), role("onx", 2, "x")
+	for _, groups := range [][]Group{
+		{{Key: "ns/any", Candidates: anyRole, Need: 2}, {Key: "ns/onx", Candidates: onX, Need: 2}},
+		{{Key: "ns/onx", Candidates: onX, Need: 2}, {Key: "ns/any", Candidates: anyRole, Need: 2}},
+	} {
+		t.Run(groups[0].Key+" first", func(t *testing.T) {
+			nodes := []fwk.NodeInfo{small("x-0"), small("x-1"), node("big", "8")}
+			if res := CheckTogether(logger, "ns/job", groups, nodes, nil, nil); !res.Feasible {
+				t.Fatalf("the job fits: %s", res.Message)
+			}
+			p := PlanTogether(logger, "ns/job", groups, nodes, nil, nil, nil)
+			if p == nil {
+				t.Fatal("no plan")
+			}
+			for _, pn := range p.Nodes {
+				if want := ShapeOf(onX[0]); pn.Name != "big" && pn.Shape != want {
+					t.Errorf("plan %+v: the small nodes are onx's", p.Nodes)
+				}
+			}
+		})
+	}
+}
