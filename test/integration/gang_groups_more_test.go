@@ -1,16 +1,22 @@
 package integration
 
-// Jobs of several roles (gang groups) with devices.
+// Jobs of several roles (gang groups) with devices, and across a scheduler failover.
 
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -121,4 +127,136 @@ func TestGangGroupsWithDevices(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// failoverConfig writes a configuration for a replica of the failover test: the shipped profiles,
+// kubeconfig, and a lease of its own in ns with short timings (a killed leader is replaced within
+// about 5 s).
+func failoverConfig(t *testing.T, ns, kubeconfig string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: true
+  resourceName: custom-scheduler
+  resourceNamespace: %s
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 1s
+profiles:
+%s`, kubeconfig, ns, shippedProfiles(t))
+	path := filepath.Join(t.TempDir(), "failover-"+filepath.Base(kubeconfig)+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// waitLeading waits until p's log says it acquired the lease.
+func waitLeading(t *testing.T, ns string, p *binaryProcess) {
+	t.Helper()
+	waitFor(t, ns, p.name+" to lead", func(context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("%s exited:\n%s", p.name, tail(p.logText(), 30))
+		}
+		return strings.Contains(p.logText(), "Successfully acquired lease"), nil
+	})
+}
+
+// bindingOf matches a POST of the binding of a pod whose name has prefix.
+func bindingOf(prefix string) func(*http.Request) bool {
+	binding := podPath("binding")
+	return func(r *http.Request) bool {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		return binding(r) && strings.HasPrefix(parts[5], prefix)
+	}
+}
+
+// TestGangGroupsFailover: the leader is killed (SIGKILL) in the middle of two jobs of two roles each
+// (gang composites needing both, 2 members of 1 CPU per role), and the standby takes over.
+//   - mb (mid-bind): the leader let both roles through; mb-a's binds reached the apiserver, mb-b's are
+//     held in a proxy in front of the leader until it dies, so they never do: the kill lands between
+//     the two roles' binds, every run. The new leader must bind mb-b whole. The composite is short
+//     from mb-a's binds until then: it is watched with the failover in its window.
+//   - hj (held): hj-a's members are reserved and wait at Permit for hj-b, whose members exist but are
+//     held back (heldAnnotation). Once the standby leads, hj-b's held pods are deleted and new ones
+//     created: the job must bind whole, and nothing of it before (the composite watched strictly).
+func TestGangGroupsFailover(t *testing.T) {
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 2, "4")
+	var blocked atomic.Int32
+	cut := make(chan struct{})
+	t.Cleanup(func() { close(cut) })
+	proxy := startFaultProxy(t, 0, []faultRule{{name: "mb-b-binding", method: http.MethodPost, rate: 1,
+		match: func(r *http.Request) bool {
+			if !bindingOf("mb-b-")(r) {
+				return false
+			}
+			// Held until the leader that sent it is gone; then failed, never forwarded.
+			blocked.Add(1)
+			select {
+			case <-r.Context().Done():
+			case <-cut:
+			}
+			return true
+		}}})
+	leader := startBinary(t, "leader", "--config="+failoverConfig(t, ns, proxy.kubeconfig), "--secure-port=0", "--v=2")
+	waitLeading(t, ns, leader)
+	standby := startBinary(t, "standby", "--config="+failoverConfig(t, ns, adminKubeconfig), "--secure-port=0", "--v=2")
+
+	for _, g := range []string{"mb-a", "mb-b", "hj-a", "hj-b"} {
+		watchWhole(t, ns, g, 2, nil)
+	}
+	watchTrees(t, ns, []*tnode{twoRoles("hj", "hj-a", "hj-b", 2)})
+	// mb's composite: short from mb-a's binds until the new leader binds mb-b (the lease, 4 s, and
+	// the new leader's first cycles).
+	watchTreesWithin(t, ns, []*tnode{twoRoles("mb", "mb-a", "mb-b", 2)}, 20*time.Second)
+
+	// mb: both roles let through at once; mb-b's binds are held by the proxy.
+	createGroupIn(t, ns, "mb", 1, gangComposite(2))
+	createGroupIn(t, ns, "mb-a", 2, child("mb"))
+	createGroupIn(t, ns, "mb-b", 2, child("mb"))
+	createGang(t, ns, "mb-a", 2, "1")
+	createGang(t, ns, "mb-b", 2, "1")
+	waitForBoundMembers(t, ns, "mb-a", 2)
+	waitFor(t, ns, "mb-b's two binds held by the proxy", func(context.Context) (bool, error) { return blocked.Load() == 2, nil })
+
+	// hj: hj-a reserved and waiting for hj-b, whose members are held back.
+	createGroupIn(t, ns, "hj", 1, gangComposite(2))
+	createGroupIn(t, ns, "hj-a", 2, child("hj"))
+	createGroupIn(t, ns, "hj-b", 2, child("hj"))
+	createHeldMembers(t, ns, "hj-b", 2, 2, "1")
+	createGang(t, ns, "hj-a", 2, "1")
+	waitFor(t, ns, "hj-a's members reserved", func(ctx context.Context) (bool, error) {
+		c := findScheduled(getPodGroup(t, ns, "hj-a").Status.Conditions)
+		return c != nil && c.Reason == podgroup.ReasonQuorumReached, nil
+	})
+	consistentlyNoneBound(t, time.Second, ns, "mb-b", "hj-a", "hj-b")
+
+	leader.kill(t, syscall.SIGKILL)
+	killed := time.Now()
+	waitLeading(t, ns, standby)
+	t.Logf("the standby leads %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+	// hj-b's pods are made anew under the new leader.
+	forceDelete(t, ns, "hj-b-0", "hj-b-1")
+	waitFor(t, ns, "hj-b's held pods gone", func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, "hj-b")
+		return err == nil && len(pods) == 0, err
+	})
+	createMembers(t, ns, "hj-b", "hj-b-new", 2, "1")
+
+	for _, g := range []string{"mb-a", "mb-b", "hj-a", "hj-b"} {
+		waitForBoundMembers(t, ns, g, 2)
+	}
+	t.Logf("every group whole %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if _, err := client.CoreV1().Pods(ns).Get(context.Background(), "hj-b-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("hj-b-0 (deleted) is still there: %v", err)
+	}
+	if n := blocked.Load(); n != 2 {
+		t.Errorf("the proxy held %d binds of mb-b, want 2 (the dead leader's only)", n)
+	}
+	assertScheduledOnce(t, ns)
 }
