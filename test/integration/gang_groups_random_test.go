@@ -119,11 +119,19 @@ func (n *tnode) shortComposites(bound map[string]int) []string {
 // (shortComposites) for longer than bindGrace.
 func watchTrees(t *testing.T, ns string, jobs []*tnode) {
 	t.Helper()
+	watchTreesWithin(t, ns, jobs, bindGrace)
+}
+
+// watchTreesWithin is watchTrees with another window than bindGrace (say why where it is used). It
+// logs the longest short episode seen.
+func watchTreesWithin(t *testing.T, ns string, jobs []*tnode, bindGrace time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		mu         sync.Mutex
 		violations []string
 		polls      int
+		longest    time.Duration
 		done       = make(chan struct{})
 	)
 	go func() {
@@ -164,13 +172,14 @@ func watchTrees(t *testing.T, ns string, jobs []*tnode) {
 					}
 				}
 			}
+			mu.Lock()
 			for name := range since {
+				longest = max(longest, now.Sub(since[name]))
 				if !short[name] {
 					delete(since, name)
 					delete(reported, name)
 				}
 			}
-			mu.Lock()
 			polls++
 			mu.Unlock()
 		}
@@ -180,7 +189,7 @@ func watchTrees(t *testing.T, ns string, jobs []*tnode) {
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		t.Logf("tree invariant in %s: %d polls", ns, polls)
+		t.Logf("tree invariant in %s: %d polls, longest short episode %v (window %v)", ns, polls, longest.Round(time.Millisecond), bindGrace)
 		for _, v := range violations {
 			t.Errorf("tree invariant violated: %s", v)
 		}

@@ -1,0 +1,305 @@
+package integration
+
+// Jobs of several roles (gang groups) with devices, and across a scheduler failover.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+)
+
+// twoRoles is the tree of a job named name of two roles a and b, each needing min members, under a
+// gang composite needing both (for watchTrees).
+func twoRoles(name, a, b string, min int) *tnode {
+	return &tnode{name: name, composite: true, min: 2, children: []*tnode{{name: a, min: min}, {name: b, min: min}}}
+}
+
+// infeasibleTogether waits for a GangInfeasible event on a PodGroup of ns saying it fits alone but not
+// with the groups its job needs, and returns it.
+func infeasibleTogether(t *testing.T, ns, job string) v1.Event {
+	t.Helper()
+	var found v1.Event
+	waitFor(t, ns, "a GangInfeasible event naming the groups that do not fit together", func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(evs.Items, func(e v1.Event) bool {
+			return e.InvolvedObject.Kind == "PodGroup" && e.Reason == podgroup.ReasonGangInfeasible &&
+				strings.Contains(e.Message, "not together with the groups its job "+ns+"/"+job+" needs")
+		})
+		if i >= 0 {
+			found = evs.Items[i]
+		}
+		return i >= 0, nil
+	})
+	return found
+}
+
+// allocatedClaims counts the namespace's ResourceClaims with an allocation.
+func allocatedClaims(ctx context.Context, ns string) (int, error) {
+	claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range claims.Items {
+		if c.Status.Allocation != nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// TestGangGroupsWithDevices: a job of two roles under a gang composite needing both: gpu (2 members
+// of 3 CPU, each a device from a ResourceClaimTemplate) and cpu (2 members of 3 CPU, no device). Two
+// device nodes of 4 CPU and one device each fit either role alone, not both. Nothing of the job binds
+// and no claim is allocated; the PodGroup says the roles do not fit together. A CPU node of 8 CPU
+// makes room: both roles bind whole, gpu on the device nodes. The tree invariant is watched throughout.
+func TestGangGroupsWithDevices(t *testing.T) {
+	needControllerManager(t)
+	ns := testNamespace(t)
+	e := newDRAEnv(t, ns, false)
+	e.claimTemplate(t, "gpu")
+	for i := range 2 {
+		e.node(t, fmt.Sprintf("%s-gpu-%d", ns, i), "4", "job", 1, nil)
+	}
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+
+	watchWhole(t, ns, "gpu", 2, nil)
+	watchWhole(t, ns, "cpu", 2, nil)
+	watchTrees(t, ns, []*tnode{twoRoles("serve", "gpu", "cpu", 2)})
+	createGroupIn(t, ns, "serve", 1, gangComposite(2))
+	createGroupIn(t, ns, "gpu", 2, child("serve"))
+	createGroupIn(t, ns, "cpu", 2, child("serve"))
+	for i := range 2 {
+		createPod(t, e.claimPod(fmt.Sprintf("gpu-%d", i), "gpu", "3", "job", "gpu"))
+		createPod(t, e.pod(fmt.Sprintf("cpu-%d", i), "cpu", "3", "job"))
+	}
+
+	ev := infeasibleTogether(t, ns, "serve")
+	t.Logf("%s on PodGroup %s: %s", ev.Reason, ev.InvolvedObject.Name, ev.Message)
+	consistently(t, 8*time.Second, "no member of the job is bound and no claim is allocated", func(ctx context.Context) (bool, error) {
+		for _, g := range []string{"gpu", "cpu"} {
+			if n, err := boundMembers(ctx, ns, g); err != nil || n != 0 {
+				return false, err
+			}
+		}
+		n, err := allocatedClaims(ctx, ns)
+		return n == 0, err
+	})
+
+	cpuNode := ns + "-cpu"
+	e.node(t, cpuNode, "8", "job", 0, nil)
+	for name, node := range waitForDRAGangBound(t, ns, "gpu", 2) {
+		if node == cpuNode {
+			t.Errorf("gpu member %s is on the CPU node %s", name, node)
+		}
+	}
+	waitForBoundMembers(t, ns, "cpu", 2)
+	if pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("%s on %s", p.Name, p.Spec.NodeName)
+		}
+	}
+	if n, err := allocatedClaims(context.Background(), ns); err != nil || n != 2 {
+		t.Errorf("%d claims allocated (%v), want 2 (one per gpu member)", n, err)
+	}
+	consistently(t, 2*time.Second, "both roles stay bound whole", func(ctx context.Context) (bool, error) {
+		for _, g := range []string{"gpu", "cpu"} {
+			if n, err := groupLiveBound(ctx, ns, g); err != nil || n != 2 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestGangGroupsPlannedTogether: the whole-tree check finds that a job's roles fit together, but
+// each role is then planned alone. Role any (2 members of 3 CPU, any node) goes first (its PodGroup
+// is older) and its plan takes the tightest nodes, the two 4-CPU nodes of role x; role onx (2 members
+// of 3 CPU) may use only those. So any reserves the room onx needs, onx finds no room and the job's
+// attempt is rejected and backs off, though one 8-CPU node holds any and the x nodes hold onx.
+func TestGangGroupsPlannedTogether(t *testing.T) {
+	if os.Getenv("GANG_GROUPS_PLANNED_TOGETHER") == "" {
+		t.Skip("known gap: each group of a job is planned alone after the whole-tree check, so the first may take the room the others need (GANG_GROUPS_PLANNED_TOGETHER=1 runs it)")
+	}
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	x := map[string]string{"custom-scheduler.test/role": ns + "-x"}
+	createNode(t, ns+"-x-0", "4", "8Gi", x)
+	createNode(t, ns+"-x-1", "4", "8Gi", x)
+	createNode(t, ns+"-big", "8", "8Gi", nil)
+	watchWhole(t, ns, "any", 2, nil)
+	watchWhole(t, ns, "onx", 2, nil)
+	watchTrees(t, ns, []*tnode{twoRoles("job", "any", "onx", 2)})
+	createGroupIn(t, ns, "job", 1, gangComposite(2))
+	createGroupIn(t, ns, "any", 2, child("job"))
+	time.Sleep(1100 * time.Millisecond) // any's PodGroup is older: its members go first
+	createGroupIn(t, ns, "onx", 2, child("job"))
+	start := time.Now()
+	for i := range 2 {
+		p := gangPod(ns, fmt.Sprintf("onx-%d", i), "onx", "3")
+		p.Spec.NodeSelector = x
+		createPod(t, p)
+	}
+	createGang(t, ns, "any", 2, "3")
+	waitForBoundMembers(t, ns, "any", 2)
+	waitForBoundMembers(t, ns, "onx", 2)
+	t.Logf("the job bound whole %v after its pods were created", time.Since(start).Round(time.Millisecond))
+	evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "PodGroup" && (e.Reason == podgroup.ReasonGangRejected || e.Reason == podgroup.ReasonGangInfeasible) {
+			t.Errorf("PodGroup %s: %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+// failoverConfig writes a configuration for a replica of the failover test: the shipped profiles,
+// kubeconfig, and a lease of its own in ns with short timings (a killed leader is replaced within
+// about 5 s).
+func failoverConfig(t *testing.T, ns, kubeconfig string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: true
+  resourceName: custom-scheduler
+  resourceNamespace: %s
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 1s
+profiles:
+%s`, kubeconfig, ns, shippedProfiles(t))
+	path := filepath.Join(t.TempDir(), "failover-"+filepath.Base(kubeconfig)+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// waitLeading waits until p's log says it acquired the lease.
+func waitLeading(t *testing.T, ns string, p *binaryProcess) {
+	t.Helper()
+	waitFor(t, ns, p.name+" to lead", func(context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("%s exited:\n%s", p.name, tail(p.logText(), 30))
+		}
+		return strings.Contains(p.logText(), "Successfully acquired lease"), nil
+	})
+}
+
+// bindingOf matches a POST of the binding of a pod whose name has prefix.
+func bindingOf(prefix string) func(*http.Request) bool {
+	binding := podPath("binding")
+	return func(r *http.Request) bool {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		return binding(r) && strings.HasPrefix(parts[5], prefix)
+	}
+}
+
+// TestGangGroupsFailover: the leader is killed (SIGKILL) in the middle of two jobs of two roles each
+// (gang composites needing both, 2 members of 1 CPU per role), and the standby takes over.
+//   - mb (mid-bind): the leader let both roles through; mb-a's binds reached the apiserver, mb-b's are
+//     held in a proxy in front of the leader until it dies, so they never do: the kill lands between
+//     the two roles' binds, every run. The new leader must bind mb-b whole. The composite is short
+//     from mb-a's binds until then: it is watched with the failover in its window.
+//   - hj (held): hj-a's members are reserved and wait at Permit for hj-b, whose members exist but are
+//     held back (heldAnnotation). Once the standby leads, hj-b's held pods are deleted and new ones
+//     created: the job must bind whole, and nothing of it before (the composite watched strictly).
+func TestGangGroupsFailover(t *testing.T) {
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 2, "4")
+	var blocked atomic.Int32
+	cut := make(chan struct{})
+	t.Cleanup(func() { close(cut) })
+	proxy := startFaultProxy(t, 0, []faultRule{{name: "mb-b-binding", method: http.MethodPost, rate: 1,
+		match: func(r *http.Request) bool {
+			if !bindingOf("mb-b-")(r) {
+				return false
+			}
+			// Held until the leader that sent it is gone; then failed, never forwarded.
+			blocked.Add(1)
+			select {
+			case <-r.Context().Done():
+			case <-cut:
+			}
+			return true
+		}}})
+	leader := startBinary(t, "leader", "--config="+failoverConfig(t, ns, proxy.kubeconfig), "--secure-port=0", "--v=2")
+	waitLeading(t, ns, leader)
+	standby := startBinary(t, "standby", "--config="+failoverConfig(t, ns, adminKubeconfig), "--secure-port=0", "--v=2")
+
+	for _, g := range []string{"mb-a", "mb-b", "hj-a", "hj-b"} {
+		watchWhole(t, ns, g, 2, nil)
+	}
+	watchTrees(t, ns, []*tnode{twoRoles("hj", "hj-a", "hj-b", 2)})
+	// mb's composite: short from mb-a's binds until the new leader binds mb-b (the lease, 4 s, and
+	// the new leader's first cycles).
+	watchTreesWithin(t, ns, []*tnode{twoRoles("mb", "mb-a", "mb-b", 2)}, 20*time.Second)
+
+	// mb: both roles let through at once; mb-b's binds are held by the proxy.
+	createGroupIn(t, ns, "mb", 1, gangComposite(2))
+	createGroupIn(t, ns, "mb-a", 2, child("mb"))
+	createGroupIn(t, ns, "mb-b", 2, child("mb"))
+	createGang(t, ns, "mb-a", 2, "1")
+	createGang(t, ns, "mb-b", 2, "1")
+	waitForBoundMembers(t, ns, "mb-a", 2)
+	waitFor(t, ns, "mb-b's two binds held by the proxy", func(context.Context) (bool, error) { return blocked.Load() == 2, nil })
+
+	// hj: hj-a reserved and waiting for hj-b, whose members are held back.
+	createGroupIn(t, ns, "hj", 1, gangComposite(2))
+	createGroupIn(t, ns, "hj-a", 2, child("hj"))
+	createGroupIn(t, ns, "hj-b", 2, child("hj"))
+	createHeldMembers(t, ns, "hj-b", 2, 2, "1")
+	createGang(t, ns, "hj-a", 2, "1")
+	waitFor(t, ns, "hj-a's members reserved", func(ctx context.Context) (bool, error) {
+		c := findScheduled(getPodGroup(t, ns, "hj-a").Status.Conditions)
+		return c != nil && c.Reason == podgroup.ReasonQuorumReached, nil
+	})
+	consistentlyNoneBound(t, time.Second, ns, "mb-b", "hj-a", "hj-b")
+
+	leader.kill(t, syscall.SIGKILL)
+	killed := time.Now()
+	waitLeading(t, ns, standby)
+	t.Logf("the standby leads %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+	// hj-b's pods are made anew under the new leader.
+	forceDelete(t, ns, "hj-b-0", "hj-b-1")
+	waitFor(t, ns, "hj-b's held pods gone", func(ctx context.Context) (bool, error) {
+		pods, err := groupPods(ctx, ns, "hj-b")
+		return err == nil && len(pods) == 0, err
+	})
+	createMembers(t, ns, "hj-b", "hj-b-new", 2, "1")
+
+	for _, g := range []string{"mb-a", "mb-b", "hj-a", "hj-b"} {
+		waitForBoundMembers(t, ns, g, 2)
+	}
+	t.Logf("every group whole %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if _, err := client.CoreV1().Pods(ns).Get(context.Background(), "hj-b-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("hj-b-0 (deleted) is still there: %v", err)
+	}
+	if n := blocked.Load(); n != 2 {
+		t.Errorf("the proxy held %d binds of mb-b, want 2 (the dead leader's only)", n)
+	}
+	assertScheduledOnce(t, ns)
+}
