@@ -129,15 +129,12 @@ func TestGangGroupsWithDevices(t *testing.T) {
 	})
 }
 
-// TestGangGroupsPlannedTogether: the whole-tree check finds that a job's roles fit together, but
-// each role is then planned alone. Role any (2 members of 3 CPU, any node) goes first (its PodGroup
-// is older) and its plan takes the tightest nodes, the two 4-CPU nodes of role x; role onx (2 members
-// of 3 CPU) may use only those. So any reserves the room onx needs, onx finds no room and the job's
-// attempt is rejected and backs off, though one 8-CPU node holds any and the x nodes hold onx.
+// TestGangGroupsPlannedTogether: a job's roles are planned together. Role any (2 members of 3 CPU,
+// any node) goes first (its PodGroup is older); role onx (2 members of 3 CPU) may use only the two
+// 4-CPU nodes of pool x, and one 8-CPU node holds any. Planned alone, any took the tightest nodes,
+// x's, onx found no room, and the job was rejected and backed off (1 to 3 rounds, 10 to 30 s): the
+// job must bind whole at its first attempt.
 func TestGangGroupsPlannedTogether(t *testing.T) {
-	if os.Getenv("GANG_GROUPS_PLANNED_TOGETHER") == "" {
-		t.Skip("known gap: each group of a job is planned alone after the whole-tree check, so the first may take the room the others need (GANG_GROUPS_PLANNED_TOGETHER=1 runs it)")
-	}
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
 	x := map[string]string{"custom-scheduler.test/role": ns + "-x"}
