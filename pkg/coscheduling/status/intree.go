@@ -47,6 +47,13 @@ func InTreeConditions(existing []metav1.Condition, st v1alpha1.PodGroupStatus, d
 		want = append(want, metav1.Condition{Type: schedulingv1beta1.DisruptionTarget, Status: metav1.ConditionTrue,
 			Reason: schedulingv1beta1.PodGroupReasonPreemptionByScheduler, Message: disruption, ObservedGeneration: generation})
 	}
+	return changedConditions(existing, want, now)
+}
+
+// changedConditions returns those of want that differ from existing (status, reason, message or
+// observedGeneration), each with its lastTransitionTime: existing's while its status and reason stay,
+// now's otherwise.
+func changedConditions(existing, want []metav1.Condition, now time.Time) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range want {
 		old := meta.FindStatusCondition(existing, c.Type)
