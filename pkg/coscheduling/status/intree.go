@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The status of in-tree PodGroups (scheduling.k8s.io/v1beta1). Their API has conditions only, of its
@@ -90,10 +92,16 @@ func inTreeScheduled(existing []metav1.Condition, st v1alpha1.PodGroupStatus, ge
 }
 
 // Disrupted records that the in-tree group of victim is being preempted whole (msg says for whom),
-// for its DisruptionTarget condition; it is forgotten with the group. Groups of ours, and a nil
-// Updater, take no note.
+// for its DisruptionTarget condition; it is forgotten with the group. A victim whose unit is an
+// in-tree CompositePodGroup (a job of several roles) marks that composite and the in-tree composites
+// under it instead (see disruptComposites). Groups of ours, and a nil Updater, take no note.
 func (u *Updater) Disrupted(victim *v1.Pod, msg string) {
 	name, ok := podgroup.UnitOf(victim)
+	if u != nil && ok && strings.HasPrefix(name, tree.InTreeCompositePrefix) {
+		// A job of several roles, preempted whole: its in-tree composites say so.
+		u.disruptComposites(victim.Namespace, name, msg)
+		return
+	}
 	if _, inTree := podgroup.InTreeName(name); u == nil || !ok || !inTree {
 		return
 	}

@@ -1,16 +1,23 @@
 package status
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The conditions of in-tree CompositePodGroups (scheduling.k8s.io/v1alpha3). Their API has
@@ -116,4 +123,134 @@ func (c Child) unschedulable() string {
 		return s.Reason + ": " + s.Message
 	}
 	return ""
+}
+
+// writesComposites: the in-tree CompositePodGroups are served, and their conditions written.
+func (u *Updater) writesComposites() bool { return u.composites != nil && u.trees != nil }
+
+// enqueueComposite queues the in-tree CompositePodGroup obj (a tombstone's too) as the plugin keys it.
+func (u *Updater) enqueueComposite(obj interface{}) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if c, ok := obj.(*schedulingv1alpha3.CompositePodGroup); ok {
+		u.Enqueue(podgroup.Key(c.Namespace, tree.InTreeCompositePrefix+c.Name))
+	}
+}
+
+// syncComposite writes the conditions of the in-tree CompositePodGroup namespace/name (see
+// CompositeConditions), from our status of it computed over its in-tree children's. Like a composite
+// of ours, it is written by the profile whose pods are under it (or that preempted it); another
+// profile's updater leaves it alone.
+func (u *Updater) syncComposite(ctx context.Context, namespace, name string, now time.Time) error {
+	key := podgroup.Key(namespace, tree.InTreeCompositePrefix+name)
+	if !u.writesComposites() {
+		return nil
+	}
+	obj, exists, err := u.composites.GetStore().GetByKey(namespace + "/" + name)
+	c, _ := obj.(*schedulingv1alpha3.CompositePodGroup)
+	if err != nil || !exists || c == nil || c.DeletionTimestamp != nil {
+		u.forgetInTree(key)
+		return err
+	}
+	n := tree.FromComposite(c)
+	if n.Parent != "" {
+		u.Enqueue(podgroup.Key(namespace, n.Parent)) // its composite's status follows from this one's
+	}
+	st, unsched, ours, err := u.compositeStatus(n, c.Generation, now, 0)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	disruption := u.disrupted[key]
+	u.mu.Unlock()
+	if !ours && disruption == "" {
+		return nil
+	}
+	s := CompositeState{Status: st, Unschedulable: unsched, Disruption: disruption}
+	if _, p := u.trees.Resolve(namespace, n.Name); p != nil && p.Reason == tree.ReasonInvalidTree {
+		s.Invalid = p.Message
+	}
+	conds := CompositeConditions(c.Status.Conditions, s, c.Generation, now)
+	if len(conds) == 0 {
+		return nil
+	}
+	// A strategic merge patch merges conditions by type: other writers' conditions stay.
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	if err != nil {
+		return err
+	}
+	if _, err := u.kube.SchedulingV1alpha3().CompositePodGroups(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patching the status of CompositePodGroup %s/%s (%s): %w", namespace, name, schedulingv1alpha3.SchemeGroupVersion, err)
+	}
+	statusUpdates.WithLabelValues(u.profile, "success").Inc()
+	return nil
+}
+
+// compositeStatus is our status of the in-tree composite n (ComputeComposite's, over its in-tree
+// children's, at most tree.MaxDepth composites down) with why it cannot be whole (see
+// Unschedulable); ours says whether a pod of this profile is under it.
+func (u *Updater) compositeStatus(n tree.Node, generation int64, now time.Time, depth int) (st v1alpha1.PodGroupStatus, unsched string, ours bool, err error) {
+	var kids []Child
+	for _, c := range u.trees.Children(n.Namespace, n.Name) {
+		if !c.InTree() || c.Composite && depth >= tree.MaxDepth {
+			continue
+		}
+		kid, mine := Child{Name: inTreeBareName(c.Name), Min: c.Min}, false
+		if c.Composite {
+			kid.Status, kid.Unschedulable, mine, err = u.compositeStatus(c, 0, now, depth+1)
+		} else if pg := u.podGroups.Get(c.Namespace, c.Name); pg != nil {
+			kid.Status, mine, err = u.statusOf(pg, now, depth+1)
+		} else {
+			continue
+		}
+		if err != nil {
+			return st, "", false, err
+		}
+		ours = ours || mine
+		kids = append(kids, kid)
+	}
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name, Generation: generation}}
+	return ComputeComposite(pg, n.Min, kids, now), Unschedulable(n.Min, kids), ours, nil
+}
+
+// inTreeBareName is an in-tree object's name without the prefix the plugin knows it by.
+func inTreeBareName(name string) string {
+	if bare, ok := podgroup.InTreeName(name); ok {
+		return bare
+	}
+	return strings.TrimPrefix(name, tree.InTreeCompositePrefix)
+}
+
+// disruptComposites records that the in-tree composite unit (as the plugin names it) is being
+// preempted whole, with every in-tree composite under it, for their DisruptionTarget condition.
+func (u *Updater) disruptComposites(namespace, unit, msg string) {
+	if !u.writesComposites() {
+		return
+	}
+	var keys []string
+	seen := map[string]bool{}
+	var walk func(name string, depth int)
+	walk = func(name string, depth int) {
+		key := podgroup.Key(namespace, name)
+		if seen[key] || depth > tree.MaxDepth {
+			return
+		}
+		seen[key] = true
+		keys = append(keys, key)
+		for _, c := range u.trees.Children(namespace, name) {
+			if c.Composite && c.InTree() {
+				walk(c.Name, depth+1)
+			}
+		}
+	}
+	walk(unit, 0)
+	u.mu.Lock()
+	for _, key := range keys {
+		u.disrupted[key] = msg
+	}
+	u.mu.Unlock()
+	for _, key := range keys {
+		u.Enqueue(key)
+	}
 }
