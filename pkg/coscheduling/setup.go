@@ -65,7 +65,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.preempt.Evicted, pl.preempt.Failed = pl.onEvicted, pl.victimEvictionFailed
 	pl.preempt.WaitingLock = &pl.waitingMu
 	pl.status = status.New(status.Config{Client: h.ClientSet(), PodGroups: sources.Client, Lister: pl.podGroups, Live: podInformer,
-		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile, InTree: sources.InTree(), Children: pl.childGroups})
+		Clock: pl.clock, Attempt: pl.attemptInfo, ScheduleTimeout: func(pg *v1alpha1.PodGroup) time.Duration { return podgroup.ScheduleTimeout(pg, pl.permitTimeout) }, Event: pl.recorder.PodGroup, Profile: pl.profile, InTree: sources.InTree(), Children: pl.childGroups,
+		Composites: sources.Composites(), Trees: pl.trees})
 	// The updater's run loop starts when this replica leads; a scheduler that never leads must still
 	// release the queue's goroutines when it stops.
 	context.AfterFunc(ctx, pl.status.ShutDown)

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
 	"github.com/custom-scheduler/custom-scheduler/test/fakemetrics"
 )
 
@@ -225,6 +226,16 @@ func TestDeployedWithLeastPrivilege(t *testing.T) {
 	createInTreeGang(t, ns, "deployed-in-tree", 2, "500m")
 	waitForBoundMembers(t, ns, inTree("deployed-in-tree"), 2)
 	waitForInTreeCondition(t, ns, "deployed-in-tree", schedulingv1beta1.PodGroupInitiallyScheduled, metav1.ConditionTrue, "Scheduled")
+	// A job of several roles on the in-tree API (v1alpha3 is served too): its CompositePodGroup's
+	// condition patched, with the manifests' rights.
+	createComposite(t, ns, "deployed-job", "", 1)
+	roleSpec := inTreeSpec(1)
+	roleSpec.ParentCompositePodGroupName = ptr.To("deployed-job")
+	roleSpec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: "serve", TemplateName: "deployed-role"}
+	createInTreePodGroup(t, ns, "deployed-role", roleSpec)
+	createInTreeGang(t, ns, "deployed-role", 1, "250m")
+	waitForBoundMembers(t, ns, inTree("deployed-role"), 1)
+	waitForCompositeCondition(t, ns, "deployed-job", status.ConditionCompositeInitiallyScheduled, metav1.ConditionTrue, status.ReasonScheduled)
 	waitFor(t, ns, "LoadAware to fetch node metrics", func(ctx context.Context) (bool, error) {
 		return metrics.Requests() > 0, nil
 	})

@@ -311,7 +311,36 @@ func TestGangGroupsInTree(t *testing.T) {
 	createInTreeGang(t, ns, "decode", 4, "2")
 	createInTreeGang(t, ns, "prefill", 2, "5")
 	consistentlyNoneBound(t, 8*time.Second, ns, inTree("decode"), inTree("prefill"))
+	// The composite says its subtree could not be placed (prefill fits no node), naming the group.
+	c := waitForCompositeCondition(t, ns, "serve", status.ConditionCompositeInitiallyScheduled, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
+	if !strings.Contains(c.Message, "prefill: GangInfeasible") {
+		t.Errorf("CompositePodGroupInitiallyScheduled message %q, want prefill's GangInfeasible", c.Message)
+	}
 	createNode(t, ns+"-big", "10", "8Gi", nil)
 	waitForBoundMembers(t, ns, inTree("prefill"), 2)
 	waitForBoundMembers(t, ns, inTree("decode"), 4)
+	c = waitForCompositeCondition(t, ns, "serve", status.ConditionCompositeInitiallyScheduled, metav1.ConditionTrue, status.ReasonScheduled)
+	if c.Message != "2 of minGroupCount 2 groups whole" {
+		t.Errorf("CompositePodGroupInitiallyScheduled message %q", c.Message)
+	}
+}
+
+// waitForCompositeCondition waits until the in-tree CompositePodGroup's condition of the type has the
+// status and reason, and returns it.
+func waitForCompositeCondition(t *testing.T, ns, name, condType string, want metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var found metav1.Condition
+	waitFor(t, ns, fmt.Sprintf("CompositePodGroup %s/%s to report %s=%s reason %s", ns, name, condType, want, reason), func(ctx context.Context) (bool, error) {
+		cpg, err := client.SchedulingV1alpha3().CompositePodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(cpg.Status.Conditions, condType)
+		if c != nil && c.Status == want && c.Reason == reason {
+			found = *c
+			return true, nil
+		}
+		return false, nil
+	})
+	return found
 }

@@ -35,6 +35,8 @@ type Child struct {
 	// Min is the child's minMember (a PodGroup) or minGroupCount (a composite).
 	Min    int
 	Status v1alpha1.PodGroupStatus
+	// Unschedulable, for a composite child, says why it cannot be whole (see Unschedulable).
+	Unschedulable string
 }
 
 // whole: the child has its quorum (or its minimum of children) placed.

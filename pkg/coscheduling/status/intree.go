@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The status of in-tree PodGroups (scheduling.k8s.io/v1beta1). Their API has conditions only, of its
@@ -47,6 +49,13 @@ func InTreeConditions(existing []metav1.Condition, st v1alpha1.PodGroupStatus, d
 		want = append(want, metav1.Condition{Type: schedulingv1beta1.DisruptionTarget, Status: metav1.ConditionTrue,
 			Reason: schedulingv1beta1.PodGroupReasonPreemptionByScheduler, Message: disruption, ObservedGeneration: generation})
 	}
+	return changedConditions(existing, want, now)
+}
+
+// changedConditions returns those of want that differ from existing (status, reason, message or
+// observedGeneration), each with its lastTransitionTime: existing's while its status and reason stay,
+// now's otherwise.
+func changedConditions(existing, want []metav1.Condition, now time.Time) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range want {
 		old := meta.FindStatusCondition(existing, c.Type)
@@ -83,10 +92,16 @@ func inTreeScheduled(existing []metav1.Condition, st v1alpha1.PodGroupStatus, ge
 }
 
 // Disrupted records that the in-tree group of victim is being preempted whole (msg says for whom),
-// for its DisruptionTarget condition; it is forgotten with the group. Groups of ours, and a nil
-// Updater, take no note.
+// for its DisruptionTarget condition; it is forgotten with the group. A victim whose unit is an
+// in-tree CompositePodGroup (a job of several roles) marks that composite and the in-tree composites
+// under it instead (see disruptComposites). Groups of ours, and a nil Updater, take no note.
 func (u *Updater) Disrupted(victim *v1.Pod, msg string) {
 	name, ok := podgroup.UnitOf(victim)
+	if u != nil && ok && strings.HasPrefix(name, tree.InTreeCompositePrefix) {
+		// A job of several roles, preempted whole: its in-tree composites say so.
+		u.disruptComposites(victim.Namespace, name, msg)
+		return
+	}
 	if _, inTree := podgroup.InTreeName(name); u == nil || !ok || !inTree {
 		return
 	}

@@ -97,6 +97,10 @@ type Config struct {
 	// Children returns the PodGroups directly under a composite of ours (nil: composites get no
 	// status of their own).
 	Children func(namespace, name string) []*v1alpha1.PodGroup
+	// Composites is the informer of the in-tree CompositePodGroups (nil where they are not served:
+	// they get no conditions), Trees the plugin's index of the trees they head (see intreecomposite.go).
+	Composites cache.SharedIndexInformer
+	Trees      *tree.Index
 }
 
 // Updater keeps PodGroup status (phase, counts, the Scheduled condition, scheduleStartTime,
@@ -133,6 +137,8 @@ type Updater struct {
 	scheduleTimeout func(*v1alpha1.PodGroup) time.Duration
 	event           func(pg *v1alpha1.PodGroup, eventType, reason, msg string)
 	children        func(namespace, name string) []*v1alpha1.PodGroup
+	composites      cache.SharedIndexInformer
+	trees           *tree.Index
 	profile         string
 	// Started is set when the updater's Run starts (see the plugin's leader detection).
 	Started atomic.Bool
@@ -174,6 +180,8 @@ func New(cfg Config) *Updater {
 		scheduleTimeout: cfg.ScheduleTimeout,
 		event:           cfg.Event,
 		children:        cfg.Children,
+		composites:      cfg.Composites,
+		trees:           cfg.Trees,
 		profile:         cfg.Profile,
 		belowQuorum:     map[string]struct{}{},
 		inTree:          map[string]v1alpha1.PodGroupStatus{},
@@ -234,14 +242,34 @@ func (u *Updater) Run(ctx context.Context) {
 		logger.Error(err, "PodGroup status updates are off")
 		return
 	}
+	synced := []cache.InformerSynced{u.live.HasSynced, liveReg.HasSynced, u.finished.HasSynced}
+	if u.composites != nil && u.trees != nil {
+		// An in-tree composite's own events (made, its spec or conditions changed) queue it too.
+		reg, err := u.composites.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    u.enqueueComposite,
+			UpdateFunc: func(_, obj interface{}) { u.enqueueComposite(obj) },
+			DeleteFunc: u.enqueueComposite,
+		})
+		if err != nil {
+			logger.Error(err, "PodGroup status updates are off")
+			return
+		}
+		defer func() { _ = u.composites.RemoveEventHandler(reg) }()
+		synced = append(synced, reg.HasSynced)
+	}
 	u.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), u.live.HasSynced, liveReg.HasSynced, u.finished.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
-	// Every existing PodGroup once: after a failover, the new leader's view replaces whatever the
-	// previous leader last wrote.
+	// Every existing PodGroup (and in-tree composite) once: after a failover, the new leader's view
+	// replaces whatever the previous leader last wrote.
 	for _, pg := range u.podGroups.List() {
 		u.queue.Add(podgroup.Key(pg.Namespace, pg.Name))
+	}
+	if u.composites != nil && u.trees != nil {
+		for _, obj := range u.composites.GetStore().List() {
+			u.enqueueComposite(obj)
+		}
 	}
 	logger.V(2).Info("PodGroup status updater started")
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -274,16 +302,19 @@ func (u *Updater) sync(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
+	now := u.clock.Now()
+	if bare, ok := strings.CutPrefix(name, tree.InTreeCompositePrefix); ok {
+		return u.syncComposite(ctx, namespace, bare, now)
+	}
 	pg := u.podGroups.Get(namespace, name)
 	if pg == nil {
 		u.setBelowQuorum(key, false)
 		u.forgetInTree(key)
 		return nil
 	}
-	if parent := pg.Annotations[tree.AnnotationParent]; parent != "" && !podgroup.IsInTree(pg) {
+	if parent := pg.Annotations[tree.AnnotationParent]; parent != "" && (!podgroup.IsInTree(pg) || u.writesComposites()) {
 		u.Enqueue(podgroup.Key(namespace, parent)) // its composite's status follows from this group's
 	}
-	now := u.clock.Now()
 	if _, ok := compositeNode(pg); ok && u.children != nil {
 		// Written by the profile whose pods are under it (another profile's updater, whose children
 		// it would read from their written status only, leaves it alone).
@@ -353,7 +384,16 @@ func (u *Updater) statusOf(pg *v1alpha1.PodGroup, now time.Time, depth int) (st 
 	if err != nil || len(pods) == 0 {
 		return pg.Status, false, err
 	}
-	return ComputeStatus(pg, pods, u.attempt(podgroup.Key(pg.Namespace, pg.Name)), now), true, nil
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	if podgroup.IsInTree(pg) {
+		// Our status of an in-tree group is kept in memory (see intree.go).
+		own := pg.DeepCopy()
+		u.mu.Lock()
+		own.Status = u.inTree[key]
+		u.mu.Unlock()
+		pg = own
+	}
+	return ComputeStatus(pg, pods, u.attempt(key), now), true, nil
 }
 
 // patch writes want as the status of the PodGroup key.

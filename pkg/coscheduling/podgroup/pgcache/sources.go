@@ -51,6 +51,10 @@ func NewSources(logger klog.Logger, cfg *rest.Config, cs kubernetes.Interface) (
 	return s, nil
 }
 
+// Composites is the informer of the in-tree CompositePodGroups, nil where they are not served (the
+// status writer writes their conditions).
+func (s *Sources) Composites() cache.SharedIndexInformer { return s.composites }
+
 // InTree reports whether the in-tree PodGroups are read.
 func (s *Sources) InTree() bool { return s.Lister.InTree != nil }
 
