@@ -17,18 +17,20 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
+// role is n members of PodGroup group ("<group>-<i>"), each requesting cpu.
+func role(group string, n int, cpu string) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+	}
+	return pods
+}
+
 // TestPreFilterTree: the first member of a group in a job checks the groups the job needs with it
 // (the whole-tree check): a job whose groups fit alone but not together is refused before anything
 // is held, and that refusal asks for no preemption (Tree); the next member of the burst gets the
 // same answer from the cache.
 func TestPreFilterTree(t *testing.T) {
-	role := func(group string, n int, cpu string) []*v1.Pod {
-		pods := make([]*v1.Pod, n)
-		for i := range pods {
-			pods[i] = gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
-		}
-		return pods
-	}
 	job := func(nodes ...tree.Node) *tree.Branch {
 		x := tree.NewIndex()
 		for _, n := range nodes {
@@ -105,13 +107,6 @@ func TestPreFilterTree(t *testing.T) {
 // the first block where the job's groups fit together, or the block its placed members pin, and the
 // member is narrowed to it; a job no block fits is refused.
 func TestPreFilterTreeDomain(t *testing.T) {
-	role := func(group string, n int, cpu string) []*v1.Pod {
-		pods := make([]*v1.Pod, n)
-		for i := range pods {
-			pods[i] = gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
-		}
-		return pods
-	}
 	x := tree.NewIndex()
 	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey})
 	x.Set(tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"})
