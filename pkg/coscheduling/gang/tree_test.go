@@ -172,3 +172,83 @@ func TestPreFilterTreeDomain(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreeExtraAndPlan: a member past its group's quorum stays in its job's domain; a job's
+// first group is planned with the groups it needs, so its member is offered only its own places.
+func TestPreFilterTreeExtraAndPlan(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey})
+	x.Set(tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 2, Parent: "serve"})
+	x.Set(tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
+	inBlock, _ := x.Resolve("ns", "decode")
+	nodes := []fwk.NodeInfo{gangtest.RackedNode("b1-0", "z", "b1", "r1"), gangtest.RackedNode("b2-0", "z", "b2", "r2"), gangtest.RackedNode("b2-1", "z", "b2", "r2")}
+
+	t.Run("a member past the quorum stays in its job's domain", func(t *testing.T) {
+		g := New("ns", "decode", "uid")
+		decode := role("decode", 3, "1")
+		for i, n := range []string{"b2-0", "b2-1"} {
+			decode[i].Spec.NodeName = n
+			g.CountBound(decode[i].UID)
+		}
+		pods := map[string][]*v1.Pod{"decode": decode, "prefill": role("prefill", 2, "1")}
+		out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: decode[2], Want: 2, UID: "uid", Nodes: nodes, CacheTTL: 2 * time.Second,
+			Members: func() []*v1.Pod { return decode }, Claimed: func(int32) []*v1.Pod { return nil },
+			Gangs: map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{},
+			Tree:         func() *tree.Branch { return inBlock },
+			GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+		if out.Stage != Extra || out.Reject || !slices.Equal(sets.List(out.Nodes), []string{"b2-0", "b2-1"}) {
+			t.Errorf("stage %v, reject %v, nodes %v; want an extra member kept to block b2", out.Stage, out.Reject, sets.List(out.Nodes))
+		}
+	})
+
+	t.Run("the first group is offered only the places planned for it", func(t *testing.T) {
+		y := tree.NewIndex()
+		y.Set(tree.Node{Namespace: "ns", Name: "job", Composite: true, Gang: true, Min: 2})
+		y.Set(tree.Node{Namespace: "ns", Name: "any", Gang: true, Min: 2, Parent: "job"})
+		y.Set(tree.Node{Namespace: "ns", Name: "onx", Gang: true, Min: 2, Parent: "job"})
+		root, _ := y.Resolve("ns", "any")
+		onX := role("onx", 2, "3")
+		for _, p := range onX {
+			p.Spec.NodeSelector = map[string]string{gangtest.RackKey: "x"}
+		}
+		pods := map[string][]*v1.Pod{"any": role("any", 2, "3"), "onx": onX}
+		big := gangtest.CPUNode("big", "8")
+		cluster := []fwk.NodeInfo{gangtest.RackedNode("x-0", "z", "b", "x"), gangtest.RackedNode("x-1", "z", "b", "x"), big}
+		g := New("ns", "any", "uid")
+		out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: pods["any"][0], Want: 2, UID: "uid", Nodes: cluster, CacheTTL: 2 * time.Second,
+			Plannable: true, CandidateNodes: 2,
+			Members: func() []*v1.Pod { return pods["any"] }, Claimed: func(int32) []*v1.Pod { return nil },
+			Gangs: map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{},
+			Tree:         func() *tree.Branch { return root },
+			GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+		if out.Reject || out.Plan == nil || !out.Offered || !slices.Equal(sets.List(out.Nodes), []string{"big"}) {
+			t.Errorf("reject %v (%s), planned %v, offered %v %v; want the member planned and offered big only (x's nodes are onx's)", out.Reject, out.Message, out.Plan != nil, out.Offered, sets.List(out.Nodes))
+		}
+	})
+}
+
+// A check's result is not used for a job whose domain or groups changed while it ran.
+func TestDoneForTreeJob(t *testing.T) {
+	base := &Job{Gang: "ns/decode", Need: 2, Job: "ns/serve", Together: []gangfit.Group{{Key: "ns/prefill", Need: 2}},
+		Domain: &TreeDomain{Composite: "ns/serve", Key: gangtest.BlockKey}}
+	d := &Done{job: base}
+	for _, tc := range []struct {
+		name string
+		edit func(j *Job)
+		want bool
+	}{
+		{name: "the same job", edit: func(*Job) {}, want: true},
+		{name: "its domain pinned since", edit: func(j *Job) { j.Domain = &TreeDomain{Composite: "ns/serve", Key: gangtest.BlockKey, Value: "b2"} }},
+		{name: "no domain any more", edit: func(j *Job) { j.Domain = nil }},
+		{name: "another group needs fewer", edit: func(j *Job) { j.Together = []gangfit.Group{{Key: "ns/prefill", Need: 1}} }},
+		{name: "no other group needed", edit: func(j *Job) { j.Together = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := *base
+			tc.edit(&j)
+			if got := d.For(&j); got != tc.want {
+				t.Errorf("For = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
