@@ -1,0 +1,89 @@
+package gang
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
+)
+
+// Jobs of several roles in the step's check (see Gang.check): the groups a group's check places with
+// it, and the domain its job holds its groups in.
+
+// together lists the other groups of the member's job that its check places with its own (see
+// tree.Branch.Needed), each with its candidates and need from its gang's state; none when the tree
+// leaves a choice among groups that are not alike (gangfit.AlikeGroups). O(the job's pods).
+func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
+	count := func(key string) int {
+		if o := in.Gangs[key]; o != nil {
+			return o.Count()
+		}
+		return 0
+	}
+	needed, ok := root.Needed(g.Key(), count)
+	if !ok {
+		return nil
+	}
+	for _, among := range needed.Choices {
+		pods := make([][]*v1.Pod, len(among))
+		for i, n := range among {
+			pods[i] = in.GroupMembers(n.Key())
+		}
+		if !gangfit.AlikeGroups(pods) {
+			return nil
+		}
+	}
+	out := make([]gangfit.Group, 0, len(needed.Groups))
+	for _, n := range needed.Groups {
+		members := in.GroupMembers(n.Key())
+		var candidates []*v1.Pod
+		counted := 0
+		if o := in.Gangs[n.Key()]; o != nil {
+			candidates, _, counted = o.Split(members)
+			counted += o.Credit
+		} else {
+			for _, p := range members {
+				if p.Spec.NodeName != "" {
+					counted++
+				} else {
+					candidates = append(candidates, p)
+				}
+			}
+		}
+		out = append(out, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
+	}
+	return out
+}
+
+// tree is the member's job (nil: its group is in none).
+func (in PreFilterIn) tree() *tree.Branch {
+	if in.Tree == nil {
+		return nil
+	}
+	return in.Tree()
+}
+
+// treeDomain is the domain the member's job holds its groups in (the outermost composite above the
+// group with a required topology, see tree.Branch.DomainAbove): the one the bound or reserved members
+// of its groups pin, else one the check chooses (Value ""). nil: the job has none, or its members are
+// already in several (placed anywhere, as a flat gang whose bound members share no domain).
+// O(the job's pods).
+func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
+	c, ok := root.DomainAbove(g.Key())
+	if !ok {
+		return nil
+	}
+	var pods []*v1.Pod
+	var reserved []string
+	for _, n := range c.Leaves() {
+		pods = append(pods, in.GroupMembers(n.Key())...)
+		if o := in.Gangs[n.Key()]; o != nil {
+			reserved = append(reserved, o.ReservedNodes()...)
+		}
+	}
+	pinned := gangfit.PinnedDomains(gangfit.Policy{Required: c.Domain}, gangfit.BoundNodes(pods, in.Nodes, reserved...))
+	if pinned != nil && pinned[c.Domain] == "" {
+		return nil
+	}
+	return &TreeDomain{Composite: c.Key(), Key: c.Domain, Value: pinned[c.Domain]}
+}
