@@ -223,7 +223,8 @@ func inTreeBareName(name string) string {
 }
 
 // disruptComposites records that the in-tree composite unit (as the plugin names it) is being
-// preempted whole, with every in-tree composite under it, for their DisruptionTarget condition.
+// preempted whole, with every in-tree composite and PodGroup under it, for their DisruptionTarget
+// condition.
 func (u *Updater) disruptComposites(namespace, unit, msg string) {
 	if !u.writesComposites() {
 		return
@@ -239,8 +240,13 @@ func (u *Updater) disruptComposites(namespace, unit, msg string) {
 		seen[key] = true
 		keys = append(keys, key)
 		for _, c := range u.trees.Children(namespace, name) {
-			if c.Composite && c.InTree() {
+			switch {
+			case c.Composite && c.InTree():
 				walk(c.Name, depth+1)
+			case c.InTree() && !seen[c.Key()]:
+				// An in-tree PodGroup of the job: its own DisruptionTarget (see syncInTree).
+				seen[c.Key()] = true
+				keys = append(keys, c.Key())
 			}
 		}
 	}
