@@ -40,7 +40,7 @@ type Job struct {
 	Plannable bool
 	Logger    klog.Logger
 	// Together are the other groups of the gang's job (Job is its root's key) that the check places
-	// with the gang's own members (see gangfit.CheckTogether).
+	// with the gang's own members (see gangfit.FitTogether).
 	Together []gangfit.Group
 	Job      string
 	// Domain is the domain the job holds its groups in (nil: none).
@@ -53,18 +53,6 @@ type TreeDomain struct {
 	// Composite is the key of the composite whose domain it is, Key its label key, Value the domain
 	// its bound or reserved members pin ("": the check chooses one where the job fits).
 	Composite, Key, Value string
-}
-
-// Placement is the domain Value of the job's key on nodes.
-func (td *TreeDomain) Placement(nodes []fwk.NodeInfo) gangfit.Placement {
-	p := gangfit.Placement{Key: td.Key, Value: td.Value, Level: gangfit.LevelRequired, Nodes: sets.New[string](),
-		Message: fmt.Sprintf("placed in %s=%s with the other groups of its job %s", td.Key, td.Value, td.Composite)}
-	for _, ni := range nodes {
-		if n := ni.Node(); n != nil && n.Labels[td.Key] == td.Value {
-			p.Nodes.Insert(n.Name)
-		}
-	}
-	return p
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -88,15 +76,15 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	}
 	on := j
 	var domain *gangfit.Placement
-	if j.Domain != nil {
-		// The checks of the job's domain read its nodes only: the shared capacity table, kept for the
-		// whole cluster, is not used for them.
-		fit = (*gangfit.Shared)(nil).WithDevices(devicesOf(fit))
-		p, ok := j.chooseDomain(fit)
+	if td := j.Domain; td != nil {
+		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Key, td.Value, j.Nodes, j.Claimed, fit)
 		if !ok {
-			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, j.Domain.Key, j.Domain.Composite)}
+			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}
 			return d
 		}
+		// The checks within the job's domain read its nodes only: the shared capacity table is kept
+		// for the whole snapshot's.
+		fit = fit.Private()
 		in := *j
 		in.Nodes = onNodes(j.Nodes, p.Nodes)
 		on, domain = &in, &p
@@ -111,12 +99,12 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	if d.Result.Feasible && len(on.Together) > 0 {
 		// The job's other groups with it, once its own check has released the shared table, and,
 		// when they fit, planned with it: its members take only the places planned for them.
-		if t := on.together(fit); !t.Feasible {
+		t, p := gangfit.FitTogether(on.Logger, on.Job, on.groups(), on.Nodes, on.Claimed, fit, on.Plannable, d.Placement)
+		switch {
+		case !t.Feasible:
 			d.Result, d.Placement, d.Plan = t, nil, nil
-		} else if on.Plannable {
-			if p := gangfit.PlanTogether(on.Logger, on.Job, on.groups(), on.Nodes, on.Claimed, fit, d.Placement); p != nil {
-				d.Plan = p
-			}
+		case p != nil:
+			d.Plan = p
 		}
 	}
 	if d.Result.Feasible && d.Placement == nil && domain != nil {
@@ -125,45 +113,9 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	return d
 }
 
-// together is the whole-tree check of the job's groups on j's nodes (see gangfit.CheckTogether).
-func (j *Job) together(fit *gangfit.Shared) gangfit.Result {
-	return gangfit.CheckTogether(j.Logger, j.Job, j.groups(), j.Nodes, j.Claimed, fit)
-}
-
 // groups are the gang's own and the job's other groups the check places with it.
 func (j *Job) groups() []gangfit.Group {
 	return append([]gangfit.Group{{Key: j.Gang, Candidates: j.Candidates, Need: j.Need}}, j.Together...)
-}
-
-// chooseDomain is the job's domain: the one its members pin, else the first of its key's domains (in
-// name order) where the gang's missing members fit, together with those of the groups its job needs.
-// O(domains × check).
-func (j *Job) chooseDomain(fit *gangfit.Shared) (gangfit.Placement, bool) {
-	td := *j.Domain
-	if td.Value != "" {
-		return td.Placement(j.Nodes), true
-	}
-	values := sets.New[string]()
-	for _, ni := range j.Nodes {
-		if n := ni.Node(); n != nil {
-			if v, ok := n.Labels[td.Key]; ok {
-				values.Insert(v)
-			}
-		}
-	}
-	for _, v := range sets.List(values) {
-		td.Value = v
-		p := td.Placement(j.Nodes)
-		in := *j
-		in.Nodes = onNodes(j.Nodes, p.Nodes)
-		res, f := gangfit.Check(in.Logger, in.Gang, in.Candidates, in.Need, in.Nodes, nil, in.Counted, in.Claimed, fit)
-		f.Done()
-		if res.Feasible && (len(in.Together) == 0 || in.together(fit).Feasible) {
-			p.Message = fmt.Sprintf("placed in %s=%s with the other groups of its job %s (chosen: the first domain of %s where they fit)", td.Key, v, td.Composite, td.Key)
-			return p, true
-		}
-	}
-	return gangfit.Placement{}, false
 }
 
 // onNodes are the nodes named in names.
@@ -175,14 +127,6 @@ func onNodes(nodes []fwk.NodeInfo, names sets.Set[string]) []fwk.NodeInfo {
 		}
 	}
 	return out
-}
-
-// devicesOf is fit's device model (nil: none).
-func devicesOf(fit *gangfit.Shared) gangfit.DeviceSource {
-	if fit == nil {
-		return nil
-	}
-	return fit.Devices
 }
 
 // place gives a gang that fits its domain (its topology policy's) and its plan, over the check f.

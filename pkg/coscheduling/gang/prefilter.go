@@ -296,7 +296,7 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 		var domain sets.Set[string]
 		if root := in.tree(); root != nil {
 			if td := g.treeDomain(in, root); td != nil && td.Value != "" {
-				domain = td.Placement(in.Nodes).Nodes
+				domain = gangfit.PinnedPlacement(gangfit.Policy{Required: td.Key}, map[string]string{td.Key: td.Value}, in.Nodes).Nodes
 			}
 		}
 		if in.Policy.Empty() {

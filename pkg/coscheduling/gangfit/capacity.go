@@ -207,6 +207,15 @@ func (s *Shared) WithDevices(d DeviceSource) *Shared {
 	return &Shared{Devices: d, tables: s.own()}
 }
 
+// Private returns s's device model without its shared tables, for checks over a part of the nodes
+// (the shared capacity table is kept for the whole snapshot's node list).
+func (s *Shared) Private() *Shared {
+	if s == nil {
+		return nil
+	}
+	return &Shared{Devices: s.Devices}
+}
+
 // own is the Shared whose tables s uses.
 func (s *Shared) own() *Shared {
 	if s.tables != nil {

@@ -34,7 +34,7 @@ type Result struct {
 	Message string
 	// Shortfall says the same in numbers (nil when Feasible).
 	Shortfall *v1alpha1.PodGroupShortfall
-	// Tree: the gang fits alone, but not with the other groups its job needs (see CheckTogether):
+	// Tree: the gang fits alone, but not with the other groups its job needs (see FitTogether):
 	// no preemption or reservation is made for it alone.
 	Tree bool
 }

@@ -22,44 +22,64 @@ type Group struct {
 	Need       int
 }
 
-// CheckTogether checks the groups of one job as one gang: Need members of each placed at once on
-// the nodes' free resources (see Check), beside the claimed pods' room. A group with more
-// candidates than it needs is counted by its first Need, which stands for any other choice only when
-// its candidates are alike (see Alike); otherwise, or when a group has too few candidates (the
-// pods are held back before they are queued), the job is not judged here and the answer is
-// feasible. job names the job in the message. An infeasible Result has Tree set and no Shortfall
-// (its numbers would be the job's, not the group's).
-func CheckTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) Result {
-	members, names, need, judged := together(groups)
-	if !judged {
-		return Result{Feasible: true}
+// FitTogether checks the groups of one job as one gang: Need members of each placed at once on the
+// nodes' free resources (see Check), beside the claimed pods' room; and, when they fit and plan is
+// set, plans them within in (nil: anywhere) over the same prepared check (see PlanPlacement), so that
+// the first group's members are offered only the places planned for them, not those another group
+// needs. A group with more candidates than it needs is counted by its first Need, which stands for
+// any other choice only when its candidates are alike (see Alike); otherwise, or when a group has too
+// few candidates (the pods are held back before they are queued), or only one group is left to place
+// (its own check said), the job is not judged here: feasible, no plan. job names the job in the
+// message. An infeasible Result has Tree set and no Shortfall (its numbers would be the job's, not the
+// group's).
+func FitTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared, plan bool, in *Placement) (Result, *PlacementPlan) {
+	members, names, need, ok := together(groups)
+	if !ok || len(names) < 2 {
+		return Result{Feasible: true}, nil
 	}
 	res, f := Check(logger, job, members, need, nodes, nil, nil, claimed, shared)
-	f.Done()
-	if res.Feasible {
-		return res
-	}
-	return Result{Tree: true, Message: fmt.Sprintf("PodGroup %s fits, but not together with the groups its job %s needs with it (members to place: %s): %s",
-		groups[0].Key, job, strings.Join(names, ", "), res.Message)}
-}
-
-// PlanTogether is the placement plan (see PlanPlacement) of the job's groups that CheckTogether
-// found to fit, within in (nil: anywhere): every member of every group given a node at once, so that
-// the first group's members are offered only the places planned for them, not those another group of
-// the job needs. nil when there is nothing to plan together or no plan.
-func PlanTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared, in *Placement) *PlacementPlan {
-	members, _, need, judged := together(groups)
-	if !judged {
-		return nil
-	}
-	f := New(logger, job, members, need, nodes, nil, claimed, shared, false)
 	defer f.Done()
-	return PlanPlacement(f, in)
+	if !res.Feasible {
+		return Result{Tree: true, Message: fmt.Sprintf("PodGroup %s fits, but not together with the groups its job %s needs with it (members to place: %s): %s",
+			groups[0].Key, job, strings.Join(names, ", "), res.Message)}, nil
+	}
+	if !plan {
+		return res, nil
+	}
+	return res, PlanPlacement(f, in)
 }
 
-// together is the members CheckTogether places, each group's first Need: judged is false when the
-// job is not judged (see CheckTogether); names say each group's part.
-func together(groups []Group) (members []*v1.Pod, names []string, need int, judged bool) {
+// JobDomain is the domain of key that holds the missing members of a job's groups together (see
+// FitTogether for which): the one its placed members pin, else the tightest where they fit (see
+// ChoosePlacement). Where the groups cannot be counted together, the first group's own members
+// choose. composite names the composite whose domain it is, in the message.
+func JobDomain(logger klog.Logger, composite string, groups []Group, key, pinned string, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) (Placement, bool) {
+	pol := Policy{Required: key, Source: "composite " + composite}
+	var p Placement
+	ok := true
+	if pinned != "" {
+		p = PinnedPlacement(pol, map[string]string{key: pinned}, nodes)
+	} else {
+		members, _, need, judged := together(groups)
+		if !judged {
+			members, need = groups[0].Candidates, groups[0].Need
+		}
+		f := New(logger, composite, members, need, nodes, nil, claimed, shared, false)
+		if f == nil {
+			return Placement{}, false
+		}
+		p, ok = ChoosePlacement(f, pol, nil, nil)
+		f.Done()
+	}
+	if ok {
+		p.Message = fmt.Sprintf("placed in %s=%s with the other groups of its job %s", key, p.Value, composite)
+	}
+	return p, ok
+}
+
+// together is the members FitTogether places, each group's first Need: ok is false when they cannot
+// stand for the job (see FitTogether); names say each group's part.
+func together(groups []Group) (members []*v1.Pod, names []string, need int, ok bool) {
 	for _, g := range groups {
 		switch {
 		case g.Need <= 0:
@@ -71,8 +91,7 @@ func together(groups []Group) (members []*v1.Pod, names []string, need int, judg
 		names = append(names, fmt.Sprintf("%s: %d", g.Key, g.Need))
 		need += g.Need
 	}
-	// One group left: its own check said.
-	return members, names, need, len(names) >= 2
+	return members, names, need, true
 }
 
 // Alike reports whether pods are interchangeable for the check: the same requests, node constraints

@@ -11,7 +11,7 @@ import (
 )
 
 // The whole-tree check: the groups of one job placed at once, each its own need.
-func TestCheckTogether(t *testing.T) {
+func TestFitTogether(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	role := func(group string, n int, cpu string) []*v1.Pod {
 		pods := make([]*v1.Pod, n)
@@ -45,7 +45,7 @@ func TestCheckTogether(t *testing.T) {
 			groups: []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 1, "3"), Need: 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := CheckTogether(logger, "ns/serve", tc.groups, tc.nodes, nil, nil)
+			res, _ := FitTogether(logger, "ns/serve", tc.groups, tc.nodes, nil, nil, false, nil)
 			if res.Feasible != tc.feasible {
 				t.Fatalf("feasible = %v, want %v (%s)", res.Feasible, tc.feasible, res.Message)
 			}
@@ -110,10 +110,10 @@ func TestPlanTogether(t *testing.T) {
 	} {
 		t.Run(groups[0].Key+" first", func(t *testing.T) {
 			nodes := []fwk.NodeInfo{small("x-0"), small("x-1"), node("big", "8")}
-			if res := CheckTogether(logger, "ns/job", groups, nodes, nil, nil); !res.Feasible {
+			res, p := FitTogether(logger, "ns/job", groups, nodes, nil, nil, true, nil)
+			if !res.Feasible {
 				t.Fatalf("the job fits: %s", res.Message)
 			}
-			p := PlanTogether(logger, "ns/job", groups, nodes, nil, nil, nil)
 			if p == nil {
 				t.Fatal("no plan")
 			}
@@ -123,5 +123,36 @@ func TestPlanTogether(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The job's domain: the tightest domain of the key that holds every group's missing members, or the
+// one its placed members pin.
+func TestJobDomain(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	role := func(group string, n int, cpu string) []*v1.Pod {
+		pods := make([]*v1.Pod, n)
+		for i := range pods {
+			pods[i] = member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+		}
+		return pods
+	}
+	// Block b1: two 4-CPU nodes (decode alone fits); b2: four (the job fits); b3: six (it fits too, looser).
+	var nodes []fwk.NodeInfo
+	for b, n := range map[string]int{"b1": 2, "b2": 4, "b3": 6} {
+		for i := range n {
+			nodes = append(nodes, rackedNode(fmt.Sprintf("%s-%d", b, i), "z", b, b+"r"))
+		}
+	}
+	groups := []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 2, "3"), Need: 2}}
+	p, ok := JobDomain(logger, "ns/serve", groups, blockKey, "", nodes, nil, nil)
+	if !ok || p.Value != "b2" || p.Nodes.Len() != 4 || p.Message != "placed in example.com/block=b2 with the other groups of its job ns/serve" {
+		t.Errorf("chosen %+v, %v; want the tightest block that holds the job, b2", p, ok)
+	}
+	if p, ok := JobDomain(logger, "ns/serve", groups, blockKey, "b1", nodes, nil, nil); !ok || p.Value != "b1" || p.Nodes.Len() != 2 {
+		t.Errorf("pinned %+v, %v; want b1, where the job's members are", p, ok)
+	}
+	if _, ok := JobDomain(logger, "ns/serve", groups, blockKey, "", nodes[:0:0], nil, nil); ok {
+		t.Error("a domain chosen on no nodes")
 	}
 }
