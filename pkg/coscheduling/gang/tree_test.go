@@ -26,6 +26,16 @@ func role(group string, n int, cpu string) []*v1.Pod {
 	return pods
 }
 
+// treeIn is the PreFilterIn of member (a member of g, of its job root) wanting want members on
+// nodes; pods are each group's live pods by name.
+func treeIn(g *Gang, member *v1.Pod, want int, nodes []fwk.NodeInfo, gangs map[string]*Gang, root *tree.Branch, pods map[string][]*v1.Pod) PreFilterIn {
+	return PreFilterIn{Now: t0, Logger: klog.Background(), Member: member, Want: want, UID: "uid", Nodes: nodes, CacheTTL: 2 * time.Second,
+		Members: func() []*v1.Pod { return pods[g.Name] }, Claimed: func(int32) []*v1.Pod { return nil },
+		Gangs: gangs, Fit: &gangfit.Shared{},
+		Tree:         func() *tree.Branch { return root },
+		GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }}
+}
+
 // TestPreFilterTree: the first member of a group in a job checks the groups the job needs with it
 // (the whole-tree check): a job whose groups fit alone but not together is refused before anything
 // is held, and that refusal asks for no preemption (Tree); the next member of the burst gets the
@@ -81,11 +91,7 @@ func TestPreFilterTree(t *testing.T) {
 					gangs[k] = o
 				}
 			}
-			in := PreFilterIn{Now: t0, Logger: klog.Background(), Want: 4, UID: "uid", Nodes: cpuNodes("4", "a", "b"), CacheTTL: 2 * time.Second,
-				Members: func() []*v1.Pod { return tc.pods["decode"] }, Claimed: func(int32) []*v1.Pod { return nil },
-				Gangs: gangs, Fit: &gangfit.Shared{},
-				Tree:         func() *tree.Branch { return tc.root },
-				GroupMembers: func(key string) []*v1.Pod { return tc.pods[strings.TrimPrefix(key, "ns/")] }}
+			in := treeIn(g, nil, 4, cpuNodes("4", "a", "b"), gangs, tc.root, tc.pods)
 			for i, m := range tc.pods["decode"][:2] {
 				in.Member = m
 				out := g.PreFilter(in)
@@ -154,11 +160,7 @@ func TestPreFilterTreeDomain(t *testing.T) {
 				}
 			}
 			pods := map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": tc.prefill}
-			out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: pods["decode"][0], Want: 4, UID: "uid", Nodes: tc.nodes, CacheTTL: 2 * time.Second,
-				Members: func() []*v1.Pod { return pods["decode"] }, Claimed: func(int32) []*v1.Pod { return nil },
-				Gangs: gangs, Fit: &gangfit.Shared{},
-				Tree:         func() *tree.Branch { return root },
-				GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+			out := g.PreFilter(treeIn(g, pods["decode"][0], 4, tc.nodes, gangs, root, pods))
 			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
 				t.Fatalf("reject %v, tree %v (%s); want %v", out.Reject, out.Tree, out.Message, refused)
 			}
@@ -191,11 +193,7 @@ func TestPreFilterTreeExtraAndPlan(t *testing.T) {
 			g.CountBound(decode[i].UID)
 		}
 		pods := map[string][]*v1.Pod{"decode": decode, "prefill": role("prefill", 2, "1")}
-		out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: decode[2], Want: 2, UID: "uid", Nodes: nodes, CacheTTL: 2 * time.Second,
-			Members: func() []*v1.Pod { return decode }, Claimed: func(int32) []*v1.Pod { return nil },
-			Gangs: map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{},
-			Tree:         func() *tree.Branch { return inBlock },
-			GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+		out := g.PreFilter(treeIn(g, decode[2], 2, nodes, map[string]*Gang{g.Key(): g}, inBlock, pods))
 		if out.Stage != Extra || out.Reject || !slices.Equal(sets.List(out.Nodes), []string{"b2-0", "b2-1"}) {
 			t.Errorf("stage %v, reject %v, nodes %v; want an extra member kept to block b2", out.Stage, out.Reject, sets.List(out.Nodes))
 		}
@@ -215,12 +213,9 @@ func TestPreFilterTreeExtraAndPlan(t *testing.T) {
 		big := gangtest.CPUNode("big", "8")
 		cluster := []fwk.NodeInfo{gangtest.RackedNode("x-0", "z", "b", "x"), gangtest.RackedNode("x-1", "z", "b", "x"), big}
 		g := New("ns", "any", "uid")
-		out := g.PreFilter(PreFilterIn{Now: t0, Logger: klog.Background(), Member: pods["any"][0], Want: 2, UID: "uid", Nodes: cluster, CacheTTL: 2 * time.Second,
-			Plannable: true, CandidateNodes: 2,
-			Members: func() []*v1.Pod { return pods["any"] }, Claimed: func(int32) []*v1.Pod { return nil },
-			Gangs: map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{},
-			Tree:         func() *tree.Branch { return root },
-			GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }})
+		in := treeIn(g, pods["any"][0], 2, cluster, map[string]*Gang{g.Key(): g}, root, pods)
+		in.Plannable, in.CandidateNodes = true, 2
+		out := g.PreFilter(in)
 		if out.Reject || out.Plan == nil || !out.Offered || !slices.Equal(sets.List(out.Nodes), []string{"big"}) {
 			t.Errorf("reject %v (%s), planned %v, offered %v %v; want the member planned and offered big only (x's nodes are onx's)", out.Reject, out.Message, out.Plan != nil, out.Offered, sets.List(out.Nodes))
 		}
