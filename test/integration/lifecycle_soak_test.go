@@ -189,6 +189,19 @@ type soakGang struct {
 	succeeded []string
 }
 
+// endRun forgets the succeeded members of a run none of whose live members is bound (liveBound 0):
+// it has ended (its members were evicted, or lost with their node), its succeeded members count no
+// more, and the next run needs minMember members of its own, as the scheduler counts it. A job whose
+// members all succeeded is done and keeps them. It returns the members forgotten.
+func (g *soakGang) endRun(liveBound int) []string {
+	if liveBound > 0 || len(g.succeeded) == 0 || (len(g.pods) == 0 && len(g.succeeded) >= g.minMember) {
+		return nil
+	}
+	ended := g.succeeded
+	g.succeeded = nil
+	return ended
+}
+
 // soakPending is an action due later: a kubelet finishing a graceful stop, a pod GC pass.
 type soakPending struct {
 	dueTick int
@@ -777,6 +790,7 @@ func (w *soakWorld) succeedMember() string {
 			bound = append(bound, p.Name)
 		}
 	}
+	g.endRun(len(bound))
 	if len(bound)+len(g.succeeded) < g.minMember || len(bound) < 2 {
 		return fmt.Sprintf("%s is not whole (%d of minMember %d bound, %d succeeded)", g.name, len(bound), g.minMember, len(g.succeeded))
 	}
@@ -1502,9 +1516,21 @@ func (w *soakWorld) makeRoom() {
 	if evicted := w.evictGhosts(); len(evicted) > 0 {
 		w.logf("settle: pod GC %v", evicted)
 	}
+	before, err := w.snapshot(context.Background())
+	if err != nil {
+		w.fatalf("listing the namespace: %v", err)
+	}
 	for _, g := range w.gangs {
 		// The members of the run that succeeded count (the finished-member rule): a gang is given only
-		// the replacements it needs with them, and must bind so.
+		// the replacements it needs with them, and must bind so. A run none of whose live members is
+		// bound any more (they were evicted, or lost with their node) has ended: its succeeded members
+		// count no more, and the next run needs minMember members of its own (a job whose members all
+		// succeeded is done, and stays so).
+		if v := before[g.name]; v != nil {
+			if ended := g.endRun(v.liveBound()); ended != nil {
+				w.logf("settle: %s's run ended with none of its members bound: its succeeded %v count no more", g.name, ended)
+			}
+		}
 		if missing := g.minMember - len(g.pods) - len(g.succeeded); missing > 0 {
 			w.logf("settle: %s has %d of minMember %d pods and %d succeeded, adding %v", g.name, len(g.pods), g.minMember, len(g.succeeded), w.addMembers(g, missing))
 		}
