@@ -92,6 +92,16 @@ func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
 	return pl.finished.Count(namespace, name, run)
 }
 
+// jobKeys are the keys of the other groups of namespace/name's job (nil: it is in none): their
+// nominations are no room taken against it (see claims.Claims.Against).
+func (pl *Coscheduling) jobKeys(namespace, name string) []string {
+	var keys []string
+	for _, n := range pl.treeLeaves(namespace, name) {
+		keys = append(keys, n.Key())
+	}
+	return keys
+}
+
 // treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
 func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
 	root, _ := pl.treeOf(namespace, name)

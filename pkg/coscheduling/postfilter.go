@@ -42,9 +42,13 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		if mark, err := state.Read(infeasibleKey); err == nil {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				pl.treeInfeasible(pg)
-				if !mark.(rejectedMark).tree {
-					return pl.preemptOrReserve(ctx, pod, pg)
+				if mark.(rejectedMark).tree {
+					// Short only with the other groups its job needs: the job preempts as one, and
+					// nothing is reserved for a group alone.
+					res, st, _ := pl.preemptForGang(ctx, pod, pg, true)
+					return res, st
 				}
+				return pl.preemptOrReserve(ctx, pod, pg)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -79,7 +83,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // waited long enough (see reservation.go). A preemption ends the gang's reservation: its nominations
 // are the preemption's now.
 func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
-	res, st, result := pl.preemptForGang(ctx, pod, pg)
+	res, st, result := pl.preemptForGang(ctx, pod, pg, false)
 	switch result {
 	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
 		return res, st

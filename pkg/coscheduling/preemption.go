@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -72,19 +73,29 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 // snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.PreemptUnder), and applies
 // the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
 // reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
-func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
+//
+// For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
+// as one: its groups' missing members are placed at once, in the job's domain (see jobToPreempt).
+func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	members := pl.members.InGroup(pg.Namespace, pg.Name)
+	infos := pl.handle.SnapshotSharedLister().NodeInfos()
+	var job *gang.JobPreemption
+	if asJob {
+		if job = pl.jobToPreempt(pod, pg, infos); job == nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
+		}
+		members = job.Members
+	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
 	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.VersionAgainst(prio), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
 		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
-	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members,
+	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Releasing:   pl.releasingClaims(ctx),
@@ -97,6 +108,28 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
 	}
 	return res, st, out.Result
+}
+
+// jobToPreempt is the job pod's group preempts for as one (see gang.Gang.JobForPreemption): nil when
+// there is none, or the snapshot cannot be read.
+func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos fwk.NodeInfoLister) *gang.JobPreemption {
+	root, _ := pl.treeOf(pg.Namespace, pg.Name)
+	nodes, err := infos.List()
+	if root == nil || err != nil {
+		return nil
+	}
+	unit, _ := podgroup.UnitOf(pod)
+	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
+		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
+		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	in.Gangs = pl.gangs.All()
+	job, ok := pl.gangForLocked(pg).JobForPreemption(in, root, podgroup.Key(pod.Namespace, unit))
+	if !ok {
+		return nil
+	}
+	return &job
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted
@@ -128,12 +161,24 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	plan := out.Plan
 	prio, _ := gang.Priority(pod, in.Members)
 	// The API calls are made outside the scheduling cycle, as upstream's preemption does: the
-	// members are held back (gang.Gang.Stage) until they are done, and activated then.
+	// members are held back (gang.Gang.Stage) until they are done, and activated then; for a job, the
+	// members of all its groups, which would otherwise preempt for it again before these calls are
+	// made (nothing yet leaving, nothing nominated).
+	groups := []*v1alpha1.PodGroup{pg}
+	if in.Job != nil {
+		for _, n := range pl.treeLeaves(pg.Namespace, pg.Name) {
+			if o := pl.podGroups.Get(n.Namespace, n.Name); o != nil {
+				groups = append(groups, o)
+			}
+		}
+	}
 	pl.mu.Lock()
-	pl.gangForLocked(pg).PreemptionUnderWay = true
+	for _, o := range groups {
+		pl.gangForLocked(o).PreemptionUnderWay = true
+	}
 	pl.mu.Unlock()
 	logger := klog.FromContext(ctx)
-	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, in.Members, plan, prio, out.Need)
+	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, groups, in.Members, plan, prio, out.Need)
 	var res *fwk.PostFilterResult
 	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
 		res = framework.NewPostFilterResultWithNominatedNode(node)
@@ -143,14 +188,17 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 
 // preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,
 // then the members' nominations (only of those still in the store, see effects.Nominate), the end of a
-// reservation the gang held, the outcome, the event; then it lets the members in again.
-func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, members []*v1.Pod, plan gangfit.Plan, prio int32, need int) {
+// reservation the gang held, the outcome, the event; then it lets the members of groups (pg's, and
+// for a job its other groups') in again.
+func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, groups []*v1alpha1.PodGroup, members []*v1.Pod, plan gangfit.Plan, prio int32, need int) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	logger := klog.FromContext(ctx)
 	defer func() {
 		pl.mu.Lock()
-		if g := pl.gangs.Get(key); g != nil {
-			g.PreemptionUnderWay = false
+		for _, o := range groups {
+			if g := pl.gangs.Get(podgroup.Key(o.Namespace, o.Name)); g != nil {
+				g.PreemptionUnderWay = false
+			}
 		}
 		pl.mu.Unlock()
 		pl.activateGroup(pg.Namespace, pg.Name)

@@ -300,3 +300,61 @@ func TestGangGroupsFailover(t *testing.T) {
 	}
 	assertScheduledOnce(t, ns)
 }
+
+// TestGangGroupsPreemptForJob: a high-priority job of two roles (prefill: 2 members of 3 CPU; decode:
+// 4 of 2 CPU; under a gang composite needing both) on five 4-CPU nodes, two free and three each full
+// of a low-priority pod. Each role fits the two free nodes alone, the job does not: it needs two nodes
+// more. The job preempts as one: exactly two low pods are evicted (not the third, nor one role's room
+// at a time), and the job binds whole, no role ever bound without the other.
+func TestGangGroupsPreemptForJob(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	nodes := caseNodes(t, "gtj", 5)
+	var low []string
+	for _, node := range nodes[2:] {
+		name := "low-" + node
+		createPod(t, prioPod(ns, name, "", "4", lowPriority, "gtj", node))
+		low = append(low, name)
+	}
+	for _, name := range low {
+		waitForPodBound(t, ns, name)
+	}
+	watchWhole(t, ns, "prefill", 2, nil)
+	watchWhole(t, ns, "decode", 4, nil)
+	watchTrees(t, ns, []*tnode{{name: "serve", composite: true, min: 2, children: []*tnode{{name: "prefill", min: 2}, {name: "decode", min: 4}}}})
+	createGroupIn(t, ns, "serve", 1, gangComposite(2))
+	createGroupIn(t, ns, "prefill", 2, child("serve"))
+	createGroupIn(t, ns, "decode", 4, child("serve"))
+	for i := range 4 {
+		createPod(t, prioPod(ns, fmt.Sprintf("decode-%d", i), "decode", "2", highPriority, "gtj", ""))
+	}
+	for i := range 2 {
+		createPod(t, prioPod(ns, fmt.Sprintf("prefill-%d", i), "prefill", "3", highPriority, "gtj", ""))
+	}
+
+	var victims []string
+	waitFor(t, ns, "two low-priority pods preempted for the job", func(ctx context.Context) (bool, error) {
+		var err error
+		victims, err = preempted(ctx, ns)
+		return len(victims) >= 2, err
+	})
+	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2 && !slices.ContainsFunc(got, func(n string) bool { return !strings.HasPrefix(n, "low-") }), err
+	})
+	victims, _ = preempted(context.Background(), ns)
+	forceDelete(t, ns, victims...)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	waitForBoundMembers(t, ns, "decode", 4)
+	// One preemption for the job's six missing members, by whichever group's member came first.
+	waitFor(t, ns, "a Preempting event for the job's six members", func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e v1.Event) bool {
+			return e.Reason == podgroup.ReasonPreempting && strings.Contains(e.Message, "so that 6 members fit")
+		}), nil
+	})
+}

@@ -3,6 +3,7 @@
 package claims
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -181,8 +182,9 @@ func (c *Claims) unassumeLocked(uid types.UID) {
 }
 
 // Against lists the nominated pods that hold room against a gang of priority prio: those of at least
-// that priority, not of the gang itself (group key own).
-func (c *Claims) Against(prio int32, own string) []*v1.Pod {
+// that priority, not of the gang itself (group key own) nor of the other groups of its job (also, for
+// a group in a job of several roles: their members are placed with its own).
+func (c *Claims) Against(prio int32, own string, also ...string) []*v1.Pod {
 	if c.n.Load() == 0 {
 		return nil
 	}
@@ -193,8 +195,10 @@ func (c *Claims) Against(prio int32, own string) []*v1.Pod {
 		if corev1helpers.PodPriority(p) < prio {
 			continue
 		}
-		if name, ok := podgroup.Of(p); ok && podgroup.Key(p.Namespace, name) == own {
-			continue
+		if name, ok := podgroup.Of(p); ok {
+			if k := podgroup.Key(p.Namespace, name); k == own || slices.Contains(also, k) {
+				continue
+			}
 		}
 		out = append(out, p)
 	}

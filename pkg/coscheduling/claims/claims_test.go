@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"slices"
 	"sort"
 	"testing"
 
@@ -88,6 +89,11 @@ func TestClaimsLedger(t *testing.T) {
 		}
 		if diff := cmp.Diff(s.wantAgainst, names(c.Against(100, "ns/g"))); diff != "" {
 			t.Errorf("%s: against (-want,+got): %s", s.name, diff)
+		}
+		// For a group whose job has group h too, h's members' nominations are no room taken.
+		wantJob := slices.DeleteFunc(slices.Clone(s.wantAgainst), func(n string) bool { return n == "other" })
+		if diff := cmp.Diff(wantJob, names(c.Against(100, "ns/g", "ns/h"))); diff != "" {
+			t.Errorf("%s: against for a job with ns/h (-want,+got): %s", s.name, diff)
 		}
 		for uid, want := range s.wantHas {
 			if got := c.Has(types.UID(uid)); got != want {

@@ -67,6 +67,10 @@ type PreemptIn struct {
 	// preemption (see gangpreemption.Evicted.Leaving).
 	PDBs    func() ([]*policy.PodDisruptionBudget, error)
 	Leaving func(*v1.Pod) bool
+	// Job, when set, is the job of several roles the member preempts for (see JobForPreemption):
+	// its groups' missing members are placed at once instead of the group's own (Split is not
+	// called), Members are the job's, and none of its pods is a victim.
+	Job *JobPreemption
 }
 
 // PreemptOut is a gang preemption's decision.
@@ -203,31 +207,39 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 // fit at once (per node, in the gang's required domain), or not helpful when none do.
 func Preempt(in PreemptIn) PreemptOut {
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
+	who := "PodGroup " + key
+	if in.Job != nil {
+		who += " with the groups its job " + in.Job.Job + " needs"
+	}
 	prio, _ := Priority(in.Pod, in.Members)
 	for _, m := range in.Members {
 		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == v1.PreemptNever {
-			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: PodGroup %s: member %s has preemptionPolicy Never", key, klog.KObj(m))}
+			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: %s: member %s has preemptionPolicy Never", who, klog.KObj(m))}
 		}
 	}
 	if !gangfit.AnyPodBelow(in.Nodes, prio) {
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
-			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on any node", key)}
+			Message: fmt.Sprintf("preemption: %s does not fit, and no pod of lower priority runs on any node", who)}
 	}
-	candidates, need, nominated := in.Split()
+	candidates, need, nominated := in.toPlace()
 	if n := in.Terminating(nominated, prio); n > 0 {
-		return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for %d pods it preempted to terminate", key, n)}
+		return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: %s waits for %d pods it preempted to terminate", who, n)}
 	}
 	if in.Releasing != nil {
 		if n := in.Releasing(nominated); n > 0 {
-			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: PodGroup %s waits for the devices of %d ResourceClaims of preempted pods to be freed", key, n)}
+			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: %s waits for the devices of %d ResourceClaims of preempted pods to be freed", who, n)}
 		}
 	}
-	pol, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
+	pol, pinned, own, err := in.policy()
 	if err != nil {
 		return PreemptOut{Result: PreemptNotEligible, Message: err.Error()}
 	}
+	minResources := in.PodGroup.Spec.MinResources
+	if in.Job != nil {
+		minResources = nil
+	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(in.Logger, key, candidates, need, in.Nodes, in.PodGroup.Spec.MinResources, in.Claims(), in.Fit, true)
+	f := gangfit.New(in.Logger, key, candidates, need, in.Nodes, minResources, in.Claims(), in.Fit, true)
 	if f == nil {
 		return PreemptOut{Result: PreemptNotEligible}
 	}
@@ -235,20 +247,49 @@ func Preempt(in PreemptIn) PreemptOut {
 	if err != nil {
 		return PreemptOut{Result: PreemptError, Err: fmt.Errorf("listing PodDisruptionBudgets: %w", err)}
 	}
-	pinned := gangfit.PinnedDomains(pol, gangfit.BoundNodes(in.Members, in.Nodes))
-	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, key, in.Leaving, pdbs)
+	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, own, in.Leaving, pdbs)
 	switch {
 	case !plan.Fits && plan.Units == 0:
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
-			Message: fmt.Sprintf("preemption: PodGroup %s does not fit, and no pod of lower priority runs on the nodes its members may use", key)}
+			Message: fmt.Sprintf("preemption: %s does not fit, and no pod of lower priority runs on the nodes its members may use", who)}
 	case !plan.Fits:
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
-			Message: fmt.Sprintf("preemption: PodGroup %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", key, plan.Units)}
+			Message: fmt.Sprintf("preemption: %s does not fit even if all %d lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", who, plan.Units)}
 	case len(plan.Victims) == 0:
 		// It fits without evicting anything: PreFilter rejected it for another reason (e.g. minResources).
 		return PreemptOut{Result: PreemptNotHelpful}
 	}
 	return PreemptOut{Result: PreemptVictims, Plan: plan, Need: need}
+}
+
+// toPlace is what the preemption places: the gang's missing members and the nodes its earlier
+// preemption names (see Gang.SplitForPreemption), or, for a job (in.Job), its groups' missing members
+// and the nodes theirs name.
+func (in PreemptIn) toPlace() (candidates []*v1.Pod, need int, nominated []string) {
+	if j := in.Job; j != nil {
+		candidates, need, _ = gangfit.Joint(j.Groups)
+		return candidates, need, j.Nominated
+	}
+	return in.Split()
+}
+
+// policy is where the preemption places them: within the gang's topology policy and the domains its
+// bound members pin, or, for a job, within the job's domain; own is the unit of eviction that is never
+// a victim (the gang, or the job).
+func (in PreemptIn) policy() (pol gangfit.Policy, pinned map[string]string, own string, err error) {
+	if j := in.Job; j != nil {
+		if d := j.Domain; d != nil {
+			pol = gangfit.Policy{Required: d.Key, Source: "composite " + d.Composite}
+			if d.Value != "" {
+				pinned = map[string]string{d.Key: d.Value}
+			}
+		}
+		return pol, pinned, j.Unit, nil
+	}
+	if pol, err = gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology); err != nil {
+		return pol, nil, "", err
+	}
+	return pol, gangfit.PinnedDomains(pol, gangfit.BoundNodes(in.Members, in.Nodes)), podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name), nil
 }
 
 // AssignedNodes are the nodes a preemption's plan places members on, sorted.

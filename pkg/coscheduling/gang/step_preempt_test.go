@@ -262,3 +262,103 @@ func TestPreemptionPlanMembers(t *testing.T) {
 		t.Errorf("PreemptsInsteadMessage = %q, want %q", got, want)
 	}
 }
+
+// TestPreemptForJob is a job of several roles preempting as one (PreemptIn.Job): its groups' missing
+// members placed at once, in its domain when it has one, waiting on the nodes any of its groups'
+// earlier preemptions named, never evicting a pod of its own.
+func TestPreemptForJob(t *testing.T) {
+	low := func(name, node, cpu string) *v1.Pod { return gangtest.Running(name, "", node, cpu, 10) }
+	member := func(name, group string) *v1.Pod {
+		p := gangtest.Member(name, group, "4")
+		p.Spec.Priority = ptr.To[int32](100)
+		return p
+	}
+	prefill, decode := member("p0", "prefill"), member("d0", "decode")
+	twoRoles := []gangfit.Group{{Key: "ns/prefill", Candidates: []*v1.Pod{prefill}, Need: 1}, {Key: "ns/decode", Candidates: []*v1.Pod{decode}, Need: 1}}
+	// Two racks of two nodes: one free and one full of a lower pod in each.
+	racked := func() []fwk.NodeInfo {
+		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "", "r1"), gangtest.RackedNode("r1-1", "", "", "r1", low("x", "r1-1", "4")),
+			gangtest.RackedNode("r2-0", "", "", "r2"), gangtest.RackedNode("r2-1", "", "", "r2", low("y", "r2-1", "4"))}
+	}
+	cases := []struct {
+		name        string
+		job         JobPreemption
+		nodes       []fwk.NodeInfo
+		terminating int
+		want        PreemptOut
+		wantVictims []string
+		wantAssign  map[string]string
+		// wantWaitedOn are the nodes Terminating was asked about.
+		wantWaitedOn []string
+	}{
+		{name: "each role fits the free node alone, not both: one lower pod is evicted, both roles nominated",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
+			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", low("x", "b", "4")), gangtest.NodeWith("c", "4", low("y", "c", "2"))},
+			want:  PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y"}, wantAssign: map[string]string{"p0": "a", "d0": "c"}},
+		{name: "the job's domain is pinned to r1 (its bound members are there): the victim is the lower pod there, not r2's, which unpinned goes",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: &TreeDomain{Composite: "ns/job", Key: gangtest.RackKey, Value: "r1"}},
+			nodes: racked(),
+			want:  PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"p0": "r1-0", "d0": "r1-1"}},
+		{name: "unpinned, over the same nodes",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: &TreeDomain{Composite: "ns/job", Key: gangtest.RackKey}},
+			nodes: racked(),
+			want:  PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1"}},
+		{name: "the job's domain not chosen yet: the domain of the cheapest victims is chosen, and only its lower pod goes",
+			job: JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: &TreeDomain{Composite: "ns/job", Key: gangtest.RackKey}},
+			nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "", "r1"), gangtest.RackedNode("r1-1", "", "", "r1", gangtest.Running("x", "", "r1-1", "4", 50)),
+				gangtest.RackedNode("r2-0", "", "", "r2"), gangtest.RackedNode("r2-1", "", "", "r2", low("y", "r2-1", "4"))},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1"}},
+		{name: "a pod of the job's own unit is never a victim, though it runs below the job's priority",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
+			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", gangtest.Running("own", "job", "b", "4", 10))},
+			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, and no pod of lower priority runs on the nodes its members may use"}},
+		{name: "another group's earlier preemption still terminates: the job waits on its nodes",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Nominated: []string{"b"}},
+			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", low("x", "b", "4"))}, terminating: 1,
+			want:         PreemptOut{Result: PreemptWaiting, Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs waits for 1 pods it preempted to terminate"},
+			wantWaitedOn: []string{"b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var waitedOn []string
+			job := tc.job
+			in := PreemptIn{Pod: prefill, PodGroup: gangtest.PodGroup("ns", "prefill", 1, t0), Members: []*v1.Pod{prefill, decode}, Nodes: tc.nodes, Job: &job,
+				Split: func() ([]*v1.Pod, int, []string) {
+					t.Fatal("a job's preemption split its own group")
+					return nil, 0, nil
+				},
+				Fit: &gangfit.Shared{}, Logger: klog.Background(),
+				Terminating: func(nodes []string, prio int32) int { waitedOn = nodes; return tc.terminating },
+				Claims:      func() []*v1.Pod { return nil },
+				PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return nil, nil },
+			}
+			out := Preempt(in)
+			if diff := cmp.Diff(tc.want, PreemptOut{Result: out.Result, Message: out.Message, DropNominations: out.DropNominations}); diff != "" {
+				t.Errorf("Preempt (-want,+got):\n%s", diff)
+			}
+			var victims []string
+			for _, v := range out.Plan.Victims {
+				victims = append(victims, v.Name)
+			}
+			if diff := cmp.Diff(tc.wantVictims, victims); diff != "" {
+				t.Errorf("victims (-want,+got):\n%s", diff)
+			}
+			if out.Result == PreemptVictims {
+				assign := map[string]string{}
+				for _, a := range out.Plan.Assignment {
+					assign[a.Pod.Name] = a.Node
+				}
+				if diff := cmp.Diff(tc.wantAssign, assign); diff != "" {
+					t.Errorf("assignment (-want,+got):\n%s", diff)
+				}
+				if out.Need != 2 {
+					t.Errorf("need %d, want 2: both roles' members", out.Need)
+				}
+			}
+			if diff := cmp.Diff(tc.wantWaitedOn, waitedOn); tc.wantWaitedOn != nil && diff != "" {
+				t.Errorf("waited on (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -87,3 +87,50 @@ func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 	}
 	return &TreeDomain{Composite: c.Key(), Key: c.Domain, Value: pinned[c.Domain]}
 }
+
+// JobPreemption is a job of several roles preempting as one (see Preempt): the missing members of the
+// groups its whole-tree check places together (the member's own group first), in the job's domain.
+type JobPreemption struct {
+	// Job names the job (its root's key); Unit is its unit of eviction (see podgroup.UnitOf): no pod
+	// of it is a victim.
+	Job, Unit string
+	Groups    []gangfit.Group
+	Domain    *TreeDomain
+	// Members are the live pods of the job's groups; Nominated the nodes its groups' earlier
+	// preemptions and its members' statuses name.
+	Members   []*v1.Pod
+	Nominated []string
+}
+
+// JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
+// groups its job needs (see Gang.check): the same groups and domain the check placed, each group's
+// members still to place by its gang's state. ok is false when there is no job to preempt for (the
+// group is in none, or its groups cannot be judged together). Under the plugin's lock (it reads the
+// gangs' state). O(the job's pods).
+func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch, unit string) (JobPreemption, bool) {
+	if root == nil {
+		return JobPreemption{}, false
+	}
+	candidates, _, counted := g.Split(in.Members())
+	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
+	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: append([]gangfit.Group{own}, g.together(in, root)...), Domain: g.treeDomain(in, root)}
+	if len(j.Groups) < 2 && j.Domain == nil {
+		return JobPreemption{}, false
+	}
+	if _, _, ok := gangfit.Joint(j.Groups); !ok {
+		return JobPreemption{}, false
+	}
+	for _, n := range root.Leaves() {
+		members := in.GroupMembers(n.Key())
+		j.Members = append(j.Members, members...)
+		if o := in.Gangs[n.Key()]; o != nil {
+			j.Nominated = append(j.Nominated, o.NominatedNodes...)
+		}
+		for _, m := range members {
+			if m.Status.NominatedNodeName != "" {
+				j.Nominated = append(j.Nominated, m.Status.NominatedNodeName)
+			}
+		}
+	}
+	return j, true
+}

@@ -77,6 +77,13 @@ func JobDomain(logger klog.Logger, composite string, groups []Group, key, pinned
 	return p, ok
 }
 
+// Joint is the members a job's groups place together (each group's first Need, see FitTogether) and
+// how many in all: ok false when they cannot stand for the job.
+func Joint(groups []Group) (members []*v1.Pod, need int, ok bool) {
+	members, _, need, ok = together(groups)
+	return members, need, ok
+}
+
 // together is the members FitTogether places, each group's first Need: ok is false when they cannot
 // stand for the job (see FitTogether); names say each group's part.
 func together(groups []Group) (members []*v1.Pod, names []string, need int, ok bool) {
