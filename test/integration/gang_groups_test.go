@@ -34,13 +34,23 @@ func createGroupIn(t *testing.T, ns, name string, minMember int64, annotations m
 // createGroupWithPolicy is createGroupIn with spec.topologyPolicy.required (none when "").
 func createGroupWithPolicy(t *testing.T, ns, name string, minMember int64, annotations map[string]string, required string) {
 	t.Helper()
+	var policy map[string]any
+	if required != "" {
+		policy = map[string]any{"required": required}
+	}
+	createGroupWithTopology(t, ns, name, minMember, annotations, policy)
+}
+
+// createGroupWithTopology is createGroupIn with spec.topologyPolicy (none when nil).
+func createGroupWithTopology(t *testing.T, ns, name string, minMember int64, annotations map[string]string, policy map[string]any) {
+	t.Helper()
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[k] = v
 	}
 	spec := map[string]any{"minMember": minMember, "scheduleTimeoutSeconds": int64(10)}
-	if required != "" {
-		spec["topologyPolicy"] = map[string]any{"required": required}
+	if policy != nil {
+		spec["topologyPolicy"] = policy
 	}
 	pg := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
@@ -198,6 +208,31 @@ func TestGangGroupsInOneBlock(t *testing.T) {
 		t.Errorf("racks: decode %v, prefill %v; want each in one rack of block gg-b2", decode, prefill)
 	}
 	waitForEvent(t, ns, "decode", podgroup.ReasonDomainChosen, schedulerName)
+}
+
+// TestGangGroupsPreferredBlock: the whole job preferably in one block (the composite's
+// spec.topologyPolicy.preferred), its roles free of any policy. Block b1 has two 4-CPU nodes (decode,
+// 4 members of 2 CPU, fits them alone, the job does not), block b2 four. The job binds in b2, no member
+// in b1, though spreading over all six nodes fits too.
+func TestGangGroupsPreferredBlock(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gp-b1", "gp-r1", 2)
+	rack(t, "gp-b2", "gp-r2a", 2)
+	rack(t, "gp-b2", "gp-r2b", 2)
+	watchWhole(t, ns, "prefill", 2, nil)
+	watchWhole(t, ns, "decode", 4, nil)
+	createGroupWithTopology(t, ns, "serve", 1, gangComposite(2), map[string]any{"preferred": []any{blockLabel}})
+	createGroupIn(t, ns, "prefill", 2, child("serve"))
+	createGroupIn(t, ns, "decode", 4, child("serve"))
+	createGang(t, ns, "decode", 4, "2")
+	createGang(t, ns, "prefill", 2, "3")
+	waitForBoundMembers(t, ns, "decode", 4)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	decode, prefill := racksOf(t, ns, "decode"), racksOf(t, ns, "prefill")
+	if decode["gp-r1"] > 0 || prefill["gp-r1"] > 0 {
+		t.Errorf("racks: decode %v, prefill %v; want the whole job in block gp-b2 (racks gp-r2a, gp-r2b)", decode, prefill)
+	}
 }
 
 // waitCompositeStatus waits until the composite PodGroup's Scheduled condition has reason and a

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -47,12 +48,28 @@ type Job struct {
 	Domain *TreeDomain
 }
 
-// TreeDomain is the domain of a required topology key that a job of several roles holds its groups in
-// (see tree.Branch.DomainAbove).
+// TreeDomain is the domain of a required topology key that a job of several roles holds its groups in,
+// or of its preferred keys where the job fits one (see tree.Branch.DomainAbove).
 type TreeDomain struct {
-	// Composite is the key of the composite whose domain it is, Key its label key, Value the domain
-	// its bound or reserved members pin ("": the check chooses one where the job fits).
+	// Composite is the key of the composite whose domain it is, Key its required label key ("" for
+	// none), Value the domain its bound or reserved members pin ("": the check chooses one where the
+	// job fits).
 	Composite, Key, Value string
+	// Preferred are the composite's preferred keys, narrowest first; Pinned the domain of each key
+	// (Key's too) that its bound or reserved members share ("" where they are in several; nil: none is
+	// placed).
+	Preferred []string
+	Pinned    map[string]string
+}
+
+// Policy is the job's topology policy, as a flat gang's.
+func (d *TreeDomain) Policy() gangfit.Policy {
+	return gangfit.Policy{Required: d.Key, Preferred: d.Preferred, Source: "composite " + d.Composite}
+}
+
+// equal reports whether d and o are the same domain.
+func (d *TreeDomain) equal(o *TreeDomain) bool {
+	return d.Composite == o.Composite && d.Key == o.Key && d.Value == o.Value && slices.Equal(d.Preferred, o.Preferred) && maps.Equal(d.Pinned, o.Pinned)
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -77,17 +94,19 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	on := j
 	var domain *gangfit.Placement
 	if td := j.Domain; td != nil {
-		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Key, td.Value, j.Nodes, j.Claimed, fit)
-		if !ok {
+		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, j.Nodes, j.Claimed, fit)
+		switch {
+		case !ok:
 			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}
 			return d
+		case p.Level != gangfit.LevelAnywhere:
+			// The checks within the job's domain read its nodes only: the shared capacity table is
+			// kept for the whole snapshot's.
+			fit = fit.Private()
+			in := *j
+			in.Nodes = onNodes(j.Nodes, p.Nodes)
+			on, domain = &in, &p
 		}
-		// The checks within the job's domain read its nodes only: the shared capacity table is kept
-		// for the whole snapshot's.
-		fit = fit.Private()
-		in := *j
-		in.Nodes = onNodes(j.Nodes, p.Nodes)
-		on, domain = &in, &p
 	}
 	res, f := gangfit.Check(on.Logger, on.Gang, on.Candidates, on.Need, on.Nodes, on.MinResources, on.Counted, on.Claimed, fit)
 	d.Result = on.place(d, res, f)
@@ -159,7 +178,7 @@ func (d *Done) For(j *Job) bool {
 	k.Epoch = j.Key.Epoch
 	return o.Extra == j.Extra && o.Gang == j.Gang && o.Need == j.Need && k.Matches(j.Key) && sameUIDs(o.Candidates, j.Candidates) &&
 		slices.EqualFunc(o.Together, j.Together, func(a, b gangfit.Group) bool { return a.Key == b.Key && a.Need == b.Need }) &&
-		(o.Domain == nil) == (j.Domain == nil) && (o.Domain == nil || *o.Domain == *j.Domain)
+		(o.Domain == nil) == (j.Domain == nil) && (o.Domain == nil || o.Domain.equal(j.Domain))
 }
 
 // sameUIDs reports whether a and b are the same pods, in any order.

@@ -279,8 +279,8 @@ func (in PreemptIn) toPlace() (candidates []*v1.Pod, need int, nominated []strin
 func (in PreemptIn) policy() (pol gangfit.Policy, pinned map[string]string, own string, err error) {
 	if j := in.Job; j != nil {
 		if d := j.Domain; d != nil {
-			pol = gangfit.Policy{Required: d.Key, Source: "composite " + d.Composite}
-			if d.Value != "" {
+			pol, pinned = d.Policy(), d.Pinned
+			if d.Value != "" && pinned == nil {
 				pinned = map[string]string{d.Key: d.Value}
 			}
 		}

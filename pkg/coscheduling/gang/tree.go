@@ -64,7 +64,7 @@ func (in PreFilterIn) tree() *tree.Branch {
 }
 
 // treeDomain is the domain the member's job holds its groups in (the outermost composite above the
-// group with a required topology, see tree.Branch.DomainAbove): the one the bound or reserved members
+// group with a required or preferred topology, see tree.Branch.DomainAbove): the one the bound or reserved members
 // of its groups pin, else one the check chooses (Value ""). nil: the job has none, or its members are
 // already in several (placed anywhere, as a flat gang whose bound members share no domain).
 // O(the job's pods).
@@ -81,11 +81,13 @@ func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 			reserved = append(reserved, o.ReservedNodes()...)
 		}
 	}
-	pinned := gangfit.PinnedDomains(gangfit.Policy{Required: c.Domain}, gangfit.BoundNodes(pods, in.Nodes, reserved...))
-	if pinned != nil && pinned[c.Domain] == "" {
+	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred}
+	d.Pinned = gangfit.PinnedDomains(d.Policy(), gangfit.BoundNodes(pods, in.Nodes, reserved...))
+	if d.Key != "" && d.Pinned != nil && d.Pinned[d.Key] == "" {
 		return nil
 	}
-	return &TreeDomain{Composite: c.Key(), Key: c.Domain, Value: pinned[c.Domain]}
+	d.Value = d.Pinned[d.Key]
+	return d
 }
 
 // JobPreemption is a job of several roles preempting as one (see Preempt): the missing members of the

@@ -49,16 +49,17 @@ func FitTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.Nod
 	return res, PlanPlacement(f, in)
 }
 
-// JobDomain is the domain of key that holds the missing members of a job's groups together (see
-// FitTogether for which): the one its placed members pin, else the tightest where they fit (see
-// ChoosePlacement). Where the groups cannot be counted together, the first group's own members
-// choose. composite names the composite whose domain it is, in the message.
-func JobDomain(logger klog.Logger, composite string, groups []Group, key, pinned string, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) (Placement, bool) {
-	pol := Policy{Required: key, Source: "composite " + composite}
+// JobDomain is the domain of the job's topology policy (a composite's: a required key, preferred keys,
+// or both) that holds the missing members of a job's groups together (see FitTogether for which):
+// the one its placed members pin (pinned, see PinnedDomains), else the tightest where they fit (see
+// ChoosePlacement; with no required key, anywhere when no preferred domain fits). Where the groups
+// cannot be counted together, the first group's own members choose. composite names the composite
+// whose domain it is, in the message.
+func JobDomain(logger klog.Logger, composite string, groups []Group, pol Policy, pinned map[string]string, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) (Placement, bool) {
 	var p Placement
 	ok := true
-	if pinned != "" {
-		p = PinnedPlacement(pol, map[string]string{key: pinned}, nodes)
+	if len(pol.Preferred) == 0 && pinned[pol.Required] != "" {
+		p = PinnedPlacement(pol, pinned, nodes)
 	} else {
 		members, _, need, judged := together(groups)
 		if !judged {
@@ -68,11 +69,11 @@ func JobDomain(logger klog.Logger, composite string, groups []Group, key, pinned
 		if f == nil {
 			return Placement{}, false
 		}
-		p, ok = ChoosePlacement(f, pol, nil, nil)
+		p, ok = ChoosePlacement(f, pol, pinned, nil)
 		f.Done()
 	}
-	if ok {
-		p.Message = fmt.Sprintf("placed in %s=%s with the other groups of its job %s", key, p.Value, composite)
+	if ok && p.Level != LevelAnywhere {
+		p.Message = fmt.Sprintf("placed in %s=%s with the other groups of its job %s", p.Key, p.Value, composite)
 	}
 	return p, ok
 }

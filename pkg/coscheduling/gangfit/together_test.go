@@ -145,14 +145,27 @@ func TestJobDomain(t *testing.T) {
 		}
 	}
 	groups := []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 2, "3"), Need: 2}}
-	p, ok := JobDomain(logger, "ns/serve", groups, blockKey, "", nodes, nil, nil)
+	block := Policy{Required: blockKey}
+	p, ok := JobDomain(logger, "ns/serve", groups, block, nil, nodes, nil, nil)
 	if !ok || p.Value != "b2" || p.Nodes.Len() != 4 || p.Message != "placed in example.com/block=b2 with the other groups of its job ns/serve" {
 		t.Errorf("chosen %+v, %v; want the tightest block that holds the job, b2", p, ok)
 	}
-	if p, ok := JobDomain(logger, "ns/serve", groups, blockKey, "b1", nodes, nil, nil); !ok || p.Value != "b1" || p.Nodes.Len() != 2 {
+	if p, ok := JobDomain(logger, "ns/serve", groups, block, map[string]string{blockKey: "b1"}, nodes, nil, nil); !ok || p.Value != "b1" || p.Nodes.Len() != 2 {
 		t.Errorf("pinned %+v, %v; want b1, where the job's members are", p, ok)
 	}
-	if _, ok := JobDomain(logger, "ns/serve", groups, blockKey, "", nodes[:0:0], nil, nil); ok {
+	if _, ok := JobDomain(logger, "ns/serve", groups, block, nil, nodes[:0:0], nil, nil); ok {
 		t.Error("a domain chosen on no nodes")
+	}
+	// Preferred keys: the tightest block that holds the job, as required; where none does, anywhere.
+	pref := Policy{Preferred: []string{blockKey}}
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, nodes, nil, nil); !ok || p.Value != "b2" || p.Level != LevelPreferred {
+		t.Errorf("preferred %+v, %v; want b2, the tightest block that holds the job", p, ok)
+	}
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, nodes[:2], nil, nil); !ok || p.Level != LevelAnywhere || p.Nodes != nil {
+		t.Errorf("preferred on two nodes of b-anything %+v, %v; want anywhere: no block holds the job", p, ok)
+	}
+	// Pinned by placed members to b3 (preferred): the job stays there while it fits.
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, map[string]string{blockKey: "b3"}, nodes, nil, nil); !ok || p.Value != "b3" {
+		t.Errorf("preferred, pinned to b3: %+v, %v; want b3", p, ok)
 	}
 }

@@ -66,6 +66,10 @@ type Node struct {
 	// required topology: spec.topologyPolicy.required of ours, the first schedulingConstraints.topology
 	// key of an in-tree one); "" for none.
 	Domain string
+	// Preferred, for a composite of ours, are node label keys, narrowest first: every pod under it in
+	// one domain of the first key where the job fits, else of the next, then (within Domain, if set)
+	// anywhere (spec.topologyPolicy.preferred).
+	Preferred []string
 }
 
 // Key is the node's namespace/name.
@@ -108,6 +112,9 @@ func FromPodGroup(pg *v1alpha1.PodGroup, minMember int, gang bool) Node {
 	}
 	if tp := pg.Spec.TopologyPolicy; n.Composite && tp != nil {
 		n.Domain = string(tp.Required)
+		for _, k := range tp.Preferred {
+			n.Preferred = append(n.Preferred, string(k))
+		}
 	}
 	if n.Parent != "" && n.Parent == n.Name {
 		n.Invalid = fmt.Sprintf("annotation %s names the group itself", AnnotationParent)
@@ -381,11 +388,11 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 	return true
 }
 
-// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain (false: none). Its
-// Leaves are the groups that share its domain.
+// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain or Preferred keys
+// (false: none). Its Leaves are the groups that share its domain.
 func (b *Branch) DomainAbove(leaf string) (*Branch, bool) {
 	for _, c := range b.pathTo(leaf) {
-		if c.Domain != "" {
+		if c.Domain != "" || len(c.Preferred) > 0 {
 			return c, true
 		}
 	}

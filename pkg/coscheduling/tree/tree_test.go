@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -187,7 +188,7 @@ func TestFromPodGroup(t *testing.T) {
 			want: Node{Namespace: ns, Name: "g", Gang: true, Min: 3, Parent: "g", Invalid: "annotation scheduling.x-k8s.io/parent-group names the group itself"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FromPodGroup(pg(tc.ann), 3, true); got != tc.want {
+			if got := FromPodGroup(pg(tc.ann), 3, true); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("FromPodGroup =\n%+v, want\n%+v", got, tc.want)
 			}
 		})
@@ -240,10 +241,10 @@ func TestInTreeComposite(t *testing.T) {
 			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2}}}}
 	basic := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "top"},
 		Spec: schedulingv1alpha3.CompositePodGroupSpec{SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Basic: &schedulingv1alpha3.CompositeBasicSchedulingPolicy{}}}}
-	if got, want := FromComposite(gang), (Node{Namespace: ns, Name: InTreeCompositePrefix + "job", Composite: true, Gang: true, Min: 2, Parent: InTreeCompositePrefix + "top"}); got != want {
+	if got, want := FromComposite(gang), (Node{Namespace: ns, Name: InTreeCompositePrefix + "job", Composite: true, Gang: true, Min: 2, Parent: InTreeCompositePrefix + "top"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("FromComposite(gang) = %+v, want %+v", got, want)
 	}
-	if got, want := FromComposite(basic), (Node{Namespace: ns, Name: InTreeCompositePrefix + "top", Composite: true, Min: 1}); got != want {
+	if got, want := FromComposite(basic), (Node{Namespace: ns, Name: InTreeCompositePrefix + "top", Composite: true, Min: 1}); !reflect.DeepEqual(got, want) {
 		t.Errorf("FromComposite(basic) = %+v, want %+v", got, want)
 	}
 	inBlock := gang.DeepCopy()
@@ -257,7 +258,7 @@ func TestInTreeComposite(t *testing.T) {
 	x.Set(leaf)
 	x.Set(FromComposite(basic))
 	x.Set(FromComposite(gang))
-	if under := x.Under(ns, InTreeCompositePrefix+"top"); len(under) != 1 || under[0] != leaf {
+	if under := x.Under(ns, InTreeCompositePrefix+"top"); len(under) != 1 || !reflect.DeepEqual(under[0], leaf) {
 		t.Errorf("Under(top) = %v, want the group two levels below", under)
 	}
 	root, p := x.Resolve(ns, leaf.Name)
