@@ -247,3 +247,100 @@ func TestDoneForTreeJob(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreePreferred: a composite's preferred key keeps its job in one block where it fits
+// (b2), and a job no block holds is placed anywhere, not refused, unlike a required key.
+func TestPreFilterTreePreferred(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Preferred: []string{gangtest.BlockKey}})
+	x.Set(tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"})
+	x.Set(tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
+	root, _ := x.Resolve("ns", "decode")
+	block := func(b string, n int) []fwk.NodeInfo {
+		var out []fwk.NodeInfo
+		for i := range n {
+			out = append(out, gangtest.RackedNode(fmt.Sprintf("%s-%d", b, i), "z", b, b+"r"))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []fwk.NodeInfo
+		// allowed nil: every node.
+		allowed []string
+	}{
+		{name: "the tightest block that holds the job", nodes: append(block("b1", 2), block("b2", 4)...), allowed: []string{"b2-0", "b2-1", "b2-2", "b2-3"}},
+		{name: "no block holds the job, two together do: anywhere", nodes: append(block("b1", 2), block("b3", 2)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "decode", "uid")
+			pods := map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": role("prefill", 2, "3")}
+			out := g.PreFilter(treeIn(g, pods["decode"][0], 4, tc.nodes, map[string]*Gang{g.Key(): g}, root, pods))
+			if out.Reject {
+				t.Fatalf("refused (%s); a preferred key never refuses a job that fits", out.Message)
+			}
+			if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) {
+				t.Errorf("nodes %v, want %v", got, tc.allowed)
+			}
+		})
+	}
+}
+
+// TestJobForPreemption: the job a group's member preempts for is the groups its whole-tree check
+// places together, with every member of the job and the nodes any of its groups is nominated to;
+// there is none when the group alone is short (its own preemption) or it is in no job.
+func TestJobForPreemption(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2})
+	x.Set(tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"})
+	x.Set(tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
+	root, _ := x.Resolve("ns", "decode")
+	nominated := role("prefill", 2, "3")
+	nominated[1].Status.NominatedNodeName = "n1"
+	wholePrefill := func() *Gang {
+		o := New("ns", "prefill", "p")
+		for _, p := range role("prefill", 2, "3") {
+			o.CountBound(p.UID)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name    string
+		root    *tree.Branch
+		prefill []*v1.Pod
+		other   *Gang
+		want    bool
+		// wantGroups are each group's key and need.
+		wantGroups    []string
+		wantNominated []string
+	}{
+		{name: "two roles, none placed: both, with their nominations", root: root, prefill: nominated,
+			other: func() *Gang { o := New("ns", "prefill", "p"); o.NominatedNodes = []string{"n2"}; return o }(),
+			want:  true, wantGroups: []string{"ns/decode:4", "ns/prefill:2"}, wantNominated: []string{"n2", "n1"}},
+		{name: "the other role whole: the group preempts for itself", root: root, prefill: role("prefill", 2, "3"), other: wholePrefill()},
+		{name: "in no job", prefill: role("prefill", 2, "3")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "decode", "uid")
+			gangs := map[string]*Gang{g.Key(): g}
+			if tc.other != nil {
+				gangs[tc.other.Key()] = tc.other
+			}
+			pods := map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": tc.prefill}
+			j, ok := g.JobForPreemption(treeIn(g, pods["decode"][0], 4, nil, gangs, tc.root, pods), tc.root, "ns/serve")
+			if ok != tc.want {
+				t.Fatalf("job %+v, %v; want %v", j, ok, tc.want)
+			}
+			if !ok {
+				return
+			}
+			var groups []string
+			for _, gr := range j.Groups {
+				groups = append(groups, fmt.Sprintf("%s:%d", gr.Key, gr.Need))
+			}
+			if !slices.Equal(groups, tc.wantGroups) || !slices.Equal(j.Nominated, tc.wantNominated) || len(j.Members) != 6 || j.Job != "ns/serve" || j.Unit != "ns/serve" {
+				t.Errorf("job %v, nominated %v, %d members, job %s, unit %s; want %v, %v, 6, ns/serve", groups, j.Nominated, len(j.Members), j.Job, j.Unit, tc.wantGroups, tc.wantNominated)
+			}
+		})
+	}
+}
