@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -38,14 +39,28 @@ func treeNode(pg *v1alpha1.PodGroup) tree.Node {
 	return tree.FromPodGroup(pg, podgroup.MinMember(pg), pg.Annotations[podgroup.AnnotationPolicy] != "Basic")
 }
 
-// treeHoldBack says why PreEnqueue holds a member of group namespace/name back for its tree: the
-// tree is malformed or incomplete (a parent missing), or the gang composites above the group lack
-// groups with their minMember of live members. O(the tree).
-func (pl *Coscheduling) treeHoldBack(namespace, name string) (reason, msg string) {
+// treeHoldBack says why PreEnqueue holds pod, a member of group namespace/name, back for its tree:
+// the tree is malformed or incomplete (a parent missing), or the gang composites above the group lack
+// groups with their minMember of live members, the members of their run in progress that succeeded
+// counted (the finished-member rule: the pod's own group's by its run, another group's as its last
+// step counted them). O(the tree).
+func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, namespace, name string) (reason, msg string) {
 	root, p := pl.treeOf(namespace, name)
-	return tree.HoldBack(root, p, podgroup.Key(namespace, name), func(key string) int {
+	if root == nil {
+		return tree.HoldBack(root, p, "", nil)
+	}
+	own := podgroup.Key(namespace, name)
+	credit := map[string]int{own: pl.credit(pod)}
+	pl.mu.RLock()
+	for _, n := range root.Leaves() {
+		if g := pl.gangs.Get(n.Key()); g != nil && n.Key() != own {
+			credit[n.Key()] = g.Credit
+		}
+	}
+	pl.mu.RUnlock()
+	return tree.HoldBack(root, p, own, func(key string) int {
 		ns, n, _ := strings.Cut(key, "/")
-		return pl.members.Count(ns, n)
+		return pl.members.Count(ns, n) + credit[key]
 	})
 }
 

@@ -358,3 +358,28 @@ func TestGangGroupsPreemptForJob(t *testing.T) {
 		}), nil
 	})
 }
+
+// TestGangGroupsFinishedMember: the finished-member rule in a job. Both roles of a job (2 members of
+// 1 CPU each) run; one of role b's members succeeds, another fails and is replaced (an indexed Job's
+// workers finishing at different times). Role b counts its running member, the one that succeeded and
+// the replacement: its minMember, so the job's tree lets the replacement in, and it binds beside the
+// others. (The soak found it held back for ever, WaitingForGroups "b: 2 of minMember 3", its
+// succeeded member not counted.)
+func TestGangGroupsFinishedMember(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 2, "4")
+	createGroupIn(t, ns, "job", 1, gangComposite(2))
+	createGroupIn(t, ns, "a", 2, child("job"))
+	createGroupIn(t, ns, "b", 3, child("job"))
+	createGang(t, ns, "a", 2, "1")
+	b := createGang(t, ns, "b", 3, "1")
+	waitForBoundMembers(t, ns, "a", 2)
+	waitForBoundMembers(t, ns, "b", 3)
+
+	setPhase(t, ns, b[0], v1.PodSucceeded)
+	setPhase(t, ns, b[1], v1.PodFailed)
+	forceDelete(t, ns, b[1])
+	createPod(t, gangPod(ns, "b-3", "b", "1"))
+	waitForPodBound(t, ns, "b-3")
+}
