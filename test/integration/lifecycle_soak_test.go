@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The soak's knobs. SOAK_SEED replays a run's random choices; SOAK_OPS sets the number of ops.
@@ -87,7 +88,9 @@ const (
 // and the plugin must forget the groups once they are gone. Some nodes publish GPUs through DRA and
 // some gangs ask one per member (a claim from a template, or a DRA-backed extended resource): no
 // device may ever be allocated twice, and every bound member of a device gang must have its claim
-// allocated on its node (lifecycle_soak_devices_test.go).
+// allocated on its node (lifecycle_soak_devices_test.go). Some jobs are of two roles, two gangs under
+// a gang composite: no such job may have a group bound and fewer than both whole for longer than its
+// window, beyond the test's own doing (lifecycle_soak_jobs_test.go).
 //
 // Every random choice comes from one seed, logged at the start: SOAK_SEED=<seed> replays the same
 // sequence of operations, delayed actions and injected faults (timing, and so the scheduler's
@@ -132,7 +135,8 @@ func TestCoschedulingLifecycleSoak(t *testing.T) {
 	w.settle()
 	w.finishEarly()
 	w.stopWatcher()
-	w.logf("longest partial episode that ended whole: %v (window %v); faults injected %s; %d reservations made", w.longest.Round(time.Millisecond), soakGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
+	w.logf("longest partial episode that ended whole: %v (window %v); a job's: %v (window %v); faults injected %s; %d reservations made",
+		w.longest.Round(time.Millisecond), soakGrace, w.longestJob.Round(time.Millisecond), soakJobGrace, proxy.counts(proxy.injected), soakReservations(t, w.ns))
 	w.logf("devices: %s", w.devicesSummary())
 	if w.violations > 0 {
 		w.errorf("%d violation(s) seen during the run (each reported above)", w.violations)
@@ -187,6 +191,8 @@ type soakGang struct {
 	// them): they keep counting toward the quorum of the run (the finished-member rule) until the job
 	// restarts, completes or is deleted.
 	succeeded []string
+	// parent is the composite of the job the gang is a group of ("" for none, see soakJob).
+	parent string
 }
 
 // endRun forgets the succeeded members of a run none of whose live members is bound (liveBound 0):
@@ -264,6 +270,7 @@ type soakWorld struct {
 
 	gangs     []*soakGang
 	nextGang  int
+	jobs      []*soakJob
 	plain     []string
 	nextPlain int
 	nodes     []string
@@ -291,8 +298,9 @@ type soakWorld struct {
 	mu         sync.Mutex
 	groups     map[string]*soakGroupState
 	violations int
-	// longest is the longest partial episode that ended with the group whole: the bind window seen.
-	longest time.Duration
+	// longest is the longest partial episode that ended with the group whole: the bind window seen;
+	// longestJob a job's (see soakJob).
+	longest, longestJob time.Duration
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
@@ -401,6 +409,7 @@ type soakOp struct {
 func (w *soakWorld) ops() []soakOp {
 	return []soakOp{
 		{"create gang", 4, w.createGang},
+		{"create job", 2, w.createJob},
 		{"complete gang", 2, w.completeGang},
 		{"restart gang", 3, w.restartGang},
 		{"replace member", 3, w.replaceMember},
@@ -556,6 +565,7 @@ func (w *soakWorld) disrupt(group, why string) {
 		return
 	}
 	s.disrupted, s.disruptedAt, s.partialSince, s.reported = why, time.Now(), time.Time{}, false
+	w.disruptJob(group, why)
 	s.before = map[string]bool{}
 	if g := w.gangByName(group); g != nil {
 		for _, name := range g.pods {
@@ -632,10 +642,14 @@ func (w *soakWorld) createPodGroupOf(g *soakGang) {
 	if g.required {
 		spec["topologyPolicy"] = map[string]any{"required": rackLabel}
 	}
+	meta := map[string]any{"name": g.name, "namespace": w.ns}
+	if g.parent != "" {
+		meta["annotations"] = map[string]any{tree.AnnotationParent: g.parent}
+	}
 	pg := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
 		"kind":       "PodGroup",
-		"metadata":   map[string]any{"name": g.name, "namespace": w.ns},
+		"metadata":   meta,
 		"spec":       spec,
 	}}
 	if _, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
@@ -944,6 +958,11 @@ func (w *soakWorld) deleteGang() string {
 	g := w.pickGang()
 	if g == nil {
 		return "no gang"
+	}
+	if g.parent != "" {
+		if j := w.jobByName(g.parent); j != nil {
+			return w.deleteJob(j)
+		}
 	}
 	groupFirst := w.rng.IntN(2) == 0
 	w.disrupt(g.name, "delete")
@@ -1396,6 +1415,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 			delete(w.groups, name)
 		}
 	}
+	w.observeJobs(views, now)
 	w.checkDevices(ctx, views)
 }
 
@@ -1645,7 +1665,7 @@ func (w *soakWorld) cleanUp() {
 	if err != nil {
 		w.fatalf("waiting for the namespace's pods and PodGroups to be gone: %v", err)
 	}
-	w.gangs, w.plain = nil, nil
+	w.gangs, w.plain, w.jobs = nil, nil, nil
 	w.logf("cleanup: every pod and PodGroup of %s is gone", w.ns)
 }
 
