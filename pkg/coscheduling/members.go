@@ -96,10 +96,35 @@ func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
 // nominations are no room taken against it (see claims.Claims.Against).
 func (pl *Coscheduling) jobKeys(namespace, name string) []string {
 	var keys []string
-	for _, n := range pl.treeLeaves(namespace, name) {
+	for _, n := range pl.jobLeaves(namespace, name) {
 		keys = append(keys, n.Key())
 	}
 	return keys
+}
+
+// jobLeaves returns the other groups of namespace/name's job: those under its unit (the topmost gang
+// composite above it, see tree.Index.Unit), not every group of its tree (a basic composite above
+// holds other jobs). nil: it is in no job.
+func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
+	root, _ := pl.treeOf(namespace, name)
+	if root == nil {
+		return nil
+	}
+	unit, ok := pl.trees.Unit(namespace, name)
+	if !ok {
+		return nil
+	}
+	b := root.Find(podgroup.Key(namespace, unit))
+	if b == nil {
+		return nil
+	}
+	var out []tree.Node
+	for _, n := range b.Leaves() {
+		if n.Name != name {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).

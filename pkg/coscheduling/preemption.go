@@ -90,6 +90,11 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		}
 		members = job.Members
 	}
+	// A job's other groups' nominations are no room taken against it (as in PreFilter).
+	var also []string
+	if job != nil {
+		also = pl.jobKeys(pg.Namespace, pg.Name)
+	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
@@ -99,7 +104,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Releasing:   pl.releasingClaims(ctx),
-		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
+		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key, also...) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
 	out, cached := gang.PreemptUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, ck, feasibilityCacheTTL, in, infos.List)
 	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, cached)
@@ -152,8 +157,13 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 		if !out.DropNominations || pl.holdsReservation(key) {
 			return nil, st
 		}
-		// The nominations a gang's earlier preemption made keep no room for it now.
-		pl.clearNominations(ctx, in.Members, pod.UID)
+		// The nominations a gang's earlier preemption made keep no room for it now. A job's: only its
+		// own group's (another group's may be its reservation's).
+		members := in.Members
+		if in.Job != nil {
+			members = pl.members.InGroup(pg.Namespace, pg.Name)
+		}
+		pl.clearNominations(ctx, members, pod.UID)
 		return framework.NewPostFilterResultWithNominatedNode(""), st
 	case gang.PreemptWaiting:
 		return nil, st
@@ -166,7 +176,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	// made (nothing yet leaving, nothing nominated).
 	groups := []*v1alpha1.PodGroup{pg}
 	if in.Job != nil {
-		for _, n := range pl.treeLeaves(pg.Namespace, pg.Name) {
+		for _, n := range pl.jobLeaves(pg.Namespace, pg.Name) {
 			if o := pl.podGroups.Get(n.Namespace, n.Name); o != nil {
 				groups = append(groups, o)
 			}

@@ -91,8 +91,6 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		d.Placement = &p
 		return d
 	}
-	on := j
-	var domain *gangfit.Placement
 	if td := j.Domain; td != nil {
 		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, j.Nodes, j.Claimed, fit)
 		switch {
@@ -102,12 +100,25 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		case p.Level != gangfit.LevelAnywhere:
 			// The checks within the job's domain read its nodes only: the shared capacity table is
 			// kept for the whole snapshot's.
-			fit = fit.Private()
 			in := *j
 			in.Nodes = onNodes(j.Nodes, p.Nodes)
-			on, domain = &in, &p
+			if d := in.check(fit.Private(), &p); d.Result.Feasible || p.Level != gangfit.LevelPreferred {
+				d.job = j
+				return d
+			}
+			// A preferred domain never refuses a job: where the groups' own policies do not hold
+			// there, the job is checked anywhere (within its required domain, if it has one, the
+			// placement is never preferred).
 		}
 	}
+	return j.check(fit, nil)
+}
+
+// check is a whole-gang Job's check on its nodes, within the job's domain (nil: none): the gang's own
+// check and placement, then the job's other groups with it.
+func (j *Job) check(fit *gangfit.Shared, domain *gangfit.Placement) *Done {
+	d := &Done{job: j}
+	on := j
 	res, f := gangfit.Check(on.Logger, on.Gang, on.Candidates, on.Need, on.Nodes, on.MinResources, on.Counted, on.Claimed, fit)
 	d.Result = on.place(d, res, f)
 	f.Done()

@@ -122,7 +122,13 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch, unit string) 
 	if _, _, ok := gangfit.Joint(j.Groups); !ok {
 		return JobPreemption{}, false
 	}
-	for _, n := range root.Leaves() {
+	// The job is its unit's tree (the topmost gang composite above the group), not the whole tree: a
+	// basic composite above holds other jobs, each placed on its own.
+	scope := root
+	if u := root.Find(unit); u != nil {
+		scope = u
+	}
+	for _, n := range scope.Leaves() {
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)
 		if o := in.Gangs[n.Key()]; o != nil {

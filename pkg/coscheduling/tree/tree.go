@@ -161,6 +161,19 @@ type Branch struct {
 	Children []*Branch
 }
 
+// Find returns the branch of b keyed key (nil: none under b).
+func (b *Branch) Find(key string) *Branch {
+	if b.Key() == key {
+		return b
+	}
+	for _, c := range b.Children {
+		if f := c.Find(key); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
 // Leaves returns the PodGroups under b (b itself if it is one), in name order.
 func (b *Branch) Leaves() []Node {
 	if !b.Composite {
@@ -388,11 +401,18 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 	return true
 }
 
-// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain or Preferred keys
-// (false: none). Its Leaves are the groups that share its domain.
+// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain, else the outermost
+// with Preferred keys (false: none): a required key is never dropped for a preferred one. Its Leaves
+// are the groups that share its domain.
 func (b *Branch) DomainAbove(leaf string) (*Branch, bool) {
-	for _, c := range b.pathTo(leaf) {
-		if c.Domain != "" || len(c.Preferred) > 0 {
+	path := b.pathTo(leaf)
+	for _, c := range path {
+		if c.Domain != "" {
+			return c, true
+		}
+	}
+	for _, c := range path {
+		if len(c.Preferred) > 0 {
 			return c, true
 		}
 	}
