@@ -184,7 +184,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	}
 	pl.mu.Lock()
 	for _, o := range groups {
-		pl.gangForLocked(o).PreemptionUnderWay = true
+		pl.gangForLocked(o).StartPreempting()
 	}
 	pl.mu.Unlock()
 	logger := klog.FromContext(ctx)
@@ -207,7 +207,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 		pl.mu.Lock()
 		for _, o := range groups {
 			if g := pl.gangs.Get(podgroup.Key(o.Namespace, o.Name)); g != nil {
-				g.PreemptionUnderWay = false
+				g.DonePreempting()
 			}
 		}
 		pl.mu.Unlock()

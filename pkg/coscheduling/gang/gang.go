@@ -108,10 +108,18 @@ type Gang struct {
 	CacheKey    FeasibilityKey
 	// LastPreemption caches the last preemption that could not help (see CachedPreemption).
 	LastPreemption *PreemptMemo
-	// PreemptionUnderWay: a preemption's evictions and nominations are being made outside the
-	// scheduling cycle; the members are held back (Stage) until they are done.
-	PreemptionUnderWay bool
+	// PreemptionsUnderWay counts the preemptions whose evictions and nominations are being made
+	// outside the scheduling cycle for the gang or for its job (its own and a sibling group's may
+	// overlap); the members are held back (Stage) until they are done.
+	PreemptionsUnderWay int
 }
+
+// StartPreempting holds the members back while a preemption's calls are made (see
+// PreemptionsUnderWay); DonePreempting lets them in once the last is done.
+func (g *Gang) StartPreempting() { g.PreemptionsUnderWay++ }
+
+// DonePreempting: see StartPreempting. A history reset in between leaves nothing to undo.
+func (g *Gang) DonePreempting() { g.PreemptionsUnderWay = max(g.PreemptionsUnderWay-1, 0) }
 
 // Outcome is a gang's last scheduling-side result for the status updater: a Scheduled condition
 // reason (GangInfeasible, GangRejected, GangTimedOut, QuorumReached, Preempting) and its message;
@@ -242,7 +250,7 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.Attempt = attempt.Attempt{}
 	g.Feasibility, g.CacheKey = nil, FeasibilityKey{}
 	g.LastPreemption = nil
-	g.PreemptionUnderWay = false
+	g.PreemptionsUnderWay = 0
 	g.Placement = nil
 	g.Refused = nil
 	g.DropPlan()

@@ -94,10 +94,10 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	if td := j.Domain; td != nil {
 		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, j.Nodes, j.Claimed, fit)
 		switch {
-		case !ok:
+		case !ok && td.Key != "":
 			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}
 			return d
-		case p.Level != gangfit.LevelAnywhere:
+		case ok && p.Level != gangfit.LevelAnywhere:
 			// The checks within the job's domain read its nodes only: the shared capacity table is
 			// kept for the whole snapshot's.
 			in := *j

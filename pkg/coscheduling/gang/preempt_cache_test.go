@@ -208,12 +208,17 @@ func TestRegistrySparedByDelete(t *testing.T) {
 // held back (Refuse), whatever else holds; AssignedNodes are the plan's nodes, once each, sorted.
 func TestPreemptionUnderWay(t *testing.T) {
 	g := New("ns", "g", "pg")
-	g.PreemptionUnderWay = true
+	g.StartPreempting()
+	g.StartPreempting()
 	st, msg := g.Stage(StageIn{Now: time.Now(), Member: "m0", Want: 2, Confirmed: func() int { return 0 }})
 	if st != Refuse || msg != "PodGroup ns/g is preempting: its evictions and nominations are under way" {
 		t.Errorf("Stage = %v %q, want Refuse while the preemption is under way", st, msg)
 	}
-	g.PreemptionUnderWay = false
+	g.DonePreempting()
+	if out, _ := g.Stage(StageIn{Now: time.Now(), Member: "m0", Want: 2, Confirmed: func() int { return 0 }}); out != Refuse {
+		t.Errorf("one of two preemptions done: stage %v, want the members still held back", out)
+	}
+	g.DonePreempting()
 	if st, _ := g.Stage(StageIn{Now: time.Now(), Member: "m0", Want: 2, Confirmed: func() int { return 0 }}); st != Check {
 		t.Errorf("Stage = %v once it is done, want Check", st)
 	}

@@ -62,7 +62,7 @@ func (g *Gang) Stage(in StageIn) (Stage, string) {
 	switch {
 	case g.BackingOff(in.Now):
 		return Refuse, BackoffMessage(g.Key(), g.BackoffUntil)
-	case g.PreemptionUnderWay:
+	case g.PreemptionsUnderWay > 0:
 		return Refuse, fmt.Sprintf("PodGroup %s is preempting: its evictions and nominations are under way", g.Key())
 	case g.WaitsForLead(in.Member):
 		return Refuse, fmt.Sprintf("PodGroup %s places member %s first: it found no node behind its siblings in the last attempt", g.Key(), g.LeadName)
