@@ -85,7 +85,12 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.Credit, in.Plannable = pl.runCredit(pod.Namespace, name, podgroup.Run(pod)), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
-		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own, pl.jobKeys(pod.Namespace, name)...) }
+		in.Claimed = func(prio int32) []*v1.Pod {
+			if !pl.claims.Any() {
+				return nil // the job's groups are read only when some pod is nominated
+			}
+			return pl.claims.Against(prio, own, pl.jobKeys(pod.Namespace, name)...)
+		}
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
 		in.GroupMembers = func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }

@@ -181,6 +181,9 @@ func (c *Claims) unassumeLocked(uid types.UID) {
 	}
 }
 
+// Any reports whether some pod is nominated (Against lists none otherwise). O(1).
+func (c *Claims) Any() bool { return c.n.Load() > 0 }
+
 // Against lists the nominated pods that hold room against a gang of priority prio: those of at least
 // that priority, not of the gang itself (group key own) nor of the other groups of its job (also, for
 // a group in a job of several roles: their members are placed with its own).
