@@ -114,30 +114,16 @@ func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
 	if !ok {
 		return nil
 	}
-	b := root.Find(podgroup.Key(namespace, unit))
-	if b == nil {
-		return nil
+	if b := root.Find(podgroup.Key(namespace, unit)); b != nil {
+		return b.LeavesBut(name)
 	}
-	var out []tree.Node
-	for _, n := range b.Leaves() {
-		if n.Name != name {
-			out = append(out, n)
-		}
-	}
-	return out
+	return nil
 }
 
 // treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
 func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
-	root, _ := pl.treeOf(namespace, name)
-	if root == nil {
-		return nil
+	if root, _ := pl.treeOf(namespace, name); root != nil {
+		return root.LeavesBut(name)
 	}
-	var out []tree.Node
-	for _, n := range root.Leaves() {
-		if n.Name != name {
-			out = append(out, n)
-		}
-	}
-	return out
+	return nil
 }

@@ -174,6 +174,17 @@ func (b *Branch) Find(key string) *Branch {
 	return nil
 }
 
+// LeavesBut returns the PodGroups under b other than the one named name, in name order.
+func (b *Branch) LeavesBut(name string) []Node {
+	var out []Node
+	for _, n := range b.Leaves() {
+		if n.Name != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Leaves returns the PodGroups under b (b itself if it is one), in name order.
 func (b *Branch) Leaves() []Node {
 	if !b.Composite {
