@@ -43,7 +43,7 @@ type soakJob struct {
 }
 
 // createJob models a user submitting a job of two roles: the composite and two child groups of
-// 1 to 3 members of 1 or 2 CPUs each, one priority class for the job; sometimes the children
+// 1 to 3 members of 1 or 2 CPUs each (3 for half the second roles), one priority class for the job; sometimes the children
 // first (held back, holding nothing, until their parent exists).
 func (w *soakWorld) createJob() string {
 	if len(w.gangs)+2 > soakMaxGangs {
@@ -64,7 +64,13 @@ func (w *soakWorld) createJob() string {
 	}
 	var parts []string
 	for _, role := range []string{"a", "b"} {
-		g := &soakGang{name: j.name + role, minMember: 1 + w.rng.IntN(3), cpu: strconv.Itoa(1 + w.rng.IntN(2)), class: class, parent: j.name}
+		// Members of 3 CPUs (half the jobs' second roles) need a nearly empty node: one role may
+		// fit where the other does not, which is what the tree's check and hold are for.
+		cpu := 1 + w.rng.IntN(2)
+		if role == "b" && w.rng.IntN(2) == 0 {
+			cpu = 3
+		}
+		g := &soakGang{name: j.name + role, minMember: 1 + w.rng.IntN(3), cpu: strconv.Itoa(cpu), class: class, parent: j.name}
 		w.createPodGroupOf(g)
 		names := w.addMembers(g, g.minMember)
 		w.gangs = append(w.gangs, g)
