@@ -106,16 +106,10 @@ func (pl *Coscheduling) jobKeys(namespace, name string) []string {
 // composite above it, see tree.Index.Unit), not every group of its tree (a basic composite above
 // holds other jobs). nil: it is in no job.
 func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
-	root, _ := pl.treeOf(namespace, name)
-	if root == nil {
-		return nil
-	}
-	unit, ok := pl.trees.Unit(namespace, name)
-	if !ok {
-		return nil
-	}
-	if b := root.Find(podgroup.Key(namespace, unit)); b != nil {
-		return b.LeavesBut(name)
+	if root, _ := pl.treeOf(namespace, name); root != nil {
+		if job := root.JobOf(podgroup.Key(namespace, name)); job != nil {
+			return job.LeavesBut(name)
+		}
 	}
 	return nil
 }

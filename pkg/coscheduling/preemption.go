@@ -123,14 +123,13 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 	if root == nil || err != nil {
 		return nil
 	}
-	unit, _ := podgroup.UnitOf(pod)
 	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
 		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
 		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	in.Gangs = pl.gangs.All()
-	job, ok := pl.gangForLocked(pg).JobForPreemption(in, root, podgroup.Key(pod.Namespace, unit))
+	job, ok := pl.gangForLocked(pg).JobForPreemption(in, root)
 	if !ok {
 		return nil
 	}

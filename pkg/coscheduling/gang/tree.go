@@ -107,11 +107,18 @@ type JobPreemption struct {
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
 // groups its job needs (see Gang.check): the same groups and domain the check placed, each group's
 // members still to place by its gang's state. ok is false when there is no job to preempt for (the
-// group is in none, or its groups cannot be judged together). Under the plugin's lock (it reads the
-// gangs' state). O(the job's pods).
-func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch, unit string) (JobPreemption, bool) {
+// group is in none, or its groups cannot be judged together). The job is the tree of
+// the topmost gang composite above the group (tree.Branch.JobOf), not every group under the root: a
+// basic composite above holds other jobs, each placed on its own. Under the plugin's lock (it reads
+// the gangs' state). O(the job's pods).
+func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemption, bool) {
 	if root == nil {
 		return JobPreemption{}, false
+	}
+	// Under no gang composite (a basic one with a domain), the group is its own unit.
+	unit, leaves := g.Key(), []tree.Node{{Namespace: g.Namespace, Name: g.Name}}
+	if job := root.JobOf(g.Key()); job != nil {
+		unit, leaves = job.Key(), job.Leaves()
 	}
 	candidates, _, counted := g.Split(in.Members())
 	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
@@ -122,13 +129,7 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch, unit string) 
 	if _, _, ok := gangfit.Joint(j.Groups); !ok {
 		return JobPreemption{}, false
 	}
-	// The job is its unit's tree (the topmost gang composite above the group), not the whole tree: a
-	// basic composite above holds other jobs, each placed on its own.
-	scope := root
-	if u := root.Find(unit); u != nil {
-		scope = u
-	}
-	for _, n := range scope.Leaves() {
+	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)
 		if o := in.Gangs[n.Key()]; o != nil {

@@ -87,7 +87,7 @@ func TestJobForPreemptionUnderBasicRoot(t *testing.T) {
 		}
 	}
 	g := New("ns", "decode", "uid")
-	j, ok := g.JobForPreemption(treeIn(g, pods["decode"][0], 4, nil, map[string]*Gang{g.Key(): g}, root, pods), root, "ns/serve")
+	j, ok := g.JobForPreemption(treeIn(g, pods["decode"][0], 4, nil, map[string]*Gang{g.Key(): g}, root, pods), root)
 	if !ok {
 		t.Fatal("no job")
 	}

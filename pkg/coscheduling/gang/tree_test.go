@@ -327,7 +327,7 @@ func TestJobForPreemption(t *testing.T) {
 				gangs[tc.other.Key()] = tc.other
 			}
 			pods := map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "prefill": tc.prefill}
-			j, ok := g.JobForPreemption(treeIn(g, pods["decode"][0], 4, nil, gangs, tc.root, pods), tc.root, "ns/serve")
+			j, ok := g.JobForPreemption(treeIn(g, pods["decode"][0], 4, nil, gangs, tc.root, pods), tc.root)
 			if ok != tc.want {
 				t.Fatalf("job %+v, %v; want %v", j, ok, tc.want)
 			}

@@ -161,14 +161,12 @@ type Branch struct {
 	Children []*Branch
 }
 
-// Find returns the branch of b keyed key (nil: none under b).
-func (b *Branch) Find(key string) *Branch {
-	if b.Key() == key {
-		return b
-	}
-	for _, c := range b.Children {
-		if f := c.Find(key); f != nil {
-			return f
+// JobOf is the leaf's job: the topmost gang composite above it, its unit of preemption (as
+// Index.Unit names it), with every group under it; nil when no gang composite is above it.
+func (b *Branch) JobOf(leaf string) *Branch {
+	for _, c := range b.pathTo(leaf) {
+		if c.Gang {
+			return c
 		}
 	}
 	return nil
