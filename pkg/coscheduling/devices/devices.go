@@ -152,7 +152,7 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	delegated := sets.New[v1.ResourceName]()
 	claiming := false
 	for i, p := range pods {
-		members[i] = s.memberOf(p, shared, delegated)
+		members[i] = s.memberOf(p, shared, true, delegated)
 		claiming = claiming || len(members[i].claims) > 0 || len(members[i].group) > 0 || len(members[i].extended) > 0 || members[i].why != "" || members[i].pending
 	}
 	fromTemplates(members)

@@ -69,10 +69,14 @@ func (s *Source) classedRequests(pod *v1.Pod) []extendedRequest {
 }
 
 // memberOf reads what a member claims. Allocated claims already hold their devices (they pin the
-// member to their nodes, which the real filter enforces); claims not created yet, or shared with
-// other members, are left to the real filters. The extended resources a DeviceClass backs go into
-// delegated, counted or not (a member whose extended-resource claim exists already has it).
-func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.Set[v1.ResourceName]) member {
+// member to their nodes, which the real filter enforces); claims not created yet are left to the real
+// filters. A claim named by other pods too (shared) is, when joint is set (the pods are one gang's
+// members) and it is allocated or its allocation is in flight, read as a PodGroup's allocated claim:
+// its users go only where its allocation's node selector allows. Otherwise it is left to the real
+// filters (not allocated yet, a gang that waits at Permit cannot share it at all: see
+// docs/coscheduling/devices.md). The extended resources a DeviceClass backs go into delegated, counted
+// or not (a member whose extended-resource claim exists already has it).
+func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], joint bool, delegated sets.Set[v1.ResourceName]) member {
 	var m member
 	if !MayClaim(pod) {
 		return m
@@ -115,6 +119,15 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], delegated sets.S
 			continue
 		}
 		if shared.Has(*name) {
+			if joint {
+				if claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name); err == nil {
+					if claim = inFlight(s.dra.ResourceClaims(), claim); claim.Status.Allocation != nil {
+						// Allocated (or in flight): it pins its users to its nodes, as a PodGroup's does.
+						m.group = append(m.group, claim)
+						continue
+					}
+				}
+			}
 			why = append(why, fmt.Sprintf("claim %s is shared with other members", *name))
 			continue
 		}
@@ -329,11 +342,11 @@ func (s *Source) heldMembers(pod *v1.Pod, held map[string][]*v1.Pod) (own member
 	}
 	shared := s.sharedClaims(all)
 	delegated := sets.New[v1.ResourceName]()
-	own = s.memberOf(pod, shared, delegated)
+	own = s.memberOf(pod, shared, false, delegated)
 	byNode = make(map[string][]member, len(held))
 	for node, ms := range held {
 		for _, m := range ms {
-			byNode[node] = append(byNode[node], s.memberOf(m, shared, delegated))
+			byNode[node] = append(byNode[node], s.memberOf(m, shared, false, delegated))
 		}
 	}
 	return own, byNode

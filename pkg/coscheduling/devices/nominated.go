@@ -66,7 +66,7 @@ func (s *Source) nominatedMembers(members []*v1.Pod) map[string][]member {
 		if uids.Has(p.UID) {
 			continue
 		}
-		m := s.memberOf(p, shared, ignored)
+		m := s.memberOf(p, shared, false, ignored)
 		if len(m.claims) == 0 && len(m.extended) == 0 {
 			continue
 		}
