@@ -48,7 +48,7 @@ func inTreeComposite(ns, name string, minGroupCount int32, conds ...metav1.Condi
 // inTreeMember is a member of the in-tree PodGroup group: no label, spec.schedulingGroup.
 func inTreeMember(ns, group, name, node string, phase v1.PodPhase) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), CreationTimestamp: ago(9 * time.Minute)},
-		Spec: v1.PodSpec{NodeName: node, SchedulerName: DefaultSchedulerName, SchedulingGroup: &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}},
+		Spec:   v1.PodSpec{NodeName: node, SchedulerName: DefaultSchedulerName, SchedulingGroup: &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}},
 		Status: v1.PodStatus{Phase: phase}}
 }
 
