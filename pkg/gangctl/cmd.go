@@ -63,6 +63,10 @@ type options struct {
 	watchEvents bool
 	// printed counts the objects a -o yaml stream has printed (the second one on are preceded by "---").
 	printed int
+	// errOut takes warnings (the command's stderr).
+	errOut io.Writer
+	// inTree says which in-tree APIs the apiserver serves, once asked (see inTreeServed).
+	inTree *inTreeAPIs
 }
 
 // SchedulerNamesEnv names the environment variable that, when set, gives --scheduler-name's default
@@ -87,7 +91,7 @@ func defaultSchedulers() []string {
 // NewCommand is kubectl-gang's root command; now is the clock (ages are measured from it), and
 // connect makes the clients (nil: from the kubeconfig).
 func NewCommand(out io.Writer, now func() time.Time, conn Connect) *cobra.Command {
-	o := &options{flags: genericclioptions.NewConfigFlags(true), connect: conn, now: now, out: out}
+	o := &options{flags: genericclioptions.NewConfigFlags(true), connect: conn, now: now, out: out, errOut: os.Stderr}
 	if o.connect == nil {
 		o.connect = connect
 	}
@@ -108,7 +112,8 @@ says otherwise) are never members of our gangs, and kubectl gang says so.`,
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "Colour the output: auto (when writing to a terminal), always or never.")
 	root.PersistentFlags().StringSliceVar(&o.schedulers, "scheduler-name", defaultSchedulers(),
 		"The schedulerNames of our scheduler's profiles (repeat it, or separate them with commas): pods naming another scheduler are never members of our gangs. Default: $"+SchedulerNamesEnv+" if set.")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		o.errOut = cmd.ErrOrStderr()
 		if o.color != "auto" && o.color != "always" && o.color != "never" {
 			return fmt.Errorf("unknown --color %q: use auto, always or never", o.color)
 		}

@@ -126,10 +126,7 @@ func pointers(pgs []v1alpha1.PodGroup) []*v1alpha1.PodGroup {
 // apiError says what a failed read means for the user: a gang that does not exist, a resource the
 // server does not serve, rights the credentials lack.
 func apiError(err error, what, name, ns string) error {
-	where := "namespace " + ns
-	if ns == metav1.NamespaceAll {
-		where = "any namespace"
-	}
+	where := where(ns)
 	switch {
 	case apierrors.IsNotFound(err) && name != "":
 		return fmt.Errorf("%s %q not found in %s", what, name, where)
@@ -141,4 +138,12 @@ func apiError(err error, what, name, ns string) error {
 		return fmt.Errorf("the server did not accept the kubeconfig's credentials: %w", err)
 	}
 	return fmt.Errorf("reading %s in %s: %w", what, where, err)
+}
+
+// where says which namespaces ns names: "namespace NAME", or "any namespace".
+func where(ns string) string {
+	if ns == metav1.NamespaceAll {
+		return "any namespace"
+	}
+	return "namespace " + ns
 }

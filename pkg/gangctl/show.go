@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // get and explain: what each command reads, and what it prints.
@@ -25,40 +27,24 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	if o.allNamespaces {
 		ns = metav1.NamespaceAll
 	}
-	var pgs []v1alpha1.PodGroup
-	var rv string // where a watch starts: no gang twice, no change lost
-	if name != "" {
-		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return apiError(err, "PodGroup", name, ns)
-		}
-		pgs, rv = []v1alpha1.PodGroup{*pg}, pg.ResourceVersion
-	} else {
-		list, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return apiError(err, "PodGroups", "", ns)
-		}
-		pgs, rv = list.Items, list.ResourceVersion
-	}
 	var sums []Summary
-	root := "" // the named group's job, whose groups a watch follows
-	if name != "" && inTree(&pgs[0]) {
-		// A group of a job's tree: the tree, from its namespace's PodGroups and pods.
-		if sums, err = o.treeSummaries(ctx, c, &pgs[0], nil); err != nil {
+	var rv string // where a watch starts: no gang twice, no change lost
+	root := ""    // the named group's job, whose groups a watch follows
+	if name != "" {
+		if sums, root, rv, err = o.getNamed(ctx, c, ns, name, watchFlag); err != nil {
 			return err
 		}
-		root = sums[0].Root // "" when its tree cannot be resolved: the group alone
-		sums = slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) })
+		name = sums[0].Name // an in-tree group's as the scheduler spells it
 	} else {
-		pods, err := memberPods(ctx, c, ns, name, madeForLWS(pointers(pgs)...))
+		g, listRV, err := o.readGroups(ctx, c, ns)
 		if err != nil {
 			return err
 		}
-		sums = make([]Summary, 0, len(pgs))
-		for i := range pgs {
-			sums = append(sums, Summarize(&pgs[i], pods[pgs[i].Namespace+"/"+pgs[i].Name], nil, o.schedulers))
+		pods, err := groupPods(ctx, c, ns, g)
+		if err != nil {
+			return err
 		}
-		AttachTrees(pgs, sums)
+		sums, rv = summarize(g, pods, o.schedulers), listRV
 	}
 	slices.SortFunc(sums, func(a, b Summary) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -84,11 +70,7 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 		return printData(o.out, o.output, map[string]any{"items": sums})
 	}
 	if len(sums) == 0 && !watchFlag {
-		where := "namespace " + ns
-		if ns == metav1.NamespaceAll {
-			where = "any namespace"
-		}
-		_, err := fmt.Fprintf(o.out, "No gangs (PodGroups) in %s.\n", where)
+		_, err := fmt.Fprintf(o.out, "No gangs (PodGroups) in %s.\n", where(ns))
 		return err
 	}
 	cols := &columns{}
@@ -101,16 +83,72 @@ func (o *options) get(ctx context.Context, name string, watchFlag bool) error {
 	return o.watch(ctx, c, cols, ns, name, root, sums, rv)
 }
 
+// getNamed reads the group named name (a PodGroup of ours, else an in-tree group: see inTreeName)
+// and, when it is part of a job's tree, the job's other groups: their summaries, the named one's
+// first; the job's root ("" for none); and where a watch of ours starts. A watch follows PodGroups of
+// ours only.
+func (o *options) getNamed(ctx context.Context, c Clients, ns, name string, watchFlag bool) ([]Summary, string, string, error) {
+	if !isInTreeSpelling(name) {
+		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if !inTree(pg) {
+				pods, err := memberPods(ctx, c, ns, name, madeForLWS(pg))
+				if err != nil {
+					return nil, "", "", err
+				}
+				return []Summary{Summarize(pg, pods[ns+"/"+name], nil, o.schedulers)}, "", pg.ResourceVersion, nil
+			}
+			// A group of a job's tree: the tree, from its namespace's PodGroups and pods.
+			sums, err := o.treeSummaries(ctx, c, pg, nil)
+			if err != nil {
+				return nil, "", "", err
+			}
+			root := sums[0].Root // "" when its tree cannot be resolved: the group alone
+			return slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != name && (root == "" || s.Root != root) }), root, pg.ResourceVersion, nil
+		case !apierrors.IsNotFound(err):
+			return nil, "", "", apiError(err, "PodGroup", name, ns)
+		}
+	}
+	sums, _, _, err := o.inTreeJob(ctx, c, ns, name, notFoundError(name, ns))
+	if err != nil {
+		return nil, "", "", err
+	}
+	if watchFlag {
+		return nil, "", "", fmt.Errorf("%s is an in-tree group: --watch follows PodGroups of %s only", sums[0].Name, v1alpha1.SchemeGroupVersion.Group)
+	}
+	root, named := sums[0].Root, sums[0].Name
+	return slices.DeleteFunc(sums, func(s Summary) bool { return s.Name != named && (root == "" || s.Root != root) }), root, "", nil
+}
+
 // explain prints the whole story of one gang.
 func (o *options) explain(ctx context.Context, name string) error {
 	c, ns, err := o.connect(o.flags)
 	if err != nil {
 		return err
 	}
-	pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return apiError(err, "PodGroup", name, ns)
+	var s Summary
+	if isInTreeSpelling(name) {
+		s, err = o.explainInTree(ctx, c, ns, name)
+	} else if pg, getErr := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+		s, err = o.explainOurs(ctx, c, pg)
+	} else if apierrors.IsNotFound(getErr) {
+		s, err = o.explainInTree(ctx, c, ns, name)
+	} else {
+		err = apiError(getErr, "PodGroup", name, ns)
 	}
+	if err != nil {
+		return err
+	}
+	if o.output != "" {
+		return printData(o.out, o.output, s)
+	}
+	return printExplain(o.out, s, o.now(), o.style())
+}
+
+// explainOurs is the whole story of a PodGroup of ours.
+func (o *options) explainOurs(ctx context.Context, c Clients, pg *v1alpha1.PodGroup) (Summary, error) {
+	ns, name := pg.Namespace, pg.Name
 	linked := inTree(pg)
 	podsOf := name
 	if linked {
@@ -118,7 +156,7 @@ func (o *options) explain(ctx context.Context, name string) error {
 	}
 	pods, err := memberPods(ctx, c, ns, podsOf, madeForLWS(pg))
 	if err != nil {
-		return err
+		return Summary{}, err
 	}
 	members := pods[ns+"/"+name]
 	uids := []types.UID{pg.UID}
@@ -127,22 +165,42 @@ func (o *options) explain(ctx context.Context, name string) error {
 	}
 	events, err := objectEvents(ctx, c, ns, uids)
 	if err != nil {
-		return apiError(err, "events", "", ns)
+		return Summary{}, apiError(err, "events", "", ns)
 	}
 	s := Summarize(pg, members, events, o.schedulers)
 	if linked {
 		sums, err := o.treeSummaries(ctx, c, pg, pods)
 		if err != nil {
-			return err
+			return Summary{}, err
 		}
 		events := s.Events
 		s = sums[0]
 		s.Events = events
 	}
-	if o.output != "" {
-		return printData(o.out, o.output, s)
+	return s, nil
+}
+
+// explainInTree is the whole story of an in-tree group (see inTreeName), read with its namespace's
+// groups for its tree; its events are the object's and its members'.
+func (o *options) explainInTree(ctx context.Context, c Clients, ns, name string) (Summary, error) {
+	sums, g, pods, err := o.inTreeJob(ctx, c, ns, name, notFoundError(name, ns))
+	if err != nil {
+		return Summary{}, err
 	}
-	return printExplain(o.out, s, o.now(), o.style())
+	s := sums[0]
+	uid := types.UID(uidOf(g, ns, s.Name))
+	objects := map[string]string{string(uid): s.Name}
+	uids := []types.UID{uid}
+	for _, p := range pods[podgroup.Key(ns, s.Name)] {
+		objects[string(p.UID)] = "Pod/" + p.Name
+		uids = append(uids, p.UID)
+	}
+	events, err := objectEvents(ctx, c, ns, uids)
+	if err != nil {
+		return Summary{}, apiError(err, "events", "", ns)
+	}
+	s.Events = gangEvents(events, objects)
+	return s, nil
 }
 
 // treeSummaries summarizes every PodGroup of pg's namespace, with their trees (AttachTrees), from
