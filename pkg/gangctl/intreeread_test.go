@@ -100,6 +100,7 @@ compositepodgroups.scheduling.k8s.io/serve  Pending        2     1      -       
           └─ podgroups.scheduling.k8s.io/prefill      PreScheduling  0/2         room
 Blocked:  compositepodgroups.scheduling.k8s.io/serve: 1 of minGroupCount 2 groups whole; it needs 1 more
           podgroups.scheduling.k8s.io/prefill: 0 of minMember 2 members bound, waiting for Room (room)
+            why: PodGroup jobs/podgroups.scheduling.k8s.io/prefill needs 2 more members placed at once
 `
 	forbidden := func(kube *kubefake.Clientset) {
 		kube.PrependReactor("list", "compositepodgroups", func(clienttesting.Action) (bool, runtime.Object, error) {

@@ -445,6 +445,9 @@ func writeTree(b *strings.Builder, s Summary, st style) {
 		for _, u := range k.Unblock {
 			fmt.Fprintf(b, "            unblock: %s\n", st.amber(u))
 		}
+		if k.Message != "" {
+			fmt.Fprintf(b, "            why: %s\n", k.Message)
+		}
 	}
 }
 

@@ -60,6 +60,9 @@ type Blocker struct {
 	WaitingFor string   `json:"waitingFor,omitempty"`
 	Short      string   `json:"short,omitempty"`
 	Unblock    []string `json:"unblock,omitempty"`
+	// Message, for an in-tree PodGroup (whose status has no shortfall to say what would unblock it),
+	// is why it waits as the scheduler said it (see deriveInTree).
+	Message string `json:"message,omitempty"`
 }
 
 // treeNode is a PodGroup's node, as the scheduler reads it (an in-tree basic group is no gang).
@@ -268,7 +271,11 @@ func blockers(b *tree.Branch, sums map[string]Summary, bound func(string) int) [
 	}
 	if !b.Composite {
 		s := sums[b.Key()]
-		return []Blocker{{Name: b.Name, Bound: int32(bound(b.Key())), Min: int32(b.Min), WaitingFor: s.WaitingFor, Short: s.Short, Unblock: s.Unblock}}
+		k := Blocker{Name: b.Name, Bound: int32(bound(b.Key())), Min: int32(b.Min), WaitingFor: s.WaitingFor, Short: s.Short, Unblock: s.Unblock}
+		if s.Derived {
+			k.Message = s.Message
+		}
+		return []Blocker{k}
 	}
 	var out []Blocker
 	whole := 0
