@@ -102,7 +102,10 @@ func NewCommand(out io.Writer, now func() time.Time, conn Connect) *cobra.Comman
 and list on podgroups.scheduling.x-k8s.io, pods and events, and nothing of the scheduler) and says
 where each gang stands and what it waits for. Pods that name a scheduler that is none of ours
 (--scheduler-name: our profiles' schedulerNames, custom-scheduler unless $KUBECTL_GANG_SCHEDULER_NAMES
-says otherwise) are never members of our gangs, and kubectl gang says so.`,
+says otherwise) are never members of our gangs, and kubectl gang says so. Where the apiserver serves
+them, in-tree PodGroups and CompositePodGroups (scheduling.k8s.io) are shown too, named
+podgroups.scheduling.k8s.io/NAME and compositepodgroups.scheduling.k8s.io/NAME, their phase derived from
+their members (reading them needs get and list on them).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
