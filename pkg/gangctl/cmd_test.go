@@ -122,8 +122,8 @@ demo       too-big   PreScheduling  2     0      0        0      2    10m  room:
 demo       training  Running        3     3      0        0      3    10m  running
 other      solo      Pending        1     0      0        0      2    10m  1 of 2 members exist
 `},
-		{name: "get one, wide", args: []string{"get", "too-big", "-n", "demo", "-o", "wide"}, want: `NAME     PHASE          LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR                    REASON          DOMAIN  RESERVATION
-too-big  PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more members fit  GangInfeasible  <none>  <none>
+		{name: "get one, wide", args: []string{"get", "too-big", "-n", "demo", "-o", "wide"}, want: `NAME     PHASE          LIVE  BOUND  WAITING  GATED  MIN  AGE  WAITING FOR                    REASON          DOMAIN  RESERVATION  KIND
+too-big  PreScheduling  2     0      0        0      2    10m  room: 0 of 2 more members fit  GangInfeasible  <none>  <none>       PodGroup.scheduling.x-k8s.io
 `},
 		{name: "the kubeconfig's namespace by default", args: []string{"get"}, want: "No gangs (PodGroups) in namespace default.\n"},
 		{name: "not found", args: []string{"get", "nope", "-n", "demo"}, wantErr: `PodGroup "nope" not found in namespace demo`},

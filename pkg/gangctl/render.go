@@ -178,7 +178,7 @@ func printRows(w io.Writer, cols *columns, sums []labelled, allNamespaces, wide,
 		}
 		r = append(r, "NAME", st.bold("PHASE"), "LIVE", "BOUND", "WAITING", "GATED", "MIN", "AGE", "WAITING FOR")
 		if wide {
-			r = append(r, "REASON", "DOMAIN", "RESERVATION")
+			r = append(r, "REASON", "DOMAIN", "RESERVATION", "KIND")
 		}
 		rows = append(rows, r)
 	}
@@ -199,7 +199,7 @@ func printRows(w io.Writer, cols *columns, sums []labelled, allNamespaces, wide,
 				fmt.Sprint(s.MinMember), age(now, s.Created.Time), s.Short)
 		}
 		if wide {
-			r = append(r, orNone(s.Reason), orNone(domainOf(s.Summary)), orNone(reservationOf(s.Summary)))
+			r = append(r, orNone(s.Reason), orNone(domainOf(s.Summary)), orNone(reservationOf(s.Summary)), orNone(kindOf(s.Summary)))
 		}
 		rows = append(rows, r)
 	}
@@ -211,6 +211,24 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
+}
+
+// kindOf is the object's kind and API group, as kubectl spells a resource's kind in full:
+// PodGroup.scheduling.x-k8s.io (ours), PodGroup.scheduling.k8s.io, CompositePodGroup.scheduling.k8s.io.
+func kindOf(s Summary) string {
+	if s.Kind == "" {
+		return ""
+	}
+	group, _, _ := strings.Cut(s.APIVersion, "/")
+	return s.Kind + "." + group
+}
+
+// kindWord is the word explain names the object with: its kind (a PodGroup's when unknown).
+func kindWord(s Summary) string {
+	if s.Kind == "" {
+		return KindPodGroup
+	}
+	return s.Kind
 }
 
 func domainOf(s Summary) string {
@@ -235,16 +253,32 @@ func reservationOf(s Summary) string {
 func printExplain(w io.Writer, s Summary, now time.Time, st style) error {
 	var b strings.Builder
 	if c := s.Composite; c != nil {
-		fmt.Fprintf(&b, "%s %s/%s (%s composite): %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, strings.ToLower(c.Policy), st.phase(s), s.Short, age(now, s.Created.Time))
+		fmt.Fprintf(&b, "%s %s/%s (%s composite): %s, %s (age %s)\n", st.bold(kindWord(s)), s.Namespace, s.Name, strings.ToLower(c.Policy), st.phase(s), s.Short, age(now, s.Created.Time))
 		if c.Policy == "Gang" {
 			fmt.Fprintf(&b, "Groups:   %d of its %d children whole, of minGroupCount %d\n", c.Whole, c.Children, c.MinGroupCount)
 		} else {
 			fmt.Fprintf(&b, "Groups:   %d of %d children whole; a basic composite places each on its own\n", c.Whole, c.Children)
 		}
 	} else {
-		fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold("PodGroup"), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
-		fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
-			s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+		fmt.Fprintf(&b, "%s %s/%s: %s, %s (age %s)\n", st.bold(kindWord(s)), s.Namespace, s.Name, st.phase(s), s.Short, age(now, s.Created.Time))
+		if s.Derived {
+			fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d gated; %d terminating, %d finished\n",
+				s.Bound, s.MinMember, s.Gated, s.Terminating, s.Finished)
+		} else {
+			fmt.Fprintf(&b, "Quorum:   %d of minMember %d live members bound, %d waiting at Permit, %d gated; %d terminating, %d finished\n",
+				s.Bound, s.MinMember, s.Waiting, s.Gated, s.Terminating, s.Finished)
+		}
+	}
+	if s.Derived {
+		fmt.Fprintf(&b, "Status:   in-tree (%s), with no status of ours: phase and reason derived from its members and its own conditions; "+
+			"members waiting at Permit, the shortfall's numbers and a reservation are the scheduler's alone\n", s.APIVersion)
+	}
+	for i, c := range s.Upstream {
+		lead := "          "
+		if i == 0 {
+			lead = "Upstream: "
+		}
+		fmt.Fprintf(&b, "%s%s=%s, %s (for %s): %s\n", lead, c.Type, c.Status, c.Reason, age(now, c.Since.Time), c.Message)
 	}
 	if s.Foreign > 0 {
 		fmt.Fprintf(&b, "Not ours: %d of its %d live pods name %s, which no scheduler of ours (%s; --scheduler-name) serves: they are never members of our gangs, nor counted above\n",
@@ -410,6 +444,9 @@ func writeTree(b *strings.Builder, s Summary, st style) {
 		}
 		for _, u := range k.Unblock {
 			fmt.Fprintf(b, "            unblock: %s\n", st.amber(u))
+		}
+		if k.Message != "" {
+			fmt.Fprintf(b, "            why: %s\n", k.Message)
 		}
 	}
 }

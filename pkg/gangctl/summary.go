@@ -52,11 +52,17 @@ const DefaultSchedulerName = "custom-scheduler"
 
 // Summary is one gang, as kubectl gang shows it (and -o json prints it).
 type Summary struct {
-	Namespace string                 `json:"namespace"`
-	Name      string                 `json:"name"`
-	Phase     v1alpha1.PodGroupPhase `json:"phase"`
-	MinMember int32                  `json:"minMember"`
-	Created   metav1.Time            `json:"created"`
+	Namespace string `json:"namespace"`
+	// Name is the group's name as the scheduler's messages spell it: a PodGroup of ours by its name,
+	// an in-tree object as podgroups.scheduling.k8s.io/NAME or compositepodgroups.scheduling.k8s.io/NAME.
+	Name string `json:"name"`
+	// APIVersion and Kind are the object's: a PodGroup of ours (scheduling.x-k8s.io/v1alpha1), an
+	// in-tree PodGroup (scheduling.k8s.io/v1beta1) or CompositePodGroup (scheduling.k8s.io/v1alpha3).
+	APIVersion string                 `json:"apiVersion"`
+	Kind       string                 `json:"kind"`
+	Phase      v1alpha1.PodGroupPhase `json:"phase"`
+	MinMember  int32                  `json:"minMember"`
+	Created    metav1.Time            `json:"created"`
 	// Counts of the members (pods of ours with its label): live (not terminating, not finished), bound (live and on a node), waiting
 	// at Permit (the scheduler's count), gated (live, with scheduling gates), terminating, finished.
 	Live        int32 `json:"live"`
@@ -103,6 +109,11 @@ type Summary struct {
 	Tree        *TreeNode    `json:"tree,omitempty"`
 	Blockers    []Blocker    `json:"blockers,omitempty"`
 	TreeProblem *TreeProblem `json:"treeProblem,omitempty"`
+	// Derived: an in-tree PodGroup, whose API carries none of our status: its phase and reason are
+	// derived from its members and its own conditions (see deriveInTree); Upstream are an in-tree
+	// object's own conditions.
+	Derived  bool                `json:"derived,omitempty"`
+	Upstream []UpstreamCondition `json:"upstreamConditions,omitempty"`
 }
 
 // Composite is a composite's numbers: its policy (Gang or Basic), its minGroupCount (1 for a basic
@@ -151,7 +162,7 @@ func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event, ours []
 	if len(ours) == 0 {
 		ours = []string{DefaultSchedulerName}
 	}
-	s := Summary{Namespace: pg.Namespace, Name: pg.Name, Phase: pg.Status.Phase, MinMember: int32(podgroup.MinMember(pg)),
+	s := Summary{Namespace: pg.Namespace, Name: pg.Name, APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: KindPodGroup, Phase: pg.Status.Phase, MinMember: int32(podgroup.MinMember(pg)),
 		Created: pg.CreationTimestamp, Waiting: pg.Status.Waiting, Shortfall: pg.Status.Shortfall,
 		ReservedUntil: pg.Status.ReservedUntil, BackoffUntil: pg.Status.BackoffUntil, Schedulers: ours}
 	if s.Phase == "" {
@@ -207,7 +218,10 @@ func Summarize(pg *v1alpha1.PodGroup, pods []*v1.Pod, events []v1.Event, ours []
 	}
 	slices.Sort(s.ForeignSchedulers)
 	slices.SortFunc(s.Members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
-	if c := meta.FindStatusCondition(pg.Status.Conditions, podgroup.ConditionScheduled); c != nil {
+	if podgroup.IsInTree(pg) {
+		s.APIVersion = pg.APIVersion
+		deriveInTree(&s, pg, pods)
+	} else if c := meta.FindStatusCondition(pg.Status.Conditions, podgroup.ConditionScheduled); c != nil {
 		s.Reason, s.Message, s.Since = c.Reason, c.Message, &c.LastTransitionTime
 	}
 	s.Domain = condition(pg, podgroup.ConditionTopology)
@@ -309,6 +323,11 @@ func waitingFor(s Summary) (string, string) {
 	}
 	if s.Bound < s.MinMember && s.Gated > 0 && s.Live >= s.MinMember && s.Live-s.Gated < s.MinMember {
 		return WaitsForGates, fmt.Sprintf("%d of %d members gated", s.Gated, s.Live)
+	}
+	if s.Derived && s.Reason == "" {
+		// Enough members, none bound, and no attempt's result on the in-tree object: the scheduler
+		// keeps why in memory.
+		return WaitsForQueue, fmt.Sprintf("%d of %d members exist, none bound; an in-tree group has no reason of ours", s.Live, s.MinMember)
 	}
 	switch s.Reason {
 	case podgroup.ReasonQuorumReached:

@@ -2,6 +2,7 @@ package gangctl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -59,6 +60,9 @@ type Blocker struct {
 	WaitingFor string   `json:"waitingFor,omitempty"`
 	Short      string   `json:"short,omitempty"`
 	Unblock    []string `json:"unblock,omitempty"`
+	// Message, for an in-tree PodGroup (whose status has no shortfall to say what would unblock it),
+	// is why it waits as the scheduler said it (see deriveInTree).
+	Message string `json:"message,omitempty"`
 }
 
 // treeNode is a PodGroup's node, as the scheduler reads it (an in-tree basic group is no gang).
@@ -75,29 +79,24 @@ func inTree(pg *v1alpha1.PodGroup) bool {
 	return parent || count || policy
 }
 
-// anyInTree reports whether some PodGroup of pgs takes part in a tree.
-func anyInTree(pgs []v1alpha1.PodGroup) bool {
-	for i := range pgs {
-		if inTree(&pgs[i]) {
-			return true
-		}
-	}
-	return false
-}
-
 // AttachTrees gives each summary of a group in a tree (sums are of pgs, in any order; pgs are every
 // PodGroup of the namespaces concerned) its parent, its job's tree or the problem that keeps it from
 // being resolved, and the blockers of its job; a composite's summary says how many of its children
 // are whole, and a group held back for its job's other groups says so. Summaries of groups in no tree
 // are left as they are. Pure.
 func AttachTrees(pgs []v1alpha1.PodGroup, sums []Summary) {
-	if !anyInTree(pgs) {
+	attachTrees(groups{pgs: pgs}.nodes(), sums)
+}
+
+// attachTrees is AttachTrees over the groups' nodes (PodGroups of ours, in-tree PodGroups and
+// CompositePodGroups alike, as the scheduler's index holds them).
+func attachTrees(all []tree.Node, sums []Summary) {
+	if !slices.ContainsFunc(all, func(n tree.Node) bool { return n.Linked() || n.Invalid != "" }) {
 		return
 	}
 	x := tree.NewIndex()
 	nodes := map[string]tree.Node{}
-	for i := range pgs {
-		n := treeNode(&pgs[i])
+	for _, n := range all {
 		x.Set(n)
 		nodes[n.Key()] = n
 	}
@@ -272,7 +271,11 @@ func blockers(b *tree.Branch, sums map[string]Summary, bound func(string) int) [
 	}
 	if !b.Composite {
 		s := sums[b.Key()]
-		return []Blocker{{Name: b.Name, Bound: int32(bound(b.Key())), Min: int32(b.Min), WaitingFor: s.WaitingFor, Short: s.Short, Unblock: s.Unblock}}
+		k := Blocker{Name: b.Name, Bound: int32(bound(b.Key())), Min: int32(b.Min), WaitingFor: s.WaitingFor, Short: s.Short, Unblock: s.Unblock}
+		if s.Derived {
+			k.Message = s.Message
+		}
+		return []Blocker{k}
 	}
 	var out []Blocker
 	whole := 0

@@ -95,22 +95,8 @@ func ComputeStatus(pg *v1alpha1.PodGroup, pods []*v1.Pod, attempt Attempt, now t
 	// The members of the run in progress that succeeded count toward the quorum, as the scheduler
 	// counts them (the finished-member rule); those of a run that ended do not.
 	credit := int32(podgroup.RunCredit(pods, profileOf(pods), pg.CreationTimestamp.Time))
-	switch {
-	case credit >= want:
-		st.Phase = v1alpha1.PodGroupFinished
-	case st.Running+credit >= want:
-		st.Phase = v1alpha1.PodGroupRunning
-	case st.Failed > 0 && st.Failed+st.Running+credit >= want:
-		st.Phase = v1alpha1.PodGroupFailed
-	case st.Scheduled >= want:
-		st.Phase = v1alpha1.PodGroupScheduled
-	case st.Scheduled > 0 || attempt.Waiting:
-		st.Phase = v1alpha1.PodGroupScheduling
-	case live+credit >= want:
-		st.Phase = v1alpha1.PodGroupPreScheduling
-	default:
-		st.Phase = v1alpha1.PodGroupPending
-	}
+	st.Phase = podgroup.Phase(podgroup.Counts{Live: live, Scheduled: st.Scheduled, Running: st.Running, Failed: st.Failed, Credit: credit,
+		Waiting: attempt.Waiting}, want)
 	if st.ScheduleStartTime.IsZero() && st.Phase != v1alpha1.PodGroupPending && st.Phase != v1alpha1.PodGroupPreScheduling {
 		st.ScheduleStartTime = metav1.NewTime(now.Truncate(time.Second))
 	}
