@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -385,4 +386,45 @@ func TestGangGroupsFinishedMember(t *testing.T) {
 	forceDelete(t, ns, b[1])
 	createPod(t, gangPod(ns, "b-3", "b", "1"))
 	waitForPodBound(t, ns, "b-3")
+}
+
+// TestGangGroupsDomainMemory: a job's domain the real filters refused is not chosen again while
+// another fits, as a flat gang's (TestDomainMemory). Block gm-b1 (two 4-CPU nodes) is the tighter fit
+// for the job (decode: 2 members of 2 CPU, prefill: 2 of 1 CPU, the whole job in one block), block
+// gm-b2 (six such nodes) the looser; every gm-b1 node runs a pod holding the host port the members ask
+// for, which the whole-gang check does not model. The first attempts are placed in gm-b1 and fail there;
+// a later one must avoid gm-b1 and place the job whole in gm-b2. Before the job's groups' refusals were
+// read when its domain was chosen, every attempt chose gm-b1 again and nothing bound.
+func TestGangGroupsDomainMemory(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gm-b1", "gm-r1", 2)
+	for _, r := range []string{"gm-r2a", "gm-r2b", "gm-r2c"} {
+		rack(t, "gm-b2", r, 2)
+	}
+	for i := range 2 {
+		blocker := withHostPort(gangPod(ns, fmt.Sprintf("port-holder-%d", i), "", "100m"), domainMemoryPort)
+		delete(blocker.Labels, v1alpha1.PodGroupLabel)
+		blocker.Spec.NodeName = fmt.Sprintf("gm-r1-%d", i)
+		createPod(t, blocker)
+	}
+	watchWhole(t, ns, "decode", 2, nil)
+	watchWhole(t, ns, "prefill", 2, nil)
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
+	createGroupIn(t, ns, "decode", 2, child("serve"))
+	createGroupIn(t, ns, "prefill", 2, child("serve"))
+	start := time.Now()
+	for i := range 2 {
+		createPod(t, withHostPort(gangPod(ns, fmt.Sprintf("decode-%d", i), "decode", "2"), domainMemoryPort))
+		createPod(t, withHostPort(gangPod(ns, fmt.Sprintf("prefill-%d", i), "prefill", "1"), domainMemoryPort))
+	}
+	waitForBoundMembers(t, ns, "decode", 2)
+	waitForBoundMembers(t, ns, "prefill", 2)
+	t.Logf("the job bound whole after %v", time.Since(start).Round(100*time.Millisecond))
+	decode, prefill := racksOf(t, ns, "decode"), racksOf(t, ns, "prefill")
+	if decode["gm-r1"] > 0 || prefill["gm-r1"] > 0 {
+		t.Errorf("racks: decode %v, prefill %v; want the whole job in block gm-b2", decode, prefill)
+	}
+	ev := waitForEvent(t, ns, "decode", podgroup.ReasonGangRejected, schedulerName)
+	t.Logf("GangRejected: %s", ev.Message)
 }

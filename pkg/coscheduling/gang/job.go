@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,9 @@ type TreeDomain struct {
 	// placed).
 	Preferred []string
 	Pinned    map[string]string
+	// Refused are the domains the filters refused one of the job's groups in recently (see
+	// Gang.RefusedDomains): the job's domain is chosen away from them while another fits.
+	Refused map[string]time.Time
 }
 
 // Policy is the job's topology policy, as a flat gang's.
@@ -69,7 +73,8 @@ func (d *TreeDomain) Policy() gangfit.Policy {
 
 // equal reports whether d and o are the same domain.
 func (d *TreeDomain) equal(o *TreeDomain) bool {
-	return d.Composite == o.Composite && d.Key == o.Key && d.Value == o.Value && slices.Equal(d.Preferred, o.Preferred) && maps.Equal(d.Pinned, o.Pinned)
+	return d.Composite == o.Composite && d.Key == o.Key && d.Value == o.Value && slices.Equal(d.Preferred, o.Preferred) && maps.Equal(d.Pinned, o.Pinned) &&
+		maps.Equal(d.Refused, o.Refused)
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -92,7 +97,7 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		return d
 	}
 	if td := j.Domain; td != nil {
-		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, j.Nodes, j.Claimed, fit)
+		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, gangfit.Avoid{Refused: td.Refused}, j.Nodes, j.Claimed, fit)
 		switch {
 		case !ok && td.Key != "":
 			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}

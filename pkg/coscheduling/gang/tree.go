@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
@@ -65,9 +67,10 @@ func (in PreFilterIn) tree() *tree.Branch {
 
 // treeDomain is the domain the member's job holds its groups in (the outermost composite above the
 // group with a required or preferred topology, see tree.Branch.DomainAbove): the one the bound or reserved members
-// of its groups pin, else one the check chooses (Value ""). nil: the job has none, or its members are
-// already in several (placed anywhere, as a flat gang whose bound members share no domain).
-// O(the job's pods).
+// of its groups pin, else one the check chooses (Value ""), away from the domains the filters refused
+// any of its groups in recently (a group records the job's domain as refused when it has no policy of
+// its own, see OnNoNode). nil: the job has none, or its members are already in several (placed
+// anywhere, as a flat gang whose bound members share no domain). O(the job's pods).
 func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 	c, ok := root.DomainAbove(g.Key())
 	if !ok {
@@ -75,13 +78,22 @@ func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 	}
 	var pods []*v1.Pod
 	var reserved []string
+	var refused map[string]time.Time
 	for _, n := range c.Leaves() {
 		pods = append(pods, in.GroupMembers(n.Key())...)
 		if o := in.Gangs[n.Key()]; o != nil {
 			reserved = append(reserved, o.ReservedNodes()...)
+			for domain, until := range o.RefusedDomains(in.Now) {
+				if refused == nil {
+					refused = map[string]time.Time{}
+				}
+				if until.After(refused[domain]) {
+					refused[domain] = until
+				}
+			}
 		}
 	}
-	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred}
+	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred, Refused: refused}
 	d.Pinned = gangfit.PinnedDomains(d.Policy(), gangfit.BoundNodes(pods, in.Nodes, reserved...))
 	if d.Key != "" && d.Pinned != nil && d.Pinned[d.Key] == "" {
 		return nil

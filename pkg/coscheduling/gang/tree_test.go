@@ -125,6 +125,11 @@ func TestPreFilterTreeDomain(t *testing.T) {
 		nodes = append(nodes, gangtest.RackedNode(fmt.Sprint("b2-", i), "z", "b2", "r2"))
 	}
 	b2 := []string{"b2-0", "b2-1", "b2-2", "b2-3"}
+	// b4 holds the job too, as loosely as b2 (b2 first by name).
+	withB4, b4 := slices.Clone(nodes), []string{"b4-0", "b4-1", "b4-2", "b4-3"}
+	for _, n := range b4 {
+		withB4 = append(withB4, gangtest.RackedNode(n, "z", "b4", "r4"))
+	}
 	reservedOnB3 := func() map[string]*Gang {
 		g := New("ns", "prefill", "p")
 		g.CountReserved("prefill-0", "b3-0")
@@ -148,6 +153,12 @@ func TestPreFilterTreeDomain(t *testing.T) {
 				g.CountReserved("prefill-0", "b2-3")
 				return map[string]*Gang{g.Key(): g}
 			}, msg: "placed in example.com/block=b2 with the other groups of its job ns/serve"},
+		{name: "chosen away from a block the filters refused another group of the job in", nodes: withB4, prefill: role("prefill", 2, "3"), allowed: b4,
+			others: func() map[string]*Gang {
+				g := New("ns", "prefill", "p")
+				g.Refuse(gangtest.BlockKey+"=b2", t0, "2 node(s) didn't have free ports")
+				return map[string]*Gang{g.Key(): g}
+			}, msg: "placed in example.com/block=b4 with the other groups of its job ns/serve"},
 		{name: "no block fits the job: refused", nodes: nodes[:3], prefill: role("prefill", 2, "3"),
 			msg: "no domain of example.com/block fits the groups its job ns/serve needs placed in one"},
 	} {

@@ -52,10 +52,11 @@ func FitTogether(logger klog.Logger, job string, groups []Group, nodes []fwk.Nod
 // JobDomain is the domain of the job's topology policy (a composite's: a required key, preferred keys,
 // or both) that holds the missing members of a job's groups together (see FitTogether for which):
 // the one its placed members pin (pinned, see PinnedDomains), else the tightest where they fit (see
-// ChoosePlacement; with no required key, anywhere when no preferred domain fits). Where the groups
-// cannot be counted together, the first group's own members choose. composite names the composite
-// whose domain it is, in the message.
-func JobDomain(logger klog.Logger, composite string, groups []Group, pol Policy, pinned map[string]string, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) (Placement, bool) {
+// ChoosePlacementAvoiding: steered away from the domains in avoid while another fits; with no
+// required key, anywhere when no preferred domain fits). Where the groups cannot be counted together,
+// the first group's own members choose. composite names the composite whose domain it is, in the
+// message.
+func JobDomain(logger klog.Logger, composite string, groups []Group, pol Policy, pinned map[string]string, avoid Avoid, nodes []fwk.NodeInfo, claimed []*v1.Pod, shared *Shared) (Placement, bool) {
 	var p Placement
 	ok := true
 	if len(pol.Preferred) == 0 && pinned[pol.Required] != "" {
@@ -69,7 +70,7 @@ func JobDomain(logger klog.Logger, composite string, groups []Group, pol Policy,
 		if f == nil {
 			return Placement{}, false
 		}
-		p, ok = ChoosePlacement(f, pol, pinned, nil)
+		p, ok = ChoosePlacementAvoiding(f, pol, pinned, avoid)
 		f.Done()
 	}
 	if ok && p.Level != LevelAnywhere {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
@@ -146,26 +147,39 @@ func TestJobDomain(t *testing.T) {
 	}
 	groups := []Group{{Key: "ns/decode", Candidates: role("decode", 4, "2"), Need: 4}, {Key: "ns/prefill", Candidates: role("prefill", 2, "3"), Need: 2}}
 	block := Policy{Required: blockKey}
-	p, ok := JobDomain(logger, "ns/serve", groups, block, nil, nodes, nil, nil)
+	p, ok := JobDomain(logger, "ns/serve", groups, block, nil, Avoid{}, nodes, nil, nil)
 	if !ok || p.Value != "b2" || p.Nodes.Len() != 4 || p.Message != "placed in example.com/block=b2 with the other groups of its job ns/serve" {
 		t.Errorf("chosen %+v, %v; want the tightest block that holds the job, b2", p, ok)
 	}
-	if p, ok := JobDomain(logger, "ns/serve", groups, block, map[string]string{blockKey: "b1"}, nodes, nil, nil); !ok || p.Value != "b1" || p.Nodes.Len() != 2 {
+	if p, ok := JobDomain(logger, "ns/serve", groups, block, map[string]string{blockKey: "b1"}, Avoid{}, nodes, nil, nil); !ok || p.Value != "b1" || p.Nodes.Len() != 2 {
 		t.Errorf("pinned %+v, %v; want b1, where the job's members are", p, ok)
 	}
-	if _, ok := JobDomain(logger, "ns/serve", groups, block, nil, nodes[:0:0], nil, nil); ok {
+	if _, ok := JobDomain(logger, "ns/serve", groups, block, nil, Avoid{}, nodes[:0:0], nil, nil); ok {
 		t.Error("a domain chosen on no nodes")
 	}
 	// Preferred keys: the tightest block that holds the job, as required; where none does, anywhere.
 	pref := Policy{Preferred: []string{blockKey}}
-	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, nodes, nil, nil); !ok || p.Value != "b2" || p.Level != LevelPreferred {
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, Avoid{}, nodes, nil, nil); !ok || p.Value != "b2" || p.Level != LevelPreferred {
 		t.Errorf("preferred %+v, %v; want b2, the tightest block that holds the job", p, ok)
 	}
-	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, nodes[:2], nil, nil); !ok || p.Level != LevelAnywhere || p.Nodes != nil {
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, nil, Avoid{}, nodes[:2], nil, nil); !ok || p.Level != LevelAnywhere || p.Nodes != nil {
 		t.Errorf("preferred on two nodes of b-anything %+v, %v; want anywhere: no block holds the job", p, ok)
 	}
+	// Refused recently in b2 (a filter the check does not model): the next block that holds the job,
+	// b3; refused in b2 and b3, the least recently refused of them; never b1, which does not hold it.
+	now := time.Now()
+	if p, ok := JobDomain(logger, "ns/serve", groups, block, nil, Avoid{Refused: map[string]time.Time{blockKey + "=b2": now}}, nodes, nil, nil); !ok || p.Value != "b3" {
+		t.Errorf("b2 refused: %+v, %v; want b3", p, ok)
+	}
+	both := map[string]time.Time{blockKey + "=b2": now.Add(time.Minute), blockKey + "=b3": now}
+	if p, ok := JobDomain(logger, "ns/serve", groups, block, nil, Avoid{Refused: both}, nodes, nil, nil); !ok || p.Value != "b3" {
+		t.Errorf("b2 and b3 refused, b3 first: %+v, %v; want b3 (refused less recently)", p, ok)
+	}
+	if p, ok := JobDomain(logger, "ns/serve", groups, block, map[string]string{blockKey: "b2"}, Avoid{Refused: both}, nodes, nil, nil); !ok || p.Value != "b2" {
+		t.Errorf("refused but pinned to b2: %+v, %v; want b2, where the job's members are", p, ok)
+	}
 	// Pinned by placed members to b3 (preferred): the job stays there while it fits.
-	if p, ok := JobDomain(logger, "ns/serve", groups, pref, map[string]string{blockKey: "b3"}, nodes, nil, nil); !ok || p.Value != "b3" {
+	if p, ok := JobDomain(logger, "ns/serve", groups, pref, map[string]string{blockKey: "b3"}, Avoid{}, nodes, nil, nil); !ok || p.Value != "b3" {
 		t.Errorf("preferred, pinned to b3: %+v, %v; want b3", p, ok)
 	}
 }
