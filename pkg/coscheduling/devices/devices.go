@@ -125,6 +125,8 @@ type Check struct {
 	slices []*resourceapi.ResourceSlice
 	// byNode are the devices of each node's own slices (see freeBound), built once.
 	byNode map[string]*nodeDevices
+	// pinHolders are the pods that reserve an allocated claim the members share (see Pins).
+	pinHolders sets.Set[types.UID]
 	// nominated are, by node, the pods nominated there whose devices the model counts (see
 	// Claiming); held caches, by node, the claims they wait for there.
 	nominated map[string][]member
@@ -161,6 +163,7 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	}
 	c := &Check{logger: logger, kindOf: map[types.UID]int{}, delegated: delegated, Unmodelled: map[types.UID]string{}, pinned: sets.New[types.UID]()}
 	for i, p := range pods {
+		c.pinHolders = pinHolders(c.pinHolders, members[i].group)
 		if members[i].why != "" {
 			c.Unmodelled[p.UID] = members[i].why
 		}
@@ -206,6 +209,29 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 		kd.whole = wholeOnOneNode(len(kd.group.pending), c.nodeless, size[k], len(pods))
 	}
 	return c
+}
+
+var _ gangfit.PinningDevices = &Check{}
+
+// Pins implements gangfit.PinningDevices: the pods that reserve an allocated claim the members share.
+func (c *Check) Pins(pod *v1.Pod) bool { return c.pinHolders.Has(pod.UID) }
+
+// pinHolders adds to holders the pods that reserve the allocated claims among group. Pure.
+func pinHolders(holders sets.Set[types.UID], group []*resourceapi.ResourceClaim) sets.Set[types.UID] {
+	for _, claim := range group {
+		if claim.Status.Allocation == nil {
+			continue
+		}
+		for _, ref := range claim.Status.ReservedFor {
+			if ref.Resource == "pods" && ref.APIGroup == "" {
+				if holders == nil {
+					holders = sets.New[types.UID]()
+				}
+				holders.Insert(ref.UID)
+			}
+		}
+	}
+	return holders
 }
 
 // Modelled implements gangfit.DeviceCheck: a member with ResourceClaims is modelled when each of

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -71,11 +72,11 @@ func (s *Source) classedRequests(pod *v1.Pod) []extendedRequest {
 // memberOf reads what a member claims. Allocated claims already hold their devices (they pin the
 // member to their nodes, which the real filter enforces); claims not created yet are left to the real
 // filters. A claim named by other pods too (shared) is, when joint is set (the pods are one gang's
-// members) and it is allocated or its allocation is in flight, read as a PodGroup's allocated claim:
-// its users go only where its allocation's node selector allows. Otherwise it is left to the real
-// filters (not allocated yet, a gang that waits at Permit cannot share it at all: see
-// docs/coscheduling/devices.md). The extended resources a DeviceClass backs go into delegated, counted
-// or not (a member whose extended-resource claim exists already has it).
+// members) and it pins its users (see pinsUsers), read as a PodGroup's allocated claim: its users go
+// only where its allocation's node selector allows. Otherwise it is left to the real filters (not
+// allocated yet, a gang that waits at Permit cannot share it at all: see docs/coscheduling/devices.md).
+// The extended resources a DeviceClass backs go into delegated, counted or not (a member whose
+// extended-resource claim exists already has it).
 func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], joint bool, delegated sets.Set[v1.ResourceName]) member {
 	var m member
 	if !MayClaim(pod) {
@@ -120,12 +121,10 @@ func (s *Source) memberOf(pod *v1.Pod, shared sets.Set[string], joint bool, dele
 		}
 		if shared.Has(*name) {
 			if joint {
-				if claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name); err == nil {
-					if claim = inFlight(s.dra.ResourceClaims(), claim); claim.Status.Allocation != nil {
-						// Allocated (or in flight): it pins its users to its nodes, as a PodGroup's does.
-						m.group = append(m.group, claim)
-						continue
-					}
+				if claim, err := s.dra.ResourceClaims().Get(pod.Namespace, *name); err == nil && pinsUsers(claim, s.freed) {
+					// Allocated: it pins its users to its nodes, as a PodGroup's allocated claim does.
+					m.group = append(m.group, claim)
+					continue
 				}
 			}
 			why = append(why, fmt.Sprintf("claim %s is shared with other members", *name))
@@ -315,6 +314,14 @@ func (s *Source) podGroupOf(pod *v1.Pod) *schedulingv1beta1.PodGroup {
 func (s *Source) isGroupClaim(pod *v1.Pod, pc *v1.PodResourceClaim) bool {
 	_, group, _ := GroupClaimName(pod, s.podGroupOf(pod), pc)
 	return group
+}
+
+// pinsUsers reports whether a claim the members share pins them to its nodes: it is allocated (in the
+// API object: an allocation in flight may be a waiting member's own, and DynamicResources refuses the
+// other users until it is written), and not only for pods a reservation's plan counts as leaving
+// (freed: its allocation goes with them). Pure.
+func pinsUsers(claim *resourceapi.ResourceClaim, freed sets.Set[types.UID]) bool {
+	return claim.Status.Allocation != nil && (freed == nil || !onlyFor(claim, freed))
 }
 
 // inFlight is the claim with the allocation in flight for it, if any: the tracker's Get does not show

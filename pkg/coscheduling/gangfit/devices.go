@@ -58,6 +58,15 @@ type DeviceCheck interface {
 	Modelled(pod *v1.Pod) bool
 }
 
+// PinningDevices is a DeviceCheck whose members are pinned to nodes by claims other pods reserve (a
+// ResourceClaim the members share, allocated already): evicting its reservers may free the claim, and
+// a gang that waits at Permit cannot share an unallocated claim (DynamicResources refuses the others
+// while the first member's allocation is in flight), so its members could then never be placed.
+type PinningDevices interface {
+	// Pins reports whether pod reserves such a claim: it is never a victim of the check's preemption.
+	Pins(pod *v1.Pod) bool
+}
+
 // FreeingDevices is a DeviceSource that can count, for a reservation's plan, the devices of pods
 // that leave as free (see NewReservable).
 type FreeingDevices interface {

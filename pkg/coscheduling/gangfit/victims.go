@@ -162,6 +162,11 @@ func AnyPodBelow(nodes []fwk.NodeInfo, prio int32) bool {
 // pods too). The units come in the order their first pod was met, as the victim ordering's ties need.
 func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32, own string, leaving func(*v1.Pod) bool) []*gangUnit {
 	usable := f.usable()
+	// A pod reserving a claim that pins the members to its nodes is never a victim (see PinningDevices).
+	pins := func(*v1.Pod) bool { return false }
+	if pd, ok := f.devices.(PinningDevices); ok {
+		pins = pd.Pins
+	}
 	type groupKey struct{ namespace, name string }
 	type group struct {
 		pods []fwk.PodInfo
@@ -183,7 +188,7 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			pp := corev1helpers.PodPriority(p)
 			name, ok := podgroup.UnitOf(p)
 			if !ok {
-				if pp < prio {
+				if pp < prio && !pins(p) {
 					entries = append(entries, entry{victim: preemption.NewPodVictim(pi, nil, nil)})
 				}
 				continue
@@ -202,7 +207,7 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 			}
 			switch {
 			case g.out:
-			case pp >= prio:
+			case pp >= prio, pins(p):
 				g.out, g.pods = true, nil
 			default:
 				g.pods = append(g.pods, pi)
