@@ -21,6 +21,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // twoRoles is the tree of a job named name of two roles a and b, each needing min members, under a
@@ -427,4 +428,48 @@ func TestGangGroupsDomainMemory(t *testing.T) {
 	}
 	ev := waitForEvent(t, ns, "decode", podgroup.ReasonGangRejected, schedulerName)
 	t.Logf("GangRejected: %s", ev.Message)
+}
+
+// TestGangGroupsNestedDomains: a composite with a required key below one with another: the whole job
+// in one block, its replica (a composite of a leader group and a worker group) in one rack of it.
+// Block gn-b1 is the tighter fit for the job's 8 CPU (12 free: rack gn-r1a's two 4-CPU nodes half
+// taken, rack gn-r1b's free), block gn-b2 the looser (two racks of three 4-CPU nodes, 24 free), but no
+// rack of gn-b1 holds the replica: its workers (2 of 3 CPU) fit only gn-r1b, and then its leader (2 CPU)
+// only gn-r1a. The job binds in gn-b2, the replica in one rack. Before the replica's own key was read, the job went to gn-b1, the
+// leader to gn-r1a and the workers to gn-r1b: the replica's required rack split.
+func TestGangGroupsNestedDomains(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gn-b1", "gn-r1a", 2)
+	rack(t, "gn-b1", "gn-r1b", 2)
+	rack(t, "gn-b2", "gn-r2a", 3)
+	rack(t, "gn-b2", "gn-r2b", 3)
+	for i := range 2 {
+		filler := gangPod(ns, fmt.Sprintf("filler-%d", i), "", "2")
+		delete(filler.Labels, v1alpha1.PodGroupLabel)
+		filler.Spec.NodeName = fmt.Sprintf("gn-r1a-%d", i)
+		createPod(t, filler)
+	}
+	watchWhole(t, ns, "lead", 1, nil)
+	watchWhole(t, ns, "work", 2, nil)
+	replica := gangComposite(2)
+	replica[tree.AnnotationParent] = "serve"
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(1), blockLabel)
+	createGroupWithPolicy(t, ns, "rep", 1, replica, rackLabel)
+	createGroupIn(t, ns, "lead", 1, child("rep"))
+	createGroupIn(t, ns, "work", 2, child("rep"))
+	createGang(t, ns, "work", 2, "3")
+	createGang(t, ns, "lead", 1, "2")
+	waitForBoundMembers(t, ns, "work", 2)
+	waitForBoundMembers(t, ns, "lead", 1)
+	lead, work := racksOf(t, ns, "lead"), racksOf(t, ns, "work")
+	all := map[string]int{}
+	for _, m := range []map[string]int{lead, work} {
+		for r, n := range m {
+			all[r] += n
+		}
+	}
+	if len(all) != 1 || all["gn-r1a"] > 0 || all["gn-r1b"] > 0 {
+		t.Errorf("racks: lead %v, work %v; want the replica in one rack of block gn-b2", lead, work)
+	}
 }

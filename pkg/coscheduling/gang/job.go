@@ -64,6 +64,10 @@ type TreeDomain struct {
 	// Refused are the domains the filters refused one of the job's groups in recently (see
 	// Gang.RefusedDomains): the job's domain is chosen away from them while another fits.
 	Refused map[string]time.Time
+	// Leaves are the keys of the groups under the composite; Inner the domains of the composites below
+	// it on the group's path with a required key of their own, outermost first (see treeDomain).
+	Leaves []string
+	Inner  []*TreeDomain
 }
 
 // Policy is the job's topology policy, as a flat gang's.
@@ -71,10 +75,28 @@ func (d *TreeDomain) Policy() gangfit.Policy {
 	return gangfit.Policy{Required: d.Key, Preferred: d.Preferred, Source: "composite " + d.Composite}
 }
 
+// pinnedNodes are the nodes of the required domains d and its inner composites' placed members pin
+// (nil: none is pinned).
+func (d *TreeDomain) pinnedNodes(nodes []fwk.NodeInfo) sets.Set[string] {
+	var out sets.Set[string]
+	for _, td := range append([]*TreeDomain{d}, d.Inner...) {
+		if td.Value == "" {
+			continue
+		}
+		on := gangfit.PinnedPlacement(gangfit.Policy{Required: td.Key}, map[string]string{td.Key: td.Value}, nodes).Nodes
+		if out == nil {
+			out = on
+		} else {
+			out = out.Intersection(on)
+		}
+	}
+	return out
+}
+
 // equal reports whether d and o are the same domain.
 func (d *TreeDomain) equal(o *TreeDomain) bool {
 	return d.Composite == o.Composite && d.Key == o.Key && d.Value == o.Value && slices.Equal(d.Preferred, o.Preferred) && maps.Equal(d.Pinned, o.Pinned) &&
-		maps.Equal(d.Refused, o.Refused)
+		maps.Equal(d.Refused, o.Refused) && slices.EqualFunc(d.Inner, o.Inner, (*TreeDomain).equal)
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -97,7 +119,22 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		return d
 	}
 	if td := j.Domain; td != nil {
-		p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, gangfit.Avoid{Refused: td.Refused}, j.Nodes, j.Claimed, fit)
+		p, ok, tried := j.jobDomain(td, fit, nil)
+		// An outer domain none of whose inner domains holds their groups is avoided, and the next
+		// tried, at most once each.
+		for ok && p.Level != gangfit.LevelAnywhere && len(td.Inner) > 0 {
+			in, short := j.within(td.Inner, onNodes(j.Nodes, p.Nodes), fit)
+			if short == nil {
+				in.job = j
+				return in
+			}
+			if td.Value != "" || tried.Has(p.Key+"="+p.Value) {
+				short.job = j
+				return short
+			}
+			tried.Insert(p.Key + "=" + p.Value)
+			p, ok, tried = j.jobDomain(td, fit, tried)
+		}
 		switch {
 		case !ok && td.Key != "":
 			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}
@@ -115,8 +152,70 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 			// there, the job is checked anywhere (within its required domain, if it has one, the
 			// placement is never preferred).
 		}
+		if len(td.Inner) > 0 {
+			in, short := j.within(td.Inner, j.Nodes, fit)
+			if short != nil {
+				short.job = j
+				return short
+			}
+			in.job = j
+			return in
+		}
 	}
 	return j.check(fit, nil)
+}
+
+// jobDomain is the job's domain of td's policy (see gangfit.JobDomain), away from the domains
+// ("key=value") tried already (tried, kept as refused until far on) as well as those refused recently.
+func (j *Job) jobDomain(td *TreeDomain, fit *gangfit.Shared, tried sets.Set[string]) (gangfit.Placement, bool, sets.Set[string]) {
+	avoid := gangfit.Avoid{Refused: td.Refused}
+	if tried.Len() > 0 {
+		avoid.Refused = maps.Clone(td.Refused)
+		if avoid.Refused == nil {
+			avoid.Refused = map[string]time.Time{}
+		}
+		for domain := range tried {
+			// Later than any refusal: tried only when nothing else fits.
+			avoid.Refused[domain] = time.Unix(1<<40, 0)
+		}
+	}
+	p, ok := gangfit.JobDomain(j.Logger, td.Composite, j.groups(), td.Policy(), td.Pinned, avoid, j.Nodes, j.Claimed, fit)
+	if tried == nil {
+		tried = sets.New[string]()
+	}
+	return p, ok, tried
+}
+
+// within checks the job on nodes (its outer domain's, or every node) narrowed to one domain of each
+// inner composite's required key, outermost first (each chosen where the groups under it fit together,
+// see gangfit.JobDomain), and the group's own check there with the groups under the innermost: ok
+// (short nil) with the check's result, or short, the job's refusal when some inner composite has no
+// domain that holds its groups.
+func (j *Job) within(inner []*TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) (ok, short *Done) {
+	in := *j
+	in.Nodes = nodes
+	var p gangfit.Placement
+	for _, id := range inner {
+		in.Together = togetherUnder(j.Together, id.Leaves)
+		var found bool
+		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused}, in.Nodes, j.Claimed, fit.Private())
+		if !found {
+			return nil, &Done{Result: gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups %s needs placed in one (its required topology) within its job's", j.Gang, id.Key, id.Composite)}}
+		}
+		in.Nodes = onNodes(in.Nodes, p.Nodes)
+	}
+	return in.check(fit.Private(), &p), nil
+}
+
+// togetherUnder are the groups among groups whose keys are in leaves.
+func togetherUnder(groups []gangfit.Group, leaves []string) []gangfit.Group {
+	var out []gangfit.Group
+	for _, g := range groups {
+		if slices.Contains(leaves, g.Key) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // check is a whole-gang Job's check on its nodes, within the job's domain (nil: none): the gang's own

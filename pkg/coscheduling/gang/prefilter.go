@@ -295,8 +295,8 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 		// A member past the quorum stays in its job's domain, as its group's own.
 		var domain sets.Set[string]
 		if root := in.tree(); root != nil {
-			if td := g.treeDomain(in, root); td != nil && td.Value != "" {
-				domain = gangfit.PinnedPlacement(gangfit.Policy{Required: td.Key}, map[string]string{td.Key: td.Value}, in.Nodes).Nodes
+			if td := g.treeDomain(in, root); td != nil {
+				domain = td.pinnedNodes(in.Nodes)
 			}
 		}
 		if in.Policy.Empty() {

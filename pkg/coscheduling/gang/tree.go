@@ -66,20 +66,38 @@ func (in PreFilterIn) tree() *tree.Branch {
 }
 
 // treeDomain is the domain the member's job holds its groups in (the outermost composite above the
-// group with a required or preferred topology, see tree.Branch.DomainAbove): the one the bound or reserved members
-// of its groups pin, else one the check chooses (Value ""), away from the domains the filters refused
-// any of its groups in recently (a group records the job's domain as refused when it has no policy of
-// its own, see OnNoNode). nil: the job has none, or its members are already in several (placed
-// anywhere, as a flat gang whose bound members share no domain). O(the job's pods).
+// group with a required or preferred topology, see tree.Branch.DomainAbove): the one the bound or
+// reserved members of its groups pin, else one the check chooses (Value ""), away from the domains the
+// filters refused any of its groups in recently (a group records the job's domain as refused when it
+// has no policy of its own, see OnNoNode); and, in Inner, the same for each composite below it on the
+// group's path with a required key of its own (tree.Branch.DomainsBelow), narrower each. nil: the job
+// has none, or its members are already in several (placed anywhere, as a flat gang whose bound members
+// share no domain); an inner composite whose members are in several is left out. O(the job's pods).
 func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 	c, ok := root.DomainAbove(g.Key())
 	if !ok {
 		return nil
 	}
+	d := domainOf(in, c)
+	if d == nil {
+		return nil
+	}
+	for _, ic := range root.DomainsBelow(c, g.Key()) {
+		if id := domainOf(in, ic); id != nil {
+			d.Inner = append(d.Inner, id)
+		}
+	}
+	return d
+}
+
+// domainOf is the domain of composite c's policy that its groups' placed members pin (see treeDomain);
+// nil when they are in several domains of its required key.
+func domainOf(in PreFilterIn, c *tree.Branch) *TreeDomain {
 	var pods []*v1.Pod
-	var reserved []string
+	var reserved, leaves []string
 	var refused map[string]time.Time
 	for _, n := range c.Leaves() {
+		leaves = append(leaves, n.Key())
 		pods = append(pods, in.GroupMembers(n.Key())...)
 		if o := in.Gangs[n.Key()]; o != nil {
 			reserved = append(reserved, o.ReservedNodes()...)
@@ -93,7 +111,7 @@ func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 			}
 		}
 	}
-	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred, Refused: refused}
+	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred, Refused: refused, Leaves: leaves}
 	d.Pinned = gangfit.PinnedDomains(d.Policy(), gangfit.BoundNodes(pods, in.Nodes, reserved...))
 	if d.Key != "" && d.Pinned != nil && d.Pinned[d.Key] == "" {
 		return nil

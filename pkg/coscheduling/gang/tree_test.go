@@ -355,3 +355,70 @@ func TestJobForPreemption(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreeNestedDomains: the job in one block (its root's required key), its replica (a
+// composite of groups lead and work) in one rack of it (the replica's own). The rack is chosen where
+// the replica's groups fit together within the block; a block none of whose racks holds the replica
+// is passed over for the next; a rack the replica's placed members pin is kept.
+func TestPreFilterTreeNestedDomains(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 1, Domain: gangtest.BlockKey})
+	x.Set(tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Domain: gangtest.RackKey, Parent: "serve"})
+	x.Set(tree.Node{Namespace: "ns", Name: "lead", Gang: true, Min: 1, Parent: "rep"})
+	x.Set(tree.Node{Namespace: "ns", Name: "work", Gang: true, Min: 2, Parent: "rep"})
+	root, _ := x.Resolve("ns", "work")
+	if got := root.DomainsBelow(root, "ns/work"); len(got) != 1 || got[0].Name != "rep" {
+		t.Fatalf("DomainsBelow = %v, want [rep]", got)
+	}
+	filler := func(node string) *v1.Pod { return gangtest.Running("filler-"+node, "", node, "2", 0) }
+	// b1 holds the job's 8 CPU (r1a: two nodes half taken, r1b: two free) but no rack of it holds the
+	// replica; b2's racks (three free nodes each) do.
+	b1 := []fwk.NodeInfo{gangtest.RackedNode("r1a-0", "z", "b1", "r1a", filler("r1a-0")), gangtest.RackedNode("r1a-1", "z", "b1", "r1a", filler("r1a-1")),
+		gangtest.RackedNode("r1b-0", "z", "b1", "r1b"), gangtest.RackedNode("r1b-1", "z", "b1", "r1b")}
+	var b2 []fwk.NodeInfo
+	for _, r := range []string{"r2a", "r2b"} {
+		for i := range 3 {
+			b2 = append(b2, gangtest.RackedNode(fmt.Sprintf("%s-%d", r, i), "z", "b2", r))
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []fwk.NodeInfo
+		others  func() map[string]*Gang
+		allowed []string
+		msg     string
+	}{
+		{name: "b1 holds the job, none of its racks the replica: the replica in the first rack of b2", nodes: slices.Concat(b1, b2),
+			allowed: []string{"r2a-0", "r2a-1", "r2a-2"}, msg: "placed in example.com/rack=r2a with the other groups of its job ns/rep"},
+		{name: "the rack the leader is reserved in is kept", nodes: slices.Concat(b1, b2),
+			others: func() map[string]*Gang {
+				g := New("ns", "lead", "l")
+				g.CountReserved("lead-0", "r2b-1")
+				return map[string]*Gang{g.Key(): g}
+			}, allowed: []string{"r2b-0", "r2b-1", "r2b-2"}, msg: "placed in example.com/rack=r2b"},
+		{name: "only b1: refused, never split over its racks", nodes: b1,
+			msg: "no domain of example.com/rack fits the groups ns/rep needs placed in one (its required topology) within its job's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "work", "uid")
+			gangs := map[string]*Gang{g.Key(): g}
+			if tc.others != nil {
+				for k, o := range tc.others() {
+					gangs[k] = o
+				}
+			}
+			pods := map[string][]*v1.Pod{"work": role("work", 2, "3"), "lead": role("lead", 1, "2")}
+			out := g.PreFilter(treeIn(g, pods["work"][0], 2, tc.nodes, gangs, root, pods))
+			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
+				t.Fatalf("reject %v, tree %v (%s); want %v", out.Reject, out.Tree, out.Message, refused)
+			}
+			if tc.allowed != nil {
+				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) || !strings.Contains(out.Placement.Message, tc.msg) {
+					t.Errorf("nodes %v (%+v); want %v and %q", got, out.Placement, tc.allowed, tc.msg)
+				}
+			} else if !strings.Contains(out.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
+			}
+		})
+	}
+}
