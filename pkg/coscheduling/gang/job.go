@@ -119,50 +119,70 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		return d
 	}
 	if td := j.Domain; td != nil {
-		p, ok, tried := j.jobDomain(td, fit, nil)
-		// An outer domain none of whose inner domains holds their groups is avoided, and the next
-		// tried, at most once each.
-		for ok && p.Level != gangfit.LevelAnywhere && len(td.Inner) > 0 {
-			in, short := j.within(td.Inner, onNodes(j.Nodes, p.Nodes), fit)
-			if short == nil {
-				in.job = j
-				return in
+		on, anywhere := j, (*Done)(nil)
+		if under := togetherUnder(j.Together, td.Leaves); len(under) < len(j.Together) {
+			// Groups of the job outside the composite whose domain it is (a composite below the
+			// job's top): the whole job is checked anywhere first, then the composite's groups in
+			// its domain.
+			if anywhere = j.check(fit.Private(), nil); !anywhere.Result.Feasible {
+				return anywhere
 			}
-			if td.Value != "" || tried.Has(p.Key+"="+p.Value) {
-				short.job = j
-				return short
-			}
-			tried.Insert(p.Key + "=" + p.Value)
-			p, ok, tried = j.jobDomain(td, fit, tried)
+			c := *j
+			c.Together = under
+			on = &c
 		}
-		switch {
-		case !ok && td.Key != "":
-			d.Result = gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}
+		if d := on.inDomain(td, fit); d != nil {
+			d.job = j
 			return d
-		case ok && p.Level != gangfit.LevelAnywhere:
-			// The checks within the job's domain read its nodes only: the shared capacity table is
-			// kept for the whole snapshot's.
-			in := *j
-			in.Nodes = onNodes(j.Nodes, p.Nodes)
-			if d := in.check(fit.Private(), &p); d.Result.Feasible || p.Level != gangfit.LevelPreferred {
-				d.job = j
-				return d
-			}
-			// A preferred domain never refuses a job: where the groups' own policies do not hold
-			// there, the job is checked anywhere (within its required domain, if it has one, the
-			// placement is never preferred).
 		}
-		if len(td.Inner) > 0 {
-			in, short := j.within(td.Inner, j.Nodes, fit)
-			if short != nil {
-				short.job = j
-				return short
-			}
-			in.job = j
-			return in
+		if anywhere != nil {
+			return anywhere
 		}
 	}
 	return j.check(fit, nil)
+}
+
+// inDomain is Run's check of a job with a domain (td): the job's domain, then the domains of the
+// composites below it (see within); nil where the job is checked anywhere instead (no domain of its
+// preferred keys holds it, and it has no required key).
+func (j *Job) inDomain(td *TreeDomain, fit *gangfit.Shared) *Done {
+	p, ok, tried := j.jobDomain(td, fit, nil)
+	// An outer domain none of whose inner domains holds their groups is avoided, and the next
+	// tried, at most once each.
+	for ok && p.Level != gangfit.LevelAnywhere && len(td.Inner) > 0 {
+		in, short := j.within(td.Inner, onNodes(j.Nodes, p.Nodes), fit)
+		if short == nil {
+			return in
+		}
+		if td.Value != "" || tried.Has(p.Key+"="+p.Value) {
+			return short
+		}
+		tried.Insert(p.Key + "=" + p.Value)
+		p, ok, tried = j.jobDomain(td, fit, tried)
+	}
+	switch {
+	case !ok && td.Key != "":
+		return &Done{Result: gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups its job %s needs placed in one (its required topology)", j.Gang, td.Key, td.Composite)}}
+	case ok && p.Level != gangfit.LevelAnywhere:
+		// The checks within the job's domain read its nodes only: the shared capacity table is
+		// kept for the whole snapshot's.
+		in := *j
+		in.Nodes = onNodes(j.Nodes, p.Nodes)
+		if d := in.check(fit.Private(), &p); d.Result.Feasible || p.Level != gangfit.LevelPreferred {
+			return d
+		}
+		// A preferred domain never refuses a job: where the groups' own policies do not hold
+		// there, the job is checked anywhere (within its required domain, if it has one, the
+		// placement is never preferred).
+	}
+	if len(td.Inner) > 0 {
+		in, short := j.within(td.Inner, j.Nodes, fit)
+		if short != nil {
+			return short
+		}
+		return in
+	}
+	return nil
 }
 
 // jobDomain is the job's domain of td's policy (see gangfit.JobDomain), away from the domains

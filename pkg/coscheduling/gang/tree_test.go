@@ -422,3 +422,47 @@ func TestPreFilterTreeNestedDomains(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreeDomainBelowTop: the job's only required key is on a composite below its top (group
+// a in one rack; group b, beside it under the top, anywhere). The rack holds a's members, not b's too:
+// the job is checked whole anywhere, and a within one rack, never a and b in one rack.
+func TestPreFilterTreeDomainBelowTop(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "job", Composite: true, Gang: true, Min: 2})
+	x.Set(tree.Node{Namespace: "ns", Name: "c", Composite: true, Gang: true, Min: 1, Domain: gangtest.RackKey, Parent: "job"})
+	x.Set(tree.Node{Namespace: "ns", Name: "a", Gang: true, Min: 2, Parent: "c"})
+	x.Set(tree.Node{Namespace: "ns", Name: "b", Gang: true, Min: 2, Parent: "job"})
+	root, _ := x.Resolve("ns", "a")
+	// Racks of two 4-CPU nodes: a (2 of 3 CPU) fits one, a and b (2 more of 3 CPU) do not.
+	var nodes []fwk.NodeInfo
+	for _, r := range []string{"r1", "r2"} {
+		for i := range 2 {
+			nodes = append(nodes, gangtest.RackedNode(fmt.Sprintf("%s-%d", r, i), "z", "b", r))
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []fwk.NodeInfo
+		allowed []string
+		msg     string
+	}{
+		{name: "a in one rack, b beside it in the other", nodes: nodes, allowed: []string{"r1-0", "r1-1"}},
+		{name: "one rack only: the job does not fit", nodes: nodes[:2], msg: "not together with the groups its job ns/job needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "a", "uid")
+			pods := map[string][]*v1.Pod{"a": role("a", 2, "3"), "b": role("b", 2, "3")}
+			out := g.PreFilter(treeIn(g, pods["a"][0], 2, tc.nodes, map[string]*Gang{g.Key(): g}, root, pods))
+			if refused := tc.allowed == nil; out.Reject != refused {
+				t.Fatalf("reject %v (%s); want %v", out.Reject, out.Message, refused)
+			}
+			if tc.allowed != nil {
+				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) {
+					t.Errorf("nodes %v (%+v); want %v", got, out.Placement, tc.allowed)
+				}
+			} else if !strings.Contains(out.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
+			}
+		})
+	}
+}
