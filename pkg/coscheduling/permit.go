@@ -129,7 +129,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
 	g.Credit = pl.credit(pod)
-	g.TreeShort = pl.treeShortLocked(g)
+	g.TreeShort = pl.treeShortLocked(g, pg)
 	r := pl.stepLocked(g, func() gang.Result {
 		return g.OnPermit(pod, now, want, func() int { return pl.confirmedCountLocked(g) }, pl.backoff)
 	})

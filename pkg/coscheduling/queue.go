@@ -42,7 +42,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if reason, msg := pl.holdBack(pod, pg); reason != "" {
 		return pl.gate(ctx, pod, reason, msg)
 	}
-	if reason, msg := pl.treeHoldBack(pod, pod.Namespace, name); reason != "" {
+	if reason, msg := pl.treeHoldBack(pod, pg); reason != "" {
 		return pl.gate(ctx, pod, reason, msg)
 	}
 	now := pl.clock.Now()

@@ -44,9 +44,13 @@ func treeNode(pg *v1alpha1.PodGroup) tree.Node {
 // groups with their minMember of live members, the members of their run in progress that succeeded
 // counted (the finished-member rule: the pod's own group's by its run, another group's as its last
 // step counted them). O(the tree).
-func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, namespace, name string) (reason, msg string) {
+func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
+	namespace, name := pg.Namespace, pg.Name
 	root, p := pl.treeOf(namespace, name)
 	if root == nil {
+		if p == nil {
+			p = tree.Unread(treeNode(pg))
+		}
 		return tree.HoldBack(root, p, "", nil)
 	}
 	own := podgroup.Key(namespace, name)
@@ -64,10 +68,15 @@ func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, namespace, name string) (reaso
 	})
 }
 
-// treeShortLocked (Permit): a gang composite above g is not ready with the counts of now.
-func (pl *Coscheduling) treeShortLocked(g *gang.Gang) bool {
-	root, _ := pl.treeOf(g.Namespace, g.Name)
-	return root != nil && !root.Admits(g.Key(), pl.treeCountLocked)
+// treeShortLocked (Permit): a gang composite above g (of PodGroup pg) is not ready with the counts of
+// now, or pg is linked into a tree that cannot be resolved (a parent missing, malformed, or not read
+// yet: see tree.Unread): a group is never let through on its own quorum while its tree is unknown.
+func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) bool {
+	root, p := pl.treeOf(g.Namespace, g.Name)
+	if root == nil {
+		return p != nil || tree.Unread(treeNode(pg)) != nil
+	}
+	return !root.Admits(g.Key(), pl.treeCountLocked)
 }
 
 // treeInfeasible is PostFilter's for a member of pg found not to fit as a whole (PreFilter): pg's

@@ -106,6 +106,9 @@ type Done struct {
 	Result    gangfit.Result
 	Placement *gangfit.Placement
 	Plan      *gangfit.PlacementPlan
+	// Short is the job's domain ("key=value") the group was found short in, when it was: its
+	// members' next attempts avoid it while another fits (see Gang.Refuse).
+	Short string
 }
 
 // Run makes the check, over fit's shared tables and device model.
@@ -249,6 +252,7 @@ func (j *Job) check(fit *gangfit.Shared, domain *gangfit.Placement) *Done {
 	if !d.Result.Feasible && domain != nil {
 		// Short in its job's domain: preempting for the group alone would not know the domain.
 		d.Result.Tree, d.Result.Message = true, "in "+domain.Key+"="+domain.Value+", its job's domain: "+d.Result.Message
+		d.Short = domain.Key + "=" + domain.Value
 	}
 	if d.Result.Feasible && len(on.Together) > 0 {
 		// The job's other groups with it, once its own check has released the shared table, and,

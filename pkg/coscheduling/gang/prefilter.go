@@ -351,6 +351,11 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	out.Checked = true
 	out.DomainChosen, out.InfeasibleChanged = g.Checked(done.Result, in.Done.job.Key, done.Placement, done.Plan)
 	out.Placement = done.Placement
+	if done.Short != "" {
+		// The job's domain (pinned by its members reserved there, or chosen) does not hold this
+		// group: the job's next choices avoid it while another domain fits (see TreeDomain.Refused).
+		g.Refuse(done.Short, in.Now, "the groups of its job do not fit there")
+	}
 	if !done.Result.Feasible {
 		out.Reject, out.Infeasible, out.Tree, out.Message, out.KeptOff = true, true, done.Result.Tree, done.Result.Message, nil
 		return out

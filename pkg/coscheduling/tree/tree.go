@@ -155,6 +155,17 @@ func HoldBack(root *Branch, p *Problem, leaf string, existing func(key string) i
 		leaf, root.Name, strings.Join(root.Short(existing), "; "))
 }
 
+// Unread is the Problem of a group whose own object links it into a tree (n, read from the object)
+// while the Index does not have it yet: an informer's store shows a PodGroup before its handlers
+// (which keep the Index) have run, so a member may come to PreEnqueue or Permit in between. Its
+// members wait, as for a missing parent, until the Index has it; nil when n is not linked.
+func Unread(n Node) *Problem {
+	if !n.Linked() {
+		return nil
+	}
+	return &Problem{Reason: ReasonParentNotFound, Message: fmt.Sprintf("%s %s is part of a tree the scheduler has not read yet", kind(n), n.Name)}
+}
+
 // Branch is a node with its children, resolved from an Index: a tree, or part of one.
 type Branch struct {
 	Node

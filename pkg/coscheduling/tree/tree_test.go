@@ -400,3 +400,18 @@ func TestFromPodGroupDomain(t *testing.T) {
 		t.Error("DomainAbove of a group not in the tree")
 	}
 }
+
+// A group whose object links it into a tree the Index does not have yet is held as for a missing
+// parent; one that is linked to nothing is not.
+func TestUnread(t *testing.T) {
+	if p := Unread(Node{Namespace: "ns", Name: "a"}); p != nil {
+		t.Errorf("an unlinked group: %+v, want none", p)
+	}
+	p := Unread(Node{Namespace: "ns", Name: "a", Gang: true, Min: 2, Parent: "job"})
+	if p == nil || p.Reason != ReasonParentNotFound || !strings.Contains(p.Message, "a is part of a tree the scheduler has not read yet") {
+		t.Errorf("a group naming a parent: %+v", p)
+	}
+	if reason, _ := HoldBack(nil, p, "", nil); reason != ReasonParentNotFound {
+		t.Errorf("held back for %q, want %q", reason, ReasonParentNotFound)
+	}
+}
