@@ -182,6 +182,11 @@ func TestPreFilterTreeDomain(t *testing.T) {
 			} else if !strings.Contains(out.Message, tc.msg) {
 				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
 			}
+			// Short in the job's domain (pinned by a member reserved there): the job's next choices
+			// avoid it (see Done.Short).
+			if short := strings.Contains(tc.msg, "its job's domain"); short != (g.RefusedDomains(t0)[gangtest.BlockKey+"=b3"] != time.Time{}) {
+				t.Errorf("refused domains %v; want b3 refused: %v", g.RefusedDomains(t0), short)
+			}
 		})
 	}
 }
