@@ -471,3 +471,37 @@ func TestPreFilterTreeDomainBelowTop(t *testing.T) {
 		})
 	}
 }
+
+// TestTreeDomainPinnedNodes: a member past its group's quorum stays in the domains its job's placed
+// members pin, the job's and each nested composite's together.
+func TestTreeDomainPinnedNodes(t *testing.T) {
+	nodes := []fwk.NodeInfo{gangtest.RackedNode("a-0", "z", "b1", "r1"), gangtest.RackedNode("a-1", "z", "b1", "r2"),
+		gangtest.RackedNode("c-0", "z", "b2", "r3")}
+	block := func(value string) *TreeDomain { return &TreeDomain{Key: gangtest.BlockKey, Value: value} }
+	rack := func(value string) *TreeDomain { return &TreeDomain{Key: gangtest.RackKey, Value: value} }
+	withInner := func(d *TreeDomain, inner ...*TreeDomain) *TreeDomain { d.Inner = inner; return d }
+	for _, tc := range []struct {
+		name string
+		d    *TreeDomain
+		want []string // nil: every node
+	}{
+		{name: "nothing pinned: every node", d: withInner(block(""), rack(""))},
+		{name: "the job's block", d: block("b1"), want: []string{"a-0", "a-1"}},
+		{name: "the job's block and the replica's rack in it", d: withInner(block("b1"), rack("r2")), want: []string{"a-1"}},
+		{name: "the replica's rack only (the job's block not pinned yet)", d: withInner(block(""), rack("r3")), want: []string{"c-0"}},
+		{name: "a rack outside the block: no node", d: withInner(block("b1"), rack("r3")), want: []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.d.pinnedNodes(nodes)
+			if tc.want == nil {
+				if got != nil {
+					t.Errorf("nodes %v, want every node (nil)", sets.List(got))
+				}
+				return
+			}
+			if got == nil || !slices.Equal(sets.List(got), tc.want) {
+				t.Errorf("nodes %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
