@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Random jobs with topology (TestGangGroupsRandomized's trees, each composite given a required key at
@@ -163,27 +162,7 @@ func TestGangGroupsRandomizedDomains(t *testing.T) {
 		jk := domainsOf(rng, job)
 		maps.Copy(keys, jk)
 		t.Logf("job %s, required keys %v", job, jk)
-		job.walk(nil, func(n, parent *tnode) {
-			ann := map[string]string{}
-			if parent != nil {
-				ann[tree.AnnotationParent] = parent.name
-			}
-			switch {
-			case n.composite && n.basic:
-				ann[tree.AnnotationComposite] = "Basic"
-			case n.composite:
-				ann[tree.AnnotationMinGroupCount] = fmt.Sprint(n.min)
-			}
-			minMember := int64(1)
-			if !n.composite {
-				minMember = int64(n.min)
-				watchWhole(t, ns, n.name, n.min, nil)
-			}
-			steps = append(steps, func() { createGroupWithPolicy(t, ns, n.name, minMember, ann, jk[n.name]) })
-			for m := range n.members {
-				steps = append(steps, func() { createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", n.name, m), n.name, fmt.Sprint(n.cpu))) })
-			}
-		})
+		steps = append(steps, jobSteps(t, ns, job, jk)...)
 	}
 	watchTrees(t, ns, jobs)
 	watchDomains(t, ns, jobs, keys, labels)
@@ -195,20 +174,5 @@ func TestGangGroupsRandomizedDomains(t *testing.T) {
 
 	racked("b3", "r3a", 2, "64")
 	racked("b3", "r3b", 2, "64")
-	for _, job := range jobs {
-		waitFor(t, ns, "job "+job.name+" whole", func(ctx context.Context) (bool, error) {
-			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel})
-			if err != nil {
-				return false, err
-			}
-			bound := map[string]int{}
-			for i := range pods.Items {
-				if p := &pods.Items[i]; liveAndBound(p) {
-					bound[p.Labels[v1alpha1.PodGroupLabel]]++
-				}
-			}
-			whole, _ := job.whole(bound)
-			return whole, nil
-		})
-	}
+	waitJobsWhole(t, ns, jobs)
 }

@@ -218,27 +218,7 @@ func TestGangGroupsRandomized(t *testing.T) {
 		job := randomJob(rng, fmt.Sprintf("j%d", i))
 		jobs = append(jobs, job)
 		t.Logf("job %s", job)
-		job.walk(nil, func(n, parent *tnode) {
-			ann := map[string]string{}
-			if parent != nil {
-				ann[tree.AnnotationParent] = parent.name
-			}
-			switch {
-			case n.composite && n.basic:
-				ann[tree.AnnotationComposite] = "Basic"
-			case n.composite:
-				ann[tree.AnnotationMinGroupCount] = fmt.Sprint(n.min)
-			}
-			minMember := int64(1)
-			if !n.composite {
-				minMember = int64(n.min)
-				watchWhole(t, ns, n.name, n.min, nil)
-			}
-			steps = append(steps, func() { createGroupIn(t, ns, n.name, minMember, ann) })
-			for m := range n.members {
-				steps = append(steps, func() { createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", n.name, m), n.name, fmt.Sprint(n.cpu))) })
-			}
-		})
+		steps = append(steps, jobSteps(t, ns, job, nil)...)
 	}
 	watchTrees(t, ns, jobs)
 	rng.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
@@ -248,6 +228,42 @@ func TestGangGroupsRandomized(t *testing.T) {
 	time.Sleep(10 * time.Second) // the small nodes: whatever fits, whole by the tree's rules
 
 	cosNodes(t, ns+"-big", 2, "64")
+	waitJobsWhole(t, ns, jobs)
+}
+
+// jobSteps are the API calls that make job in ns, to be made in any order: each group (a composite
+// with its policy annotations, a leaf watched whole from now on), with its parent and its required
+// topology key (keys[name]; none when absent), and each member pod.
+func jobSteps(t *testing.T, ns string, job *tnode, keys map[string]string) []func() {
+	t.Helper()
+	var steps []func()
+	job.walk(nil, func(n, parent *tnode) {
+		ann := map[string]string{}
+		if parent != nil {
+			ann[tree.AnnotationParent] = parent.name
+		}
+		switch {
+		case n.composite && n.basic:
+			ann[tree.AnnotationComposite] = "Basic"
+		case n.composite:
+			ann[tree.AnnotationMinGroupCount] = fmt.Sprint(n.min)
+		}
+		minMember := int64(1)
+		if !n.composite {
+			minMember = int64(n.min)
+			watchWhole(t, ns, n.name, n.min, nil)
+		}
+		steps = append(steps, func() { createGroupWithPolicy(t, ns, n.name, minMember, ann, keys[n.name]) })
+		for m := range n.members {
+			steps = append(steps, func() { createPod(t, gangPod(ns, fmt.Sprintf("%s-%d", n.name, m), n.name, fmt.Sprint(n.cpu))) })
+		}
+	})
+	return steps
+}
+
+// waitJobsWhole waits until every job is whole by its live bound members.
+func waitJobsWhole(t *testing.T, ns string, jobs []*tnode) {
+	t.Helper()
 	for _, job := range jobs {
 		waitFor(t, ns, "job "+job.name+" whole", func(ctx context.Context) (bool, error) {
 			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel})
