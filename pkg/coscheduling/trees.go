@@ -46,11 +46,8 @@ func treeNode(pg *v1alpha1.PodGroup) tree.Node {
 // step counted them). O(the tree).
 func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
 	namespace, name := pg.Namespace, pg.Name
-	root, p := pl.treeOf(namespace, name)
+	root, p := pl.treeOfGroup(pg)
 	if root == nil {
-		if p == nil {
-			p = tree.Unread(treeNode(pg))
-		}
 		return tree.HoldBack(root, p, "", nil)
 	}
 	own := podgroup.Key(namespace, name)
@@ -72,11 +69,22 @@ func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason
 // now, or pg is linked into a tree that cannot be resolved (a parent missing, malformed, or not read
 // yet: see tree.Unread): a group is never let through on its own quorum while its tree is unknown.
 func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) bool {
-	root, p := pl.treeOf(g.Namespace, g.Name)
+	root, p := pl.treeOfGroup(pg)
 	if root == nil {
-		return p != nil || tree.Unread(treeNode(pg)) != nil
+		return p != nil
 	}
 	return !root.Admits(g.Key(), pl.treeCountLocked)
+}
+
+// treeOfGroup is pg's tree as the index resolves it (see treeOf), a pg whose own object links it into
+// a tree the index does not have yet read as a Problem (tree.Unread): the informer's store shows a
+// PodGroup before the handler that keeps the index has run.
+func (pl *Coscheduling) treeOfGroup(pg *v1alpha1.PodGroup) (*tree.Branch, *tree.Problem) {
+	root, p := pl.treeOf(pg.Namespace, pg.Name)
+	if root == nil && p == nil {
+		p = tree.Unread(treeNode(pg))
+	}
+	return root, p
 }
 
 // treeInfeasible is PostFilter's for a member of pg found not to fit as a whole (PreFilter): pg's
