@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -63,12 +64,18 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		if c == nil {
 			continue
 		}
-		members := pl.members.InGroup(pg.Namespace, pg.Name)
+		// A group of a job holds its job's reservation (see gang.ReserveIn.Job): its other groups'
+		// nominations are read and held with its own.
+		members, groups := pl.members.InGroup(pg.Namespace, pg.Name), pl.jobKeys(pg.Namespace, pg.Name)
+		for _, o := range groups {
+			ns, name, _ := strings.Cut(o, "/")
+			members = append(members, pl.members.InGroup(ns, name)...)
+		}
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
 		var d gang.ReservationDone
 		if !g.Reserve.Seen && !g.Reserve.Held() {
-			d = pl.adoptReservationLocked(g, c, members, pl.clock.Now())
+			d = pl.adoptReservationLocked(g, c, members, groups, pl.clock.Now())
 		}
 		pl.mu.Unlock()
 		if !d.Empty() {

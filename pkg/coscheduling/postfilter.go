@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -42,13 +43,8 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		if mark, err := state.Read(infeasibleKey); err == nil {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				pl.treeInfeasible(pg)
-				if mark.(rejectedMark).tree {
-					// Short only with the other groups its job needs: the job preempts as one, and
-					// nothing is reserved for a group alone.
-					res, st, _ := pl.preemptForGang(ctx, pod, pg, true)
-					return res, st
-				}
-				return pl.preemptOrReserve(ctx, pod, pg)
+				// Short only with the other groups its job needs (tree): the job preempts as one.
+				return pl.preemptOrReserve(ctx, pod, pg, mark.(rejectedMark).tree)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -78,12 +74,13 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	return nil, fwk.NewStatus(fwk.Unschedulable, r.Message)
 }
 
-// preemptOrReserve is PostFilter for a gang found not to fit: it preempts lower-priority pods when
-// that makes room (see preemptForGang), and otherwise reserves the room that frees once the gang has
-// waited long enough (see reservation.go). A preemption ends the gang's reservation: its nominations
-// are the preemption's now.
-func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status) {
-	res, st, result := pl.preemptForGang(ctx, pod, pg, false)
+// preemptOrReserve is PostFilter for a gang found not to fit (asJob: only with the other groups its
+// job needs): it preempts lower-priority pods when that makes room (see preemptForGang), and otherwise
+// reserves the room that frees once the gang has waited long enough (see reservation.go), for its
+// job when it is in one. A preemption ends the gang's reservation: its nominations are the
+// preemption's now.
+func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status) {
+	res, st, result := pl.preemptForGang(ctx, pod, pg, asJob)
 	switch result {
 	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
 		return res, st
@@ -99,19 +96,26 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 // no room; the plan outside it when the machine asks for one, gang.PlanRoom; gang.Gang.Planned under
 // the lock again), each step's I/O after its lock hold, then the members nominated to a reservation
 // that started or moved, the event. It reports handled when the gang holds a reservation: the
-// member's result and status are then the reservation's.
+// member's result and status are then the reservation's. A group of a job reserves for its job (see
+// gang.ReserveIn.Job): the reservation is its holder group's, for all the job's missing members.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
-	key := podgroup.Key(pg.Namespace, pg.Name)
+	holder, job := pl.jobToReserve(pod, pg)
+	key := podgroup.Key(holder.Namespace, holder.Name)
 	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
 		return nil, nil, false
 	}
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: pg, Adopt: podgroup.HeldReservation(pg), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
-		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		Nodes:   func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
-		Claims:  func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
-	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, in, gang.ReserveHooks{
+	var also []string
+	members := func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) }
+	if job != nil {
+		also, members = job.Keys, func() []*v1.Pod { return job.Members }
+	}
+	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: holder, Adopt: podgroup.HeldReservation(holder), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
+		Job: job, Members: members,
+		Nodes:  func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
+		Claims: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key, also...) }}
+	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(holder) }, in, gang.ReserveHooks{
 		Queue:   func(g *gang.Gang) func(int32) (int, bool) { return pl.gangs.QueueFor(g, pl.reservation, now) },
 		Applied: func(g *gang.Gang, e resv.Effects) gang.ReservationDone { return pl.appliedReservationLocked(g, e, now) },
 		Adopted: pl.reservationMetricsLocked,
@@ -121,7 +125,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 				pl.reservationMetricsLocked()
 			}
 		},
-		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, pg, done) },
+		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, holder, done) },
 	})
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
@@ -130,7 +134,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	case e.Start:
 		pl.nominate(ctx, pod, p.Assignment, prio)
 		logger.V(2).Info("Gang reserves room", "podGroup", key, "nodes", p.Nodes, "milliCPU", p.MilliCPU, "memory", p.Memory)
-		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReserved, gang.ReservedMessage(key, p, prio))
+		pl.recorder.PodGroup(holder, v1.EventTypeNormal, podgroup.ReasonReserved, gang.ReservedMessage(key, p, prio))
 		pl.notifyStatus(key)
 	case e.Moved:
 		pl.nominate(ctx, pod, p.Assignment, prio)
@@ -152,6 +156,24 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, st, true
 	}
 	return framework.NewPostFilterResultWithNominatedNode(node), st, true
+}
+
+// jobToReserve is the PodGroup whose gang reserves for pod's group, and the job it reserves for: the
+// job's holder group (see gang.JobPreemption.Holder) when the group is in a job that can be judged
+// as one, else the group itself and nil.
+func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alpha1.PodGroup, *gang.JobPreemption) {
+	if root, _ := pl.treeOf(pg.Namespace, pg.Name); root == nil {
+		return pg, nil
+	}
+	job := pl.jobToPreempt(pod, pg, pl.handle.SnapshotSharedLister().NodeInfos())
+	if job == nil {
+		return pg, nil
+	}
+	ns, name, _ := strings.Cut(job.Holder, "/")
+	if holder := pl.podGroups.Get(ns, name); holder != nil {
+		return holder, job
+	}
+	return pg, nil
 }
 
 // finishReservations does what reservation steps left (see finishReservation), in order.

@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -96,7 +97,12 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	}
 	logger := klog.FromContext(ctx)
 	if d.End != "" {
-		pl.clearNominations(ctx, gang.Unkept(pl.members.InGroup(namespace, name), keep), "")
+		members := pl.members.InGroup(namespace, name)
+		for _, o := range d.Groups {
+			ons, oname, _ := strings.Cut(o, "/")
+			members = append(members, pl.members.InGroup(ons, oname)...)
+		}
+		pl.clearNominations(ctx, gang.Unkept(members, keep), "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
 		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, d.EndedMessage(key))
 		for _, o := range d.Waiting {
@@ -150,8 +156,8 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 
 // adoptReservationLocked takes over a reservation a previous leader started (see
 // gang.Gang.AdoptReservation).
-func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, now time.Time) gang.ReservationDone {
-	e := g.AdoptReservation(pl.reservation, c, members, now, pl.gangs.QueueFor(g, pl.reservation, now))
+func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, groups []string, now time.Time) gang.ReservationDone {
+	e := g.AdoptReservation(pl.reservation, c, members, groups, now, pl.gangs.QueueFor(g, pl.reservation, now))
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {
 		pl.reservationMetricsLocked()
@@ -159,18 +165,19 @@ func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition
 	return d
 }
 
-// reservationPreempted ends the gang's reservation when it preempts instead: the nominations the
-// preemption just made (keep) are the gang's now; its other members' are cleared.
+// reservationPreempted ends the reservation that holds room for pg's gang (its own, or its job's)
+// when it preempts instead: the nominations the preemption just made (keep) are the gang's now; its
+// other members' are cleared.
 func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.PodGroup, keep map[types.UID]bool, msg string) {
 	pl.mu.Lock()
-	g := pl.gangs.Get(podgroup.Key(pg.Namespace, pg.Name))
-	if g == nil || !g.Reserve.Held() {
+	g := pl.gangs.HolderOf(podgroup.Key(pg.Namespace, pg.Name))
+	if g == nil {
 		pl.mu.Unlock()
 		return
 	}
 	_, d := pl.stepReservationLocked(g, resv.Input{Event: resv.Preempting, Now: pl.clock.Now(), Message: msg})
 	pl.mu.Unlock()
-	pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, keep)
+	pl.finishReservation(ctx, g.Namespace, g.Name, nil, d, keep)
 }
 
 // belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember

@@ -88,7 +88,12 @@ func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.R
 	}
 	switch {
 	case r.AllowWaiting:
+		// The group's quorum, in a job only once the job is ready: the reservation that holds its room
+		// (its job's, held by another group whose members may all be placed already) ends too.
 		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: r.Now})
+		if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
+			pl.stepReservationAsyncLocked(h, resv.Input{Event: resv.QuorumReached, Now: r.Now})
+		}
 	case r.RejectWaiting && r.Event != attempt.PodGroupDeleted:
 		pl.startBackoffLocked(g, r.Backoff)
 	}

@@ -25,6 +25,9 @@ type ReservationDone struct {
 	End, EndMessage, Lost string
 	Activate              bool
 	Waiting               [][2]string
+	// Groups are the job's other groups whose members' nominations an end clears too (see
+	// Reservation.Groups).
+	Groups []string
 }
 
 // Empty reports whether nothing is left to do.
@@ -58,6 +61,7 @@ func (r *Registry) Applied(g *Gang, e resv.Effects) ReservationDone {
 	}
 	if e.End != "" {
 		d.Waiting = WaitingBehind(r.gangs, g)
+		d.Groups, g.Reserve.Groups = g.Reserve.Groups, nil
 	}
 	return d
 }

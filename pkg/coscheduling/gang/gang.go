@@ -134,6 +134,10 @@ type Reservation struct {
 	resv.State
 	Plan gangfit.ReservationPlan
 	Node map[types.UID]string
+	// Groups are the keys of the other groups of a job whose reservation the gang holds (see
+	// ReserveIn.Job; nil: its own members only): their members are nominated by its plan, and their
+	// nominations cleared at its end (ReservationDone.Groups).
+	Groups []string
 	// Timer fires the machine's Timer event at TimerAt.
 	Timer   clock.Timer
 	TimerAt time.Time

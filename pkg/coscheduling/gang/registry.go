@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -208,10 +209,23 @@ func (r *Registry) Unscheduled(key string, members []*v1.Pod, except types.UID) 
 	return out
 }
 
-// Holds reports whether the gang of key holds a reservation.
+// Holds reports whether a reservation holds room for the gang of key (its own, or its job's).
 func (r *Registry) Holds(key string) bool {
-	g := r.gangs[key]
-	return g != nil && g.Reserve.Held()
+	return r.HolderOf(key) != nil
+}
+
+// HolderOf is the gang whose reservation holds room for the group of key: its own, or its job's
+// (see Reservation.Groups); nil when none does. O(gangs) when its own holds none.
+func (r *Registry) HolderOf(key string) *Gang {
+	if g := r.gangs[key]; g != nil && g.Reserve.Held() {
+		return g
+	}
+	for _, g := range r.gangs {
+		if g.Reserve.Held() && slices.Contains(g.Reserve.Groups, key) {
+			return g
+		}
+	}
+	return nil
 }
 
 // Gathering reports whether the gang of key still gathers the quorum of the attempt that started at

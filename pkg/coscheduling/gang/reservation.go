@@ -58,6 +58,10 @@ type ReserveIn struct {
 	Logger          klog.Logger
 	// Devices models the members' DRA devices for the plan (nil: none are counted).
 	Devices gangfit.DeviceSource
+	// Job is the job of several roles the reservation is for (nil: the group alone): its holder's
+	// gang (JobPreemption.Holder, the PodGroup) holds one reservation for the missing members of all
+	// the groups the job's check places together, in the job's domain; Members lists all its groups'.
+	Job *JobPreemption
 }
 
 // ReserveOut is what a reservation step leaves to the plugin.
@@ -81,6 +85,8 @@ type ReserveOut struct {
 type Room struct {
 	Members, Candidates []*v1.Pod
 	Need                int
+	// Job is the job the room is planned for (nil: the group alone).
+	Job *JobPreemption
 }
 
 // Last is the effects of the step's last event.
@@ -101,14 +107,16 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	var out ReserveOut
 	r := &g.Reserve
 	if in.Adopt != nil && !r.Seen && !r.Held() {
-		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Now, in.Queue))
+		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Job.others(g.Key()), in.Now, in.Queue))
 		out.Adopted = r.Held()
 	}
 	prio := corev1helpers.PodPriority(in.Pod)
 	others, ahead := in.Queue(prio)
 	e := g.StepReservation(in.Args, resv.Input{Event: resv.NoRoom, Now: in.Now, Prio: prio, Others: others, Ahead: ahead})
 	out.Steps = append(out.Steps, e)
-	if e.Plan {
+	if e.Plan && in.Job != nil {
+		out.Room = in.Job.room()
+	} else if e.Plan {
 		all := list()
 		candidates, _, counted := g.Split(all)
 		sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
@@ -126,7 +134,37 @@ func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut)
 	out.Steps, out.Planned, out.Plan = append(out.Steps, e), true, p
 	if e.Start || e.Moved {
 		g.Reserve.Hold(p)
+		g.Reserve.Groups = in.Job.others(g.Key())
 	}
+}
+
+// others are the keys of the job's groups other than key (nil for no job).
+func (j *JobPreemption) others(key string) []string {
+	if j == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range j.Keys {
+		if k != key {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// room is the job's part of a reservation plan: the missing members its check places together (see
+// gangfit.Joint), each group's in name order and the groups in key order, so that the same room
+// gives the same plan whichever group's member asks.
+func (j *JobPreemption) room() *Room {
+	groups := make([]gangfit.Group, len(j.Groups))
+	for i, o := range j.Groups {
+		c := slices.Clone(o.Candidates)
+		sort.Slice(c, func(a, b int) bool { return c[a].Name < c[b].Name })
+		groups[i] = gangfit.Group{Key: o.Key, Candidates: c, Need: o.Need}
+	}
+	sort.Slice(groups, func(a, b int) bool { return groups[a].Key < groups[b].Key })
+	members, need, _ := gangfit.Joint(groups)
+	return &Room{Members: j.Members, Candidates: members, Need: need, Job: j}
 }
 
 // AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
@@ -135,7 +173,10 @@ func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut)
 // seen trying adopts, and one it does not take over (over maxGangs, reservation off, or none of its
 // members nominated while some still need a node) ends, so that the condition does not stay True. A
 // gang whose members are all bound is left alone: the status writes how it was placed.
-func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, now time.Time, queue func(prio int32) (int, bool)) resv.Effects {
+//
+// groups are the job's other groups whose members' nominations the reservation holds too (nil: the
+// group alone), read from members as its own.
+func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*v1.Pod, groups []string, now time.Time, queue func(prio int32) (int, bool)) resv.Effects {
 	p, nominated := Adoptable(members, c.Message)
 	if !nominated && !slices.ContainsFunc(members, func(m *v1.Pod) bool { return m.Spec.NodeName == "" }) {
 		// Every member is bound (or none is left): the gang needs no room, and the status says
@@ -143,6 +184,7 @@ func (g *Gang) AdoptReservation(args resv.Args, c *metav1.Condition, members []*
 		return resv.Effects{}
 	}
 	others, _ := queue(g.Reserve.Prio)
+	g.Reserve.Groups = groups
 	e := g.StepReservation(args, resv.Input{Event: resv.Adopt, Now: now, AdoptSince: c.LastTransitionTime.Time, Others: others, Nominated: nominated})
 	if g.Reserve.Held() {
 		g.Reserve.Hold(p)
@@ -157,11 +199,24 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 	if err != nil {
 		return gangfit.ReservationPlan{Message: err.Error()}
 	}
+	prio := corev1helpers.PodPriority(in.Pod)
+	if j := room.Job; j != nil {
+		// The job's domain, as its check chose it (a group's own policy and the domains of composites
+		// below the job's are its check's, not the held room's).
+		var policy gangfit.Policy
+		var pinned map[string]string
+		if j.Domain != nil {
+			policy, pinned = j.Domain.Policy(), j.Domain.Pinned
+		}
+		f := gangfit.NewReservable(in.Logger, j.Job, room.Candidates, room.Need, nodes, in.Claims(prio), prio, in.Devices)
+		p := gangfit.PlanReservation(f, policy, pinned)
+		p.Message = "for its job " + j.Job + " " + p.Message
+		return p
+	}
 	policy, err := gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology)
 	if err != nil {
 		return gangfit.ReservationPlan{Message: err.Error()}
 	}
-	prio := corev1helpers.PodPriority(in.Pod)
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
 	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.Claims(prio), prio, in.Devices)
 	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(room.Members, nodes)))
@@ -267,7 +322,7 @@ func KeptOff(gangs map[string]*Gang, pod *v1.Pod) string {
 	var notes []string
 	for key, g := range gangs {
 		r := &g.Reserve
-		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) {
+		if !r.Held() || r.Prio < prio || (g.Namespace == pod.Namespace && g.Name == own) || own != "" && slices.Contains(r.Groups, podgroup.Key(pod.Namespace, own)) {
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("room on %s is held for PodGroup %s (a reservation since %s)", strings.Join(r.Plan.Nodes, ", "), key, r.Since.UTC().Format(time.RFC3339)))
@@ -290,7 +345,7 @@ func HeldAgainst(gangs map[string]*Gang, prio int32, own string) []HeldRoom {
 	var out []HeldRoom
 	for _, g := range gangs {
 		r := &g.Reserve
-		if !r.Held() || r.Prio < prio || g.Key() == own || len(r.Node) == 0 {
+		if !r.Held() || r.Prio < prio || g.Key() == own || slices.Contains(r.Groups, own) || len(r.Node) == 0 {
 			continue
 		}
 		out = append(out, HeldRoom{Namespace: g.Namespace, Name: g.Name, Since: r.Since, Node: r.Node})

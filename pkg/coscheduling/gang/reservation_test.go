@@ -141,6 +141,7 @@ func TestKeptOff(t *testing.T) {
 		return p
 	}
 	all := gangs(holding("hi", t0, 100, "n1"), holding("lo", t0, 0, "n2", "n3"), waitingFor("w", t0, t0, 100))
+	all["ns/lo"].Reserve.Groups = []string{"ns/lo-b"} // lo holds its job's reservation, lo-b's members in it
 	cases := []struct {
 		name string
 		pod  *v1.Pod
@@ -149,6 +150,7 @@ func TestKeptOff(t *testing.T) {
 		{name: "a low pod is kept off both", pod: pod("", 0), want: []string{"n1", "n2, n3"}},
 		{name: "a pod above one is kept off the other", pod: pod("", 50), want: []string{"n1"}},
 		{name: "a member is not kept off its own gang's room", pod: pod("lo", 0), want: []string{"n1"}},
+		{name: "nor off the room its job's reservation holds", pod: pod("lo-b", 0), want: []string{"n1"}},
 		{name: "nothing keeps a top pod off", pod: pod("", 1000)},
 	}
 	for _, tc := range cases {
@@ -187,6 +189,7 @@ func TestHeldAgainst(t *testing.T) {
 	}
 	all := gangs(nominated(holding("hi", t0, 100, "n1"), "n1"), nominated(holding("lo", t0, 0, "n2", "n3"), "n2", "n3"),
 		waitingFor("w", t0, t0, 100), holding("planless", t0, 100))
+	all["ns/lo"].Reserve.Groups = []string{"ns/lo-b"} // lo holds its job's reservation, lo-b's members in it
 	cases := []struct {
 		name string
 		pod  *v1.Pod
@@ -195,6 +198,7 @@ func TestHeldAgainst(t *testing.T) {
 		{name: "a low pod: both", pod: pod("", 0), want: []string{"hi{hi-0:n1}", "lo{lo-0:n2 lo-1:n3}"}},
 		{name: "a pod above one: the other", pod: pod("", 50), want: []string{"hi{hi-0:n1}"}},
 		{name: "a member: not its own gang's", pod: pod("lo", 0), want: []string{"hi{hi-0:n1}"}},
+		{name: "a member of a job: not the reservation its job's holder holds", pod: pod("lo-b", 0), want: []string{"hi{hi-0:n1}"}},
 		{name: "a top pod: none", pod: pod("", 1000)},
 	}
 	for _, tc := range cases {

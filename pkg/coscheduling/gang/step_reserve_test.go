@@ -207,7 +207,7 @@ func TestAdoptReservation(t *testing.T) {
 	m0, m1, m2 := gangtest.Member("m0", "g", "1"), gangtest.Member("m1", "g", "1"), bound("m2", "c", "1")
 	m0.Status.NominatedNodeName, m1.Status.NominatedNodeName, m2.Status.NominatedNodeName = "a", "b", "c"
 	g := New("ns", "g", "uid")
-	if e := g.AdoptReservation(args, c, []*v1.Pod{m0, m1, m2}, t0, func(int32) (int, bool) { return 0, false }); !e.Hold || !g.Reserve.Held() {
+	if e := g.AdoptReservation(args, c, []*v1.Pod{m0, m1, m2}, nil, t0, func(int32) (int, bool) { return 0, false }); !e.Hold || !g.Reserve.Held() {
 		t.Fatalf("adopt effects %+v, held %v; want it held", e, g.Reserve.Held())
 	}
 	if g.Reserve.Node["m0"] != "a" || g.Reserve.Node["m1"] != "b" || len(g.Reserve.Node) != 2 || !strings.Contains(g.Reserve.Plan.Message, "a, b") {
@@ -217,11 +217,11 @@ func TestAdoptReservation(t *testing.T) {
 		t.Errorf("adopted since %v, want the condition's %v", g.Reserve.Since, c.LastTransitionTime.Time)
 	}
 	placed := New("ns", "g", "uid")
-	if e := placed.AdoptReservation(args, c, []*v1.Pod{m2}, t0, func(int32) (int, bool) { return 0, false }); e != (resv.Effects{}) || placed.Reserve.Ended != "" {
+	if e := placed.AdoptReservation(args, c, []*v1.Pod{m2}, nil, t0, func(int32) (int, bool) { return 0, false }); e != (resv.Effects{}) || placed.Reserve.Ended != "" {
 		t.Errorf("every member bound: effects %+v, ended %q; want nothing (the status says how it was placed)", e, placed.Reserve.Ended)
 	}
 	full := New("ns", "g", "uid")
-	if e := full.AdoptReservation(args, c, []*v1.Pod{m0}, t0, func(int32) (int, bool) { return 1, false }); e.End != resv.EndNoRoom || full.Reserve.Held() {
+	if e := full.AdoptReservation(args, c, []*v1.Pod{m0}, nil, t0, func(int32) (int, bool) { return 1, false }); e.End != resv.EndNoRoom || full.Reserve.Held() {
 		t.Errorf("over the limit: effects %+v, held %v; want it ended, nothing held", e, full.Reserve.Held())
 	}
 }

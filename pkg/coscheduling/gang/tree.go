@@ -132,6 +132,10 @@ type JobPreemption struct {
 	// preemptions and its members' statuses name.
 	Members   []*v1.Pod
 	Nominated []string
+	// Holder is the group whose gang holds the job's reservation (see ReserveIn.Job): its first
+	// group in name order, whichever group's member asks; Keys are all its groups'.
+	Holder string
+	Keys   []string
 }
 
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
@@ -159,7 +163,9 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	if _, _, ok := gangfit.Joint(j.Groups); !ok {
 		return JobPreemption{}, false
 	}
+	j.Holder = leaves[0].Key()
 	for _, n := range leaves {
+		j.Keys = append(j.Keys, n.Key())
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)
 		if o := in.Gangs[n.Key()]; o != nil {

@@ -1,0 +1,140 @@
+package gang
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+)
+
+// TestReserveRoomForJob: a job of several roles reserves as one. Its holder's gang holds one
+// reservation for the missing members of all its groups, in the job's domain, whichever group's
+// member asks; the other groups' keys are recorded, so that their members are not kept off the room
+// and their nominations are cleared at its end.
+func TestReserveRoomForJob(t *testing.T) {
+	args := resv.Args{After: time.Minute, Timeout: 10 * time.Minute, MaxGangs: 1, Recheck: 10 * time.Second, StallAfter: 30 * time.Second}
+	member := func(name, group, cpu string) *v1.Pod {
+		p := gangtest.Member(name, group, cpu)
+		p.Spec.Priority = ptr.To[int32](100)
+		return p
+	}
+	low := func(node string) *v1.Pod { return gangtest.Running("low-"+node, "", node, "4", 10) }
+	high := func(node string) *v1.Pod { return gangtest.Running("high-"+node, "", node, "4", 200) }
+	// Block b1 has room for 2 members of 4 CPU once the low pods leave, block b2 for 3.
+	nodes := []fwk.NodeInfo{
+		gangtest.RackedNode("b1-0", "z1", "b1", "r1", low("b1-0")), gangtest.RackedNode("b1-1", "z1", "b1", "r1", low("b1-1")),
+		gangtest.RackedNode("b2-0", "z1", "b2", "r3", low("b2-0")), gangtest.RackedNode("b2-1", "z1", "b2", "r3", low("b2-1")),
+		gangtest.RackedNode("b2-2", "z1", "b2", "r3", low("b2-2")), gangtest.RackedNode("b2-3", "z1", "b2", "r3", high("b2-3")),
+	}
+	a0 := member("a-0", "a", "4")
+	b0, b1 := member("b-0", "b", "4"), member("b-1", "b", "4")
+	job := func(domain *TreeDomain) *JobPreemption {
+		// As the check gives them: the asking member's group first (b's).
+		return &JobPreemption{Job: "ns/j", Unit: "ns/j", Holder: "ns/a", Keys: []string{"ns/a", "ns/b"}, Domain: domain,
+			Groups:  []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b1, b0}, Need: 2}, {Key: "ns/a", Candidates: []*v1.Pod{a0}, Need: 1}},
+			Members: []*v1.Pod{a0, b0, b1}}
+	}
+	cases := []struct {
+		name      string
+		domain    *TreeDomain
+		wantNodes []string
+		wantOK    bool
+	}{
+		{name: "no domain: the three members anywhere", wantOK: true, wantNodes: []string{"b1-0", "b1-1", "b2-0"}},
+		{name: "the job's required block: the one that holds all three", domain: &TreeDomain{Composite: "ns/j", Key: gangtest.BlockKey},
+			wantOK: true, wantNodes: []string{"b2-0", "b2-1", "b2-2"}},
+		{name: "pinned to the block too small: nothing held", domain: &TreeDomain{Composite: "ns/j", Key: gangtest.BlockKey, Value: "b1",
+			Pinned: map[string]string{gangtest.BlockKey: "b1"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			holder := New("ns", "a", "uid-a")
+			holder.Reserve.State = resv.State{Phase: resv.Waiting, WaitingSince: t0.Add(-2 * time.Minute), LastTried: t0.Add(-time.Second), Prio: 100}
+			var against []string
+			in := ReserveIn{Args: args, Now: t0, Pod: b0, PodGroup: gangtest.PodGroup("ns", "a", 1, t0), Logger: klog.Background(), Job: job(tc.domain),
+				Members: func() []*v1.Pod { return job(nil).Members },
+				Queue:   func(int32) (int, bool) { return 0, false },
+				Nodes:   func() ([]fwk.NodeInfo, error) { return nodes, nil },
+				Claims:  func(int32) []*v1.Pod { against = append(against, "read"); return nil },
+			}
+			out := holder.ReserveRoom(in)
+			if out.Room == nil {
+				t.Fatalf("no room to plan: steps %+v", out.Steps)
+			}
+			if out.Room.Need != 3 || len(out.Room.Candidates) != 3 {
+				t.Fatalf("room for %d of %d candidates, want 3 of the job's 3", out.Room.Need, len(out.Room.Candidates))
+			}
+			holder.Planned(in, PlanRoom(in, *out.Room), &out)
+			if out.Plan.OK != tc.wantOK {
+				t.Fatalf("plan OK %v, want %v: %s", out.Plan.OK, tc.wantOK, out.Plan.Message)
+			}
+			if !tc.wantOK {
+				if holder.Reserve.Held() || holder.Reserve.Groups != nil {
+					t.Errorf("held %v for groups %v, want nothing", holder.Reserve.Held(), holder.Reserve.Groups)
+				}
+				return
+			}
+			if !strings.HasPrefix(out.Plan.Message, "for its job ns/j holds room for 3 members") {
+				t.Errorf("plan message %q, want it to name the job and its 3 members", out.Plan.Message)
+			}
+			var got []string
+			for _, p := range []*v1.Pod{a0, b0, b1} {
+				if holder.Reserve.Node[p.UID] == "" {
+					t.Errorf("%s holds no room", p.Name)
+				}
+				got = append(got, holder.Reserve.Node[p.UID])
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.wantNodes) {
+				t.Errorf("room held on %v, want %v", got, tc.wantNodes)
+			}
+			if !slices.Equal(holder.Reserve.Groups, []string{"ns/b"}) {
+				t.Errorf("the reservation holds for groups %v, want [ns/b]", holder.Reserve.Groups)
+			}
+
+			// Read by the registry: b's room is held (by a's gang), and its end clears b's too.
+			r := NewRegistry(func(types.UID) bool { return false })
+			r.gangs[holder.Key()] = holder
+			if h := r.HolderOf("ns/b"); h != holder || !r.Holds("ns/b") || r.Holds("ns/c") {
+				t.Errorf("HolderOf(b) = %v, Holds(b) %v, Holds(c) %v; want a's gang, true, false", h, r.Holds("ns/b"), r.Holds("ns/c"))
+			}
+			e := holder.StepReservation(args, resv.Input{Event: resv.QuorumReached, Now: t0.Add(time.Second)})
+			if d := r.Applied(holder, e); !slices.Equal(d.Groups, []string{"ns/b"}) || holder.Reserve.Groups != nil {
+				t.Errorf("at its end: done groups %v, held groups %v; want [ns/b] handed on, none kept", d.Groups, holder.Reserve.Groups)
+			}
+			if r.Holds("ns/b") {
+				t.Error("b's room is still held after the end")
+			}
+		})
+	}
+}
+
+// TestJobRoomIsTheSameWhoeverAsks: the job's room (its members and their order) does not depend on
+// which group's member asks, so that a recheck by another group finds the same plan (no nominations
+// moved for nothing).
+func TestJobRoomIsTheSameWhoeverAsks(t *testing.T) {
+	a0, a1 := gangtest.Member("a-0", "a", "1"), gangtest.Member("a-1", "a", "1")
+	b0 := gangtest.Member("b-0", "b", "2")
+	byA := &JobPreemption{Groups: []gangfit.Group{{Key: "ns/a", Candidates: []*v1.Pod{a1, a0}, Need: 2}, {Key: "ns/b", Candidates: []*v1.Pod{b0}, Need: 1}}}
+	byB := &JobPreemption{Groups: []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b0}, Need: 1}, {Key: "ns/a", Candidates: []*v1.Pod{a0, a1}, Need: 2}}}
+	names := func(r *Room) []string {
+		var out []string
+		for _, p := range r.Candidates {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if x, y := names(byA.room()), names(byB.room()); !slices.Equal(x, y) || len(x) != 3 {
+		t.Errorf("room asked by a %v, by b %v; want the same 3 members", x, y)
+	}
+}
