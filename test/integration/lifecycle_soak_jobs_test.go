@@ -4,7 +4,9 @@ package integration
 // minGroupCount, see pkg/coscheduling/tree) over two child PodGroups, each a gang of the soak's own
 // (every op that picks a gang may pick a child). The watcher adds the tree's invariant to the
 // groups': no job has some of its groups bound and fewer than minGroupCount of them whole for longer
-// than soakJobGrace, unless the test broke one of its groups since the job was last whole or empty.
+// than soakJobGrace, unless the test broke one of its groups since the job was last whole or empty;
+// and a job whose composite requires one rack (a third of them) never has its live bound members in
+// two racks, whatever the churn does to its groups (deletions, minMember edits, nominations).
 
 import (
 	"context"
@@ -40,6 +42,9 @@ type soakJob struct {
 	// disrupted names the op that broke one of the job's groups since the job was last whole or
 	// empty ("" for none): the job is not judged until then.
 	disrupted string
+	// required: the composite requires one rack (topologyPolicy.required) for all its groups;
+	// splitReported: the job was seen bound in two racks (reported once).
+	required, splitReported bool
 }
 
 // createJob models a user submitting a job of two roles: the composite and two child groups of
@@ -49,7 +54,7 @@ func (w *soakWorld) createJob() string {
 	if len(w.gangs)+2 > soakMaxGangs {
 		return "at the gang limit, so instead: delete gang: " + w.deleteGang()
 	}
-	j := &soakJob{name: fmt.Sprintf("j%d", w.nextGang), min: 2}
+	j := &soakJob{name: fmt.Sprintf("j%d", w.nextGang), min: 2, required: w.rng.IntN(3) == 0}
 	w.nextGang++
 	class := ""
 	switch w.rng.IntN(4) {
@@ -81,7 +86,7 @@ func (w *soakWorld) createJob() string {
 		w.createComposite(j)
 	}
 	w.jobs = append(w.jobs, j)
-	return fmt.Sprintf("%s minGroupCount=%d class=%q compositeLast=%v: %s", j.name, j.min, class, compositeLast, strings.Join(parts, "; "))
+	return fmt.Sprintf("%s minGroupCount=%d class=%q required=%v compositeLast=%v: %s", j.name, j.min, class, j.required, compositeLast, strings.Join(parts, "; "))
 }
 
 // createComposite creates j's composite PodGroup: no pods of its own, its minGroupCount annotated.
@@ -92,6 +97,9 @@ func (w *soakWorld) createComposite(j *soakJob) {
 		"metadata":   map[string]any{"name": j.name, "namespace": w.ns, "annotations": map[string]any{tree.AnnotationMinGroupCount: strconv.Itoa(j.min)}},
 		"spec":       map[string]any{"minMember": int64(1)},
 	}}
+	if j.required {
+		pg.Object["spec"].(map[string]any)["topologyPolicy"] = map[string]any{"required": rackLabel}
+	}
 	if _, err := w.dyn.Resource(podGroupGVR).Namespace(w.ns).Create(context.Background(), pg, metav1.CreateOptions{}); err != nil {
 		w.fatalf("creating composite PodGroup %s: %v", j.name, err)
 	}
@@ -152,6 +160,7 @@ func (w *soakWorld) observeJobs(views map[string]*soakGroupView, now time.Time) 
 			parts = append(parts, fmt.Sprintf("%s %d/%d", name, n, v.minMember))
 		}
 		desc := strings.Join(parts, ", ")
+		w.checkJobRack(j, views)
 		switch {
 		case whole >= j.min || !bound:
 			if !j.since.IsZero() {
@@ -173,5 +182,31 @@ func (w *soakWorld) observeJobs(views map[string]*soakGroupView, now time.Time) 
 			w.failf("%s VIOLATION: job %s has %d of minGroupCount %d groups whole and some bound, for %v without a disruption by the test: now %s; first seen at +%.1fs: %s (replay with SOAK_SEED=%d)",
 				w.elapsed(), j.name, whole, j.min, now.Sub(j.since).Round(100*time.Millisecond), desc, j.since.Sub(w.start).Seconds(), j.first, w.seed)
 		}
+	}
+}
+
+// checkJobRack reports a job whose composite requires one rack with live bound members in two: a
+// required domain is never split, whichever of its groups' members the churn deleted, edited or
+// nominated. Callers hold mu.
+func (w *soakWorld) checkJobRack(j *soakJob, views map[string]*soakGroupView) {
+	if !j.required || j.splitReported {
+		return
+	}
+	racks := map[string][]string{}
+	for _, name := range j.children {
+		v := views[name]
+		if v == nil {
+			continue
+		}
+		for i := range v.pods {
+			if p := &v.pods[i]; soakLive(p) && ours(p) && p.Spec.NodeName != "" {
+				racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
+			}
+		}
+	}
+	if len(racks) > 1 {
+		j.splitReported = true
+		w.violations++
+		w.failf("%s VIOLATION: job %s requires one rack and is bound in %d: %v (replay with SOAK_SEED=%d)", w.elapsed(), j.name, len(racks), racks, w.seed)
 	}
 }
