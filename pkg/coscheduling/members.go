@@ -92,32 +92,15 @@ func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
 	return pl.finished.Count(namespace, name, run)
 }
 
-// jobKeys are the keys of the other groups of namespace/name's job (nil: it is in none): their
-// nominations are no room taken against it (see claims.Claims.Against).
-func (pl *Coscheduling) jobKeys(namespace, name string) []string {
-	var keys []string
-	for _, n := range pl.jobLeaves(namespace, name) {
-		keys = append(keys, n.Key())
-	}
-	return keys
-}
-
-// jobLeaves returns the other groups of namespace/name's job: those under its unit (the topmost gang
-// composite above it, see tree.Index.Unit), not every group of its tree (a basic composite above
-// holds other jobs). nil: it is in no job.
+// jobLeaves returns the other groups of namespace/name's job (see tree.Branch.JobLeavesBut); nil: it
+// is in no job.
 func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
-	if root, _ := pl.treeOf(namespace, name); root != nil {
-		if job := root.JobOf(podgroup.Key(namespace, name)); job != nil {
-			return job.LeavesBut(name)
-		}
-	}
-	return nil
+	root, _ := pl.treeOf(namespace, name)
+	return root.JobLeavesBut(podgroup.Key(namespace, name), name)
 }
 
 // treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
 func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
-	if root, _ := pl.treeOf(namespace, name); root != nil {
-		return root.LeavesBut(name)
-	}
-	return nil
+	root, _ := pl.treeOf(namespace, name)
+	return root.LeavesBut(name)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
@@ -93,7 +94,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	// A job's other groups' nominations are no room taken against it (as in PreFilter).
 	var also []string
 	if job != nil {
-		also = pl.jobKeys(pg.Namespace, pg.Name)
+		also = tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)

@@ -89,7 +89,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 			if !pl.claims.Any() {
 				return nil // the job's groups are read only when some pod is nominated
 			}
-			return pl.claims.Against(prio, own, pl.jobKeys(pod.Namespace, name)...)
+			return pl.claims.Against(prio, own, tree.Keys(pl.jobLeaves(pod.Namespace, name))...)
 		}
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
