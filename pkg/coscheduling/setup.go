@@ -20,6 +20,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/lws"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
@@ -156,6 +157,6 @@ func (pl *Coscheduling) Name() string { return Name }
 // requeue the members they concern (see podgroup.Events).
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return podgroup.Events(podgroup.Hints{CapacityFreed: pl.isSchedulableAfterCapacityFreed, NodeChange: pl.isSchedulableAfterNodeChange,
-		PodGroupChange: pl.isSchedulableAfterPodGroupChange, OwnUpdate: pl.isSchedulableAfterOwnUpdate, DeviceChange: pl.isSchedulableAfterDeviceChange},
+		PodGroupChange: podgroup.SpecChangeHint, OwnUpdate: gangfit.PolicyFixedHint(func(ns, name string) *v1alpha1.PodGroup { return pl.podGroups.Get(ns, name) }, pl.defaultTopology), DeviceChange: pl.isSchedulableAfterDeviceChange},
 		pl.fit.Devices != nil, pl.podGroups.InTree != nil), nil
 }
