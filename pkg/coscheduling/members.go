@@ -40,34 +40,32 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, func() { pl.epoch.Add(1) })
 }
 
-// activateSiblings asks the framework to move the group's other unscheduled members to the active
-// queue at the end of this scheduling cycle.
+// activateSiblings asks the framework to move the group's other unscheduled members, and its tree's
+// other groups', to the active queue at the end of this scheduling cycle.
 func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 	name, _ := podgroup.Of(pod)
-	effects.ActivateInCycle(state, pl.unscheduledMembers(pod.Namespace, name, pod.UID))
-	for _, n := range pl.treeLeaves(pod.Namespace, name) {
-		effects.ActivateInCycle(state, pl.unscheduledMembers(n.Namespace, n.Name, ""))
-	}
+	effects.ActivateInCycle(state, pl.unscheduledMembers(pl.withTree(pod.Namespace, name), pod.UID))
 }
 
-// activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
-// the PodGroup appears or changes). PreEnqueue runs again on the way.
+// activateGroup moves the unscheduled members of the group and of its tree's other groups to the
+// active queue (after a back-off, or when the PodGroup appears or changes). PreEnqueue runs again on
+// the way.
 func (pl *Coscheduling) activateGroup(namespace, name string) {
 	if pl.running.Load() {
-		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(namespace, name, "")...)
-		for _, n := range pl.treeLeaves(namespace, name) {
-			effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
-		}
+		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(pl.withTree(namespace, name), "")...)
 	}
 }
 
-// unscheduledMembers are the group's live pods without a node and not reserved here, except one
-// (see gang.Registry.Unscheduled).
-func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
-	members := pl.members.InGroup(namespace, name)
+// unscheduledMembers are the live pods of groups without a node and not reserved here, except one
+// (see gang.Registry.UnscheduledIn). The groups' pods are listed outside the lock.
+func (pl *Coscheduling) unscheduledMembers(groups []tree.Node, except types.UID) []*v1.Pod {
+	members := make([][]*v1.Pod, len(groups))
+	for i, n := range groups {
+		members[i] = pl.members.InGroup(n.Namespace, n.Name)
+	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	return pl.gangs.Unscheduled(podgroup.Key(namespace, name), members, except)
+	return pl.gangs.UnscheduledIn(tree.Keys(groups), members, except)
 }
 
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
@@ -99,8 +97,8 @@ func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
 	return root.JobLeavesBut(podgroup.Key(namespace, name), name)
 }
 
-// treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
-func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
+// withTree is the group namespace/name and the other groups of its tree.
+func (pl *Coscheduling) withTree(namespace, name string) []tree.Node {
 	root, _ := pl.treeOf(namespace, name)
-	return root.LeavesBut(name)
+	return append([]tree.Node{{Namespace: namespace, Name: name}}, root.LeavesBut(name)...)
 }

@@ -100,8 +100,6 @@ func (pl *Coscheduling) activateGroups(groups []tree.Node) {
 	if !pl.running.Load() {
 		return
 	}
-	for _, n := range groups {
-		// Each group once (activateGroup would reach the whole tree from each).
-		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
-	}
+	// Each group once (activateGroup would reach the whole tree from each).
+	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(groups, "")...)
 }

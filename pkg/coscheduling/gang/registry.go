@@ -208,6 +208,16 @@ func (r *Registry) Unscheduled(key string, members []*v1.Pod, except types.UID) 
 	return out
 }
 
+// UnscheduledIn are the pods Unscheduled finds in several groups: members[i] are the live pods of
+// the group keys[i]; except is left out wherever it is.
+func (r *Registry) UnscheduledIn(keys []string, members [][]*v1.Pod, except types.UID) []*v1.Pod {
+	var out []*v1.Pod
+	for i, key := range keys {
+		out = append(out, r.Unscheduled(key, members[i], except)...)
+	}
+	return out
+}
+
 // Holds reports whether the gang of key holds a reservation.
 func (r *Registry) Holds(key string) bool {
 	g := r.gangs[key]

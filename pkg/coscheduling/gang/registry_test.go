@@ -180,6 +180,10 @@ func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
 	if diff := cmp.Diff([]string{"a", "b", "d"}, names(r.Unscheduled("ns/none", members, ""))); diff != "" {
 		t.Errorf("Unscheduled of an untracked gang (-want +got):\n%s", diff)
 	}
+	others := []*v1.Pod{pod("e", ""), pod("d", "")}
+	if diff := cmp.Diff([]string{"b", "e"}, names(r.UnscheduledIn([]string{"ns/open", "ns/none"}, [][]*v1.Pod{members, others}, "d"))); diff != "" {
+		t.Errorf("UnscheduledIn of two groups (-want +got):\n%s", diff)
+	}
 	open.Reserve.Phase = resv.Held
 	if !r.Holds("ns/open") || r.Holds("ns/placed") || r.Holds("ns/none") {
 		t.Error("Holds does not follow the gangs' reservations")
