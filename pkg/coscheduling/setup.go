@@ -108,7 +108,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if err := sources.Start(ctx, pgcache.TreeHandler(pl.trees, treeNode, pl.podGroupEventHandler()), pgcache.CompositeHandler(pl.trees, pl.activateGroups), podGroupSyncTimeout); err != nil {
+	if err := sources.Start(ctx, pgcache.TreeHandler(pl.trees, podgroup.TreeNode, pl.podGroupEventHandler()), pgcache.CompositeHandler(pl.trees, pl.activateGroups), podGroupSyncTimeout); err != nil {
 		return nil, err
 	}
 	go pl.awaitLeadership(ctx)

@@ -32,11 +32,6 @@ func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup
 	return out
 }
 
-// treeNode is a PodGroup's node (both APIs: an in-tree basic group is no gang).
-func treeNode(pg *v1alpha1.PodGroup) tree.Node {
-	return tree.FromPodGroup(pg, podgroup.MinMember(pg), pg.Annotations[podgroup.AnnotationPolicy] != "Basic")
-}
-
 // treeHoldBack says why PreEnqueue holds pod, a member of group namespace/name, back for its tree:
 // the tree is malformed or incomplete (a parent missing), or the gang composites above the group lack
 // groups with their minMember of live members, the members of their run in progress that succeeded
@@ -75,7 +70,7 @@ func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) boo
 func (pl *Coscheduling) treeOfGroup(pg *v1alpha1.PodGroup) (*tree.Branch, *tree.Problem) {
 	root, p := pl.treeOf(pg.Namespace, pg.Name)
 	if root == nil && p == nil {
-		p = tree.Unread(treeNode(pg))
+		p = tree.Unread(podgroup.TreeNode(pg))
 	}
 	return root, p
 }
