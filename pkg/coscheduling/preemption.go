@@ -200,11 +200,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	logger := klog.FromContext(ctx)
 	defer func() {
 		pl.mu.Lock()
-		for _, o := range groups {
-			if g := pl.gangs.Get(podgroup.Key(o.Namespace, o.Name)); g != nil {
-				g.DonePreempting()
-			}
-		}
+		pl.gangs.DonePreempting(groups...)
 		pl.mu.Unlock()
 		pl.activateGroup(pg.Namespace, pg.Name)
 	}()
@@ -220,10 +216,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	pl.reservationPreempted(ctx, pg, gang.Kept(plan.Assignment), gang.PreemptsInsteadMessage(len(plan.Victims), nodesUsed))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
-	// Unless the PodGroup went (or was recreated) while the calls were made.
-	if g := pl.gangs.Get(key); g != nil && g.PodGroupUID == pg.UID {
-		g.Preempted(nodesUsed, msg)
-	}
+	pl.gangs.Preempted(pg, nodesUsed, msg)
 	pl.mu.Unlock()
 	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
