@@ -682,13 +682,13 @@ func TestQueueingHints(t *testing.T) {
 			pod: plain, new: small, want: fwk.QueueSkip},
 		{name: "assigned pod deleted", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterCapacityFreed },
 			pod: gangMember, old: st.MakePod().Name("gone").Node("n").Obj(), want: fwk.Queue},
-		{name: "its PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+		{name: "its PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return podgroup.SpecChangeHint },
 			pod: gangMember, new: unstructuredPG, want: fwk.Queue},
-		{name: "its PodGroup's status was patched", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+		{name: "its PodGroup's status was patched", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return podgroup.SpecChangeHint },
 			pod: gangMember, old: unstructuredPG, new: statusPatched, want: fwk.QueueSkip},
-		{name: "its PodGroup's spec changed", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+		{name: "its PodGroup's spec changed", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return podgroup.SpecChangeHint },
 			pod: gangMember, old: unstructuredPG, new: specChanged, want: fwk.Queue},
-		{name: "another PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterPodGroupChange },
+		{name: "another PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return podgroup.SpecChangeHint },
 			pod: gangMember, new: otherPG, want: fwk.QueueSkip},
 	}
 	for _, tc := range cases {

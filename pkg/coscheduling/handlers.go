@@ -15,6 +15,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // How often, and for how long at most, a burst of freeing claim events waits for the scheduler's claim
@@ -325,13 +326,10 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	pl.mu.RLock()
 	gangs := pl.gangs.Unplaced(now, pl.members.Count)
 	pl.mu.RUnlock()
-	var pods []*v1.Pod
-	for _, g := range gangs {
-		for _, p := range pl.unscheduledMembers(g[0], g[1], "") { // live members of this profile
-			if devices.MayClaim(p) {
-				pods = append(pods, p)
-			}
-		}
+	groups := make([]tree.Node, len(gangs))
+	for i, g := range gangs {
+		groups[i] = tree.Node{Namespace: g[0], Name: g[1]}
 	}
-	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pods...)
+	// Live members of this profile.
+	effects.Activate(klog.FromContext(pl.ctx), pl.handle, devices.Claimers(pl.unscheduledMembers(groups, ""))...)
 }

@@ -73,39 +73,3 @@ func (pl *Coscheduling) isSchedulableAfterDeviceChange(logger klog.Logger, pod *
 	pl.epoch.Add(1)
 	return fwk.Queue, nil
 }
-
-// isSchedulableAfterPodGroupChange requeues the members of a PodGroup that was created or whose spec
-// changed (its generation). Status-only updates, such as the plugin's own status patches, requeue
-// nobody. The objects come from the scheduler's dynamic informer (unstructured) or a typed one.
-func (pl *Coscheduling) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	name, ok := podgroup.Of(pod)
-	if !ok {
-		return fwk.QueueSkip, nil
-	}
-	if changed, err := podgroup.SpecChanged(pod.Namespace, name, oldObj, newObj); err != nil || changed {
-		return fwk.Queue, err
-	}
-	return fwk.QueueSkip, nil
-}
-
-// isSchedulableAfterOwnUpdate requeues a member refused for malformed topology annotations once an
-// update of its own makes them valid (see gangfit.PolicyFixed; the queue requeues a pod for an
-// annotation change only on a hint).
-func (pl *Coscheduling) isSchedulableAfterOwnUpdate(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	name, ok := podgroup.Of(newPod)
-	if !ok {
-		return fwk.QueueSkip, nil
-	}
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil || oldPod == nil {
-		return fwk.QueueSkip, nil
-	}
-	if gangfit.PolicyFixed(pg, oldPod, newPod, pl.defaultTopology) {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}

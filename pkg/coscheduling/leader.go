@@ -11,6 +11,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Leadership. The PodGroup status updater must run in the replica that schedules, and only there,
@@ -66,7 +67,7 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		}
 		// A group of a job holds its job's reservation (see gang.ReserveIn.Job): its other groups'
 		// nominations are read and held with its own.
-		members, groups := pl.members.InGroup(pg.Namespace, pg.Name), pl.jobKeys(pg.Namespace, pg.Name)
+		members, groups := pl.members.InGroup(pg.Namespace, pg.Name), tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
 		for _, o := range groups {
 			ns, name, _ := strings.Cut(o, "/")
 			members = append(members, pl.members.InGroup(ns, name)...)

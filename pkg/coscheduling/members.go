@@ -40,34 +40,32 @@ func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod,
 	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, func() { pl.epoch.Add(1) })
 }
 
-// activateSiblings asks the framework to move the group's other unscheduled members to the active
-// queue at the end of this scheduling cycle.
+// activateSiblings asks the framework to move the group's other unscheduled members, and its tree's
+// other groups', to the active queue at the end of this scheduling cycle.
 func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 	name, _ := podgroup.Of(pod)
-	effects.ActivateInCycle(state, pl.unscheduledMembers(pod.Namespace, name, pod.UID))
-	for _, n := range pl.treeLeaves(pod.Namespace, name) {
-		effects.ActivateInCycle(state, pl.unscheduledMembers(n.Namespace, n.Name, ""))
-	}
+	effects.ActivateInCycle(state, pl.unscheduledMembers(pl.withTree(pod.Namespace, name), pod.UID))
 }
 
-// activateGroup moves the group's unscheduled members to the active queue (after a back-off, or when
-// the PodGroup appears or changes). PreEnqueue runs again on the way.
+// activateGroup moves the unscheduled members of the group and of its tree's other groups to the
+// active queue (after a back-off, or when the PodGroup appears or changes). PreEnqueue runs again on
+// the way.
 func (pl *Coscheduling) activateGroup(namespace, name string) {
 	if pl.running.Load() {
-		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(namespace, name, "")...)
-		for _, n := range pl.treeLeaves(namespace, name) {
-			effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
-		}
+		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(pl.withTree(namespace, name), "")...)
 	}
 }
 
-// unscheduledMembers are the group's live pods without a node and not reserved here, except one
-// (see gang.Registry.Unscheduled).
-func (pl *Coscheduling) unscheduledMembers(namespace, name string, except types.UID) []*v1.Pod {
-	members := pl.members.InGroup(namespace, name)
+// unscheduledMembers are the live pods of groups without a node and not reserved here, except one
+// (see gang.Registry.UnscheduledIn). The groups' pods are listed outside the lock.
+func (pl *Coscheduling) unscheduledMembers(groups []tree.Node, except types.UID) []*v1.Pod {
+	members := make([][]*v1.Pod, len(groups))
+	for i, n := range groups {
+		members[i] = pl.members.InGroup(n.Namespace, n.Name)
+	}
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
-	return pl.gangs.Unscheduled(podgroup.Key(namespace, name), members, except)
+	return pl.gangs.UnscheduledIn(tree.Keys(groups), members, except)
 }
 
 // confirmedCountLocked counts the group's members on the pod store's word (see gang.Gang.Confirmed).
@@ -92,32 +90,15 @@ func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
 	return pl.finished.Count(namespace, name, run)
 }
 
-// jobKeys are the keys of the other groups of namespace/name's job (nil: it is in none): their
-// nominations are no room taken against it (see claims.Claims.Against).
-func (pl *Coscheduling) jobKeys(namespace, name string) []string {
-	var keys []string
-	for _, n := range pl.jobLeaves(namespace, name) {
-		keys = append(keys, n.Key())
-	}
-	return keys
-}
-
-// jobLeaves returns the other groups of namespace/name's job: those under its unit (the topmost gang
-// composite above it, see tree.Index.Unit), not every group of its tree (a basic composite above
-// holds other jobs). nil: it is in no job.
+// jobLeaves returns the other groups of namespace/name's job (see tree.Branch.JobLeavesBut); nil: it
+// is in no job.
 func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
-	if root, _ := pl.treeOf(namespace, name); root != nil {
-		if job := root.JobOf(podgroup.Key(namespace, name)); job != nil {
-			return job.LeavesBut(name)
-		}
-	}
-	return nil
+	root, _ := pl.treeOf(namespace, name)
+	return root.JobLeavesBut(podgroup.Key(namespace, name), name)
 }
 
-// treeLeaves returns the groups of the tree of namespace/name other than it (nil: it is in none).
-func (pl *Coscheduling) treeLeaves(namespace, name string) []tree.Node {
-	if root, _ := pl.treeOf(namespace, name); root != nil {
-		return root.LeavesBut(name)
-	}
-	return nil
+// withTree is the group namespace/name and the other groups of its tree.
+func (pl *Coscheduling) withTree(namespace, name string) []tree.Node {
+	root, _ := pl.treeOf(namespace, name)
+	return append([]tree.Node{{Namespace: namespace, Name: name}}, root.LeavesBut(name)...)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
@@ -93,7 +94,7 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	// A job's other groups' nominations are no room taken against it (as in PreFilter).
 	var also []string
 	if job != nil {
-		also = pl.jobKeys(pg.Namespace, pg.Name)
+		also = tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
@@ -141,16 +142,14 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 // earlier member's of this attempt (its event was recorded then).
 func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, in gang.PreemptIn, out *gang.PreemptOut, cached bool) (*fwk.PostFilterResult, *fwk.Status) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	if prio, mixed := gang.Priority(pod, in.Members); mixed && !cached && (out.Result == gang.PreemptVictims || out.Result == gang.PreemptNotHelpful) {
-		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonMixedPriorities, gang.MixedPrioritiesMessage(key, in.Members, prio))
+	if msg := out.MixedPriorities(key, pod, in.Members, cached); msg != "" {
+		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonMixedPriorities, msg)
 	}
-	st := fwk.NewStatus(fwk.Unschedulable)
-	if out.Message != "" {
-		st = fwk.NewStatus(fwk.Unschedulable, out.Message)
-	}
+	prio, _ := gang.Priority(pod, in.Members)
+	st := out.Status(prio)
 	switch out.Result {
-	case gang.PreemptError:
-		return nil, fwk.AsStatus(out.Err)
+	case gang.PreemptError, gang.PreemptWaiting:
+		return nil, st
 	case gang.PreemptNotEligible, gang.PreemptNotHelpful:
 		pl.stoppedPreempting(pg)
 		if !out.DropNominations || pl.holdsReservation(key) {
@@ -164,11 +163,8 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 		}
 		pl.clearNominations(ctx, members, pod.UID)
 		return framework.NewPostFilterResultWithNominatedNode(""), st
-	case gang.PreemptWaiting:
-		return nil, st
 	}
 	plan := out.Plan
-	prio, _ := gang.Priority(pod, in.Members)
 	// The API calls are made outside the scheduling cycle, as upstream's preemption does: the
 	// members are held back (gang.Gang.Stage) until they are done, and activated then; for a job, the
 	// members of all its groups, which would otherwise preempt for it again before these calls are
@@ -192,7 +188,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
 		res = framework.NewPostFilterResultWithNominatedNode(node)
 	}
-	return res, fwk.NewStatus(fwk.Unschedulable, "preemption: "+gang.PreemptingMessage(plan, prio, out.Need, gang.AssignedNodes(plan.Assignment)))
+	return res, st
 }
 
 // preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,
@@ -204,11 +200,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	logger := klog.FromContext(ctx)
 	defer func() {
 		pl.mu.Lock()
-		for _, o := range groups {
-			if g := pl.gangs.Get(podgroup.Key(o.Namespace, o.Name)); g != nil {
-				g.DonePreempting()
-			}
-		}
+		pl.gangs.DonePreempting(groups...)
 		pl.mu.Unlock()
 		pl.activateGroup(pg.Namespace, pg.Name)
 	}()
@@ -224,10 +216,7 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 	pl.reservationPreempted(ctx, pg, gang.Kept(plan.Assignment), gang.PreemptsInsteadMessage(len(plan.Victims), nodesUsed))
 	logger.V(2).Info("Gang preempts", "pod", klog.KObj(pod), "podGroup", key, "victims", len(plan.Victims), "gangs", plan.Gangs, "pdbViolations", plan.Violations)
 	pl.mu.Lock()
-	// Unless the PodGroup went (or was recreated) while the calls were made.
-	if g := pl.gangs.Get(key); g != nil && g.PodGroupUID == pg.UID {
-		g.Preempted(nodesUsed, msg)
-	}
+	pl.gangs.Preempted(pg, nodesUsed, msg)
 	pl.mu.Unlock()
 	// The victims' room is the gang's now: every other gang checks again too.
 	pl.epoch.Add(1)
@@ -285,16 +274,14 @@ func (pl *Coscheduling) victimEvicted(victim *v1.Pod) {
 	now := pl.clock.Now()
 	pl.mu.Lock()
 	g := pl.gangs.Get(podgroup.Key(victim.Namespace, name))
-	var r gang.Result
-	var wasReserved bool
+	var r gang.Result // empty when the victim was not reserved here
 	if g != nil {
-		r = pl.stepLocked(g, func() gang.Result { r, wasReserved = g.OnEvicted(victim, now, pl.backoff); return r })
+		r = pl.stepLocked(g, func() gang.Result { r, _ := g.OnEvicted(victim, now, pl.backoff); return r })
 	}
 	pl.mu.Unlock()
-	if !wasReserved || !r.Failed() {
-		return
+	if r.Failed() {
+		pl.failed(pl.podGroups.Get(victim.Namespace, name), r, metrics.ReasonMemberRejected)
 	}
-	pl.failed(pl.podGroups.Get(victim.Namespace, name), r, metrics.ReasonMemberRejected)
 }
 
 // victimEvictionFailed retries a failed eviction of a gang member whose siblings are leaving (see

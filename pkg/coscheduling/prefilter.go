@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,11 +37,11 @@ import (
 // domain, or bypass its plan's offer. A pod whose nodes are not narrowed skips Filter.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
-	if refused.msg != "" {
-		if refused.reason != "" {
-			pl.refuse(ctx, pod, refused.reason, refused.msg)
+	if refused.Message != "" {
+		if refused.Reason != "" {
+			pl.refuse(ctx, pod, refused.Reason, refused.Message)
 		}
-		return pl.rejectInPreFilter(state, refused.msg, false, false)
+		return pl.rejectInPreFilter(state, refused.Message, false, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}
 	if pg != nil {
@@ -51,15 +50,11 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	return pl.appliedPreFilter(ctx, state, pod, pg, out)
 }
 
-// refusal is why a member is refused before its step, and the reason it is held back for ("": no
-// event).
-type refusal struct{ reason, msg string }
-
 // preFilterIn reads what a pod's PreFilter step decides on, outside the plugin's lock: for a member,
 // its PodGroup (nil for a pod of no gang) and its step's input; for any pod that may claim devices,
 // the held nodes it is kept off (in.KeptOff). refused says why a member is refused before any step
-// (its PodGroup is missing, its topology policy malformed).
-func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused refusal) {
+// (see gang.PreFilterIn.Admit).
+func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) (in gang.PreFilterIn, pg *v1alpha1.PodGroup, refused gang.NotAdmitted) {
 	logger := klog.FromContext(ctx)
 	in = gang.PreFilterIn{Now: pl.clock.Now(), Logger: logger, Member: pod, Nodes: nodes, Epoch: pl.epoch.Load(), Fit: &pl.fit}
 	// The cycle's one read of the DRA state (made when first asked), for a member's checks and the held
@@ -74,14 +69,10 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		pl.running.Store(true)
 		// A scheduling cycle runs only in the replica that leads.
 		pl.startBackground()
-		if pg = pl.podGroups.Get(pod.Namespace, name); pg == nil {
-			return in, nil, refusal{msg: fmt.Sprintf("PodGroup %s does not exist", own)}
+		pg = pl.podGroups.Get(pod.Namespace, name)
+		if refused = in.Admit(own, pg, pl.defaultTopology); refused.Message != "" {
+			return in, nil, refused
 		}
-		policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology)
-		if err != nil {
-			return in, nil, refusal{podgroup.ReasonInvalidTopologyPolicy, fmt.Sprintf("PodGroup %s member %s: %v", own, klog.KObj(pod), err)}
-		}
-		in.Want, in.UID, in.Generation, in.MinResources, in.Policy = podgroup.MinMember(pg), pg.UID, pg.Generation, pg.Spec.MinResources, policy
 		in.Credit, in.Plannable = pl.runCredit(pod.Namespace, name, podgroup.Run(pod)), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
@@ -89,7 +80,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 			if !pl.claims.Any() {
 				return nil // the job's groups are read only when some pod is nominated
 			}
-			return pl.claims.Against(prio, own, pl.jobKeys(pod.Namespace, name)...)
+			return pl.claims.Against(prio, own, tree.Keys(pl.jobLeaves(pod.Namespace, name))...)
 		}
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
@@ -101,7 +92,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		}
 		in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
 	}
-	return in, pg, refusal{}
+	return in, pg, refused
 }
 
 // appliedPreFilter does what a pod's PreFilter step returned: the PodGroup's event and status for a

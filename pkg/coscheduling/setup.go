@@ -20,6 +20,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/claims"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/lws"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
@@ -107,7 +108,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if err := sources.Start(ctx, pgcache.TreeHandler(pl.trees, treeNode, pl.podGroupEventHandler()), pgcache.CompositeHandler(pl.trees, pl.activateGroups), podGroupSyncTimeout); err != nil {
+	if err := sources.Start(ctx, pgcache.TreeHandler(pl.trees, podgroup.TreeNode, pl.podGroupEventHandler()), pgcache.CompositeHandler(pl.trees, pl.activateGroups), podGroupSyncTimeout); err != nil {
 		return nil, err
 	}
 	go pl.awaitLeadership(ctx)
@@ -156,6 +157,6 @@ func (pl *Coscheduling) Name() string { return Name }
 // requeue the members they concern (see podgroup.Events).
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return podgroup.Events(podgroup.Hints{CapacityFreed: pl.isSchedulableAfterCapacityFreed, NodeChange: pl.isSchedulableAfterNodeChange,
-		PodGroupChange: pl.isSchedulableAfterPodGroupChange, OwnUpdate: pl.isSchedulableAfterOwnUpdate, DeviceChange: pl.isSchedulableAfterDeviceChange},
+		PodGroupChange: podgroup.SpecChangeHint, OwnUpdate: gangfit.PolicyFixedHint(func(ns, name string) *v1alpha1.PodGroup { return pl.podGroups.Get(ns, name) }, pl.defaultTopology), DeviceChange: pl.isSchedulableAfterDeviceChange},
 		pl.fit.Devices != nil, pl.podGroups.InTree != nil), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/status"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // The plugin's bookkeeping of gangs: creating and dropping their state, running a gang's steps
@@ -239,65 +240,28 @@ func (pl *Coscheduling) holdBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, ms
 		func(n int) int { return pl.members.ReadyUpTo(pod.Namespace, pg.Name, n) })
 }
 
-// treeCountLocked is a group's count of live members reserved or bound.
-func (pl *Coscheduling) treeCountLocked(key string) int {
-	if g := pl.gangs.Get(key); g != nil {
-		return g.Count()
-	}
-	return 0
-}
-
-// followTreeLocked moves the other groups of g's tree with g's step r (see tree.Branch.Follow): at
-// g's quorum, those the tree now admits are let through; at g's failure, those that can no longer
-// be ready fail with it and back off. It returns their waiting members, allowed or rejected with
-// g's; their events and status are written in the background.
+// followTreeLocked moves the other groups of g's tree with g's step r (see gang.Registry.Follow) and
+// returns their waiting members, allowed or rejected with g's; their events and status are written
+// in the background.
 func (pl *Coscheduling) followTreeLocked(g *gang.Gang, r gang.Result) []*v1.Pod {
-	if r.Event == attempt.TreeReady || r.Event == attempt.TreeFailed {
-		return nil // a follower's step moves nobody else
-	}
-	root, _ := pl.treeOf(g.Namespace, g.Name)
-	if root == nil {
-		return nil
-	}
-	out := func(key string) bool {
-		o := pl.gangs.Get(key)
-		return key == g.Key() || o != nil && o.Phase == attempt.PhaseFailed && o.BackingOff(r.Now)
-	}
-	var pods []*v1.Pod
-	var moved []gang.Result
-	var keys []string
-	for _, n := range root.Follow(g.Key(), r.RejectWaiting, pl.treeCountLocked, out) {
-		o := pl.gangs.Get(n.Key())
-		if o == nil {
-			continue
-		}
-		or := pl.stepLocked(o, func() gang.Result {
-			if r.RejectWaiting {
-				return o.OnTreeFailed(r.Now, r.Message, pl.backoff)
-			}
-			return o.OnTreeReady(r.Now, n.Min, func() int { return pl.confirmedCountLocked(o) }, pl.backoff)
-		})
-		if or.AllowWaiting || or.RejectWaiting {
-			pods = append(pods, or.Pods...)
-			moved, keys = append(moved, or), append(keys, n.Key())
-		}
-	}
+	root := func() *tree.Branch { b, _ := pl.treeOf(g.Namespace, g.Name); return b }
+	moved := pl.gangs.Follow(g, r, root, pl.backoff, pl.confirmedCountLocked, pl.stepLocked)
 	if len(moved) > 0 {
-		go pl.treeFollowed(g.Namespace, keys, moved)
+		go pl.treeFollowed(g.Namespace, moved)
 	}
-	return pods
+	return gang.FollowedPods(moved)
 }
 
-// treeFollowed records what followTreeLocked did to each group (keys, results) on its PodGroup.
-func (pl *Coscheduling) treeFollowed(namespace string, keys []string, results []gang.Result) {
-	for i, r := range results {
-		_, name, _ := strings.Cut(keys[i], "/")
-		pg := pl.podGroups.Get(namespace, name)
-		if pg != nil && r.AllowWaiting && r.FirstQuorum {
-			pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonQuorumReached, r.Message)
-		} else if pg != nil && r.RejectWaiting {
-			pl.recorder.PodGroup(pg, v1.EventTypeWarning, r.Reason, r.Message)
+// treeFollowed records what followTreeLocked did to each group on its PodGroup (see
+// gang.Followed.Event).
+func (pl *Coscheduling) treeFollowed(namespace string, moved []gang.Followed) {
+	for _, f := range moved {
+		_, name, _ := strings.Cut(f.Key, "/")
+		if eventType, reason, msg := f.Event(); reason != "" {
+			if pg := pl.podGroups.Get(namespace, name); pg != nil {
+				pl.recorder.PodGroup(pg, eventType, reason, msg)
+			}
 		}
-		pl.notifyStatus(keys[i])
+		pl.notifyStatus(f.Key)
 	}
 }

@@ -1,14 +1,12 @@
 package coscheduling
 
 import (
-	"fmt"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -34,11 +32,6 @@ func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup
 	return out
 }
 
-// treeNode is a PodGroup's node (both APIs: an in-tree basic group is no gang).
-func treeNode(pg *v1alpha1.PodGroup) tree.Node {
-	return tree.FromPodGroup(pg, podgroup.MinMember(pg), pg.Annotations[podgroup.AnnotationPolicy] != "Basic")
-}
-
 // treeHoldBack says why PreEnqueue holds pod, a member of group namespace/name, back for its tree:
 // the tree is malformed or incomplete (a parent missing), or the gang composites above the group lack
 // groups with their minMember of live members, the members of their run in progress that succeeded
@@ -51,13 +44,8 @@ func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason
 		return tree.HoldBack(root, p, "", nil)
 	}
 	own := podgroup.Key(namespace, name)
-	credit := map[string]int{own: pl.credit(pod)}
 	pl.mu.RLock()
-	for _, n := range root.Leaves() {
-		if g := pl.gangs.Get(n.Key()); g != nil && n.Key() != own {
-			credit[n.Key()] = g.Credit
-		}
-	}
+	credit := pl.gangs.Credits(root, own, pl.credit(pod))
 	pl.mu.RUnlock()
 	return tree.HoldBack(root, p, own, func(key string) int {
 		ns, n, _ := strings.Cut(key, "/")
@@ -73,7 +61,7 @@ func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) boo
 	if root == nil {
 		return p != nil
 	}
-	return !root.Admits(g.Key(), pl.treeCountLocked)
+	return !root.Admits(g.Key(), pl.gangs.Count)
 }
 
 // treeOfGroup is pg's tree as the index resolves it (see treeOf), a pg whose own object links it into
@@ -82,7 +70,7 @@ func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) boo
 func (pl *Coscheduling) treeOfGroup(pg *v1alpha1.PodGroup) (*tree.Branch, *tree.Problem) {
 	root, p := pl.treeOf(pg.Namespace, pg.Name)
 	if root == nil && p == nil {
-		p = tree.Unread(treeNode(pg))
+		p = tree.Unread(podgroup.TreeNode(pg))
 	}
 	return root, p
 }
@@ -96,13 +84,10 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 	}
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	msg := g.Outcome.Message
-	if msg == "" {
-		msg = fmt.Sprintf("PodGroup %s does not fit the nodes now", g.Key())
-	}
-	pods := pl.followTreeLocked(g, gang.Result{Decision: attempt.Decision{RejectWaiting: true}, Message: msg, Now: pl.clock.Now(), Event: attempt.NoNode})
+	r := g.Infeasible(pl.clock.Now())
+	pods := pl.followTreeLocked(g, r)
 	pl.mu.Unlock()
-	pl.rejectWaiting(pods, msg)
+	pl.rejectWaiting(pods, r.Message)
 }
 
 // activateGroups activates the members of groups (a composite above them changed).
@@ -110,8 +95,6 @@ func (pl *Coscheduling) activateGroups(groups []tree.Node) {
 	if !pl.running.Load() {
 		return
 	}
-	for _, n := range groups {
-		// Each group once (activateGroup would reach the whole tree from each).
-		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(n.Namespace, n.Name, "")...)
-	}
+	// Each group once (activateGroup would reach the whole tree from each).
+	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(groups, "")...)
 }

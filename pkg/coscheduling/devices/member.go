@@ -247,6 +247,17 @@ func classesOf(m member) []string {
 	return sets.List(set)
 }
 
+// Claimers are the pods that may claim devices (see MayClaim), in order.
+func Claimers(pods []*v1.Pod) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range pods {
+		if MayClaim(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // MayClaim reports, cheaply, whether a pod may claim devices through DRA: it has ResourceClaims, or
 // asks for an extended resource (which a DeviceClass may back).
 func MayClaim(pod *v1.Pod) bool {

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -51,5 +52,25 @@ func TestTouches(t *testing.T) {
 	var none *Source
 	if !none.Touches(claimed, slice("n1", "b"), nil) {
 		t.Error("without a device model every event concerns the member")
+	}
+}
+
+// TestClaimers: the pods that may claim devices are those with ResourceClaims or asking for an
+// extended resource, in order; the others are left out.
+func TestClaimers(t *testing.T) {
+	claims := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "claims"}, Spec: v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "gpu"}}}}
+	extended := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "extended"}, Spec: v1.PodSpec{Containers: []v1.Container{{Resources: v1.ResourceRequirements{
+		Limits: v1.ResourceList{"example.com/gpu": resource.MustParse("1")}}}}}}
+	cpu := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}, Spec: v1.PodSpec{Containers: []v1.Container{{Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}}}
+	var got []string
+	for _, p := range Claimers([]*v1.Pod{cpu, extended, claims}) {
+		got = append(got, p.Name)
+	}
+	if len(got) != 2 || got[0] != "extended" || got[1] != "claims" {
+		t.Errorf("Claimers = %v, want [extended claims]", got)
+	}
+	if Claimers(nil) != nil {
+		t.Error("Claimers of none is not nil")
 	}
 }

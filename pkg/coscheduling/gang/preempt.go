@@ -117,6 +117,32 @@ func MixedPrioritiesMessage(key string, members []*v1.Pod, prio int32) string {
 	return fmt.Sprintf("PodGroup %s has members of priorities %d to %d: a gang has one priority, the lowest of its members' (%d); it preempts only pods below %d, and its nominations hold against pods of up to %d", key, prio, hi, prio, prio, prio)
 }
 
+// Status is the status of the member whose PostFilter the decision answers (prio is the gang's
+// priority, for the victims' message): the failed read's error, the preemption under way, or the
+// decision's message.
+func (out *PreemptOut) Status(prio int32) *fwk.Status {
+	switch {
+	case out.Result == PreemptError:
+		return fwk.AsStatus(out.Err)
+	case out.Result == PreemptVictims:
+		return fwk.NewStatus(fwk.Unschedulable, "preemption: "+PreemptingMessage(out.Plan, prio, out.Need, AssignedNodes(out.Plan.Assignment)))
+	case out.Message != "":
+		return fwk.NewStatus(fwk.Unschedulable, out.Message)
+	}
+	return fwk.NewStatus(fwk.Unschedulable)
+}
+
+// MixedPriorities is the message of the MixedPriorities event for a gang (of key) whose members (the
+// member pod's gang's, or its job's) have different priorities ("" for none): it is recorded for a
+// decision made now (not an earlier member's, cached) to evict or that preemption does not help.
+func (out *PreemptOut) MixedPriorities(key string, pod *v1.Pod, members []*v1.Pod, cached bool) string {
+	prio, mixed := Priority(pod, members)
+	if !mixed || cached || out.Result != PreemptVictims && out.Result != PreemptNotHelpful {
+		return ""
+	}
+	return MixedPrioritiesMessage(key, members, prio)
+}
+
 // PreemptKey is what a gang's preemption answer depends on besides the pods' priorities: the
 // whole-gang check's key (the epoch, which every freed capacity, node change and moved claim bumps;
 // the PodGroup's spec; the members) and the gang's priority.

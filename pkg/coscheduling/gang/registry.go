@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -207,6 +208,34 @@ func (r *Registry) Unscheduled(key string, members []*v1.Pod, except types.UID) 
 		out = append(out, p)
 	}
 	return out
+}
+
+// UnscheduledIn are the pods Unscheduled finds in several groups: members[i] are the live pods of
+// the group keys[i]; except is left out wherever it is.
+func (r *Registry) UnscheduledIn(keys []string, members [][]*v1.Pod, except types.UID) []*v1.Pod {
+	var out []*v1.Pod
+	for i, key := range keys {
+		out = append(out, r.Unscheduled(key, members[i], except)...)
+	}
+	return out
+}
+
+// DonePreempting tells the gangs of groups that a preemption's calls for them are made (see
+// Gang.DonePreempting); a group whose state went meanwhile is passed over.
+func (r *Registry) DonePreempting(groups ...*v1alpha1.PodGroup) {
+	for _, pg := range groups {
+		if g := r.gangs[podgroup.Key(pg.Namespace, pg.Name)]; g != nil {
+			g.DonePreempting()
+		}
+	}
+}
+
+// Preempted records the preemption made for pg's gang (see Gang.Preempted), unless the PodGroup went
+// or was recreated while its calls were made.
+func (r *Registry) Preempted(pg *v1alpha1.PodGroup, nodes []string, message string) {
+	if g := r.gangs[podgroup.Key(pg.Namespace, pg.Name)]; g != nil && g.PodGroupUID == pg.UID {
+		g.Preempted(nodes, message)
+	}
 }
 
 // Holds reports whether a reservation holds room for the gang of key (its own, or its job's).

@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
@@ -180,6 +182,10 @@ func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
 	if diff := cmp.Diff([]string{"a", "b", "d"}, names(r.Unscheduled("ns/none", members, ""))); diff != "" {
 		t.Errorf("Unscheduled of an untracked gang (-want +got):\n%s", diff)
 	}
+	others := []*v1.Pod{pod("e", ""), pod("d", "")}
+	if diff := cmp.Diff([]string{"b", "e"}, names(r.UnscheduledIn([]string{"ns/open", "ns/none"}, [][]*v1.Pod{members, others}, "d"))); diff != "" {
+		t.Errorf("UnscheduledIn of two groups (-want +got):\n%s", diff)
+	}
 	open.Reserve.Phase = resv.Held
 	if !r.Holds("ns/open") || r.Holds("ns/placed") || r.Holds("ns/none") {
 		t.Error("Holds does not follow the gangs' reservations")
@@ -229,4 +235,31 @@ func TestNewer(t *testing.T) {
 			t.Errorf("state of %q, delete of %q: Newer = %v, want %v", tc.state, tc.deleted, got, tc.want)
 		}
 	}
+}
+
+// TestRegistryPreempting: a preemption's end lets the members of each of its groups still tracked in
+// (one count each, never below none), and its outcome is recorded only on the PodGroup it was made
+// for, not on one recreated under the name meanwhile.
+func TestRegistryPreempting(t *testing.T) {
+	pg := func(name string, uid types.UID) *v1alpha1.PodGroup {
+		return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}}
+	}
+	r := NewRegistry(nil)
+	a, _, _ := r.For("ns", "a", "ua", func() time.Time { return t0 })
+	b, _, _ := r.For("ns", "b", "ub", func() time.Time { return t0 })
+	a.StartPreempting()
+	a.StartPreempting()
+	r.DonePreempting(pg("a", "ua"), pg("b", "ub"), pg("gone", "ug"))
+	if a.PreemptionsUnderWay != 1 || b.PreemptionsUnderWay != 0 {
+		t.Errorf("under way after one preemption's end: a %d, b %d; want 1, 0", a.PreemptionsUnderWay, b.PreemptionsUnderWay)
+	}
+	r.Preempted(pg("a", "old"), []string{"n1"}, "preempting")
+	if a.Outcome.Reason != "" || a.NominatedNodes != nil {
+		t.Errorf("a recreated PodGroup got its predecessor's preemption: %+v, %v", a.Outcome, a.NominatedNodes)
+	}
+	r.Preempted(pg("a", "ua"), []string{"n1"}, "preempting")
+	if a.Outcome.Reason != podgroup.ReasonPreempting || a.Outcome.Message != "preempting" || len(a.NominatedNodes) != 1 {
+		t.Errorf("the preemption was not recorded: %+v, %v", a.Outcome, a.NominatedNodes)
+	}
+	r.Preempted(pg("gone", "ug"), nil, "preempting") // no state: nothing to record
 }

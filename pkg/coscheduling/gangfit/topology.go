@@ -10,10 +10,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Topology-aware placement: a gang in one domain of a node label (a rack, block or zone). The domain is
@@ -396,6 +399,28 @@ func PolicyFixed(pg *v1alpha1.PodGroup, old, pod *v1.Pod, def config.TopologyPol
 	}
 	_, err := PolicyFor(pg, pod, def)
 	return err == nil
+}
+
+// PolicyFixedHint is the queueing hint of a member's own update: it requeues a member refused for
+// malformed topology annotations once an update of its own makes them valid (see PolicyFixed; the
+// queue requeues a pod for an annotation change only on a hint). podGroup reads a member's PodGroup
+// (nil: none).
+func PolicyFixedHint(podGroup func(namespace, name string) *v1alpha1.PodGroup, def config.TopologyPolicy) fwk.QueueingHintFn {
+	return func(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+		oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+		if err != nil {
+			return fwk.Queue, err
+		}
+		name, ok := podgroup.Of(newPod)
+		if !ok {
+			return fwk.QueueSkip, nil
+		}
+		pg := podGroup(pod.Namespace, name)
+		if pg == nil || oldPod == nil || !PolicyFixed(pg, oldPod, newPod, def) {
+			return fwk.QueueSkip, nil
+		}
+		return fwk.Queue, nil
+	}
 }
 
 // PolicyFor returns the policy in force for a member: the PodGroup's spec, else the member's

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -154,5 +155,41 @@ func TestPolicyFixed(t *testing.T) {
 		if got := PolicyFixed(tc.pg, tc.old, tc.pod, config.TopologyPolicy{}); got != tc.want {
 			t.Errorf("%s: PolicyFixed = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestPolicyFixedHint: a member's own update requeues it only when it makes its malformed policy
+// valid; a pod of no group, a member whose PodGroup is missing and an add (no old pod) are skipped,
+// and objects that are no pods are an error that requeues.
+func TestPolicyFixedHint(t *testing.T) {
+	plain := makePG("ns", "g", 2, time.Time{})
+	good := member("m", "g", "1")
+	good.Annotations = map[string]string{AnnotationTopologyRequired: zoneKey}
+	bad := member("m", "g", "1")
+	bad.Annotations = map[string]string{AnnotationTopologyRequired: "not a key"}
+	noGroup := member("m", "g", "1")
+	noGroup.Labels = nil
+	for _, tc := range []struct {
+		name     string
+		pgs      map[string]*v1alpha1.PodGroup
+		old, new interface{}
+		want     fwk.QueueingHint
+		err      bool
+	}{
+		{name: "fixed", pgs: map[string]*v1alpha1.PodGroup{"g": plain}, old: bad, new: good, want: fwk.Queue},
+		{name: "still malformed", pgs: map[string]*v1alpha1.PodGroup{"g": plain}, old: bad, new: bad, want: fwk.QueueSkip},
+		{name: "never malformed", pgs: map[string]*v1alpha1.PodGroup{"g": plain}, old: good, new: good, want: fwk.QueueSkip},
+		{name: "its PodGroup missing", old: bad, new: good, want: fwk.QueueSkip},
+		{name: "no old pod", pgs: map[string]*v1alpha1.PodGroup{"g": plain}, new: good, want: fwk.QueueSkip},
+		{name: "a pod of no group", pgs: map[string]*v1alpha1.PodGroup{"g": plain}, old: noGroup, new: noGroup, want: fwk.QueueSkip},
+		{name: "not a pod", old: bad, new: "not a pod", want: fwk.Queue, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hint := PolicyFixedHint(func(ns, name string) *v1alpha1.PodGroup { return tc.pgs[name] }, config.TopologyPolicy{})
+			got, err := hint(klog.Background(), good, tc.old, tc.new)
+			if got != tc.want || (err != nil) != tc.err {
+				t.Errorf("hint = %v, %v; want %v (error %v)", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }

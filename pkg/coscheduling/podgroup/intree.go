@@ -86,6 +86,12 @@ const (
 	AnnotationPolicy = v1alpha1.GroupName + "/in-tree-policy"
 )
 
+// TreeNode is a PodGroup's node in its job's tree (see tree.FromPodGroup), for both APIs: its
+// minMember, and whether it is a gang (an in-tree group with a basic policy is not).
+func TreeNode(pg *v1alpha1.PodGroup) tree.Node {
+	return tree.FromPodGroup(pg, MinMember(pg), pg.Annotations[AnnotationPolicy] != "Basic")
+}
+
 // FromInTree is the PodGroup the plugin decides over for an in-tree PodGroup:
 //   - name: InTreePrefix + its name; uid, generation, creation and deletion as they are;
 //   - minMember: schedulingPolicy.gang.minCount; a basic policy (no gang) is minMember 1, so that

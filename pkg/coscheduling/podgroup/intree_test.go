@@ -260,3 +260,25 @@ func TestUnitOfTree(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeNode: a PodGroup's node has its minMember and is a gang unless it is an in-tree group with
+// a basic policy.
+func TestTreeNode(t *testing.T) {
+	pg := func(policy string) *v1alpha1.PodGroup {
+		p := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", Annotations: map[string]string{tree.AnnotationParent: "job"}},
+			Spec: v1alpha1.PodGroupSpec{MinMember: 3}}
+		if policy != "" {
+			p.Annotations[AnnotationPolicy] = policy
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		policy string
+		gang   bool
+	}{{"", true}, {"Gang", true}, {"Basic", false}} {
+		n := TreeNode(pg(tc.policy))
+		if n.Gang != tc.gang || n.Min != 3 || n.Parent != "job" || n.Key() != "ns/g" {
+			t.Errorf("policy %q: TreeNode = %+v, want a gang %v of minimum 3 under job", tc.policy, n, tc.gang)
+		}
+	}
+}

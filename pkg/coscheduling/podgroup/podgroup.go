@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 )
@@ -80,6 +82,21 @@ func SpecChanged(namespace, name string, oldObj, newObj interface{}) (bool, erro
 		}
 	}
 	return true, nil
+}
+
+// SpecChangeHint is the queueing hint of a PodGroup event for a member pod: it requeues the members
+// of a PodGroup that was created or whose spec changed (see SpecChanged); status-only updates, such
+// as the plugin's own status patches, requeue nobody. The objects come from the scheduler's dynamic
+// informer (unstructured) or a typed one.
+func SpecChangeHint(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	name, ok := Of(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	if changed, err := SpecChanged(pod.Namespace, name, oldObj, newObj); err != nil || changed {
+		return fwk.Queue, err
+	}
+	return fwk.QueueSkip, nil
 }
 
 // sameSpec reports whether two unstructured objects have the same spec (the in-tree API keeps the

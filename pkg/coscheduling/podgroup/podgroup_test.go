@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -139,5 +141,36 @@ func TestHeldReservation(t *testing.T) {
 		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
 			t.Errorf("%s: HeldReservation = %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSpecChangeHint: a PodGroup event requeues the members of the group it creates or whose spec it
+// changes; a status-only update, another group's event and a pod of no group are skipped.
+func TestSpecChangeHint(t *testing.T) {
+	pg := func(name string, gen int64) *v1alpha1.PodGroup {
+		return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "a", Generation: gen}}
+	}
+	member := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Labels: map[string]string{v1alpha1.PodGroupLabel: "g"}}}
+	plain := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		old, new interface{}
+		want     fwk.QueueingHint
+		err      bool
+	}{
+		{name: "created", pod: member, new: pg("g", 1), want: fwk.Queue},
+		{name: "its spec changed", pod: member, old: pg("g", 1), new: pg("g", 2), want: fwk.Queue},
+		{name: "a status-only update", pod: member, old: pg("g", 1), new: pg("g", 1), want: fwk.QueueSkip},
+		{name: "another PodGroup", pod: member, new: pg("h", 1), want: fwk.QueueSkip},
+		{name: "a pod of no group", pod: plain, new: pg("g", 1), want: fwk.QueueSkip},
+		{name: "not an object", pod: member, new: "not an object", want: fwk.Queue, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SpecChangeHint(klog.Background(), tc.pod, tc.old, tc.new)
+			if got != tc.want || (err != nil) != tc.err {
+				t.Errorf("SpecChangeHint = %v, %v; want %v (error %v)", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }

@@ -183,8 +183,12 @@ func (b *Branch) JobOf(leaf string) *Branch {
 	return nil
 }
 
-// LeavesBut returns the PodGroups under b other than the one named name, in name order.
+// LeavesBut returns the PodGroups under b other than the one named name, in name order (none when b
+// is nil: the group is in no tree).
 func (b *Branch) LeavesBut(name string) []Node {
+	if b == nil {
+		return nil
+	}
 	var out []Node
 	for _, n := range b.Leaves() {
 		if n.Name != name {
@@ -192,6 +196,25 @@ func (b *Branch) LeavesBut(name string) []Node {
 		}
 	}
 	return out
+}
+
+// JobLeavesBut returns the other groups of leaf's job (leaf is the group named name): those under
+// its unit (JobOf), not every group of the tree (a basic composite above holds other jobs). nil: b is
+// nil, or leaf is in no job.
+func (b *Branch) JobLeavesBut(leaf, name string) []Node {
+	if b == nil {
+		return nil
+	}
+	return b.JobOf(leaf).LeavesBut(name)
+}
+
+// Keys are the nodes' keys (nil for none).
+func Keys(nodes []Node) []string {
+	var keys []string
+	for _, n := range nodes {
+		keys = append(keys, n.Key())
+	}
+	return keys
 }
 
 // Leaves returns the PodGroups under b (b itself if it is one), in name order.

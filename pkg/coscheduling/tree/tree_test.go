@@ -415,3 +415,30 @@ func TestUnread(t *testing.T) {
 		t.Errorf("held back for %q, want %q", reason, ReasonParentNotFound)
 	}
 }
+
+// TestJobLeavesBut: a group's job is its topmost gang composite's groups, not every group of the
+// tree (a basic composite above holds other jobs); a group in no job or no tree has none.
+func TestJobLeavesBut(t *testing.T) {
+	mixed := []Node{basicOf("root", ""), gangOf("x", "root", 2), group("a", "x", 1), group("b", "x", 1), group("c", "root", 2)}
+	for _, tc := range []struct {
+		name, leaf string
+		want       []string
+	}{
+		{name: "under a gang composite: its other groups", leaf: "a", want: []string{"ns/b"}},
+		{name: "under a basic composite only: no job", leaf: "c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, p := index(mixed...).Resolve(ns, tc.leaf)
+			if p != nil {
+				t.Fatal(p)
+			}
+			if got := Keys(root.JobLeavesBut(ns+"/"+tc.leaf, tc.leaf)); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("JobLeavesBut = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var none *Branch
+	if none.JobLeavesBut("ns/a", "a") != nil || none.LeavesBut("a") != nil {
+		t.Errorf("a group in no tree has other groups")
+	}
+}
