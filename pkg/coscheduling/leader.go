@@ -11,7 +11,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Leadership. The PodGroup status updater must run in the replica that schedules, and only there,
@@ -65,12 +64,17 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		if c == nil {
 			continue
 		}
-		// A group of a job holds its job's reservation (see gang.ReserveIn.Job): its other groups'
-		// nominations are read and held with its own.
-		members, groups := pl.members.InGroup(pg.Namespace, pg.Name), tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
-		for _, o := range groups {
-			ns, name, _ := strings.Cut(o, "/")
-			members = append(members, pl.members.InGroup(ns, name)...)
+		// The holder of its job's reservation (see gang.JobToReserve): the other groups' nominations
+		// are read and held with its own.
+		members := pl.members.InGroup(pg.Namespace, pg.Name)
+		var groups []string
+		if holder, job := pl.jobToReserve(nil, pg); job != nil && holder.Name == pg.Name {
+			for _, o := range job.Keys {
+				if ns, name, _ := strings.Cut(o, "/"); name != pg.Name {
+					groups = append(groups, o)
+					members = append(members, pl.members.InGroup(ns, name)...)
+				}
+			}
 		}
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)

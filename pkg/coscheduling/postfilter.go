@@ -13,6 +13,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -85,7 +86,7 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
 		return res, st
 	}
-	if rres, rst, held := pl.reserveRoom(ctx, pod, pg); held {
+	if rres, rst, held := pl.reserveRoom(ctx, pod, pg, asJob); held {
 		return rres, rst
 	}
 	return res, st
@@ -98,12 +99,17 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 // that started or moved, the event. It reports handled when the gang holds a reservation: the
 // member's result and status are then the reservation's. A group of a job reserves for its job (see
 // gang.ReserveIn.Job): the reservation is its holder group's, for all the job's missing members.
-func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup) (*fwk.PostFilterResult, *fwk.Status, bool) {
-	holder, job := pl.jobToReserve(pod, pg)
-	key := podgroup.Key(holder.Namespace, holder.Name)
-	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(key) {
+func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status, bool) {
+	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(podgroup.Key(pg.Namespace, pg.Name)) {
 		return nil, nil, false
 	}
+	holder, job := pl.jobToReserve(pod, pg)
+	if asJob && job == nil {
+		// Short only with its job, which cannot reserve as one: nothing is reserved for the group
+		// alone (it fits alone, and would hold its room waiting for the others).
+		return nil, nil, false
+	}
+	key := podgroup.Key(holder.Namespace, holder.Name)
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
 	var also []string
@@ -158,20 +164,45 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	return framework.NewPostFilterResultWithNominatedNode(node), st, true
 }
 
-// jobToReserve is the PodGroup whose gang reserves for pod's group, and the job it reserves for: the
-// job's holder group (see gang.JobPreemption.Holder) when the group is in a job that can be judged
-// as one, else the group itself and nil.
+// jobToReserve is the PodGroup whose gang reserves for pod's group, and the job it reserves for (see
+// gang.JobToReserve): the job's holder group when the group reserves with its job, else the group
+// itself and nil.
 func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alpha1.PodGroup, *gang.JobPreemption) {
-	if root, _ := pl.treeOf(pg.Namespace, pg.Name); root == nil {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	root, _ := pl.treeOf(pg.Namespace, pg.Name)
+	if root == nil || root.JobOf(key) == nil {
 		return pg, nil
 	}
-	job := pl.jobToPreempt(pod, pg, pl.handle.SnapshotSharedLister().NodeInfos())
-	if job == nil {
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return pg, nil
+	}
+	// Read outside the lock: which groups have a required topology of their own.
+	required := map[string]bool{}
+	for _, n := range root.JobOf(key).Leaves() {
+		o, members := pl.podGroups.Get(n.Namespace, n.Name), pl.members.InGroup(n.Namespace, n.Name)
+		first := &v1.Pod{}
+		if len(members) > 0 {
+			first = members[0]
+		}
+		if o == nil {
+			required[n.Key()] = true
+		} else if p, err := gangfit.PolicyFor(o, first, pl.defaultTopology); err != nil || p.Required != "" {
+			required[n.Key()] = true
+		}
+	}
+	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(),
+		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+	pl.mu.Lock()
+	in.Gangs = pl.gangs.All()
+	job, ok := gang.JobToReserve(in, root, key, func(k string) bool { return required[k] })
+	pl.mu.Unlock()
+	if !ok {
 		return pg, nil
 	}
 	ns, name, _ := strings.Cut(job.Holder, "/")
 	if holder := pl.podGroups.Get(ns, name); holder != nil {
-		return holder, job
+		return holder, &job
 	}
 	return pg, nil
 }

@@ -186,6 +186,11 @@ func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup
 	if in, ok := g.BelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
 		pl.stepReservationAsyncLocked(g, in)
 	}
+	if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
+		if in, ok := g.JobBelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
+			pl.stepReservationAsyncLocked(h, in)
+		}
+	}
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),

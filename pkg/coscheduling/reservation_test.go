@@ -273,7 +273,7 @@ func TestAReservationEndedHereIsNotEndedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.pl.members.Counts.Track(m0)
-	if _, _, held := env.pl.reserveRoom(context.Background(), m0, pg); held {
+	if _, _, held := env.pl.reserveRoom(context.Background(), m0, pg, false); held {
 		t.Error("reserveRoom holds a reservation")
 	}
 	if got := drainEvents(rec); len(got) != 0 {

@@ -106,3 +106,16 @@ func (g *Gang) BelowMinMember(pg *v1alpha1.PodGroup, live int, now time.Time) (i
 	}
 	return resv.Input{Event: resv.BelowMinMember, Now: now, Message: fmt.Sprintf("%d of minMember %d live members exist", live, want)}, true
 }
+
+// JobBelowMinMember is BelowMinMember for a group of a job whose reservation another group's gang
+// holds (see Registry.HolderOf): the job's reservation hears that this group fell below its minimum.
+func (g *Gang) JobBelowMinMember(pg *v1alpha1.PodGroup, live int, now time.Time) (in resv.Input, ok bool) {
+	if pg == nil {
+		return in, false
+	}
+	live, want := live+g.Credit, podgroup.MinMember(pg)
+	if live >= want {
+		return in, false
+	}
+	return resv.Input{Event: resv.BelowMinMember, Now: now, Message: fmt.Sprintf("PodGroup %s of its job: %d of minMember %d live members exist", g.Key(), live, want)}, true
+}

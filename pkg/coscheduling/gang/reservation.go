@@ -110,6 +110,13 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Job.others(g.Key()), in.Now, in.Queue))
 		out.Adopted = r.Held()
 	}
+	if groups := in.Job.others(g.Key()); r.Held() && !slices.Equal(r.Groups, groups) {
+		// The room is held for other groups than the job has now (a group joined or left it, or
+		// the group reserves alone now): it ends, every group's nominations cleared, before the
+		// gang reserves again for what it is.
+		out.Steps = append(out.Steps, g.StepReservation(in.Args, resv.Input{Event: resv.Planned, Now: in.Now,
+			Plan: resv.Plan{Message: "the groups it holds room for changed"}}))
+	}
 	prio := corev1helpers.PodPriority(in.Pod)
 	others, ahead := in.Queue(prio)
 	e := g.StepReservation(in.Args, resv.Input{Event: resv.NoRoom, Now: in.Now, Prio: prio, Others: others, Ahead: ahead})
@@ -152,9 +159,9 @@ func (j *JobPreemption) others(key string) []string {
 	return out
 }
 
-// room is the job's part of a reservation plan: the missing members its check places together (see
-// gangfit.Joint), each group's in name order and the groups in key order, so that the same room
-// gives the same plan whichever group's member asks.
+// room is the job's part of a reservation plan: the missing members of its groups together (see
+// gangfit.Joint; none when they cannot be counted together), each group's in name order and the
+// groups in key order, so that the same room gives the same plan whichever group's member asks.
 func (j *JobPreemption) room() *Room {
 	groups := make([]gangfit.Group, len(j.Groups))
 	for i, o := range j.Groups {
@@ -201,8 +208,10 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 	}
 	prio := corev1helpers.PodPriority(in.Pod)
 	if j := room.Job; j != nil {
-		// The job's domain, as its check chose it (a group's own policy and the domains of composites
-		// below the job's are its check's, not the held room's).
+		if room.Need <= 0 {
+			return gangfit.ReservationPlan{Message: "its job " + j.Job + "'s groups cannot be counted together (a group short of members, or whose spare members differ)"}
+		}
+		// The job's domain (its groups have no required topology of their own, see JobToReserve).
 		var policy gangfit.Policy
 		var pinned map[string]string
 		if j.Domain != nil {

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // TestReserveRoomForJob: a job of several roles reserves as one. Its holder's gang holds one
@@ -136,5 +138,88 @@ func TestJobRoomIsTheSameWhoeverAsks(t *testing.T) {
 	}
 	if x, y := names(byA.room()), names(byB.room()); !slices.Equal(x, y) || len(x) != 3 {
 		t.Errorf("room asked by a %v, by b %v; want the same 3 members", x, y)
+	}
+}
+
+// TestJobToReserve: the job a group reserves for is every group under its topmost gang composite,
+// the same whichever group asks; a job whose groups the asker would choose (K of N), with a
+// composite below the job's that has a topology of its own, or with a group that requires one of its
+// own, is no job to reserve for: each group reserves alone.
+func TestJobToReserve(t *testing.T) {
+	index := func(nodes ...tree.Node) *tree.Index {
+		x := tree.NewIndex()
+		for _, n := range nodes {
+			x.Set(n)
+		}
+		return x
+	}
+	serve := tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey}
+	decode := tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"}
+	prefill := tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"}
+	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1"), "extra": role("extra", 1, "1")}
+	none := func(string) bool { return false }
+	cases := []struct {
+		name     string
+		x        *tree.Index
+		asker    string
+		required func(string) bool
+		want     bool
+	}{
+		{name: "two roles, asked by decode", x: index(serve, decode, prefill), asker: "decode", required: none, want: true},
+		{name: "two roles, asked by prefill: the same job", x: index(serve, decode, prefill), asker: "prefill", required: none, want: true},
+		{name: "K of N: which groups is the asker's choice", x: index(serve, decode, prefill,
+			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode", required: none},
+		{name: "a composite below with a rack of its own", x: index(serve,
+			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
+			tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "rep"}, tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "rep"}),
+			asker: "decode", required: none},
+		{name: "a group requires a rack of its own", x: index(serve, decode, prefill), asker: "decode", required: func(k string) bool { return k == "ns/prefill" }},
+		{name: "in no gang composite", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Min: 1}, decode, prefill), asker: "decode", required: none},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _ := tc.x.Resolve("ns", tc.asker)
+			g := New("ns", tc.asker, "uid")
+			in := treeIn(g, pods[tc.asker][0], 0, gangtest.RackedCluster(), map[string]*Gang{g.Key(): g}, root, pods)
+			j, ok := JobToReserve(in, root, g.Key(), tc.required)
+			if ok != tc.want {
+				t.Fatalf("JobToReserve ok %v, want %v (%+v)", ok, tc.want, j)
+			}
+			if !ok {
+				return
+			}
+			var groups []string
+			for _, gr := range j.Groups {
+				groups = append(groups, fmt.Sprintf("%s:%d", gr.Key, gr.Need))
+			}
+			if j.Job != "ns/serve" || j.Holder != "ns/decode" || !slices.Equal(j.Keys, []string{"ns/decode", "ns/prefill"}) ||
+				!slices.Equal(groups, []string{"ns/decode:4", "ns/prefill:2"}) || len(j.Members) != 6 || j.Domain == nil || j.Domain.Key != gangtest.BlockKey {
+				t.Errorf("job %s holder %s keys %v groups %v, %d members, domain %+v; want ns/serve, ns/decode, both groups whole to place, 6, the block", j.Job, j.Holder, j.Keys, groups, len(j.Members), j.Domain)
+			}
+		})
+	}
+}
+
+// TestJobReservationEndsWhenItsGroupsChange: a reservation held for a job's groups ends (every
+// group's nominations cleared) when the gang next reserves for other groups, here alone (its job's
+// composite gone), before it reserves again.
+func TestJobReservationEndsWhenItsGroupsChange(t *testing.T) {
+	args := resv.Args{After: time.Minute, Timeout: 10 * time.Minute, MaxGangs: 1, Recheck: 10 * time.Second, StallAfter: 30 * time.Second}
+	m := gangtest.Member("a-0", "a", "1")
+	g := New("ns", "a", "uid")
+	g.Reserve.State = resv.State{Phase: resv.Held, WaitingSince: t0.Add(-5 * time.Minute), Since: t0.Add(-time.Minute), PlannedAt: t0.Add(-time.Second), LastTried: t0.Add(-time.Second), Prio: 0, Seen: true}
+	g.Reserve.Hold(gangfit.ReservationPlan{OK: true, Assignment: []gangfit.Nomination{{Pod: m, Node: "n1"}}, Nodes: []string{"n1"}})
+	g.Reserve.Groups = []string{"ns/b"}
+	r := NewRegistry(func(types.UID) bool { return false })
+	r.gangs[g.Key()] = g
+	in := ReserveIn{Args: args, Now: t0, Pod: m, PodGroup: gangtest.PodGroup("ns", "a", 1, t0), Logger: klog.Background(),
+		Members: func() []*v1.Pod { return []*v1.Pod{m} }, Queue: func(int32) (int, bool) { return 0, false },
+		Nodes: func() ([]fwk.NodeInfo, error) { return nil, nil }, Claims: func(int32) []*v1.Pod { return nil }}
+	out := g.ReserveRoom(in)
+	if len(out.Steps) < 2 || out.Steps[0].End != resv.EndNoRoom {
+		t.Fatalf("steps %+v, want the held reservation ended first", out.Steps)
+	}
+	if d := r.Applied(g, out.Steps[0]); !slices.Equal(d.Groups, []string{"ns/b"}) || g.Reserve.Held() {
+		t.Errorf("the end clears groups %v (held %v), want [ns/b] and nothing held", d.Groups, g.Reserve.Held())
 	}
 }

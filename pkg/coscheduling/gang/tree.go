@@ -132,10 +132,74 @@ type JobPreemption struct {
 	// preemptions and its members' statuses name.
 	Members   []*v1.Pod
 	Nominated []string
-	// Holder is the group whose gang holds the job's reservation (see ReserveIn.Job): its first
-	// group in name order, whichever group's member asks; Keys are all its groups'.
+	// Holder is the group whose gang holds the job's reservation (see JobToReserve); Keys are all its
+	// groups'.
 	Holder string
 	Keys   []string
+}
+
+// JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
+// every group under the topmost gang composite above it, each group's missing members by its gang's
+// state, in the job's domain; its holder is its first group in name order. It is the same job
+// whichever of its groups asks, so that its room does not move with the asker. ok is false, and the
+// group reserves alone, when that cannot be said: the group is in no gang composite, a composite of
+// the job takes K of its N children (which K is the asker's choice), a composite below the job's has a
+// topology of its own, or a group has a required topology of its own (required(key)), which one
+// domain for the job's room would not honour. Under the plugin's lock (it reads the gangs' state).
+// O(the job's pods).
+func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(key string) bool) (JobPreemption, bool) {
+	if root == nil {
+		return JobPreemption{}, false
+	}
+	job := root.JobOf(key)
+	if job == nil || !reservable(job, true) {
+		return JobPreemption{}, false
+	}
+	j := JobPreemption{Job: job.Key(), Unit: job.Key()}
+	for _, n := range job.Leaves() {
+		if required(n.Key()) {
+			return JobPreemption{}, false
+		}
+		members := in.GroupMembers(n.Key())
+		j.Keys, j.Members = append(j.Keys, n.Key()), append(j.Members, members...)
+		var candidates []*v1.Pod
+		counted := 0
+		if o := in.Gangs[n.Key()]; o != nil {
+			candidates, _, counted = o.Split(members)
+			counted += o.Credit
+		} else {
+			for _, p := range members {
+				if p.Spec.NodeName != "" {
+					counted++
+				} else {
+					candidates = append(candidates, p)
+				}
+			}
+		}
+		j.Groups = append(j.Groups, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
+	}
+	j.Holder = j.Keys[0]
+	if job.Domain != "" || len(job.Preferred) > 0 {
+		j.Domain = domainOf(in, job)
+	}
+	return j, true
+}
+
+// reservable reports whether the composites of b's tree each need all their children (and, below
+// the top, have no topology of their own): the job's groups are then the same whoever asks.
+func reservable(b *tree.Branch, top bool) bool {
+	if !b.Composite {
+		return true
+	}
+	if !b.Gang || b.Min != len(b.Children) || !top && (b.Domain != "" || len(b.Preferred) > 0) {
+		return false
+	}
+	for _, c := range b.Children {
+		if !reservable(c, false) {
+			return false
+		}
+	}
+	return true
 }
 
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
@@ -163,9 +227,7 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	if _, _, ok := gangfit.Joint(j.Groups); !ok {
 		return JobPreemption{}, false
 	}
-	j.Holder = leaves[0].Key()
 	for _, n := range leaves {
-		j.Keys = append(j.Keys, n.Key())
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)
 		if o := in.Gangs[n.Key()]; o != nil {
