@@ -13,7 +13,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -178,19 +177,7 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 		return pg, nil
 	}
 	// Read outside the lock: which groups have a required topology of their own.
-	required := map[string]bool{}
-	for _, n := range root.JobOf(key).Leaves() {
-		o, members := pl.podGroups.Get(n.Namespace, n.Name), pl.members.InGroup(n.Namespace, n.Name)
-		first := &v1.Pod{}
-		if len(members) > 0 {
-			first = members[0]
-		}
-		if o == nil {
-			required[n.Key()] = true
-		} else if p, err := gangfit.PolicyFor(o, first, pl.defaultTopology); err != nil || p.Required != "" {
-			required[n.Key()] = true
-		}
-	}
+	required := gang.RequireOwnDomain(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
 	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(),
 		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
 	pl.mu.Lock()

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
@@ -221,5 +224,38 @@ func TestJobReservationEndsWhenItsGroupsChange(t *testing.T) {
 	}
 	if d := r.Applied(g, out.Steps[0]); !slices.Equal(d.Groups, []string{"ns/b"}) || g.Reserve.Held() {
 		t.Errorf("the end clears groups %v (held %v), want [ns/b] and nothing held", d.Groups, g.Reserve.Held())
+	}
+}
+
+// TestRequireOwnDomain: a group with a required topology of its own (its spec's, its members'
+// annotation, the profile's default) keeps its job from reserving as one; so does one whose policy
+// cannot be read.
+func TestRequireOwnDomain(t *testing.T) {
+	plain := gangtest.PodGroup("ns", "plain", 1, t0)
+	racked := gangtest.PodGroup("ns", "racked", 1, t0)
+	racked.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: gangtest.RackKey}
+	preferring := gangtest.PodGroup("ns", "preferring", 1, t0)
+	preferring.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Preferred: []v1alpha1.TopologyKey{gangtest.RackKey}}
+	annotated := gangtest.Member("annotated-0", "annotated", "1")
+	annotated.Annotations = map[string]string{gangfit.AnnotationTopologyRequired: gangtest.RackKey}
+	groups := map[string]*v1alpha1.PodGroup{"plain": plain, "racked": racked, "preferring": preferring, "annotated": gangtest.PodGroup("ns", "annotated", 1, t0)}
+	get := func(_, name string) *v1alpha1.PodGroup { return groups[name] }
+	members := func(_, name string) []*v1.Pod {
+		if name == "annotated" {
+			return []*v1.Pod{annotated}
+		}
+		return nil
+	}
+	var leaves []tree.Node
+	for _, name := range []string{"plain", "racked", "preferring", "annotated", "gone"} {
+		leaves = append(leaves, tree.Node{Namespace: "ns", Name: name})
+	}
+	got := RequireOwnDomain(leaves, get, members, config.TopologyPolicy{})
+	want := map[string]bool{"ns/racked": true, "ns/annotated": true, "ns/gone": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("RequireOwnDomain = %v, want %v", got, want)
+	}
+	if got := RequireOwnDomain(leaves[:1], get, members, config.TopologyPolicy{Required: gangtest.RackKey}); !got["ns/plain"] {
+		t.Errorf("with the profile's default required key: %v, want ns/plain", got)
 	}
 }

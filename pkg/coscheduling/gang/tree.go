@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
@@ -183,6 +185,25 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 		j.Domain = domainOf(in, job)
 	}
 	return j, true
+}
+
+// RequireOwnDomain are the groups among leaves with a required topology of their own (see
+// gangfit.PolicyFor, read on the group's first member) or whose policy cannot be read (the PodGroup
+// gone, an annotation malformed), by key: get reads a PodGroup, members a group's live pods.
+func RequireOwnDomain(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup, members func(ns, name string) []*v1.Pod, def config.TopologyPolicy) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range leaves {
+		pg, first := get(n.Namespace, n.Name), &v1.Pod{}
+		if pods := members(n.Namespace, n.Name); len(pods) > 0 {
+			first = pods[0]
+		}
+		if pg == nil {
+			out[n.Key()] = true
+		} else if p, err := gangfit.PolicyFor(pg, first, def); err != nil || p.Required != "" {
+			out[n.Key()] = true
+		}
+	}
+	return out
 }
 
 // reservable reports whether the composites of b's tree each need all their children (and, below
