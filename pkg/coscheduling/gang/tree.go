@@ -39,24 +39,30 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
 	}
 	out := make([]gangfit.Group, 0, len(needed.Groups))
 	for _, n := range needed.Groups {
-		members := in.GroupMembers(n.Key())
-		var candidates []*v1.Pod
-		counted := 0
-		if o := in.Gangs[n.Key()]; o != nil {
-			candidates, _, counted = o.Split(members)
-			counted += o.Credit
-		} else {
-			for _, p := range members {
-				if p.Spec.NodeName != "" {
-					counted++
-				} else {
-					candidates = append(candidates, p)
-				}
-			}
-		}
-		out = append(out, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
+		out = append(out, in.toPlace(n, in.GroupMembers(n.Key())))
 	}
 	return out
+}
+
+// toPlace is group n's part of its job's check: its members (its live pods) still to place and how
+// many of them its minimum needs, by its gang's state (the members counted toward its quorum, and
+// its run's succeeded ones), or, for a group with no state yet, by which are bound.
+func (in PreFilterIn) toPlace(n tree.Node, members []*v1.Pod) gangfit.Group {
+	var candidates []*v1.Pod
+	counted := 0
+	if o := in.Gangs[n.Key()]; o != nil {
+		candidates, _, counted = o.Split(members)
+		counted += o.Credit
+	} else {
+		for _, p := range members {
+			if p.Spec.NodeName != "" {
+				counted++
+			} else {
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	return gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted}
 }
 
 // tree is the member's job (nil: its group is in none).
@@ -164,21 +170,7 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 		}
 		members := in.GroupMembers(n.Key())
 		j.Keys, j.Members = append(j.Keys, n.Key()), append(j.Members, members...)
-		var candidates []*v1.Pod
-		counted := 0
-		if o := in.Gangs[n.Key()]; o != nil {
-			candidates, _, counted = o.Split(members)
-			counted += o.Credit
-		} else {
-			for _, p := range members {
-				if p.Spec.NodeName != "" {
-					counted++
-				} else {
-					candidates = append(candidates, p)
-				}
-			}
-		}
-		j.Groups = append(j.Groups, gangfit.Group{Key: n.Key(), Candidates: candidates, Need: n.Min - counted})
+		j.Groups = append(j.Groups, in.toPlace(n, members))
 	}
 	j.Holder = j.Keys[0]
 	if job.Domain != "" || len(job.Preferred) > 0 {
