@@ -194,14 +194,8 @@ func (w *soakWorld) checkJobRack(j *soakJob, views map[string]*soakGroupView) {
 	}
 	racks := map[string][]string{}
 	for _, name := range j.children {
-		v := views[name]
-		if v == nil {
-			continue
-		}
-		for i := range v.pods {
-			if p := &v.pods[i]; soakLive(p) && ours(p) && p.Spec.NodeName != "" {
-				racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
-			}
+		if v := views[name]; v != nil {
+			w.addRacks(racks, v)
 		}
 	}
 	if len(racks) > 1 {

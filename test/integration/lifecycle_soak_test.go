@@ -1422,6 +1422,15 @@ func (w *soakWorld) observe(ctx context.Context) {
 	w.checkDevices(ctx, views)
 }
 
+// addRacks adds the racks of v's live bound members (ours) to racks, with the members in each.
+func (w *soakWorld) addRacks(racks map[string][]string, v *soakGroupView) {
+	for i := range v.pods {
+		if p := &v.pods[i]; soakLive(p) && ours(p) && p.Spec.NodeName != "" {
+			racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
+		}
+	}
+}
+
 // checkPromises checks, at each observation, the promises a gang's changes must not break: a gang
 // that requires one rack has its live bound members in one rack, and no reservation is held for
 // longer than its timeout plus a recheck (once the running scheduler has had a moment to adopt what a
@@ -1429,11 +1438,7 @@ func (w *soakWorld) observe(ctx context.Context) {
 func (w *soakWorld) checkPromises(name string, v *soakGroupView, s *soakGroupState, now time.Time) {
 	if v.required && !s.splitReported {
 		racks := map[string][]string{}
-		for i := range v.pods {
-			if p := &v.pods[i]; soakLive(p) && ours(p) && p.Spec.NodeName != "" {
-				racks[w.rackOf[p.Spec.NodeName]] = append(racks[w.rackOf[p.Spec.NodeName]], p.Name)
-			}
-		}
+		w.addRacks(racks, v)
 		if len(racks) > 1 {
 			s.splitReported = true
 			w.violations++
