@@ -361,6 +361,66 @@ func TestGangGroupsPreemptForJob(t *testing.T) {
 	})
 }
 
+// TestGangGroupsPreemptNested: a job preempts within its nested domains. The job requires one block,
+// its replica (a leader group of one 4-CPU member and a worker group of two) one rack of it. Block
+// gp-b1 has two racks of three 4-CPU nodes, each with one free node and two running a low-priority pod.
+// The replica needs three nodes of one rack: two victims in one rack. Before the preemption read the
+// replica's rack, it searched the block only: one victim, the replica's members nominated to two
+// racks, and its check (one rack) then found no room, nor its preemption anything to evict.
+func TestGangGroupsPreemptNested(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gp-b1", "gp-r1", 3)
+	rack(t, "gp-b1", "gp-r2", 3)
+	for _, node := range []string{"gp-r1-1", "gp-r1-2", "gp-r2-1", "gp-r2-2"} {
+		low := gangPod(ns, "low-"+node, "", "4")
+		delete(low.Labels, v1alpha1.PodGroupLabel)
+		low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, node
+		createPod(t, low)
+	}
+	watchWhole(t, ns, "lead", 1, nil)
+	watchWhole(t, ns, "work", 2, nil)
+	replica := gangComposite(2)
+	replica[tree.AnnotationParent] = "serve"
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(1), blockLabel)
+	createGroupWithPolicy(t, ns, "rep", 1, replica, rackLabel)
+	createGroupIn(t, ns, "lead", 1, child("rep"))
+	createGroupIn(t, ns, "work", 2, child("rep"))
+	for i := range 2 {
+		w := gangPod(ns, fmt.Sprintf("work-%d", i), "work", "4")
+		w.Spec.PriorityClassName = highPriority
+		createPod(t, w)
+	}
+	l := gangPod(ns, "lead-0", "lead", "4")
+	l.Spec.PriorityClassName = highPriority
+	createPod(t, l)
+
+	rackOf := func(name string) string { return name[:strings.LastIndex(name, "-")] }
+	waitFor(t, ns, "two low-priority pods of one rack preempted for the replica", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2 && rackOf(got[0]) == rackOf(got[1]), err
+	})
+	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2, err
+	})
+	victims, _ := preempted(context.Background(), ns)
+	forceDelete(t, ns, victims...)
+	waitForBoundMembers(t, ns, "work", 2)
+	waitForBoundMembers(t, ns, "lead", 1)
+	lead, work := racksOf(t, ns, "lead"), racksOf(t, ns, "work")
+	all := map[string]int{}
+	for _, m := range []map[string]int{lead, work} {
+		for r, n := range m {
+			all[r] += n
+		}
+	}
+	if len(all) != 1 {
+		t.Errorf("racks: lead %v, work %v; want the replica in one rack", lead, work)
+	}
+}
+
 // TestGangGroupsFinishedMember: the finished-member rule in a job. Both roles of a job (2 members of
 // 1 CPU each) run; one of role b's members succeeds, another fails and is replaced (an indexed Job's
 // workers finishing at different times). Role b counts its running member, the one that succeeded and

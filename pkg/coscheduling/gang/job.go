@@ -78,8 +78,13 @@ func (d *TreeDomain) Policy() gangfit.Policy {
 // pinnedNodes are the nodes of the required domains d and its inner composites' placed members pin
 // (nil: none is pinned).
 func (d *TreeDomain) pinnedNodes(nodes []fwk.NodeInfo) sets.Set[string] {
+	return pinnedIn(append([]*TreeDomain{d}, d.Inner...), nodes)
+}
+
+// pinnedIn are the nodes in every domain of tds that is pinned (nil: none is).
+func pinnedIn(tds []*TreeDomain, nodes []fwk.NodeInfo) sets.Set[string] {
 	var out sets.Set[string]
-	for _, td := range append([]*TreeDomain{d}, d.Inner...) {
+	for _, td := range tds {
 		if td.Value == "" {
 			continue
 		}

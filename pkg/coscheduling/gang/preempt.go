@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -256,16 +257,25 @@ func Preempt(in PreemptIn) PreemptOut {
 			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: %s waits for the devices of %d ResourceClaims of preempted pods to be freed", who, n)}
 		}
 	}
-	pol, pinned, own, err := in.policy()
+	pol, pinned, own, within, err := in.policy()
 	if err != nil {
+		if in.Job != nil {
+			return PreemptOut{Result: PreemptNotEligible, Message: fmt.Sprintf("preemption: %s: %v", who, err)}
+		}
 		return PreemptOut{Result: PreemptNotEligible, Message: err.Error()}
 	}
 	minResources := in.PodGroup.Spec.MinResources
 	if in.Job != nil {
 		minResources = nil
 	}
+	nodes, fit := in.Nodes, in.Fit
+	if within != nil {
+		// The search reads the pinned outer domains' nodes only: the shared capacity table is kept
+		// for the whole snapshot's.
+		nodes, fit = onNodes(in.Nodes, within), in.Fit.Private()
+	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(in.Logger, key, candidates, need, in.Nodes, minResources, in.Claims(), in.Fit, true)
+	f := gangfit.New(in.Logger, key, candidates, need, nodes, minResources, in.Claims(), fit, true)
 	if f == nil {
 		return PreemptOut{Result: PreemptNotEligible}
 	}
@@ -273,7 +283,7 @@ func Preempt(in PreemptIn) PreemptOut {
 	if err != nil {
 		return PreemptOut{Result: PreemptError, Err: fmt.Errorf("listing PodDisruptionBudgets: %w", err)}
 	}
-	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, own, in.Leaving, pdbs)
+	plan := gangfit.PlanPreemption(f, nodes, pol, pinned, prio, own, in.Leaving, pdbs)
 	switch {
 	case !plan.Fits && plan.Units == 0:
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
@@ -300,22 +310,92 @@ func (in PreemptIn) toPlace() (candidates []*v1.Pod, need int, nominated []strin
 }
 
 // policy is where the preemption places them: within the gang's topology policy and the domains its
-// bound members pin, or, for a job, within the job's domain; own is the unit of eviction that is never
-// a victim (the gang, or the job).
-func (in PreemptIn) policy() (pol gangfit.Policy, pinned map[string]string, own string, err error) {
+// bound members pin, or, for a job, within the job's domain, or the domain of the inner composite its
+// groups to place are under (see JobPlacement); within, when not nil, are the only nodes the search
+// may use. own is the unit of eviction that is never a victim (the gang, or the job).
+func (in PreemptIn) policy() (pol gangfit.Policy, pinned map[string]string, own string, within sets.Set[string], err error) {
 	if j := in.Job; j != nil {
-		if d := j.Domain; d != nil {
-			pol, pinned = d.Policy(), d.Pinned
-			if d.Value != "" && pinned == nil {
-				pinned = map[string]string{d.Key: d.Value}
-			}
-		}
-		return pol, pinned, j.Unit, nil
+		pol, pinned, within, err = JobPlacement(j.Domain, j.Groups, in.Nodes)
+		return pol, pinned, j.Unit, within, err
 	}
 	if pol, err = gangfit.PolicyFor(in.PodGroup, in.Pod, in.DefaultTopology); err != nil {
-		return pol, nil, "", err
+		return pol, nil, "", nil, err
 	}
-	return pol, gangfit.PinnedDomains(pol, gangfit.BoundNodes(in.Members, in.Nodes)), podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name), nil
+	return pol, gangfit.PinnedDomains(pol, gangfit.BoundNodes(in.Members, in.Nodes)), podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name), nil, nil
+}
+
+// JobPlacement is where a job's preemption places its groups' missing members (the groups of groups
+// with Need > 0), in its domain d (nil: anywhere): the policy and pinned domains the victim search
+// honours, and within, the nodes it is restricted to (nil: all). With no inner composite (d.Inner
+// empty), d's policy and pinned domains. With inner composites (see TreeDomain.Inner), the groups to
+// place must all be under the innermost of them that holds any (its Leaves), which the job's check
+// places in one domain of its required key: the search then places them in one domain of that key
+// (the one their placed members pin, if they do), on the nodes of the domains of the composites
+// above it that are pinned (d's, and the inner ones' between), whether or not its domains nest in
+// theirs. err, when the groups are not all under it (e.g. two replicas each needing a rack of its
+// own), or under none of the member's inner composites: one search cannot keep each composite's
+// groups in one domain of its own, and its evictions might not let the job's check fit; the job
+// does not preempt as one. O(groups × leaves × inner composites + nodes).
+func JobPlacement(d *TreeDomain, groups []gangfit.Group, nodes []fwk.NodeInfo) (pol gangfit.Policy, pinned map[string]string, within sets.Set[string], err error) {
+	if d == nil {
+		return pol, nil, nil, nil
+	}
+	at := d
+	if len(d.Inner) > 0 {
+		i, err := d.innerOf(groups)
+		if err != nil {
+			return pol, nil, nil, err
+		}
+		if i >= 0 {
+			at = d.Inner[i]
+			within = pinnedIn(append([]*TreeDomain{d}, d.Inner[:i]...), nodes)
+		}
+	}
+	pol, pinned = at.Policy(), at.Pinned
+	if at.Value != "" && pinned == nil {
+		pinned = map[string]string{at.Key: at.Value}
+	}
+	return pol, pinned, within, nil
+}
+
+// innerOf is the index in d.Inner of the innermost composite that holds the groups to place (those of
+// groups with Need > 0), -1 when there are none; err when that composite does not hold them all, or
+// none of d.Inner holds any (see JobPlacement).
+func (d *TreeDomain) innerOf(groups []gangfit.Group) (int, error) {
+	var placed []string
+	for _, g := range groups {
+		if g.Need > 0 {
+			placed = append(placed, g.Key)
+		}
+	}
+	if len(placed) == 0 {
+		return -1, nil
+	}
+	for i := len(d.Inner) - 1; i >= 0; i-- {
+		id := d.Inner[i]
+		var under, outside []string
+		for _, k := range placed {
+			if slices.Contains(id.Leaves, k) {
+				under = append(under, k)
+			} else {
+				outside = append(outside, k)
+			}
+		}
+		switch {
+		case len(under) == 0:
+			continue
+		case len(outside) > 0:
+			return -1, fmt.Errorf("its groups to place are not all under one composite with a required topology of its own (%s, under %s, requires one %s domain for %s; %s are outside it): one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted",
+				id.Composite, d.Composite, id.Key, strings.Join(under, ", "), strings.Join(outside, ", "))
+		}
+		return i, nil
+	}
+	inner := make([]string, len(d.Inner))
+	for i, id := range d.Inner {
+		inner[i] = id.Composite
+	}
+	return -1, fmt.Errorf("its groups to place (%s) are under none of its composites with a required topology of their own (%s), and may be under others: one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted",
+		strings.Join(placed, ", "), strings.Join(inner, ", "))
 }
 
 // AssignedNodes are the nodes a preemption's plan places members on, sorted.

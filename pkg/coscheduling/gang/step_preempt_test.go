@@ -2,6 +2,7 @@ package gang
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -280,6 +281,20 @@ func TestPreemptForJob(t *testing.T) {
 		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "", "r1"), gangtest.RackedNode("r1-1", "", "", "r1", low("x", "r1-1", "4")),
 			gangtest.RackedNode("r2-0", "", "", "r2"), gangtest.RackedNode("r2-1", "", "", "r2", low("y", "r2-1", "4"))}
 	}
+	// A job in one block whose replica (the composite of both roles) requires one rack of it.
+	replica := func(value string, leaves ...string) *TreeDomain {
+		return &TreeDomain{Composite: "ns/replica-0", Key: gangtest.RackKey, Value: value, Leaves: leaves}
+	}
+	inBlock := func(value string, inner ...*TreeDomain) *TreeDomain {
+		return &TreeDomain{Composite: "ns/job", Key: gangtest.BlockKey, Value: value, Inner: inner,
+			Leaves: []string{"ns/prefill", "ns/decode", "ns/prefill-1", "ns/decode-1"}}
+	}
+	// Block b1, racks r1 and r2 of two nodes each: one free and one full of a lower pod in each.
+	blockRacks := func() []fwk.NodeInfo {
+		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
+			gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", low("y", "r2-1", "4"))}
+	}
+	thirdRole := append(slices.Clone(twoRoles), gangfit.Group{Key: "ns/prefill-1", Candidates: []*v1.Pod{member("q0", "prefill-1")}, Need: 1})
 	cases := []struct {
 		name        string
 		job         JobPreemption
@@ -308,6 +323,30 @@ func TestPreemptForJob(t *testing.T) {
 			nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "", "r1"), gangtest.RackedNode("r1-1", "", "", "r1", gangtest.Running("x", "", "r1-1", "4", 50)),
 				gangtest.RackedNode("r2-0", "", "", "r2"), gangtest.RackedNode("r2-1", "", "", "r2", low("y", "r2-1", "4"))},
 			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1"}},
+		{name: "both roles under a replica that requires one rack: the search places them in one (a victim in it), not on the free nodes of two racks (which fit the block without evicting)",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: inBlock("", replica("", "ns/prefill", "ns/decode"))},
+			nodes: blockRacks(),
+			want:  PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1"}},
+		{name: "the replica's rack is pinned to r1 (its placed members are there): the victim is r1's lower pod, not r2's, which unpinned goes",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: inBlock("", replica("r1", "ns/prefill", "ns/decode"))},
+			nodes: blockRacks(),
+			want:  PreemptOut{Result: PreemptVictims}, wantVictims: []string{"x"}, wantAssign: map[string]string{"p0": "r1-0", "d0": "r1-1"}},
+		{name: "the job's block is pinned to b1 and rack r1 spans b1 and b2: the replica's rack is one within b1 (r2, two victims, one of priority 50), not r1 (one victim, a member in b2), nor the two cheapest of b1 (x and y, in two racks)",
+			job: JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles, Domain: inBlock("b1", replica("", "ns/prefill", "ns/decode"))},
+			nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b2", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
+				gangtest.RackedNode("r2-0", "", "b1", "r2", low("y", "r2-0", "4")), gangtest.RackedNode("r2-1", "", "b1", "r2", gangtest.Running("z", "", "r2-1", "4", 50))},
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"z", "y"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1"}},
+		{name: "a role of another replica to place too: one search would not keep each replica in a rack of its own, so the job does not preempt as one",
+			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: thirdRole, Domain: inBlock("", replica("", "ns/prefill", "ns/decode"))},
+			nodes: blockRacks(),
+			want: PreemptOut{Result: PreemptNotEligible,
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs: its groups to place are not all under one composite with a required topology of its own (ns/replica-0, under ns/job, requires one " + gangtest.RackKey + " domain for ns/prefill, ns/decode; ns/prefill-1 are outside it): one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted"}},
+		{name: "the groups to place are under none of the member's replicas (its own group complete): they may be under another's, so the job does not preempt as one",
+			job: JobPreemption{Job: "ns/job", Unit: "ns/job", Domain: inBlock("", replica("", "ns/prefill", "ns/decode")),
+				Groups: []gangfit.Group{{Key: "ns/prefill", Need: 0}, {Key: "ns/prefill-1", Candidates: []*v1.Pod{member("q0", "prefill-1")}, Need: 1}, {Key: "ns/decode-1", Candidates: []*v1.Pod{member("e0", "decode-1")}, Need: 1}}},
+			nodes: blockRacks(),
+			want: PreemptOut{Result: PreemptNotEligible,
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs: its groups to place (ns/prefill-1, ns/decode-1) are under none of its composites with a required topology of their own (ns/replica-0), and may be under others: one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted"}},
 		{name: "a pod of the job's own unit is never a victim, though it runs below the job's priority",
 			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
 			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", gangtest.Running("own", "job", "b", "4", 10))},

@@ -2,10 +2,14 @@ package gang
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -122,5 +126,65 @@ func TestPreFilterTreePreferredFallsBack(t *testing.T) {
 	out := g.PreFilter(in)
 	if out.Reject {
 		t.Errorf("refused (tree %v): %s; want placed (block b1 holds the job, decode in one rack)", out.Tree, out.Message)
+	}
+}
+
+// TestJobPlacement: where a job's preemption places its groups' missing members. A job in block b1
+// (pinned), its replica in rack r1 (pinned) and, below it, a composite of the leader alone that
+// requires one zone (a key the test's nodes give r1's first node only). Without inner composites, the
+// job's domain as before; with them, the innermost holding the groups to place, on the nodes of the
+// pinned domains above it; refused when it does not hold them all.
+func TestJobPlacement(t *testing.T) {
+	nodes := []fwk.NodeInfo{gangtest.RackedNode("n0", "z1", "b1", "r1"), gangtest.RackedNode("n1", "", "b1", "r1"),
+		gangtest.RackedNode("n2", "", "b1", "r2"), gangtest.RackedNode("n3", "", "b2", "r1")}
+	leader, worker := gangfit.Group{Key: "ns/leader", Need: 1}, gangfit.Group{Key: "ns/worker", Need: 2}
+	done := gangfit.Group{Key: "ns/worker", Need: 0}
+	replica := &TreeDomain{Composite: "ns/replica", Key: gangtest.RackKey, Value: "r1", Leaves: []string{"ns/leader", "ns/worker"}}
+	lead := &TreeDomain{Composite: "ns/lead", Key: gangtest.ZoneKey, Leaves: []string{"ns/leader"}}
+	outer := func(inner ...*TreeDomain) *TreeDomain {
+		return &TreeDomain{Composite: "ns/job", Key: gangtest.BlockKey, Value: "b1", Inner: inner, Leaves: []string{"ns/leader", "ns/worker", "ns/other"}}
+	}
+	src := func(c string) string { return "composite " + c }
+	for _, tc := range []struct {
+		name       string
+		d          *TreeDomain
+		groups     []gangfit.Group
+		wantPol    gangfit.Policy
+		wantPinned map[string]string
+		wantWithin []string
+		wantErr    string
+	}{
+		{name: "no domain: anywhere", groups: []gangfit.Group{leader, worker}},
+		{name: "no inner composite: the job's domain, pinned, on every node (as before)", d: outer(), groups: []gangfit.Group{leader, worker},
+			wantPol: gangfit.Policy{Required: gangtest.BlockKey, Source: src("ns/job")}, wantPinned: map[string]string{gangtest.BlockKey: "b1"}},
+		{name: "both roles under the replica: its rack, on b1's nodes (n3 is in rack r1 too, in b2)", d: outer(replica), groups: []gangfit.Group{leader, worker},
+			wantPol: gangfit.Policy{Required: gangtest.RackKey, Source: src("ns/replica")}, wantPinned: map[string]string{gangtest.RackKey: "r1"}, wantWithin: []string{"n0", "n1", "n2"}},
+		{name: "the leader alone to place, under the leader's composite: one zone, on the nodes of b1 and r1", d: outer(replica, lead), groups: []gangfit.Group{leader, done},
+			wantPol: gangfit.Policy{Required: gangtest.ZoneKey, Source: src("ns/lead")}, wantWithin: []string{"n0", "n1"}},
+		{name: "both roles, the leader's composite holding one: refused", d: outer(replica, lead), groups: []gangfit.Group{leader, worker},
+			wantErr: "its groups to place are not all under one composite with a required topology of its own (ns/lead, under ns/job, requires one " + gangtest.ZoneKey + " domain for ns/leader; ns/worker are outside it): one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted"},
+		{name: "a group outside the replica: refused", d: outer(replica), groups: []gangfit.Group{leader, {Key: "ns/other", Need: 1}},
+			wantErr: "its groups to place are not all under one composite with a required topology of its own (ns/replica, under ns/job, requires one " + gangtest.RackKey + " domain for ns/leader; ns/other are outside it): one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, pinned, within, err := JobPlacement(tc.d, tc.groups, nodes)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tc.wantErr {
+				t.Errorf("error %q, want %q", gotErr, tc.wantErr)
+			}
+			if !reflect.DeepEqual(pol, tc.wantPol) || !maps.Equal(pinned, tc.wantPinned) {
+				t.Errorf("policy %+v pinned %v, want %+v %v", pol, pinned, tc.wantPol, tc.wantPinned)
+			}
+			var got []string
+			if within != nil {
+				got = sets.List(within)
+			}
+			if !slices.Equal(got, tc.wantWithin) {
+				t.Errorf("within %v, want %v", got, tc.wantWithin)
+			}
+		})
 	}
 }
