@@ -214,6 +214,37 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 	return gang.KeptOff(pl.gangs.All(), pod)
 }
 
+// jobToReserve is the PodGroup whose gang reserves for pod's group, and the job it reserves for (see
+// gang.JobToReserve): the job's holder group when the group reserves with its job, else the group
+// itself and nil.
+func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alpha1.PodGroup, *gang.JobPreemption) {
+	key := podgroup.Key(pg.Namespace, pg.Name)
+	root, _ := pl.treeOf(pg.Namespace, pg.Name)
+	if root == nil || root.JobOf(key) == nil {
+		return pg, nil
+	}
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return pg, nil
+	}
+	// Read outside the lock: which groups have a required topology of their own.
+	required := gang.RequireOwnDomain(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(),
+		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+	pl.mu.Lock()
+	in.Gangs = pl.gangs.All()
+	job, ok := gang.JobToReserve(in, root, key, func(k string) bool { return required[k] })
+	pl.mu.Unlock()
+	if !ok {
+		return pg, nil
+	}
+	ns, name, _ := strings.Cut(job.Holder, "/")
+	if holder := pl.podGroups.Get(ns, name); holder != nil {
+		return holder, &job
+	}
+	return pg, nil
+}
+
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).
 func (pl *Coscheduling) holdsReservation(key string) bool {
 	if pl.reserved.Load() == 0 {
