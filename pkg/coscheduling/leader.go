@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -66,16 +65,11 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		}
 		// The holder of its job's reservation (see gang.JobToReserve): the other groups' nominations
 		// are read and held with its own.
-		members := pl.members.InGroup(pg.Namespace, pg.Name)
 		var groups []string
 		if holder, job := pl.jobToReserve(nil, pg); job != nil && holder.Name == pg.Name {
-			for _, o := range job.Keys {
-				if ns, name, _ := strings.Cut(o, "/"); name != pg.Name {
-					groups = append(groups, o)
-					members = append(members, pl.members.InGroup(ns, name)...)
-				}
-			}
+			groups = job.Others(podgroup.Key(pg.Namespace, pg.Name))
 		}
+		members := pl.membersOf(pg.Namespace, pg.Name, groups)
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
 		var d gang.ReservationDone

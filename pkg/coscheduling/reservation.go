@@ -97,12 +97,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	}
 	logger := klog.FromContext(ctx)
 	if d.End != "" {
-		members := pl.members.InGroup(namespace, name)
-		for _, o := range d.Groups {
-			ons, oname, _ := strings.Cut(o, "/")
-			members = append(members, pl.members.InGroup(ons, oname)...)
-		}
-		pl.clearNominations(ctx, gang.Unkept(members, keep), "")
+		pl.clearNominations(ctx, gang.Unkept(pl.membersOf(namespace, name, d.Groups), keep), "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
 		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, d.EndedMessage(key))
 		for _, o := range d.Waiting {
@@ -243,6 +238,17 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 		return holder, &job
 	}
 	return pg, nil
+}
+
+// membersOf are the live pods of the group namespace/name and of the groups keyed others (a job's
+// reservation's).
+func (pl *Coscheduling) membersOf(namespace, name string, others []string) []*v1.Pod {
+	members := pl.members.InGroup(namespace, name)
+	for _, o := range others {
+		ns, name, _ := strings.Cut(o, "/")
+		members = append(members, pl.members.InGroup(ns, name)...)
+	}
+	return members
 }
 
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).

@@ -107,10 +107,10 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	var out ReserveOut
 	r := &g.Reserve
 	if in.Adopt != nil && !r.Seen && !r.Held() {
-		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Job.others(g.Key()), in.Now, in.Queue))
+		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Job.Others(g.Key()), in.Now, in.Queue))
 		out.Adopted = r.Held()
 	}
-	if groups := in.Job.others(g.Key()); r.Held() && !slices.Equal(r.Groups, groups) {
+	if groups := in.Job.Others(g.Key()); r.Held() && !slices.Equal(r.Groups, groups) {
 		// The room is held for other groups than the job has now (a group joined or left it, or
 		// the group reserves alone now): it ends, every group's nominations cleared, before the
 		// gang reserves again for what it is.
@@ -141,12 +141,12 @@ func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut)
 	out.Steps, out.Planned, out.Plan = append(out.Steps, e), true, p
 	if e.Start || e.Moved {
 		g.Reserve.Hold(p)
-		g.Reserve.Groups = in.Job.others(g.Key())
+		g.Reserve.Groups = in.Job.Others(g.Key())
 	}
 }
 
-// others are the keys of the job's groups other than key (nil for no job).
-func (j *JobPreemption) others(key string) []string {
+// Others are the keys of the job's groups other than key (nil for no job).
+func (j *JobPreemption) Others(key string) []string {
 	if j == nil {
 		return nil
 	}
