@@ -66,3 +66,66 @@ func TestGangGroupsReservation(t *testing.T) {
 		t.Errorf("role b reports a reservation of its own: %s %q", c.Reason, c.Message)
 	}
 }
+
+// TestGangGroupsReservationKOfN: a set of three replica groups that needs two of them whole (as a
+// LeaderWorkerSet with K of N) is not starved either. 4 nodes of 2 CPU are kept busy by 1-CPU pods;
+// each replica is 3 members of 1 CPU, so the set needs 6 CPUs free at once. It reserves as one for
+// the two replicas its first group's check takes (replica-0 and replica-1), and two replicas are
+// bound whole, none in part.
+func TestGangGroupsReservationKOfN(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
+	ns := testNamespace(t)
+	smallNodes(t, "grk", 4, nil)
+	s := startStream(t, ns, "grk", "1", "", 500*time.Millisecond, 4*time.Second)
+	time.Sleep(6 * time.Second)
+	arrival := time.Now()
+	if n := s.boundBetween(time.Time{}, arrival); n < 4 {
+		t.Fatalf("only %d small pods were placed before the set came", n)
+	}
+	replicas := []string{"replica-0", "replica-1", "replica-2"}
+	set := &tnode{name: "set", composite: true, min: 2}
+	for _, r := range replicas {
+		watchWhole(t, ns, r, 3, nil)
+		set.children = append(set.children, &tnode{name: r, min: 3})
+	}
+	watchTrees(t, ns, []*tnode{set})
+	createGroupIn(t, ns, "set", 1, gangComposite(2))
+	for _, r := range replicas {
+		createGroupIn(t, ns, r, 3, child("set"))
+		for i := range 3 {
+			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "1")
+			p.Spec.NodeSelector = map[string]string{caseLabel: "grk"}
+			createPod(t, p)
+		}
+	}
+
+	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
+	if want := "for its job " + ns + "/set holds room for 6 members on"; !strings.Contains(ev.Message, want) {
+		t.Errorf("Reserved event %q, want it to say %q", ev.Message, want)
+	}
+	reservedAt := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		whole := 0
+		for _, r := range replicas {
+			n, err := boundMembers(ctx, ns, r)
+			if err != nil {
+				return false, err
+			}
+			if n == 3 {
+				whole++
+			}
+		}
+		return whole >= 2, nil
+	}); err != nil {
+		t.Fatalf("two replicas were not placed within two minutes of the set's reservation (%v after its arrival)\n%s", reservedAt.Sub(arrival), dumpNamespace(ns))
+	}
+	t.Logf("set arrived, reserved after %v, two replicas placed after %v", reservedAt.Sub(arrival).Round(time.Second), time.Since(arrival).Round(time.Second))
+	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
+		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
+	}
+	for _, r := range replicas[1:] {
+		if c := reservedCondition(t, ns, r); c != nil && c.Status == "True" {
+			t.Errorf("%s reports a reservation of its own: %s %q", r, c.Reason, c.Message)
+		}
+	}
+}

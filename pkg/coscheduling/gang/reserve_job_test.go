@@ -144,10 +144,11 @@ func TestJobRoomIsTheSameWhoeverAsks(t *testing.T) {
 	}
 }
 
-// TestJobToReserve: the job a group reserves for is every group under its topmost gang composite,
-// the same whichever group asks; a job whose groups the asker would choose (K of N), with a
-// composite below the job's that has a topology of its own, or with a group that requires one of its
-// own, is no job to reserve for: each group reserves alone.
+// TestJobToReserve: the job a group reserves for is the same whichever group asks: its holder (the
+// group holding a reservation already, else the first by name with the members its minimum needs)
+// and the groups the holder's own check places with it. Of K of N alike replicas, those closest to
+// ready; a job it cannot say (a choice among unlike groups, a nested topology, a group's own required
+// one, no gang composite) reserves group by group.
 func TestJobToReserve(t *testing.T) {
 	index := func(nodes ...tree.Node) *tree.Index {
 		x := tree.NewIndex()
@@ -159,45 +160,101 @@ func TestJobToReserve(t *testing.T) {
 	serve := tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey}
 	decode := tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"}
 	prefill := tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"}
-	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1"), "extra": role("extra", 1, "1")}
+	set := tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2}
+	replica := func(name string) tree.Node {
+		return tree.Node{Namespace: "ns", Name: name, Gang: true, Min: 2, Parent: "set"}
+	}
+	replicas := index(set, replica("r0"), replica("r1"), replica("r2"))
+	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1"), "extra": role("extra", 1, "1"),
+		"r0": role("r0", 2, "1"), "r1": role("r1", 2, "1"), "r2": role("r2", 2, "1")}
 	none := func(string) bool { return false }
+	// gangs: r2 has a member reserved (closest to ready); r1 holds a reservation.
+	reserved := func() map[string]*Gang {
+		g := New("ns", "r2", "uid-r2")
+		g.CountReserved(pods["r2"][0].UID, "n1")
+		return map[string]*Gang{g.Key(): g}
+	}
+	holding := func() map[string]*Gang {
+		g := New("ns", "r1", "uid-r1")
+		g.Reserve.Phase = resv.Held
+		return map[string]*Gang{g.Key(): g}
+	}
+	short, fewDecode := maps.Clone(pods), maps.Clone(pods)
+	short["r0"], fewDecode["decode"] = pods["r0"][:1], pods["decode"][:3]
 	cases := []struct {
 		name     string
 		x        *tree.Index
 		asker    string
 		required func(string) bool
-		want     bool
+		gangs    func() map[string]*Gang
+		pods     map[string][]*v1.Pod
+		// want: the holder, then each group with its need; empty: the group reserves alone.
+		want   []string
+		domain string
 	}{
-		{name: "two roles, asked by decode", x: index(serve, decode, prefill), asker: "decode", required: none, want: true},
-		{name: "two roles, asked by prefill: the same job", x: index(serve, decode, prefill), asker: "prefill", required: none, want: true},
-		{name: "K of N: which groups is the asker's choice", x: index(serve, decode, prefill,
-			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode", required: none},
+		{name: "two roles, asked by decode", x: index(serve, decode, prefill), asker: "decode", want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey},
+		{name: "two roles, asked by prefill: the same job", x: index(serve, decode, prefill), asker: "prefill", want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey},
+		{name: "two roles, the first short of members: the second holds it", x: index(serve, decode, prefill), asker: "decode", pods: fewDecode, want: []string{"ns/prefill", "ns/prefill:2", "ns/decode:4"}, domain: gangtest.BlockKey},
+		{name: "K of N replicas: the first two", x: replicas, asker: "r0", want: []string{"ns/r0", "ns/r0:2", "ns/r1:2"}},
+		{name: "K of N replicas, asked by one left out: the same", x: replicas, asker: "r2", want: []string{"ns/r0", "ns/r0:2", "ns/r1:2"}},
+		{name: "K of N replicas: the one closest to ready is taken", x: replicas, asker: "r1", gangs: reserved, want: []string{"ns/r0", "ns/r0:2", "ns/r2:1"}},
+		{name: "K of N replicas: the group holding a reservation holds the job's", x: replicas, asker: "r0", gangs: holding, want: []string{"ns/r1", "ns/r1:2", "ns/r0:2"}},
+		{name: "K of N replicas, one short of members: not alike, as for the check", x: replicas, asker: "r2", pods: short},
+		{name: "K of N among unlike groups: which is the asker's choice", x: index(serve, decode, prefill,
+			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode"},
 		{name: "a composite below with a rack of its own", x: index(serve,
 			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
 			tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "rep"}, tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "rep"}),
-			asker: "decode", required: none},
+			asker: "decode"},
 		{name: "a group requires a rack of its own", x: index(serve, decode, prefill), asker: "decode", required: func(k string) bool { return k == "ns/prefill" }},
-		{name: "in no gang composite", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Min: 1}, decode, prefill), asker: "decode", required: none},
+		{name: "in no gang composite", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Min: 1}, decode, prefill), asker: "decode"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			root, _ := tc.x.Resolve("ns", tc.asker)
-			g := New("ns", tc.asker, "uid")
-			in := treeIn(g, pods[tc.asker][0], 0, gangtest.RackedCluster(), map[string]*Gang{g.Key(): g}, root, pods)
-			j, ok := JobToReserve(in, root, g.Key(), tc.required)
-			if ok != tc.want {
-				t.Fatalf("JobToReserve ok %v, want %v (%+v)", ok, tc.want, j)
+			gangs := map[string]*Gang{}
+			if tc.gangs != nil {
+				gangs = tc.gangs()
+			}
+			g := gangs["ns/"+tc.asker]
+			if g == nil {
+				g = New("ns", tc.asker, "uid")
+				gangs[g.Key()] = g
+			}
+			all, required := pods, none
+			if tc.pods != nil {
+				all = tc.pods
+			}
+			if tc.required != nil {
+				required = tc.required
+			}
+			in := treeIn(g, all[tc.asker][0], 0, gangtest.RackedCluster(), gangs, root, all)
+			j, ok := JobToReserve(in, root, g.Key(), required)
+			var got []string
+			if ok {
+				got = append(got, j.Holder)
+				for _, gr := range j.Groups {
+					got = append(got, fmt.Sprintf("%s:%d", gr.Key, gr.Need))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("JobToReserve: holder and groups %v, want %v", got, tc.want)
 			}
 			if !ok {
 				return
 			}
-			var groups []string
-			for _, gr := range j.Groups {
-				groups = append(groups, fmt.Sprintf("%s:%d", gr.Key, gr.Need))
+			members := 0
+			for i, gr := range j.Groups {
+				if j.Keys[i] != gr.Key {
+					t.Errorf("keys %v do not follow the groups", j.Keys)
+				}
+				members += len(all[strings.TrimPrefix(gr.Key, "ns/")])
 			}
-			if j.Job != "ns/serve" || j.Holder != "ns/decode" || !slices.Equal(j.Keys, []string{"ns/decode", "ns/prefill"}) ||
-				!slices.Equal(groups, []string{"ns/decode:4", "ns/prefill:2"}) || len(j.Members) != 6 || j.Domain == nil || j.Domain.Key != gangtest.BlockKey {
-				t.Errorf("job %s holder %s keys %v groups %v, %d members, domain %+v; want ns/serve, ns/decode, both groups whole to place, 6, the block", j.Job, j.Holder, j.Keys, groups, len(j.Members), j.Domain)
+			if j.Job != root.JobOf(g.Key()).Key() || len(j.Members) != members {
+				t.Errorf("job %s with %d members, want %s with %d", j.Job, len(j.Members), root.JobOf(g.Key()).Key(), members)
+			}
+			if (j.Domain == nil) != (tc.domain == "") || j.Domain != nil && j.Domain.Key != tc.domain {
+				t.Errorf("domain %+v, want %q", j.Domain, tc.domain)
 			}
 		})
 	}

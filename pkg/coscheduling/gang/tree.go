@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"cmp"
+	"sort"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,18 +17,26 @@ import (
 // it, and the domain its job holds its groups in.
 
 // together lists the other groups of the member's job that its check places with its own (see
-// tree.Branch.Needed), each with its candidates and need from its gang's state; none when the tree
-// leaves a choice among groups that are not alike (gangfit.AlikeGroups). O(the job's pods).
+// PreFilterIn.needed); none when the tree leaves a choice it cannot make.
 func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
+	out, _ := in.needed(root, g.Key())
+	return out
+}
+
+// needed lists the other groups of the job of the group keyed key that are placed with it for every
+// gang composite above it to be ready (see tree.Branch.Needed), each with its candidates and need
+// from its gang's state. ok is false when the tree leaves a choice among groups that are not alike
+// (gangfit.AlikeGroups), or has too few children. O(the job's pods).
+func (in PreFilterIn) needed(root *tree.Branch, key string) (_ []gangfit.Group, ok bool) {
 	count := func(key string) int {
 		if o := in.Gangs[key]; o != nil {
 			return o.Count()
 		}
 		return 0
 	}
-	needed, ok := root.Needed(g.Key(), count)
+	needed, ok := root.Needed(key, count)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	for _, among := range needed.Choices {
 		pods := make([][]*v1.Pod, len(among))
@@ -34,14 +44,14 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
 			pods[i] = in.GroupMembers(n.Key())
 		}
 		if !gangfit.AlikeGroups(pods) {
-			return nil
+			return nil, false
 		}
 	}
 	out := make([]gangfit.Group, 0, len(needed.Groups))
 	for _, n := range needed.Groups {
 		out = append(out, in.toPlace(n, in.GroupMembers(n.Key())))
 	}
-	return out
+	return out, true
 }
 
 // toPlace is group n's part of its job's check: its members (its live pods) still to place and how
@@ -147,14 +157,18 @@ type JobPreemption struct {
 }
 
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
-// every group under the topmost gang composite above it, each group's missing members by its gang's
-// state, in the job's domain; its holder is its first group in name order. It is the same job
-// whichever of its groups asks, so that its room does not move with the asker. ok is false, and the
-// group reserves alone, when that cannot be said: the group is in no gang composite, a composite of
-// the job takes K of its N children (which K is the asker's choice), a composite below the job's has a
-// topology of its own, or a group has a required topology of its own (required(key)), which one
-// domain for the job's room would not honour. Under the plugin's lock (it reads the gangs' state).
-// O(the job's pods).
+// its holder group and the groups the job needs with it (PreFilterIn.needed, as the holder's own check
+// places them: every group under the topmost gang composite above it where each composite needs all
+// its children; of K of N alike replicas, the holder's and those closest to ready, then by name),
+// each group's missing members by its gang's state, in the job's domain. The holder is the job's
+// group that holds a reservation already, else its first group in name order, among the groups with
+// the members their minimum needs: the job is the same whichever of its groups asks, so that its
+// room does not move with the asker, and a reservation held is the one that moves. ok is false, and
+// the group reserves alone, when that cannot be said: the group is in no gang composite, the job
+// leaves a choice among groups that are not alike, a composite below the job's is basic or has a
+// topology of its own, a group has a required topology of its own (required(key)), which one
+// domain for the job's room would not honour, or no group has its members. Under the plugin's lock
+// (it reads the gangs' state). O(the job's pods).
 func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(key string) bool) (JobPreemption, bool) {
 	if root == nil {
 		return JobPreemption{}, false
@@ -163,16 +177,39 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 	if job == nil || !reservable(job, true) {
 		return JobPreemption{}, false
 	}
-	j := JobPreemption{Job: job.Key(), Unit: job.Key()}
+	var first, held string
+	leaves := map[string]tree.Node{}
 	for _, n := range job.Leaves() {
+		leaves[n.Key()] = n
 		if required(n.Key()) {
 			return JobPreemption{}, false
 		}
-		members := in.GroupMembers(n.Key())
-		j.Keys, j.Members = append(j.Keys, n.Key()), append(j.Members, members...)
-		j.Groups = append(j.Groups, in.toPlace(n, members))
+		if gr := in.toPlace(n, in.GroupMembers(n.Key())); gr.Need > len(gr.Candidates) {
+			continue // short of members: it cannot hold the job's room
+		}
+		if first == "" {
+			first = n.Key()
+		}
+		if g := in.Gangs[n.Key()]; held == "" && g != nil && g.Reserve.Held() {
+			held = n.Key()
+		}
 	}
-	j.Holder = j.Keys[0]
+	holder := cmp.Or(held, first)
+	if holder == "" {
+		return JobPreemption{}, false
+	}
+	others, ok := in.needed(root, holder)
+	if !ok {
+		return JobPreemption{}, false
+	}
+	sort.Slice(others, func(a, b int) bool { return others[a].Key < others[b].Key })
+	own := in.GroupMembers(holder)
+	j := JobPreemption{Job: job.Key(), Unit: job.Key(), Holder: holder, Keys: []string{holder}, Members: own,
+		Groups: []gangfit.Group{in.toPlace(leaves[holder], own)}}
+	for _, o := range others {
+		j.Keys, j.Groups = append(j.Keys, o.Key), append(j.Groups, o)
+		j.Members = append(j.Members, in.GroupMembers(o.Key)...)
+	}
 	if job.Domain != "" || len(job.Preferred) > 0 {
 		j.Domain = domainOf(in, job)
 	}
@@ -198,13 +235,13 @@ func RequireOwnDomain(leaves []tree.Node, get func(ns, name string) *v1alpha1.Po
 	return out
 }
 
-// reservable reports whether the composites of b's tree each need all their children (and, below
-// the top, have no topology of their own): the job's groups are then the same whoever asks.
+// reservable reports whether the composites of b's tree are gang composites with, below the top, no
+// topology of their own: the job's room is then one domain's (K of N choices are Needed's).
 func reservable(b *tree.Branch, top bool) bool {
 	if !b.Composite {
 		return true
 	}
-	if !b.Gang || b.Min != len(b.Children) || !top && (b.Domain != "" || len(b.Preferred) > 0) {
+	if !b.Gang || !top && (b.Domain != "" || len(b.Preferred) > 0) {
 		return false
 	}
 	for _, c := range b.Children {
