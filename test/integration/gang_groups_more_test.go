@@ -421,6 +421,84 @@ func TestGangGroupsPreemptNested(t *testing.T) {
 	}
 }
 
+// TestGangGroupsPreemptReplicas: a job of two replicas, each requiring a rack of its own, preempts in
+// parts. The job (both replicas) requires one block; each replica (a leader group of one 2-CPU member
+// and a worker group of two: 6 CPU) one rack of it. Block gq-b1 has two racks of two 4-CPU nodes: in
+// gq-r1 one node is free and one runs a low-priority 4-CPU pod; in gq-r2 each runs a low-priority
+// 2-CPU pod. One search over the block evicts the 4-CPU pod only (the six members then fit the block,
+// but no rack holds the second replica) and the job stays pending; in parts, the first replica frees
+// gq-r1 (its 4-CPU pod), the second room in gq-r2 (one 2-CPU pod), and each is placed in a rack of
+// its own.
+func TestGangGroupsPreemptReplicas(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "gq-b1", "gq-r1", 2)
+	rack(t, "gq-b1", "gq-r2", 2)
+	for node, cpu := range map[string]string{"gq-r1-1": "4", "gq-r2-0": "2", "gq-r2-1": "2"} {
+		low := gangPod(ns, "low-"+node, "", cpu)
+		delete(low.Labels, v1alpha1.PodGroupLabel)
+		low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, node
+		createPod(t, low)
+	}
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
+	for _, r := range []string{"0", "1"} {
+		lead, work := "lead-"+r, "work-"+r
+		watchWhole(t, ns, lead, 1, nil)
+		watchWhole(t, ns, work, 2, nil)
+		replica := gangComposite(2)
+		replica[tree.AnnotationParent] = "serve"
+		createGroupWithPolicy(t, ns, "rep-"+r, 1, replica, rackLabel)
+		createGroupIn(t, ns, lead, 1, child("rep-"+r))
+		createGroupIn(t, ns, work, 2, child("rep-"+r))
+		for i := range 2 {
+			w := gangPod(ns, fmt.Sprintf("%s-%d", work, i), work, "2")
+			w.Spec.PriorityClassName = highPriority
+			createPod(t, w)
+		}
+		l := gangPod(ns, lead+"-0", lead, "2")
+		l.Spec.PriorityClassName = highPriority
+		createPod(t, l)
+	}
+
+	waitFor(t, ns, "a low-priority pod of each rack preempted for the two replicas", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2 && slices.Contains(got, "low-gq-r1-1"), err
+	})
+	waitFor(t, ns, "a Preempting event saying each replica has a rack of its own", func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && slices.ContainsFunc(evs.Items, func(e v1.Event) bool {
+			return e.Reason == podgroup.ReasonPreempting && strings.Contains(e.Message, "so that 6 members fit, each of its 2 composites with a domain of its own in one")
+		}), err
+	})
+	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2, err
+	})
+	victims, _ := preempted(context.Background(), ns)
+	forceDelete(t, ns, victims...)
+	replicaRacks := map[string]bool{}
+	for _, r := range []string{"0", "1"} {
+		waitForBoundMembers(t, ns, "work-"+r, 2)
+		waitForBoundMembers(t, ns, "lead-"+r, 1)
+		racks := map[string]int{}
+		for _, m := range []map[string]int{racksOf(t, ns, "lead-"+r), racksOf(t, ns, "work-"+r)} {
+			for rk, n := range m {
+				racks[rk] += n
+			}
+		}
+		if len(racks) != 1 {
+			t.Errorf("replica %s in racks %v; want one", r, racks)
+		}
+		for rk := range racks {
+			replicaRacks[rk] = true
+		}
+	}
+	if len(replicaRacks) != 2 {
+		t.Errorf("the replicas are in racks %v; each needs a rack of its own", replicaRacks)
+	}
+}
+
 // TestGangGroupsFinishedMember: the finished-member rule in a job. Both roles of a job (2 members of
 // 1 CPU each) run; one of role b's members succeeds, another fails and is replaced (an indexed Job's
 // workers finishing at different times). Role b counts its running member, the one that succeeded and

@@ -257,6 +257,9 @@ func Preempt(in PreemptIn) PreemptOut {
 			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: %s waits for the devices of %d ResourceClaims of preempted pods to be freed", who, n)}
 		}
 	}
+	if in.Job != nil && len(in.Job.Parts) > 0 {
+		return in.preemptParts(who, prio, need)
+	}
 	pol, pinned, own, within, err := in.policy()
 	if err != nil {
 		if in.Job != nil {
@@ -440,6 +443,10 @@ func PreemptingMessage(plan gangfit.Plan, prio int32, need int, nodes []string) 
 	if len(plan.Gangs) > 0 {
 		gangs = " (" + strings.Join(plan.Gangs, ", ") + ")"
 	}
-	return fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit; members nominated to %s",
-		len(plan.Victims), prio, len(plan.Gangs), gangs, plan.Singles, need, strings.Join(nodes, ", "))
+	parts := ""
+	if plan.Parts > 1 {
+		parts = fmt.Sprintf(", each of its %d composites with a domain of its own in one", plan.Parts)
+	}
+	return fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit%s; members nominated to %s",
+		len(plan.Victims), prio, len(plan.Gangs), gangs, plan.Singles, need, parts, strings.Join(nodes, ", "))
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // preemptor is a member of "g" at priority 100 requesting cpu.
@@ -295,6 +296,15 @@ func TestPreemptForJob(t *testing.T) {
 			gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", low("y", "r2-1", "4"))}
 	}
 	thirdRole := append(slices.Clone(twoRoles), gangfit.Group{Key: "ns/prefill-1", Candidates: []*v1.Pod{member("q0", "prefill-1")}, Need: 1})
+	// Two replicas, each of both roles and requiring a rack of its own, in one block: in parts.
+	secondReplica := []gangfit.Group{{Key: "ns/prefill-1", Candidates: []*v1.Pod{member("q0", "prefill-1")}, Need: 1}, {Key: "ns/decode-1", Candidates: []*v1.Pod{member("e0", "decode-1")}, Need: 1}}
+	replicaN := func(n string) *TreeDomain { return &TreeDomain{Composite: "ns/replica-" + n, Key: gangtest.RackKey} }
+	inParts := func(block string) JobPreemption {
+		return JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: append(slices.Clone(twoRoles), secondReplica...),
+			Domain: inBlock(block, replicaN("0")), Outer: &TreeDomain{Composite: "ns/job", Key: gangtest.BlockKey, Value: block},
+			Parts: []JobPart{{Chain: []*TreeDomain{replicaN("0")}, Groups: twoRoles}, {Chain: []*TreeDomain{replicaN("1")}, Groups: secondReplica}}}
+	}
+	high := func(name, node string) *v1.Pod { return gangtest.Running(name, "", node, "4", 200) }
 	cases := []struct {
 		name        string
 		job         JobPreemption
@@ -305,6 +315,8 @@ func TestPreemptForJob(t *testing.T) {
 		wantAssign  map[string]string
 		// wantWaitedOn are the nodes Terminating was asked about.
 		wantWaitedOn []string
+		// wantNeed: the members the plan places (2 when 0).
+		wantNeed int
 	}{
 		{name: "each role fits the free node alone, not both: one lower pod is evicted, both roles nominated",
 			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
@@ -347,6 +359,27 @@ func TestPreemptForJob(t *testing.T) {
 			nodes: blockRacks(),
 			want: PreemptOut{Result: PreemptNotEligible,
 				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs: its groups to place (ns/prefill-1, ns/decode-1) are under none of its composites with a required topology of their own (ns/replica-0), and may be under others: one search would not keep each composite's groups in one domain, so the job does not preempt as one; nothing was evicted"}},
+		{name: "two replicas, each requiring a rack of its own: the job preempts in parts, one victim in each rack, each replica in one",
+			job: inParts(""), nodes: blockRacks(), wantNeed: 4,
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"y", "x"}, wantAssign: map[string]string{"p0": "r2-0", "d0": "r2-1", "q0": "r1-0", "e0": "r1-1"}},
+		{name: "two replicas where one rack can be freed: nothing is evicted for one replica alone",
+			job: inParts(""), nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
+				gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", high("h", "r2-1"))},
+			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
+		{name: "two replicas, two blocks: the block where both racks can be freed is chosen",
+			job: inParts(""), nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
+				gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", high("h", "r2-1")),
+				gangtest.RackedNode("r3-0", "", "b2", "r3"), gangtest.RackedNode("r3-1", "", "b2", "r3", low("u", "r3-1", "4")),
+				gangtest.RackedNode("r4-0", "", "b2", "r4"), gangtest.RackedNode("r4-1", "", "b2", "r4", low("v", "r4-1", "4"))}, wantNeed: 4,
+			want: PreemptOut{Result: PreemptVictims}, wantVictims: []string{"v", "u"}, wantAssign: map[string]string{"p0": "r4-0", "d0": "r4-1", "q0": "r3-0", "e0": "r3-1"}},
+		{name: "two replicas, the job's block pinned to b1 where one rack can be freed: b2 is not used, nothing is evicted",
+			job: inParts("b1"), nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
+				gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", high("h", "r2-1")),
+				gangtest.RackedNode("r3-0", "", "b2", "r3"), gangtest.RackedNode("r3-1", "", "b2", "r3", low("u", "r3-1", "4")),
+				gangtest.RackedNode("r4-0", "", "b2", "r4"), gangtest.RackedNode("r4-1", "", "b2", "r4", low("v", "r4-1", "4"))},
+			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
 		{name: "a pod of the job's own unit is never a victim, though it runs below the job's priority",
 			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
 			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", gangtest.Running("own", "job", "b", "4", 10))},
@@ -391,12 +424,89 @@ func TestPreemptForJob(t *testing.T) {
 				if diff := cmp.Diff(tc.wantAssign, assign); diff != "" {
 					t.Errorf("assignment (-want,+got):\n%s", diff)
 				}
-				if out.Need != 2 {
-					t.Errorf("need %d, want 2: both roles' members", out.Need)
+				if want := max(tc.wantNeed, 2); out.Need != want {
+					t.Errorf("need %d, want %d: every role's members", out.Need, want)
 				}
 			}
 			if diff := cmp.Diff(tc.wantWaitedOn, waitedOn); tc.wantWaitedOn != nil && diff != "" {
 				t.Errorf("waited on (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJobParts: a job's groups to place under several composites with a rack of their own are
+// split into parts, one per composite (the groups under none last), within the job's domain; not
+// when one composite holds them all, nor when parts placed one by one could split a domain (a
+// composite above two parts, not pinned).
+func TestJobParts(t *testing.T) {
+	composite := func(name, parent, domain string) tree.Node {
+		return tree.Node{Namespace: "ns", Name: name, Composite: true, Gang: true, Min: 2, Parent: parent, Domain: domain}
+	}
+	leaf := func(name, parent string) tree.Node {
+		return tree.Node{Namespace: "ns", Name: name, Gang: true, Min: 1, Parent: parent}
+	}
+	toPlace := func(keys ...string) []gangfit.Group {
+		var out []gangfit.Group
+		for _, k := range keys {
+			out = append(out, gangfit.Group{Key: "ns/" + k, Candidates: role(k, 1, "1"), Need: 1})
+		}
+		return out
+	}
+	replicas := []tree.Node{composite("rep0", "set", gangtest.RackKey), leaf("l0", "rep0"), leaf("w0", "rep0"),
+		composite("rep1", "set", gangtest.RackKey), leaf("l1", "rep1"), leaf("w1", "rep1")}
+	cases := []struct {
+		name   string
+		nodes  []tree.Node
+		groups []gangfit.Group
+		// want: each part's chain of composites and its groups; outer the job's domain's composite.
+		want  []string
+		outer string
+	}{
+		{name: "two replicas in a block, each in a rack", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey)}, replicas...),
+			groups: toPlace("l0", "w0", "l1", "w1"), want: []string{"ns/rep0: ns/l0 ns/w0", "ns/rep1: ns/l1 ns/w1"}, outer: "ns/set"},
+		{name: "two replicas, the set with no domain", nodes: append([]tree.Node{composite("set", "", "")}, replicas...),
+			groups: toPlace("l0", "w0", "l1", "w1"), want: []string{"ns/rep0: ns/l0 ns/w0", "ns/rep1: ns/l1 ns/w1"}},
+		{name: "one replica to place: one search", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey)}, replicas...),
+			groups: append(toPlace("l0", "w0"), gangfit.Group{Key: "ns/l1"}, gangfit.Group{Key: "ns/w1"})},
+		{name: "a router under the set beside a replica: the replica, then the router", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey), leaf("router", "set")}, replicas...),
+			groups: toPlace("router", "l0", "w0"), want: []string{"ns/rep0: ns/l0 ns/w0", ": ns/router"}, outer: "ns/set"},
+		{name: "two replicas under a pair in one block not placed yet: parts could split the block", nodes: []tree.Node{composite("set", "", gangtest.ZoneKey), composite("pair", "set", gangtest.BlockKey),
+			composite("rep0", "pair", gangtest.RackKey), leaf("l0", "rep0"), composite("rep1", "pair", gangtest.RackKey), leaf("l1", "rep1")},
+			groups: toPlace("l0", "l1")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			x := tree.NewIndex()
+			for _, n := range tc.nodes {
+				x.Set(n)
+			}
+			asker := strings.TrimPrefix(tc.groups[0].Key, "ns/")
+			root, _ := x.Resolve("ns", asker)
+			g := New("ns", asker, "uid")
+			in := treeIn(g, nil, 0, gangtest.RackedCluster(), map[string]*Gang{}, root, map[string][]*v1.Pod{})
+			outer, parts := jobParts(in, root, root.JobOf(g.Key()), g.Key(), tc.groups)
+			var got []string
+			for _, p := range parts {
+				var chain, groups []string
+				for _, d := range p.Chain {
+					chain = append(chain, d.Composite)
+				}
+				for _, gr := range p.Groups {
+					groups = append(groups, gr.Key)
+				}
+				got = append(got, strings.Join(chain, ",")+": "+strings.Join(groups, " "))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("parts (-want,+got):\n%s", diff)
+			}
+			if o := ""; outer != nil || tc.outer != "" {
+				if outer != nil {
+					o = outer.Composite
+				}
+				if o != tc.outer {
+					t.Errorf("outer %q, want %q", o, tc.outer)
+				}
 			}
 		})
 	}

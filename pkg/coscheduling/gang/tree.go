@@ -154,6 +154,10 @@ type JobPreemption struct {
 	// groups'.
 	Holder string
 	Keys   []string
+	// Parts, when set, split the groups to place under several composites with a domain of their
+	// own, within Outer (nil: anywhere): the job preempts in parts (see JobPart).
+	Outer *TreeDomain
+	Parts []JobPart
 }
 
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
@@ -276,6 +280,9 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	}
 	if _, _, ok := gangfit.Joint(j.Groups); !ok {
 		return JobPreemption{}, false
+	}
+	if job := root.JobOf(g.Key()); job != nil {
+		j.Outer, j.Parts = jobParts(in, root, job, g.Key(), j.Groups)
 	}
 	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())

@@ -318,6 +318,31 @@ type Plan struct {
 	Violations int
 	// Assignment is each placed member's node, with the victims gone.
 	Assignment []Nomination
+	// Parts counts the composites placed each in a domain of its own, one search after the other (a
+	// job's, see gang.JobPart); 0 for one search.
+	Parts int
+}
+
+// Assign places f's members in the gang's domain (policy p, within the domains pinned; anywhere
+// without a required key), first fit, on f's free capacity as it is: each placed member's node.
+func Assign(f *Fit, p Policy, pinned map[string]string) []Nomination {
+	var idx []int
+	if !p.Empty() {
+		if pl, ok := ChoosePlacement(f, p, pinned, nil); ok && pl.Nodes != nil {
+			for i, fn := range f.free {
+				if pl.Nodes.Has(fn.node.Name) {
+					idx = append(idx, i)
+				}
+			}
+		}
+	}
+	var out []Nomination
+	for mi, ni := range f.assign(idx) {
+		if ni >= 0 {
+			out = append(out, Nomination{Pod: f.members[mi].pod, Node: f.free[ni].node.Name})
+		}
+	}
+	return out
 }
 
 // PlanPreemption chooses the cheapest lower-priority units (gangs whole, single pods) whose eviction
@@ -344,21 +369,7 @@ func PlanPreemption(f *Fit, nodes []fwk.NodeInfo, p Policy, pinned map[string]st
 	if !ok || len(chosen) == 0 {
 		return plan
 	}
-	var idx []int
-	if !p.Empty() {
-		if pl, ok := ChoosePlacement(f, p, pinned, nil); ok && pl.Nodes != nil {
-			for i, fn := range f.free {
-				if pl.Nodes.Has(fn.node.Name) {
-					idx = append(idx, i)
-				}
-			}
-		}
-	}
-	for mi, ni := range f.assign(idx) {
-		if ni >= 0 {
-			plan.Assignment = append(plan.Assignment, Nomination{Pod: f.members[mi].pod, Node: f.free[ni].node.Name})
-		}
-	}
+	plan.Assignment = Assign(f, p, pinned)
 	plan.Gangs = []string{}
 	for _, v := range chosen {
 		if v.IsGroup() {

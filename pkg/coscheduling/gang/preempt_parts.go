@@ -1,0 +1,208 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
+)
+
+// A job whose groups to place are under several composites with a required key of their own (two
+// replicas of a set, each needing a rack of its own) preempts in parts: one victim search per
+// composite, each in one domain of its key, the later ones counting the earlier ones' victims gone
+// and their members placed, all within one domain of the job's own key. All parts fit, or nothing
+// is evicted.
+
+// JobPart is a share of a job's preemption placed in one domain of its own (see jobParts): the groups
+// to place under one composite with a required key, and the domains of the composites with one from
+// the job's domain down to it (Chain, outermost first; the last is the part's own). A part with no
+// Chain is placed in the job's domain only.
+type JobPart struct {
+	Chain  []*TreeDomain
+	Groups []gangfit.Group
+}
+
+// jobParts splits the job's groups to place (those of groups with Need > 0) by the innermost
+// composite with a required key of its own they are under, below the job's domain (the outermost
+// composite with a domain above the group keyed key, when it holds the whole job; else the job): the
+// domain outer and the parts, or nil parts when the groups are under one such composite or none (one
+// search places them, see JobPlacement) or parts placed one by one could split a domain: a composite
+// on two parts' chains, or one not pinned above a part's own. O(groups × depth + the job's pods).
+func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangfit.Group) (outer *TreeDomain, parts []JobPart) {
+	top := job
+	if c, ok := root.DomainAbove(key); ok && len(c.Leaves()) >= len(job.Leaves()) {
+		if outer = domainOf(in, c); outer == nil {
+			return nil, nil
+		}
+		top = c
+	}
+	byInner := map[string]*JobPart{}
+	var inners []string
+	for _, g := range groups {
+		if g.Need <= 0 {
+			continue
+		}
+		var chain []*TreeDomain
+		inner := ""
+		for _, c := range root.DomainsBelow(top, g.Key) {
+			d := domainOf(in, c)
+			if d == nil {
+				return nil, nil
+			}
+			chain, inner = append(chain, d), c.Key()
+		}
+		p := byInner[inner]
+		if p == nil {
+			p = &JobPart{Chain: chain}
+			byInner[inner] = p
+			inners = append(inners, inner)
+		}
+		p.Groups = append(p.Groups, g)
+	}
+	if len(inners) < 2 {
+		return nil, nil
+	}
+	on := map[string]string{}
+	for _, inner := range inners {
+		for i, d := range byInner[inner].Chain {
+			if o, ok := on[d.Composite]; ok && o != inner || i < len(byInner[inner].Chain)-1 && d.Value == "" {
+				return nil, nil
+			}
+			on[d.Composite] = inner
+		}
+	}
+	// The parts with a domain of their own first, by composite; the groups under none last.
+	sort.Slice(inners, func(a, b int) bool {
+		return inners[a] != "" && (inners[b] == "" || inners[a] < inners[b])
+	})
+	for _, inner := range inners {
+		parts = append(parts, *byInner[inner])
+	}
+	return outer, parts
+}
+
+// preemptParts is Preempt for a job in parts (see JobPart): in each domain of the job's own required
+// key (the one its members pin, if they do; every node without one), the parts' searches one after
+// the other; the domain whose plan violates the fewest PodDisruptionBudgets, then evicts the fewest
+// pods, then comes first by name, is chosen. Not helpful when no domain holds every part.
+func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
+	pdbs, err := in.PDBs()
+	if err != nil {
+		return PreemptOut{Result: PreemptError, Err: fmt.Errorf("listing PodDisruptionBudgets: %w", err)}
+	}
+	j := in.Job
+	var best *gangfit.Plan
+	units := 0
+	for _, nodes := range outerDomains(j.Outer, in.Nodes) {
+		plan := in.planParts(nodes, prio, pdbs)
+		units = max(units, plan.Units)
+		if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
+			best = &plan
+		}
+	}
+	switch {
+	case best == nil && units == 0:
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
+			Message: fmt.Sprintf("preemption: %s does not fit, and no pod of lower priority runs on the nodes its members may use", who)}
+	case best == nil:
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
+			Message: fmt.Sprintf("preemption: %s does not fit, each of its %d composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", who, len(j.Parts))}
+	case len(best.Victims) == 0:
+		return PreemptOut{Result: PreemptNotHelpful}
+	}
+	return PreemptOut{Result: PreemptVictims, Plan: *best, Need: need}
+}
+
+// outerDomains are the node sets a job in parts may be placed in: with no required key, all nodes;
+// else the domain its members pin, or each domain of the key, by name.
+func outerDomains(d *TreeDomain, nodes []fwk.NodeInfo) [][]fwk.NodeInfo {
+	if d == nil || d.Key == "" {
+		return [][]fwk.NodeInfo{nodes}
+	}
+	byValue := map[string][]fwk.NodeInfo{}
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil {
+			if v, ok := n.Labels[d.Key]; ok && (d.Value == "" || v == d.Value) {
+				byValue[v] = append(byValue[v], ni)
+			}
+		}
+	}
+	values := make([]string, 0, len(byValue))
+	for v := range byValue {
+		values = append(values, v)
+	}
+	slices.Sort(values)
+	out := make([][]fwk.NodeInfo, len(values))
+	for i, v := range values {
+		out[i] = byValue[v]
+	}
+	return out
+}
+
+// planParts places the job's parts on nodes one after the other (see JobPart): each part's missing
+// members in one domain of its own composite's key (on the nodes its chain's pinned domains hold),
+// with the victims the earlier parts chose counted gone and their members counted on their nodes. The
+// plan is the parts' together; Fits is false when one part does not fit.
+func (in PreemptIn) planParts(nodes []fwk.NodeInfo, prio int32, pdbs []*policy.PodDisruptionBudget) gangfit.Plan {
+	j := in.Job
+	gone := map[types.UID]bool{}
+	leaving := func(p *v1.Pod) bool { return gone[p.UID] || in.Leaving != nil && in.Leaving(p) }
+	claimed := slices.Clone(in.Claims())
+	out := gangfit.Plan{Fits: true, Gangs: []string{}}
+	for _, p := range j.Parts {
+		members, need, ok := gangfit.Joint(p.Groups)
+		if !ok || need <= 0 {
+			continue
+		}
+		on := nodes
+		if pin := pinnedIn(p.Chain, nodes); pin != nil {
+			on = onNodes(nodes, pin)
+		}
+		var pol gangfit.Policy
+		var pinned map[string]string
+		if len(p.Chain) > 0 {
+			d := p.Chain[len(p.Chain)-1]
+			pol, pinned = d.Policy(), d.Pinned
+			if d.Value != "" && pinned == nil {
+				pinned = map[string]string{d.Key: d.Value}
+			}
+		}
+		f := gangfit.New(in.Logger, j.Job, members, need, on, nil, claimed, in.Fit.Private(), true)
+		if f == nil {
+			return gangfit.Plan{Units: out.Units}
+		}
+		plan := gangfit.PlanPreemption(f, on, pol, pinned, prio, j.Unit, leaving, pdbs)
+		out.Units += plan.Units
+		if !plan.Fits {
+			f.Done()
+			return gangfit.Plan{Units: out.Units}
+		}
+		if len(plan.Victims) == 0 {
+			plan.Assignment = gangfit.Assign(f, pol, pinned)
+		}
+		f.Done()
+		for _, v := range plan.Victims {
+			gone[v.UID] = true
+		}
+		for _, a := range plan.Assignment {
+			placed := *a.Pod
+			placed.Status.NominatedNodeName = a.Node
+			claimed = append(claimed, &placed)
+		}
+		out.Victims = append(out.Victims, plan.Victims...)
+		out.Gangs = append(out.Gangs, plan.Gangs...)
+		out.Singles += plan.Singles
+		out.Violations += plan.Violations
+		out.Assignment = append(out.Assignment, plan.Assignment...)
+	}
+	slices.Sort(out.Gangs)
+	out.Gangs, out.Parts = slices.Compact(out.Gangs), len(j.Parts)
+	return out
+}
