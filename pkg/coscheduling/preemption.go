@@ -127,6 +127,10 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
 		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
 		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
+		// Read outside the lock: the groups with a required domain of their own (preempted in parts).
+		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	in.Gangs = pl.gangs.All()

@@ -453,11 +453,11 @@ func TestGangGroupsPreemptReplicas(t *testing.T) {
 		createGroupIn(t, ns, work, 2, child("rep-"+r))
 		for i := range 2 {
 			w := gangPod(ns, fmt.Sprintf("%s-%d", work, i), work, "2")
-			w.Spec.PriorityClassName = highPriority
+			w.Spec.PriorityClassName, w.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "gq-b1"}
 			createPod(t, w)
 		}
 		l := gangPod(ns, lead+"-0", lead, "2")
-		l.Spec.PriorityClassName = highPriority
+		l.Spec.PriorityClassName, l.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "gq-b1"}
 		createPod(t, l)
 	}
 
@@ -468,7 +468,7 @@ func TestGangGroupsPreemptReplicas(t *testing.T) {
 	waitFor(t, ns, "a Preempting event saying each replica has a rack of its own", func(ctx context.Context) (bool, error) {
 		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && slices.ContainsFunc(evs.Items, func(e v1.Event) bool {
-			return e.Reason == podgroup.ReasonPreempting && strings.Contains(e.Message, "so that 6 members fit, each of its 2 composites with a domain of its own in one")
+			return e.Reason == podgroup.ReasonPreempting && strings.Contains(e.Message, "so that 6 members fit, each of its 2 parts in one domain of its own")
 		}), err
 	})
 	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
@@ -496,6 +496,60 @@ func TestGangGroupsPreemptReplicas(t *testing.T) {
 	}
 	if len(replicaRacks) != 2 {
 		t.Errorf("the replicas are in racks %v; each needs a rack of its own", replicaRacks)
+	}
+}
+
+// TestGangGroupsPreemptOwnRacks: the same racks and low pods as TestGangGroupsPreemptReplicas, for a
+// set of two replica groups (3 members of 2 CPU each, as LeaderWorkerSet makes) that each require a
+// rack of their own (the PodGroup's topologyPolicy) under a gang composite with no domain (the pods
+// select the test's block): the set preempts in parts, one rack per replica. (Before, its one search placed the six members anywhere:
+// it evicted the 4-CPU pod only, and no rack held the second replica.)
+func TestGangGroupsPreemptOwnRacks(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, "go-b1", "go-r1", 2)
+	rack(t, "go-b1", "go-r2", 2)
+	for node, cpu := range map[string]string{"go-r1-1": "4", "go-r2-0": "2", "go-r2-1": "2"} {
+		low := gangPod(ns, "low-"+node, "", cpu)
+		delete(low.Labels, v1alpha1.PodGroupLabel)
+		low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, node
+		createPod(t, low)
+	}
+	createGroupIn(t, ns, "set", 1, gangComposite(2))
+	for _, r := range []string{"set-0", "set-1"} {
+		watchWhole(t, ns, r, 3, nil)
+		createGroupWithPolicy(t, ns, r, 3, child("set"), rackLabel)
+		for i := range 3 {
+			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "2")
+			p.Spec.PriorityClassName, p.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "go-b1"}
+			createPod(t, p)
+		}
+	}
+
+	waitFor(t, ns, "a low-priority pod of each rack preempted for the two replicas", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2 && slices.Contains(got, "low-go-r1-1"), err
+	})
+	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
+		got, err := preempted(ctx, ns)
+		return len(got) == 2, err
+	})
+	victims, _ := preempted(context.Background(), ns)
+	forceDelete(t, ns, victims...)
+	used := map[string]bool{}
+	for _, r := range []string{"set-0", "set-1"} {
+		waitForBoundMembers(t, ns, r, 3)
+		racks := racksOf(t, ns, r)
+		if len(racks) != 1 {
+			t.Errorf("replica %s in racks %v; want one", r, racks)
+		}
+		for rk := range racks {
+			used[rk] = true
+		}
+	}
+	if len(used) != 2 {
+		t.Errorf("the replicas are in racks %v; each needs a rack of its own", used)
 	}
 }
 

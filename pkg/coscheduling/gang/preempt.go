@@ -445,7 +445,7 @@ func PreemptingMessage(plan gangfit.Plan, prio int32, need int, nodes []string) 
 	}
 	parts := ""
 	if plan.Parts > 1 {
-		parts = fmt.Sprintf(", each of its %d composites with a domain of its own in one", plan.Parts)
+		parts = fmt.Sprintf(", each of its %d parts in one domain of its own", plan.Parts)
 	}
 	return fmt.Sprintf("preempting %d pods of lower priority than %d (%d gangs%s, %d single pods) so that %d members fit%s; members nominated to %s",
 		len(plan.Victims), prio, len(plan.Gangs), gangs, plan.Singles, need, parts, strings.Join(nodes, ", "))

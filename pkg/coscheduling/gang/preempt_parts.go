@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -31,10 +32,12 @@ type JobPart struct {
 
 // jobParts splits the job's groups to place (those of groups with Need > 0) by the innermost
 // composite with a required key of its own they are under, below the job's domain (the outermost
-// composite with a domain above the group keyed key, when it holds the whole job; else the job): the
-// domain outer and the parts, or nil parts when the groups are under one such composite or none (one
-// search places them, see JobPlacement) or parts placed one by one could split a domain: a composite
-// on two parts' chains, or one not pinned above a part's own. O(groups × depth + the job's pods).
+// composite with a domain above the group keyed key, when it holds the whole job; else the job), or
+// by the group itself when it requires a domain of its own (in.OwnDomain): the domain outer and the
+// parts, or nil parts when the groups are under one such composite or none and no group requires its
+// own (one search places them, see JobPlacement) or parts placed one by one could split a domain: a
+// composite on two parts' chains, or one not pinned above a part's own. O(groups × depth + the job's
+// pods).
 func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangfit.Group) (outer *TreeDomain, parts []JobPart) {
 	top := job
 	if c, ok := root.DomainAbove(key); ok && len(c.Leaves()) >= len(job.Leaves()) {
@@ -45,13 +48,21 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 	}
 	byInner := map[string]*JobPart{}
 	var inners []string
+	own := false // a group with a required domain of its own: one search would not honour it
 	for _, g := range groups {
 		if g.Need <= 0 {
 			continue
 		}
 		var chain []*TreeDomain
 		inner := ""
-		for _, c := range root.DomainsBelow(top, g.Key) {
+		below := root.DomainsBelow(top, g.Key)
+		if key := in.OwnDomain[g.Key]; key != "" {
+			// The group's own required domain, innermost.
+			ns, name, _ := strings.Cut(g.Key, "/")
+			below = append(below, &tree.Branch{Node: tree.Node{Namespace: ns, Name: name, Domain: key}})
+			own = true
+		}
+		for _, c := range below {
 			d := domainOf(in, c)
 			if d == nil {
 				return nil, nil
@@ -66,7 +77,7 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 		}
 		p.Groups = append(p.Groups, g)
 	}
-	if len(inners) < 2 {
+	if len(inners) < 2 && !own {
 		return nil, nil
 	}
 	on := map[string]string{}
@@ -113,7 +124,7 @@ func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 			Message: fmt.Sprintf("preemption: %s does not fit, and no pod of lower priority runs on the nodes its members may use", who)}
 	case best == nil:
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
-			Message: fmt.Sprintf("preemption: %s does not fit, each of its %d composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", who, len(j.Parts))}
+			Message: fmt.Sprintf("preemption: %s does not fit, each of its %d parts in one domain of its own, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", who, len(j.Parts))}
 	case len(best.Victims) == 0:
 		return PreemptOut{Result: PreemptNotHelpful}
 	}

@@ -205,6 +205,9 @@ type PreFilterIn struct {
 	// lists a group's live pods by key.
 	Tree         func() *tree.Branch
 	GroupMembers func(key string) []*v1.Pod
+	// OwnDomain are the required topology keys of the job's groups that have one of their own, by
+	// key (see OwnDomains); read by a job's preemption (jobParts), nil elsewhere.
+	OwnDomain map[string]string
 }
 
 // PreFilterOut is what a member's PreFilter does, for the plugin to apply outside its lock.

@@ -366,7 +366,7 @@ func TestPreemptForJob(t *testing.T) {
 			job: inParts(""), nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
 				gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", high("h", "r2-1"))},
 			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
-				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 parts in one domain of its own, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
 		{name: "two replicas, two blocks: the block where both racks can be freed is chosen",
 			job: inParts(""), nodes: []fwk.NodeInfo{gangtest.RackedNode("r1-0", "", "b1", "r1"), gangtest.RackedNode("r1-1", "", "b1", "r1", low("x", "r1-1", "4")),
 				gangtest.RackedNode("r2-0", "", "b1", "r2"), gangtest.RackedNode("r2-1", "", "b1", "r2", high("h", "r2-1")),
@@ -379,7 +379,7 @@ func TestPreemptForJob(t *testing.T) {
 				gangtest.RackedNode("r3-0", "", "b2", "r3"), gangtest.RackedNode("r3-1", "", "b2", "r3", low("u", "r3-1", "4")),
 				gangtest.RackedNode("r4-0", "", "b2", "r4"), gangtest.RackedNode("r4-1", "", "b2", "r4", low("v", "r4-1", "4"))},
 			want: PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
-				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 composites with a domain of its own in one domain, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
+				Message: "preemption: PodGroup ns/prefill with the groups its job ns/job needs does not fit, each of its 2 parts in one domain of its own, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted"}},
 		{name: "a pod of the job's own unit is never a victim, though it runs below the job's priority",
 			job:   JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: twoRoles},
 			nodes: []fwk.NodeInfo{gangtest.Node("a", "4"), gangtest.NodeWith("b", "4", gangtest.Running("own", "job", "b", "4", 10))},
@@ -455,14 +455,23 @@ func TestJobParts(t *testing.T) {
 	}
 	replicas := []tree.Node{composite("rep0", "set", gangtest.RackKey), leaf("l0", "rep0"), leaf("w0", "rep0"),
 		composite("rep1", "set", gangtest.RackKey), leaf("l1", "rep1"), leaf("w1", "rep1")}
+	set := []tree.Node{composite("set", "", ""), leaf("r0", "set"), leaf("r1", "set"), leaf("r2", "set")}
+	racks := map[string]string{"ns/r0": gangtest.RackKey, "ns/r1": gangtest.RackKey, "ns/r2": gangtest.RackKey}
 	cases := []struct {
 		name   string
 		nodes  []tree.Node
 		groups []gangfit.Group
+		own    map[string]string
 		// want: each part's chain of composites and its groups; outer the job's domain's composite.
 		want  []string
 		outer string
 	}{
+		{name: "replicas each requiring a rack of their own (K of N): a part each", nodes: set, own: racks,
+			groups: append(toPlace("r0", "r1"), gangfit.Group{Key: "ns/r2"}), want: []string{"ns/r0: ns/r0", "ns/r1: ns/r1"}},
+		{name: "one replica to place, requiring a rack of its own: one part, in its rack", nodes: set, own: racks,
+			groups: append(toPlace("r1"), gangfit.Group{Key: "ns/r0"}), want: []string{"ns/r1: ns/r1"}},
+		{name: "replicas whose policy could not be read: one search", nodes: set, own: map[string]string{"ns/r0": "", "ns/r1": ""},
+			groups: toPlace("r0", "r1")},
 		{name: "two replicas in a block, each in a rack", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey)}, replicas...),
 			groups: toPlace("l0", "w0", "l1", "w1"), want: []string{"ns/rep0: ns/l0 ns/w0", "ns/rep1: ns/l1 ns/w1"}, outer: "ns/set"},
 		{name: "two replicas, the set with no domain", nodes: append([]tree.Node{composite("set", "", "")}, replicas...),
@@ -485,6 +494,7 @@ func TestJobParts(t *testing.T) {
 			root, _ := x.Resolve("ns", asker)
 			g := New("ns", asker, "uid")
 			in := treeIn(g, nil, 0, gangtest.RackedCluster(), map[string]*Gang{}, root, map[string][]*v1.Pod{})
+			in.OwnDomain = tc.own
 			outer, parts := jobParts(in, root, root.JobOf(g.Key()), g.Key(), tc.groups)
 			var got []string
 			for _, p := range parts {

@@ -220,20 +220,32 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 	return j, true
 }
 
-// RequireOwnDomain are the groups among leaves with a required topology of their own (see
-// gangfit.PolicyFor, read on the group's first member) or whose policy cannot be read (the PodGroup
-// gone, an annotation malformed), by key: get reads a PodGroup, members a group's live pods.
+// RequireOwnDomain are the groups among leaves with a required topology of their own or whose policy
+// cannot be read (see OwnDomains), by key.
 func RequireOwnDomain(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup, members func(ns, name string) []*v1.Pod, def config.TopologyPolicy) map[string]bool {
 	out := map[string]bool{}
+	for k := range OwnDomains(leaves, get, members, def) {
+		out[k] = true
+	}
+	return out
+}
+
+// OwnDomains are the required topology keys of the groups among leaves that have one of their own
+// (see gangfit.PolicyFor, read on the group's first member), by key; a group whose policy cannot be
+// read (the PodGroup gone, an annotation malformed) maps to "".
+func OwnDomains(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup, members func(ns, name string) []*v1.Pod, def config.TopologyPolicy) map[string]string {
+	out := map[string]string{}
 	for _, n := range leaves {
 		pg, first := get(n.Namespace, n.Name), &v1.Pod{}
 		if pods := members(n.Namespace, n.Name); len(pods) > 0 {
 			first = pods[0]
 		}
 		if pg == nil {
-			out[n.Key()] = true
-		} else if p, err := gangfit.PolicyFor(pg, first, def); err != nil || p.Required != "" {
-			out[n.Key()] = true
+			out[n.Key()] = ""
+		} else if p, err := gangfit.PolicyFor(pg, first, def); err != nil {
+			out[n.Key()] = ""
+		} else if p.Required != "" {
+			out[n.Key()] = p.Required
 		}
 	}
 	return out
