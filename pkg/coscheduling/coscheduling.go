@@ -151,6 +151,9 @@ func (pl *Coscheduling) notifyStatus(key string) {
 	}
 }
 
+// stale makes the cached whole-gang checks stale (their epoch moves on): room may have been freed.
+func (pl *Coscheduling) stale() { pl.epoch.Add(1) }
+
 // treeOf resolves the tree of group namespace/name (nil, nil: it is in none).
 func (pl *Coscheduling) treeOf(namespace, name string) (*tree.Branch, *tree.Problem) {
 	if pl.trees == nil || pl.trees.Empty() {

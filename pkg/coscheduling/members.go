@@ -37,7 +37,7 @@ func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignm
 
 // clearNominations drops members' nominations (see effects.ClearNominations).
 func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
-	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, func() { pl.epoch.Add(1) })
+	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, pl.stale)
 }
 
 // activateSiblings asks the framework to move the group's other unscheduled members, and its tree's
