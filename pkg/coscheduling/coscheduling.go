@@ -54,14 +54,6 @@ const (
 )
 
 const (
-	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
-	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
-	// allowedNodesKey holds the nodes PreFilter let a member use (its gang's domain, its plan's
-	// offer), for Filter: see gang.AllowedNodes.
-	allowedNodesKey fwk.StateKey = Name + "/allowed-nodes"
-	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
-	// tries to preempt for it.
-	infeasibleKey fwk.StateKey = Name + "/infeasible"
 	// feasibilityCacheTTL bounds how long a feasibility result is reused for the members of one burst.
 	feasibilityCacheTTL = 2 * time.Second
 	// podGroupSyncTimeout bounds the wait for the PodGroup cache in New.

@@ -22,18 +22,9 @@ import (
 // constraint the plan does not model) falls back: the plan is dropped for the attempt and the member
 // is retried at once without it (see planMissed).
 
-const (
-	// plannedKey marks a cycle whose nodes the plan narrowed, for PostFilter.
-	plannedKey fwk.StateKey = Name + "/planned"
-	// planRetryDelay is when a member whose planned nodes did not fit is brought back from the back-off
-	// queue, once its failed cycle has put it there.
-	planRetryDelay = 20 * time.Millisecond
-)
-
-// plannedMark holds the nodes a cycle was offered (sorted).
-type plannedMark struct{ offered []string }
-
-func (m plannedMark) Clone() fwk.StateData { return m }
+// planRetryDelay is when a member whose planned nodes did not fit is brought back from the back-off
+// queue, once its failed cycle has put it there.
+const planRetryDelay = 20 * time.Millisecond
 
 // The outcome labels of metrics.PlacementPlanMembers.
 const (

@@ -34,16 +34,17 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
 	}
-	if mark, err := state.Read(plannedKey); err == nil && gang.MissedPlan(mark.(plannedMark).offered, m) {
-		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
+	marks := gang.MarksOf(state)
+	if marks.Planned && gang.MissedPlan(marks.Offered, m) {
+		return pl.planMissed(ctx, pod, marks.Offered, m)
 	}
-	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
+	if marks.Rejected {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
-		if mark, err := state.Read(infeasibleKey); err == nil {
+		if marks.Infeasible {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				pl.treeInfeasible(pg)
-				// Short only with the other groups its job needs (tree): the job preempts as one.
-				return pl.preemptOrReserve(ctx, pod, pg, mark.(rejectedMark).tree)
+				// Short only with the other groups its job needs (Tree): the job preempts as one.
+				return pl.preemptOrReserve(ctx, pod, pg, marks.Tree)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -41,7 +40,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		if refused.Reason != "" {
 			pl.refuse(ctx, pod, refused.Reason, refused.Message)
 		}
-		return pl.rejectInPreFilter(state, refused.Message, false, false)
+		return gang.Reject(state, refused.Message, false, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}
 	if pg != nil {
@@ -96,8 +95,8 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 }
 
 // appliedPreFilter does what a pod's PreFilter step returned: the PodGroup's event and status for a
-// fresh check (infeasible, or a domain chosen: never both), the cycle's marks (rejected, infeasible,
-// offered its plan, the nodes Filter allows and those it keeps the pod off), and the result.
+// fresh check (infeasible, or a domain chosen: never both), the pod kept off held devices, and the
+// cycle's marks and result (see gang.PreFilterOut.Apply).
 func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	var key string
@@ -115,43 +114,25 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		pl.recorder.PodGroup(pg, eventType, reason, message)
 		pl.notifyStatus(key)
 	}
-	if out.Reject {
-		return pl.rejectInPreFilter(state, out.Message, out.Infeasible, out.Tree)
-	}
-	if out.Plan != nil {
+	if out.Plan != nil && !out.Reject {
 		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
 	}
-	if len(out.KeptOff) > 0 {
+	if len(out.KeptOff) > 0 && !out.Reject {
 		logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(out.KeptOff))
 		pl.keptOff.Add(pod)
 	}
-	a := out.Allowed(key)
-	if a == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	if out.Offered {
-		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
-	}
-	state.Write(allowedNodesKey, a)
-	if out.Nodes == nil {
-		return nil, nil
-	}
-	return &fwk.PreFilterResult{NodeNames: out.Nodes}, nil
+	return out.Apply(state, key)
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter rejects a node outside those PreFilter allowed the pod, and a node whose devices are held
-// for others (see gang.AllowedNodes.Filter): O(1), and called only for pods whose nodes PreFilter narrowed
-// or kept off held devices. The framework evaluates only the allowed nodes anyway, except a nominated
-// node and the batching hint, which it tries first.
+// for others (see gang.Filter): O(1), and called only for pods whose nodes PreFilter narrowed or kept
+// off held devices. The framework evaluates only the allowed nodes anyway, except a nominated node and
+// the batching hint, which it tries first.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	data, err := state.Read(allowedNodesKey)
-	if err != nil {
-		return nil
-	}
-	return data.(*gang.AllowedNodes).Filter(nodeInfo.Node().Name)
+	return gang.Filter(state, nodeInfo.Node().Name)
 }
 
 // SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a
@@ -183,18 +164,3 @@ const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].Topolog
 func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
 }
-
-// rejectInPreFilter refuses a member in PreFilter, marking the cycle for PostFilter: rejected as a
-// whole (nothing is held), and, for a gang that does not fit the free resources, infeasible
-// (PostFilter preempts for it, unless tree: it fits alone, not with its job's other groups).
-func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string, infeasible, tree bool) (*fwk.PreFilterResult, *fwk.Status) {
-	if infeasible {
-		state.Write(infeasibleKey, rejectedMark{tree: tree})
-	}
-	state.Write(rejectedByPreFilterKey, rejectedMark{})
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-type rejectedMark struct{ tree bool }
-
-func (m rejectedMark) Clone() fwk.StateData { return m }
