@@ -89,7 +89,8 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		if src == nil {
 			src = pl.dra.ForCycle()
 		}
-		in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
+		// The held nodes whose devices the pod would take (gang.HeldDevices.KeptOff).
+		in.KeptOff = pl.heldDevices(prio, own).KeptOff(logger, pod, src, pl.handle.SnapshotSharedLister().NodeInfos())
 	}
 	return in, pg, refused
 }
