@@ -15,7 +15,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // How often, and for how long at most, a burst of freeing claim events waits for the scheduler's claim
@@ -324,12 +323,8 @@ func (pl *Coscheduling) activateDeviceMembers() {
 	}
 	now := pl.clock.Now()
 	pl.mu.RLock()
-	gangs := pl.gangs.Unplaced(now, pl.members.Count)
+	groups := pl.gangs.Unplaced(now, pl.members.Count)
 	pl.mu.RUnlock()
-	groups := make([]tree.Node, len(gangs))
-	for i, g := range gangs {
-		groups[i] = tree.Node{Namespace: g[0], Name: g[1]}
-	}
 	// Live members of this profile.
 	effects.Activate(klog.FromContext(pl.ctx), pl.handle, devices.Claimers(pl.unscheduledMembers(groups, ""))...)
 }

@@ -40,9 +40,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	name, _ := podgroup.Of(pod)
 	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
-	if g := pl.gangs.Get(key); g != nil {
-		g.MissPlan()
-	}
+	pl.gangs.MissPlan(key)
 	pl.mu.Unlock()
 	metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
 	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), gang.RejectedNodes(offered, m))

@@ -57,12 +57,7 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	pl.mu.Lock()
-	g := pl.gangs.Get(key)
-	var changed bool
-	var msg string
-	if g != nil {
-		msg, changed = g.StoppedPreempting()
-	}
+	msg, changed := pl.gangs.StoppedPreempting(key)
 	pl.mu.Unlock()
 	if changed {
 		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, msg)

@@ -11,8 +11,10 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // TestRegistryFor: a gang's state is made once per group; a new state starts from how this process
@@ -161,7 +163,7 @@ func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
 	backing.BackoffUntil = now.Add(time.Minute)
 	live := map[string]int{"placed": 1, "open": 2, "backing": 2}
 	got := r.Unplaced(now, func(_, name string) int { return live[name] })
-	if diff := cmp.Diff([][2]string{{"ns", "open"}}, got); diff != "" {
+	if diff := cmp.Diff([]tree.Node{{Namespace: "ns", Name: "open"}}, got); diff != "" {
 		t.Errorf("Unplaced (-want +got):\n%s", diff)
 	}
 
@@ -262,4 +264,45 @@ func TestRegistryPreempting(t *testing.T) {
 		t.Errorf("the preemption was not recorded: %+v, %v", a.Outcome, a.NominatedNodes)
 	}
 	r.Preempted(pg("gone", "ug"), nil, "preempting") // no state: nothing to record
+}
+
+// TestRegistryByKey: the registry's steps by key reach the tracked gang of the key (preemption
+// stopped: its outcome becomes GangInfeasible with its check's message; the plan missed: dropped for
+// the attempt), and do nothing for a key it does not track.
+func TestRegistryByKey(t *testing.T) {
+	type got struct {
+		Msg          string
+		Changed      bool
+		Outcome      string
+		Plan, NoPlan bool
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		step func(r *Registry, key string) (string, bool)
+		want got
+	}{
+		{name: "preemption stopped", key: "ns/g", step: (*Registry).StoppedPreempting,
+			want: got{Msg: "no room", Changed: true, Outcome: podgroup.ReasonGangInfeasible, Plan: true}},
+		{name: "preemption stopped, another group", key: "ns/other", step: (*Registry).StoppedPreempting,
+			want: got{Outcome: podgroup.ReasonPreempting, Plan: true}},
+		{name: "the plan missed", key: "ns/g", step: func(r *Registry, key string) (string, bool) { r.MissPlan(key); return "", false },
+			want: got{Outcome: podgroup.ReasonPreempting, NoPlan: true}},
+		{name: "the plan missed, another group", key: "ns/other", step: func(r *Registry, key string) (string, bool) { r.MissPlan(key); return "", false },
+			want: got{Outcome: podgroup.ReasonPreempting, Plan: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			g, _, _ := r.For("ns", "g", "a", time.Now)
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{}, nil, nil)
+			g.Preempted([]string{"n1"}, "preempting")
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{}, nil, nil)
+			g.Plan = &gangfit.PlacementPlan{}
+			msg, changed := tc.step(r, tc.key)
+			gotten := got{Msg: msg, Changed: changed, Outcome: g.Outcome.Reason, Plan: g.Plan != nil, NoPlan: g.NoPlan}
+			if diff := cmp.Diff(tc.want, gotten); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
+			}
+		})
+	}
 }
