@@ -107,7 +107,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if pg == nil {
 			return
 		}
-		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.runCredit(pod.Namespace, name, run), podgroup.MinMember(pg)) {
+		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), podgroup.MinMember(pg)) {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}
@@ -115,10 +115,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		AddFunc:    track,
 		UpdateFunc: func(_, obj interface{}) { track(obj) },
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*v1.Pod); ok {
+			if pod, ok := pgcache.Unwrap(obj).(*v1.Pod); ok {
 				pl.finished.Forget(pod)
 			}
 		},
@@ -162,10 +159,7 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 }
 
 func (pl *Coscheduling) onPodDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
+	pod, ok := pgcache.Unwrap(obj).(*v1.Pod)
 	if !ok {
 		return
 	}
@@ -215,10 +209,7 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+			if pg, ok := pgcache.Unwrap(obj).(*v1alpha1.PodGroup); ok {
 				pl.onPodGroupDelete(pg)
 			}
 		},
@@ -297,12 +288,7 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,
-		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			changed(obj, nil)
-		},
+		DeleteFunc: func(obj interface{}) { changed(pgcache.Unwrap(obj), nil) },
 	}
 }
 

@@ -75,19 +75,10 @@ func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
 }
 
 // credit is the finished-member rule's part of a member's quorum count: the members of its group and
-// run that left by succeeding (see podgroup.SucceededMember), while that run is in progress (one of
-// its live members is bound: podgroup.RunInProgress); none once the run has ended. O(1).
+// run that left by succeeding, while that run is in progress (see pgcache.Finished.Credit). O(1).
 func (pl *Coscheduling) credit(pod *v1.Pod) int {
 	name, _ := podgroup.Of(pod)
-	return pl.runCredit(pod.Namespace, name, podgroup.Run(pod))
-}
-
-// runCredit is credit for group namespace/name and run. O(1).
-func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
-	if !podgroup.RunInProgress(pl.members.Counts.BoundInRun(namespace, name, run)) {
-		return 0
-	}
-	return pl.finished.Count(namespace, name, run)
+	return pl.finished.Credit(pl.members.Counts, pod.Namespace, name, podgroup.Run(pod))
 }
 
 // jobLeaves returns the other groups of namespace/name's job (see tree.Branch.JobLeavesBut); nil: it

@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -121,7 +120,7 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 	}
 	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
 		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+		GroupMembers: pl.members.InGroupKey}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	in.Gangs = pl.gangs.All()

@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -72,7 +71,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		if refused = in.Admit(own, pg, pl.defaultTopology); refused.Message != "" {
 			return in, nil, refused
 		}
-		in.Credit, in.Plannable = pl.runCredit(pod.Namespace, name, podgroup.Run(pod)), pl.plannable(pod)
+		in.Credit, in.Plannable = pl.credit(pod), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod {
@@ -83,7 +82,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		}
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
-		in.GroupMembers = func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }
+		in.GroupMembers = pl.members.InGroupKey
 	}
 	if pl.mayBeKeptOff(pod) {
 		if src == nil {

@@ -2,6 +2,7 @@ package pgcache
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,13 @@ func (p Pods) InGroup(namespace, name string) []*v1.Pod {
 		}
 	}
 	return out
+}
+
+// InGroupKey lists the members of the group of key (namespace/name, see podgroup.Key) from the pod
+// store. O(members).
+func (p Pods) InGroupKey(key string) []*v1.Pod {
+	namespace, name, _ := strings.Cut(key, "/")
+	return p.InGroup(namespace, name)
 }
 
 // Gone reports whether the store no longer holds pod live: deleted, terminating, or another pod under

@@ -3,6 +3,7 @@ package pgcache
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -80,5 +81,34 @@ func TestGone(t *testing.T) {
 	}
 	if !pods.Gone(live) {
 		t.Error("Gone(terminating) = false, want true")
+	}
+}
+
+// TestInGroupKey: a group's members by its key are those InGroup lists by its namespace and name.
+func TestInGroupKey(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
+	for _, p := range []*v1.Pod{gangPod("a", "g").Obj(), gangPod("b", "h").Obj(), gangPod("c", "g").Namespace("other").Obj()} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		key  string
+		want []string
+	}{
+		{key: "ns/g", want: []string{"a"}},
+		{key: "ns/h", want: []string{"b"}},
+		{key: "other/g", want: []string{"c"}},
+		{key: "ns/missing"},
+		{key: "no-slash"},
+	} {
+		var got []string
+		for _, p := range pods.InGroupKey(tc.key) {
+			got = append(got, p.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("InGroupKey(%q) (-want,+got):\n%s", tc.key, diff)
+		}
 	}
 }
