@@ -10,7 +10,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -73,8 +72,8 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 }
 
 // stepLocked runs one of a gang's steps (package gang: OnPermit, OnReserve, ...) and does what the step
-// leaves to the plugin's state: the waiting gauge, the back-off timer after a failure (none for a
-// deleted PodGroup) and the reservation's QuorumReached. The I/O its Result asks for (allow, reject,
+// leaves to the plugin's state: the waiting gauge, and the back-off timer and the reservations'
+// QuorumReached that gang.Registry.AfterStep asks for. The I/O its Result asks for (allow, reject,
 // events, status) is the caller's, after releasing pl.mu.
 func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.Result {
 	r, changed := pl.gangs.Step(g, func() gang.Result {
@@ -87,15 +86,11 @@ func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.R
 	if changed {
 		metrics.GangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.gangs.Waiting()))
 	}
-	switch {
-	case r.AllowWaiting:
-		// The group's quorum, in a job only once the job is ready: the reservation that holds its room
-		// (its job's, held by another group whose members may all be placed already) ends too.
-		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: r.Now})
-		if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
-			pl.stepReservationAsyncLocked(h, resv.Input{Event: resv.QuorumReached, Now: r.Now})
-		}
-	case r.RejectWaiting && r.Event != attempt.PodGroupDeleted:
+	quorum, backoff := pl.gangs.AfterStep(g, r)
+	for _, h := range quorum {
+		pl.stepReservationAsyncLocked(h, resv.Input{Event: resv.QuorumReached, Now: r.Now})
+	}
+	if backoff {
 		pl.startBackoffLocked(g, r.Backoff)
 	}
 	return r

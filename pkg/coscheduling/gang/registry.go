@@ -274,6 +274,23 @@ func (r *Registry) HolderOf(key string) *Gang {
 	return nil
 }
 
+// AfterStep says what the result res of a step of g asks of the reservations and the back-off: the
+// quorum (AllowWaiting; in a job, only once the job is ready) is told to the reservations that hold
+// g's room, its own and its job's (held by another group, whose members may all be placed already);
+// a failure backs g off, unless its PodGroup was deleted.
+func (r *Registry) AfterStep(g *Gang, res Result) (quorum []*Gang, backoff bool) {
+	switch {
+	case res.AllowWaiting:
+		quorum = []*Gang{g}
+		if h := r.HolderOf(g.Key()); h != nil && h != g {
+			quorum = append(quorum, h)
+		}
+	case res.RejectWaiting && res.Event != attempt.PodGroupDeleted:
+		backoff = true
+	}
+	return quorum, backoff
+}
+
 // Gathering reports whether the gang of key still gathers the quorum of the attempt that started at
 // start, with the count of members reserved or bound and the attempt's deadline.
 func (r *Registry) Gathering(key string, start time.Time) (count int, deadline time.Time, ok bool) {

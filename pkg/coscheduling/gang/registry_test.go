@@ -306,3 +306,49 @@ func TestRegistryByKey(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryAfterStep: a step's quorum is told to the gang's own reservation and to its job's,
+// held by another group (once); a failure backs the gang off unless its PodGroup was deleted; a
+// step that neither allows nor rejects asks nothing.
+func TestRegistryAfterStep(t *testing.T) {
+	type got struct {
+		Quorum  []string
+		Backoff bool
+	}
+	for _, tc := range []struct {
+		name    string
+		jobHeld bool // another group's reservation holds room for g's job
+		ownHeld bool
+		res     Result
+		want    got
+	}{
+		{name: "the quorum", res: Result{Decision: attempt.Decision{AllowWaiting: true}}, want: got{Quorum: []string{"ns/g"}}},
+		{name: "the quorum of a group of a held job", jobHeld: true, res: Result{Decision: attempt.Decision{AllowWaiting: true}},
+			want: got{Quorum: []string{"ns/g", "ns/holder"}}},
+		{name: "the quorum of the holder itself", ownHeld: true, res: Result{Decision: attempt.Decision{AllowWaiting: true}},
+			want: got{Quorum: []string{"ns/g"}}},
+		{name: "a failure", res: Result{Decision: attempt.Decision{RejectWaiting: true}}, want: got{Backoff: true}},
+		{name: "the PodGroup deleted", res: Result{Decision: attempt.Decision{RejectWaiting: true}, Event: attempt.PodGroupDeleted}},
+		{name: "a wait", jobHeld: true, res: Result{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			g, _, _ := r.For("ns", "g", "a", time.Now)
+			h, _, _ := r.For("ns", "holder", "b", time.Now)
+			if tc.jobHeld {
+				h.Reserve.Phase, h.Reserve.Groups = resv.Held, []string{"ns/g"}
+			}
+			if tc.ownHeld {
+				g.Reserve.Phase = resv.Held
+			}
+			quorum, backoff := r.AfterStep(g, tc.res)
+			gotten := got{Backoff: backoff}
+			for _, q := range quorum {
+				gotten.Quorum = append(gotten.Quorum, q.Key())
+			}
+			if diff := cmp.Diff(tc.want, gotten); diff != "" {
+				t.Errorf("AfterStep (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
