@@ -97,9 +97,8 @@ type Coscheduling struct {
 	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).
 	retiring chan struct{}
 
-	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
-	// member enters the queue, so that Less never reads state that changes while the pod is in the heap.
-	stamps sync.Map
+	// stamps are the members' queue order keys, fixed by PreEnqueue (see gang.Stamps).
+	stamps gang.Stamps
 
 	// epoch increases on cluster events that free capacity; cached feasibility results from an older
 	// epoch are recomputed.
