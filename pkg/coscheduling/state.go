@@ -169,9 +169,9 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gateEventDelay, count, deadline))
 }
 
-// gate reports a member held back by PreEnqueue: the status message always, an event once per
-// reason (see gang.GateEventOf: for the reasons that usually pass in a moment, only if the pod is
-// still held back for it gateEventDelay later).
+// gate reports a member held back by PreEnqueue, or refused by PreFilter before its step: the status
+// message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
+// usually pass in a moment, only if the pod is still held back for it gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
 		if gate, started := pl.hold(ctx, pod, reason, msg); started {
@@ -183,14 +183,6 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 		}
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// refuse reports a member PreFilter refuses before its step (a malformed topology policy): the event
-// once per reason, at once.
-func (pl *Coscheduling) refuse(ctx context.Context, pod *v1.Pod, reason, msg string) {
-	if _, started := pl.hold(ctx, pod, reason, msg); started {
-		pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
-	}
 }
 
 // hold records that pod is held back for reason; started reports a new episode (see gang.Gates).
