@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,7 +42,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	pl.gangs.MissPlan(key)
 	pl.mu.Unlock()
 	metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
-	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), gang.RejectedNodes(offered, m))
+	msg := gang.MissedPlanMessage(key, pod, offered, m)
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {
 		// The pod is in flight: the first call makes the queue take it back as soon as its back-off

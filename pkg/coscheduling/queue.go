@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -35,8 +34,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	}
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
-		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,
-			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
+		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound, podgroup.NotFoundMessage(key))
 	}
 	if reason, msg := pl.holdBack(pod, pg); reason != "" {
 		return pl.gate(ctx, pod, reason, msg)
