@@ -273,11 +273,9 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 }
 
 // claimEventHandler lets in the members that may claim devices when a ResourceClaim changes in a way
-// that may change a whole-gang check (devices.ClaimFreed): devices freed (an allocation dropped,
-// an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
-// allocation at binding, reservations, device status) change nothing. It is a handler, not a
-// queueing hint (see EventsToRegister). A burst of such events is one wait for the scheduler's claim
-// cache and one activation pass (see devices.Freed).
+// that may change a whole-gang check (devices.ClaimFreed: devices freed, or a PodGroup's own claim
+// allocated or freed). It is a handler, not a queueing hint (see EventsToRegister). A burst of such
+// events is one wait for the scheduler's claim cache and one activation pass (see devices.Freed).
 func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
@@ -300,9 +298,9 @@ func (pl *Coscheduling) devicesFreed() {
 }
 
 // activateDeviceMembers activates the unscheduled members that may claim devices of every gang the
-// plugin tracks that has live members neither reserved nor bound and does not back off. O(tracked gangs) to find them (a
-// gang whose members are all placed is passed over on its counts), then O(members) of those gangs; on
-// a freeing claim event only, off the scheduling cycle.
+// plugin tracks that has live members neither reserved nor bound and does not back off (see
+// gang.Registry.Unplaced), then O(members) of those gangs; on a freeing claim event only, off the
+// scheduling cycle.
 func (pl *Coscheduling) activateDeviceMembers() {
 	if !pl.running.Load() {
 		return

@@ -9,11 +9,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 )
 
-// The devices held for reservations and nominations (the rule: gang.HeldDevices). Who waits where is
-// kept per priority and group, computed once per change of the reservations (heldVersion) or the
-// nominations (claims.Version), not per pod; whether a pod's devices fit beside them is asked of the
-// cycle's device read, outside the plugin's lock, and only for a pod that may claim devices while
-// some are held. Pods kept off are brought back when a reservation ends or a nomination is dropped.
+// The devices held for reservations and nominations (the rule: gang.HeldDevices): who waits where, per
+// priority and group, once per change of the reservations (heldVersion) or the nominations
+// (claims.Version); the pods kept off, brought back when a reservation ends or a nomination is dropped.
 
 // mayBeKeptOff reports, in two atomic loads and a look at the pod, whether a pod may be kept off held
 // devices at all: the scheduler models devices, some gang holds a reservation or some pod is

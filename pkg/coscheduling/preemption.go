@@ -20,11 +20,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-// Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
-// machinery: upstream's Evaluator picks the node for a plain pod, upstream's Executor evicts victims
-// (DisruptionTarget condition, graceful delete, event; a victim waiting at Permit is rejected in
-// memory), and upstream's victim ordering and PodDisruptionBudget accounting rank the victims. What
-// differs is the unit of eviction and the preemptor:
+// Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
+// (its Evaluator, Executor, victim ordering and PDB accounting: see gangpreemption). What differs is
+// the unit of eviction and the preemptor:
 //
 //   - A victim is a whole gang: the bound and reserved members of a PodGroup (this plugin's label)
 //     are evicted together or not at all, whoever the preemptor is, and their priority is the
@@ -33,9 +31,9 @@ import (
 //     victims are chosen across the cluster so that all of them fit at once (per node, within the
 //     gang's required topology domain), or nothing is evicted.
 //
-// The choice of victims is pure (gangfit: PlanPreemption, GangIndex, Reprieve); upstream's machinery
-// is wired in gangpreemption. What stays here is the orchestration: gather, decide, then the API calls
-// (evictions, nominations) and the follow-up of each eviction.
+// The choice of victims is pure (gangfit: PlanPreemption, GangIndex, Reprieve); what stays here is the
+// orchestration: gather, decide, then the API calls (evictions, nominations) and the follow-up of
+// each eviction.
 
 // preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
 // (a plain pod, or an extra member of a gang that has its quorum), with whole gangs as victims.
@@ -65,9 +63,9 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 }
 
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
-// snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.PreemptUnder), and applies
-// the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
-// reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
+// snapshot, lets the step decide (gang.PreemptUnder: the gang's split read under the lock once the
+// step needs it) and applies the decision (appliedPreemption). result is the
+// preemption_attempts_total outcome.
 //
 // For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
 // as one: its groups' missing members are placed at once, in the job's domain (see jobToPreempt).

@@ -26,13 +26,8 @@ import (
 // devices while some are held, the held nodes its devices do not fit beside (one read of the DRA
 // state for the cycle, the device model asked outside the lock). The member's step (gang.Decide)
 // then decides under the lock, the checks it asks for running between two holds of it
-// (gang.DecideUnder). appliedPreFilter does what the step returned, in one pass.
-//
-// The nodes PreFilter allows, and those it keeps the pod off, are written to the cycle state, and
-// Filter rejects every other node: kube-scheduler tries a pod's nominated node (from a preemption or
-// a reservation) and the batching hint before, and regardless of, the PreFilterResult, so without
-// the Filter a member nominated outside its gang's chosen domain would bind there and split the
-// domain, or bypass its plan's offer. A pod whose nodes are not narrowed skips Filter.
+// (gang.DecideUnder). appliedPreFilter does what the step returned, in one pass; the nodes it
+// allows, and those it keeps the pod off, are Filter's.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
 	if refused.Message != "" {
@@ -127,8 +122,10 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 
 // Filter rejects a node outside those PreFilter allowed the pod, and a node whose devices are held
 // for others (see gang.Filter): O(1), and called only for pods whose nodes PreFilter narrowed or kept
-// off held devices. The framework evaluates only the allowed nodes anyway, except a nominated node and
-// the batching hint, which it tries first.
+// off held devices. kube-scheduler tries a pod's nominated node (from a preemption or a reservation)
+// and the batching hint before, and regardless of, the PreFilterResult: without Filter a member
+// nominated outside its gang's chosen domain would bind there and split the domain, or bypass its
+// plan's offer.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	return gang.Filter(state, nodeInfo.Node().Name)
 }
