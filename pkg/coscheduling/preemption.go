@@ -90,15 +90,14 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
-	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
-	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.VersionAgainst(prio), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
-		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Releasing:   pl.releasingClaims(ctx),
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key, also...) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
+	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
+	ck := in.Key(prio, pl.claims.VersionAgainst(prio), pl.epoch.Load(), pl.clock.Now())
 	out, cached := gang.PreemptUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, ck, feasibilityCacheTTL, in, infos.List)
 	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, cached)
 	if cached || out.Result != gang.PreemptVictims {
