@@ -130,28 +130,19 @@ func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Po
 	return gang.Filter(state, nodeInfo.Node().Name)
 }
 
-// SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a
-// gang with a topology policy (restricted to their gang's domain) and those a placement plan may place
-// (offered its planned nodes) are signed with their group, so that only members of one gang may share
-// a batched scheduling result. Other pods, gang members included, may be batched with any pod alike for
-// the other plugins (this plugin accepts or rejects them whole).
+// SignPod signs a member with its group when its PreFilter narrows its nodes (see gang.SignFragments).
+// Other pods, gang members included, may be batched with any pod alike for the other plugins (this
+// plugin accepts or rejects them whole).
 func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, nil
 	}
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return nil, nil
+	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
+		return gang.SignFragments(podgroup.Key(pod.Namespace, name), pg, pod, pl.defaultTopology, pl.plannable), nil
 	}
-	if policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.Empty() && !pl.plannable(pod) {
-		return nil, nil
-	}
-	return []fwk.SignFragment{{Key: signFragmentGroup, Value: podgroup.Key(pod.Namespace, name)}}, nil
+	return nil, nil
 }
-
-// signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
-const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
 
 // plannable reports whether a member's cycle may be narrowed by a plan: the plan is on, the member's
 // constraints are all modelled, and it is not nominated (a nominated member goes where its nomination,
