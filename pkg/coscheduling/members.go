@@ -59,10 +59,7 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 // unscheduledMembers are the live pods of groups without a node and not reserved here, except one
 // (see gang.Registry.UnscheduledIn). The groups' pods are listed outside the lock.
 func (pl *Coscheduling) unscheduledMembers(groups []tree.Node, except types.UID) []*v1.Pod {
-	members := make([][]*v1.Pod, len(groups))
-	for i, n := range groups {
-		members[i] = pl.members.InGroup(n.Namespace, n.Name)
-	}
+	members := pl.members.InGroups(groups)
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	return pl.gangs.UnscheduledIn(tree.Keys(groups), members, except)

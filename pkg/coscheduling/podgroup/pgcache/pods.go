@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Pods are one scheduler profile's gang members: listed from the scheduler's pod store (Store,
@@ -39,6 +40,15 @@ func (p Pods) InGroup(namespace, name string) []*v1.Pod {
 func (p Pods) InGroupKey(key string) []*v1.Pod {
 	namespace, name, _ := strings.Cut(key, "/")
 	return p.InGroup(namespace, name)
+}
+
+// InGroups lists the members of each of groups from the pod store, in order. O(members).
+func (p Pods) InGroups(groups []tree.Node) [][]*v1.Pod {
+	out := make([][]*v1.Pod, len(groups))
+	for i, n := range groups {
+		out[i] = p.InGroup(n.Namespace, n.Name)
+	}
+	return out
 }
 
 // Gone reports whether the store no longer holds pod live: deleted, terminating, or another pod under

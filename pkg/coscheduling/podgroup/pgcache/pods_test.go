@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // TestPods: members are listed and counted on the store's word (live, ungated pods of the profile's
@@ -84,7 +85,8 @@ func TestGone(t *testing.T) {
 	}
 }
 
-// TestInGroupKey: a group's members by its key are those InGroup lists by its namespace and name.
+// TestInGroupKey: a group's members by its key are those InGroup lists by its namespace and name, and
+// InGroups lists each group's in order.
 func TestInGroupKey(t *testing.T) {
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
 	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
@@ -110,5 +112,16 @@ func TestInGroupKey(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("InGroupKey(%q) (-want,+got):\n%s", tc.key, diff)
 		}
+	}
+	var got [][]string
+	for _, pods := range pods.InGroups([]tree.Node{{Namespace: "other", Name: "g"}, {Namespace: "ns", Name: "missing"}, {Namespace: "ns", Name: "g"}}) {
+		var names []string
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+		got = append(got, names)
+	}
+	if diff := cmp.Diff([][]string{{"c"}, nil, {"a"}}, got); diff != "" {
+		t.Errorf("InGroups (-want,+got):\n%s", diff)
 	}
 }
