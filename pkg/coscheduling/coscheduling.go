@@ -54,14 +54,6 @@ const (
 )
 
 const (
-	// rejectedByPreFilterKey marks a cycle whose pod this plugin's PreFilter rejected, for PostFilter.
-	rejectedByPreFilterKey fwk.StateKey = Name + "/rejected-by-prefilter"
-	// allowedNodesKey holds the nodes PreFilter let a member use (its gang's domain, its plan's
-	// offer), for Filter: see gang.AllowedNodes.
-	allowedNodesKey fwk.StateKey = Name + "/allowed-nodes"
-	// infeasibleKey marks a cycle whose gang PreFilter found not to fit the free resources: PostFilter
-	// tries to preempt for it.
-	infeasibleKey fwk.StateKey = Name + "/infeasible"
 	// feasibilityCacheTTL bounds how long a feasibility result is reused for the members of one burst.
 	feasibilityCacheTTL = 2 * time.Second
 	// podGroupSyncTimeout bounds the wait for the PodGroup cache in New.
@@ -105,9 +97,8 @@ type Coscheduling struct {
 	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).
 	retiring chan struct{}
 
-	// stamps holds each member's queue order key (types.UID → queueStamp), fixed by PreEnqueue when the
-	// member enters the queue, so that Less never reads state that changes while the pod is in the heap.
-	stamps sync.Map
+	// stamps are the members' queue order keys, fixed by PreEnqueue (see gang.Stamps).
+	stamps gang.Stamps
 
 	// epoch increases on cluster events that free capacity; cached feasibility results from an older
 	// epoch are recomputed.
@@ -150,6 +141,9 @@ func (pl *Coscheduling) notifyStatus(key string) {
 		pl.status.Enqueue(key)
 	}
 }
+
+// stale makes the cached whole-gang checks stale (their epoch moves on): room may have been freed.
+func (pl *Coscheduling) stale() { pl.epoch.Add(1) }
 
 // treeOf resolves the tree of group namespace/name (nil, nil: it is in none).
 func (pl *Coscheduling) treeOf(namespace, name string) (*tree.Branch, *tree.Problem) {

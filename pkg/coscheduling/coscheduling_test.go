@@ -30,6 +30,8 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
@@ -603,7 +605,7 @@ func TestPreFilterChecksOncePerAttempt(t *testing.T) {
 	}
 	// A node added (the hint bumps the epoch) invalidates the cached answer.
 	nodes = append(nodes, node("c", "4"))
-	if _, err := env.pl.isSchedulableAfterNodeChange(klog.Background(), pods[0], nil, nodes[2].Node()); err != nil {
+	if _, err := gangfit.NodeChangeHint(env.pl.stale)(klog.Background(), pods[0], nil, nodes[2].Node()); err != nil {
 		t.Fatal(err)
 	}
 	if _, s := env.pl.PreFilter(ctx, framework.NewCycleState(), pods[0], nodes); !passed(s) {
@@ -666,21 +668,21 @@ func TestQueueingHints(t *testing.T) {
 		pods     []*v1.Pod
 		want     fwk.QueueingHint
 	}{
-		{name: "node added", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node added", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, new: small, want: fwk.Queue},
-		{name: "node grew", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node grew", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, old: small, new: bigger, want: fwk.Queue},
-		{name: "node shrank", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node shrank", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, old: bigger, new: small, want: fwk.QueueSkip},
-		{name: "node uncordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node uncordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, old: cordoned, new: small, want: fwk.Queue},
-		{name: "node cordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node cordoned", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, old: small, new: cordoned, want: fwk.QueueSkip},
-		{name: "node relabelled", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "node relabelled", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: gangMember, old: small, new: relabelled, want: fwk.Queue},
-		{name: "plain pod ignores nodes", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange },
+		{name: "plain pod ignores nodes", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gangfit.NodeChangeHint(pl.stale) },
 			pod: plain, new: small, want: fwk.QueueSkip},
-		{name: "assigned pod deleted", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return pl.isSchedulableAfterCapacityFreed },
+		{name: "assigned pod deleted", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return gang.CapacityFreedHint(pl.sparedByDelete, pl.stale) },
 			pod: gangMember, old: st.MakePod().Name("gone").Node("n").Obj(), want: fwk.Queue},
 		{name: "its PodGroup appeared", fn: func(pl *Coscheduling) fwk.QueueingHintFn { return podgroup.SpecChangeHint },
 			pod: gangMember, new: unstructuredPG, want: fwk.Queue},

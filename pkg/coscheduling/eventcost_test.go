@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 )
 
@@ -83,7 +84,7 @@ func TestHintAnsweredWhileACheckRuns(t *testing.T) {
 		defer close(answered)
 		freed := member("x", "", "1")
 		freed.Spec.NodeName = "n1"
-		if hint, err := env.pl.isSchedulableAfterCapacityFreed(klog.Background(), pods[1], freed, nil); err != nil || hint != fwk.Queue {
+		if hint, err := gang.CapacityFreedHint(env.pl.sparedByDelete, env.pl.stale)(klog.Background(), pods[1], freed, nil); err != nil || hint != fwk.Queue {
 			t.Errorf("hint = %v, %v; want Queue", hint, err)
 		}
 		if s := env.pl.PreEnqueue(context.Background(), pods[1]); !s.IsSuccess() {

@@ -15,7 +15,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup/pgcache"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // How often, and for how long at most, a burst of freeing claim events waits for the scheduler's claim
@@ -108,7 +107,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if pg == nil {
 			return
 		}
-		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.runCredit(pod.Namespace, name, run), podgroup.MinMember(pg)) {
+		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), podgroup.MinMember(pg)) {
 			pl.activateGroup(pod.Namespace, name)
 		}
 	}
@@ -116,10 +115,7 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		AddFunc:    track,
 		UpdateFunc: func(_, obj interface{}) { track(obj) },
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*v1.Pod); ok {
+			if pod, ok := pgcache.Unwrap(obj).(*v1.Pod); ok {
 				pl.finished.Forget(pod)
 			}
 		},
@@ -163,10 +159,7 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 }
 
 func (pl *Coscheduling) onPodDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
+	pod, ok := pgcache.Unwrap(obj).(*v1.Pod)
 	if !ok {
 		return
 	}
@@ -216,10 +209,7 @@ func (pl *Coscheduling) podGroupEventHandler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+			if pg, ok := pgcache.Unwrap(obj).(*v1alpha1.PodGroup); ok {
 				pl.onPodGroupDelete(pg)
 			}
 		},
@@ -283,11 +273,9 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 }
 
 // claimEventHandler lets in the members that may claim devices when a ResourceClaim changes in a way
-// that may change a whole-gang check (devices.ClaimFreed): devices freed (an allocation dropped,
-// an allocated claim deleted), or a PodGroup's own claim allocated or freed. Other claim writes (an
-// allocation at binding, reservations, device status) change nothing. It is a handler, not a
-// queueing hint (see EventsToRegister). A burst of such events is one wait for the scheduler's claim
-// cache and one activation pass (see devices.Freed).
+// that may change a whole-gang check (devices.ClaimFreed: devices freed, or a PodGroup's own claim
+// allocated or freed). It is a handler, not a queueing hint (see EventsToRegister). A burst of such
+// events is one wait for the scheduler's claim cache and one activation pass (see devices.Freed).
 func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	changed := func(oldObj, newObj interface{}) {
 		oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
@@ -298,12 +286,7 @@ func (pl *Coscheduling) claimEventHandler() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		UpdateFunc: changed,
-		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			changed(obj, nil)
-		},
+		DeleteFunc: func(obj interface{}) { changed(pgcache.Unwrap(obj), nil) },
 	}
 }
 
@@ -315,21 +298,17 @@ func (pl *Coscheduling) devicesFreed() {
 }
 
 // activateDeviceMembers activates the unscheduled members that may claim devices of every gang the
-// plugin tracks that has live members neither reserved nor bound and does not back off. O(tracked gangs) to find them (a
-// gang whose members are all placed is passed over on its counts), then O(members) of those gangs; on
-// a freeing claim event only, off the scheduling cycle.
+// plugin tracks that has live members neither reserved nor bound and does not back off (see
+// gang.Registry.Unplaced), then O(members) of those gangs; on a freeing claim event only, off the
+// scheduling cycle.
 func (pl *Coscheduling) activateDeviceMembers() {
 	if !pl.running.Load() {
 		return
 	}
 	now := pl.clock.Now()
 	pl.mu.RLock()
-	gangs := pl.gangs.Unplaced(now, pl.members.Count)
+	groups := pl.gangs.Unplaced(now, pl.members.Count)
 	pl.mu.RUnlock()
-	groups := make([]tree.Node, len(gangs))
-	for i, g := range gangs {
-		groups[i] = tree.Node{Namespace: g[0], Name: g[1]}
-	}
 	// Live members of this profile.
 	effects.Activate(klog.FromContext(pl.ctx), pl.handle, devices.Claimers(pl.unscheduledMembers(groups, ""))...)
 }

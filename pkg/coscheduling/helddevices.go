@@ -3,47 +3,21 @@ package coscheduling
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 )
 
-// The devices held for reservations and nominations (the rule: gang.HeldDevices). Who waits where is
-// kept per priority and group, computed once per change of the reservations (heldVersion) or the
-// nominations (claims.Version), not per pod; whether a pod's devices fit beside them is asked of the
-// cycle's device read, outside the plugin's lock, and only for a pod that may claim devices while
-// some are held. Pods kept off are brought back when a reservation ends or a nomination is dropped.
+// The devices held for reservations and nominations (the rule: gang.HeldDevices): who waits where, per
+// priority and group, once per change of the reservations (heldVersion) or the nominations
+// (claims.Version); the pods kept off, brought back when a reservation ends or a nomination is dropped.
 
 // mayBeKeptOff reports, in two atomic loads and a look at the pod, whether a pod may be kept off held
 // devices at all: the scheduler models devices, some gang holds a reservation or some pod is
 // nominated, and the pod may claim devices.
 func (pl *Coscheduling) mayBeKeptOff(pod *v1.Pod) bool {
 	return pl.dra != nil && (pl.reserved.Load() > 0 || pl.claims.Len() > 0) && devices.MayClaim(pod)
-}
-
-// keptOffHeld returns the held nodes whose devices pod (of priority prio and group own, "" for none)
-// would take, each with why (nil: none), over the cycle's device read src. Called only when
-// mayBeKeptOff.
-func (pl *Coscheduling) keptOffHeld(logger klog.Logger, pod *v1.Pod, prio int32, own string, src *devices.Source) map[string]string {
-	h := pl.heldDevices(prio, own).Without(pod.UID)
-	if h.Empty() {
-		return nil
-	}
-	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	off, err := src.KeptOff(logger, pod, h.Waiting, func(name string) fwk.NodeInfo {
-		ni, err := infos.Get(name)
-		if err != nil {
-			return nil
-		}
-		return ni
-	})
-	if err != nil {
-		logger.V(3).Info("Held devices not compared", "pod", klog.KObj(pod), "err", err)
-		return nil
-	}
-	return h.KeptOffNodes(off)
 }
 
 // heldDevices are the held devices against pods of priority prio and group own (see

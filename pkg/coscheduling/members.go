@@ -37,7 +37,7 @@ func (pl *Coscheduling) nominate(ctx context.Context, preemptor *v1.Pod, assignm
 
 // clearNominations drops members' nominations (see effects.ClearNominations).
 func (pl *Coscheduling) clearNominations(ctx context.Context, members []*v1.Pod, except types.UID) {
-	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, func() { pl.epoch.Add(1) })
+	effects.ClearNominations(ctx, pl.handle, &pl.claims, Name, members, except, pl.stale)
 }
 
 // activateSiblings asks the framework to move the group's other unscheduled members, and its tree's
@@ -59,10 +59,7 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 // unscheduledMembers are the live pods of groups without a node and not reserved here, except one
 // (see gang.Registry.UnscheduledIn). The groups' pods are listed outside the lock.
 func (pl *Coscheduling) unscheduledMembers(groups []tree.Node, except types.UID) []*v1.Pod {
-	members := make([][]*v1.Pod, len(groups))
-	for i, n := range groups {
-		members[i] = pl.members.InGroup(n.Namespace, n.Name)
-	}
+	members := pl.members.InGroups(groups)
 	pl.mu.RLock()
 	defer pl.mu.RUnlock()
 	return pl.gangs.UnscheduledIn(tree.Keys(groups), members, except)
@@ -75,19 +72,10 @@ func (pl *Coscheduling) confirmedCountLocked(g *gang.Gang) int {
 }
 
 // credit is the finished-member rule's part of a member's quorum count: the members of its group and
-// run that left by succeeding (see podgroup.SucceededMember), while that run is in progress (one of
-// its live members is bound: podgroup.RunInProgress); none once the run has ended. O(1).
+// run that left by succeeding, while that run is in progress (see pgcache.Finished.Credit). O(1).
 func (pl *Coscheduling) credit(pod *v1.Pod) int {
 	name, _ := podgroup.Of(pod)
-	return pl.runCredit(pod.Namespace, name, podgroup.Run(pod))
-}
-
-// runCredit is credit for group namespace/name and run. O(1).
-func (pl *Coscheduling) runCredit(namespace, name string, run types.UID) int {
-	if !podgroup.RunInProgress(pl.members.Counts.BoundInRun(namespace, name, run)) {
-		return 0
-	}
-	return pl.finished.Count(namespace, name, run)
+	return pl.finished.Credit(pl.members.Counts, pod.Namespace, name, podgroup.Run(pod))
 }
 
 // jobLeaves returns the other groups of namespace/name's job (see tree.Branch.JobLeavesBut); nil: it

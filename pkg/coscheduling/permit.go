@@ -16,8 +16,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
-// The rest of a member's cycle: PostFilter (a member that found no node, preemption and
-// reservation), Reserve and Unreserve (counting toward the quorum), Permit (waiting for it).
+// The end of a member's cycle: Reserve and Unreserve (counting toward the quorum), Permit (waiting for it).
 
 // Reserve counts the member toward its group's quorum and starts an attempt when none is under way.
 // A member of a group that backs off is refused, so a late member cannot hold resources alone.

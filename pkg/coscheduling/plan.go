@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,18 +21,9 @@ import (
 // constraint the plan does not model) falls back: the plan is dropped for the attempt and the member
 // is retried at once without it (see planMissed).
 
-const (
-	// plannedKey marks a cycle whose nodes the plan narrowed, for PostFilter.
-	plannedKey fwk.StateKey = Name + "/planned"
-	// planRetryDelay is when a member whose planned nodes did not fit is brought back from the back-off
-	// queue, once its failed cycle has put it there.
-	planRetryDelay = 20 * time.Millisecond
-)
-
-// plannedMark holds the nodes a cycle was offered (sorted).
-type plannedMark struct{ offered []string }
-
-func (m plannedMark) Clone() fwk.StateData { return m }
+// planRetryDelay is when a member whose planned nodes did not fit is brought back from the back-off
+// queue, once its failed cycle has put it there.
+const planRetryDelay = 20 * time.Millisecond
 
 // The outcome labels of metrics.PlacementPlanMembers.
 const (
@@ -49,12 +39,10 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	name, _ := podgroup.Of(pod)
 	key := podgroup.Key(pod.Namespace, name)
 	pl.mu.Lock()
-	if g := pl.gangs.Get(key); g != nil {
-		g.MissPlan()
-	}
+	pl.gangs.MissPlan(key)
 	pl.mu.Unlock()
 	metrics.PlacementPlanMembers.WithLabelValues(pl.profile, planFallback).Inc()
-	msg := fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), gang.RejectedNodes(offered, m))
+	msg := gang.MissedPlanMessage(key, pod, offered, m)
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {
 		// The pod is in flight: the first call makes the queue take it back as soon as its back-off

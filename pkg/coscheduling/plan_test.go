@@ -18,6 +18,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 )
 
@@ -80,8 +81,7 @@ func (c *miniCycle) run(pod *v1.Pod) cycleOutcome {
 		}
 	}
 	c.withRoom = append(c.withRoom, room)
-	_, narrowed := state.Read(plannedKey)
-	out := cycleOutcome{narrowed: narrowed == nil}
+	out := cycleOutcome{narrowed: gang.MarksOf(state).Planned}
 	if !passed(s) {
 		c.offered = append(c.offered, nil)
 		_, out.status = c.env.pl.PostFilter(ctx, state, pod, nil)
@@ -248,7 +248,7 @@ func TestPlacementPlanNotUsed(t *testing.T) {
 			if !passed(s) || !res.AllNodes() {
 				t.Errorf("PreFilter = %v, %v; want every node", res, s)
 			}
-			if _, err := state.Read(plannedKey); err == nil {
+			if gang.MarksOf(state).Planned {
 				t.Error("the cycle is marked planned")
 			}
 		})
@@ -434,7 +434,7 @@ func TestPlacementPlanAfterAnInfeasibleCheck(t *testing.T) {
 		if _, s := env.pl.PreFilter(ctx, state, p, full); s.Code() != fwk.UnschedulableAndUnresolvable {
 			t.Fatalf("PreFilter(%s) = %v, want infeasible", p.Name, s)
 		}
-		if _, err := state.Read(plannedKey); err == nil {
+		if gang.MarksOf(state).Planned {
 			t.Fatalf("%s: an infeasible cycle is marked planned", p.Name)
 		}
 	}

@@ -17,12 +17,10 @@ import (
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
-// PostFilter: what a member that found no node does — preempt (preemption.go), reserve room against
-// starvation (reserveRoom; the reservation's state machine is reservation.go's), miss its plan
-// (plan.go), or fail its gang's attempt.
-
-// PostFilter is the profile's preemption (it replaces DefaultPreemption, see preemption.go) and
-// fails gang attempts that cannot succeed:
+// PostFilter is what a member that found no node does: it is the profile's preemption (it replaces
+// DefaultPreemption, see preemption.go), reserves room against starvation (reserveRoom; the
+// reservation's wiring is reservation.go's), falls back from a missed plan (planMissed) and fails gang
+// attempts that cannot succeed:
 //   - a gang found not to fit the free resources (PreFilter) preempts lower-priority pods as a whole;
 //   - a plain pod, or an extra member of a gang that has its quorum, preempts as DefaultPreemption
 //     would, except that a gang member is only ever evicted with its whole gang;
@@ -34,16 +32,17 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if !ok {
 		return pl.preemptForPod(ctx, state, pod, m)
 	}
-	if mark, err := state.Read(plannedKey); err == nil && gang.MissedPlan(mark.(plannedMark).offered, m) {
-		return pl.planMissed(ctx, pod, mark.(plannedMark).offered, m)
+	marks := gang.MarksOf(state)
+	if marks.Planned && gang.MissedPlan(marks.Offered, m) {
+		return pl.planMissed(ctx, pod, marks.Offered, m)
 	}
-	if _, err := state.Read(rejectedByPreFilterKey); err == nil {
+	if marks.Rejected {
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
-		if mark, err := state.Read(infeasibleKey); err == nil {
+		if marks.Infeasible {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				pl.treeInfeasible(pg)
-				// Short only with the other groups its job needs (tree): the job preempts as one.
-				return pl.preemptOrReserve(ctx, pod, pg, mark.(rejectedMark).tree)
+				// Short only with the other groups its job needs (Tree): the job preempts as one.
+				return pl.preemptOrReserve(ctx, pod, pg, marks.Tree)
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -90,13 +89,11 @@ func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v
 	return res, st
 }
 
-// reserveRoom runs a reservation step for a member of a gang found not to fit, whose preemption
-// does not help (see PostFilter): gang.ReserveUnder (gang.Gang.ReserveRoom under the lock, adopt and
-// no room; the plan outside it when the machine asks for one, gang.PlanRoom; gang.Gang.Planned under
-// the lock again), each step's I/O after its lock hold, then the members nominated to a reservation
-// that started or moved, the event. It reports handled when the gang holds a reservation: the
-// member's result and status are then the reservation's. A group of a job reserves for its job (see
-// gang.ReserveIn.Job): the reservation is its holder group's, for all the job's missing members.
+// reserveRoom runs a reservation step (gang.ReserveUnder, each lock hold's I/O after it) for a member
+// of a gang found not to fit, whose preemption does not help, then nominates the members to a
+// reservation that started or moved and records the event. It reports handled when the gang holds a
+// reservation: the member's result and status are then the reservation's. A group of a job reserves
+// for its job (see gang.ReserveIn.Job): the reservation is its holder group's.
 func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status, bool) {
 	if pl.reservation.MaxGangs <= 0 && !pl.holdsReservation(podgroup.Key(pg.Namespace, pg.Name)) {
 		return nil, nil, false

@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -21,11 +20,9 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-// Gang-aware preemption. It replaces DefaultPreemption in a profile (PostFilter), reusing its
-// machinery: upstream's Evaluator picks the node for a plain pod, upstream's Executor evicts victims
-// (DisruptionTarget condition, graceful delete, event; a victim waiting at Permit is rejected in
-// memory), and upstream's victim ordering and PodDisruptionBudget accounting rank the victims. What
-// differs is the unit of eviction and the preemptor:
+// Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
+// (its Evaluator, Executor, victim ordering and PDB accounting: see gangpreemption). What differs is
+// the unit of eviction and the preemptor:
 //
 //   - A victim is a whole gang: the bound and reserved members of a PodGroup (this plugin's label)
 //     are evicted together or not at all, whoever the preemptor is, and their priority is the
@@ -34,9 +31,9 @@ import (
 //     victims are chosen across the cluster so that all of them fit at once (per node, within the
 //     gang's required topology domain), or nothing is evicted.
 //
-// The choice of victims is pure (gangfit: PlanPreemption, GangIndex, Reprieve); upstream's machinery
-// is wired in gangpreemption. What stays here is the orchestration: gather, decide, then the API calls
-// (evictions, nominations) and the follow-up of each eviction.
+// The choice of victims is pure (gangfit: PlanPreemption, GangIndex, Reprieve); what stays here is the
+// orchestration: gather, decide, then the API calls (evictions, nominations) and the follow-up of
+// each eviction.
 
 // preemptForPod runs upstream's preemption for a pod that is not placed as part of a gang attempt
 // (a plain pod, or an extra member of a gang that has its quorum), with whole gangs as victims.
@@ -57,12 +54,7 @@ func (pl *Coscheduling) preemptForPod(ctx context.Context, state fwk.CycleState,
 func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	pl.mu.Lock()
-	g := pl.gangs.Get(key)
-	var changed bool
-	var msg string
-	if g != nil {
-		msg, changed = g.StoppedPreempting()
-	}
+	msg, changed := pl.gangs.StoppedPreempting(key)
 	pl.mu.Unlock()
 	if changed {
 		pl.recorder.PodGroup(pg, v1.EventTypeWarning, podgroup.ReasonGangInfeasible, msg)
@@ -71,9 +63,9 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 }
 
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
-// snapshot (the gang's split under the lock, once the step needs it), lets the step decide (gang.PreemptUnder), and applies
-// the decision: the evictions, the members' nominations to the nodes the plan gives them, the end of a
-// reservation the gang held, the outcome, the event. result is the preemption_attempts_total outcome.
+// snapshot, lets the step decide (gang.PreemptUnder: the gang's split read under the lock once the
+// step needs it) and applies the decision (appliedPreemption). result is the
+// preemption_attempts_total outcome.
 //
 // For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
 // as one: its groups' missing members are placed at once, in the job's domain (see jobToPreempt).
@@ -98,15 +90,14 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
-	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
-	ck := gang.PreemptKey{Priority: prio, Claims: pl.claims.VersionAgainst(prio), FeasibilityKey: gang.FeasibilityKey{Epoch: pl.epoch.Load(), UID: pg.UID, Generation: pg.Generation,
-		Want: podgroup.MinMember(pg), Existing: len(members), At: pl.clock.Now()}}
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Releasing:   pl.releasingClaims(ctx),
 		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key, also...) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
+	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
+	ck := in.Key(prio, pl.claims.VersionAgainst(prio), pl.epoch.Load(), pl.clock.Now())
 	out, cached := gang.PreemptUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, ck, feasibilityCacheTTL, in, infos.List)
 	res, st := pl.appliedPreemption(ctx, pod, pg, in, &out, cached)
 	if cached || out.Result != gang.PreemptVictims {
@@ -126,7 +117,7 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 	}
 	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
 		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+		GroupMembers: pl.members.InGroupKey}
 	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
 		// Read outside the lock: the groups with a required domain of their own (preempted in parts).
 		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)

@@ -2,10 +2,8 @@ package coscheduling
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -28,20 +26,13 @@ import (
 // devices while some are held, the held nodes its devices do not fit beside (one read of the DRA
 // state for the cycle, the device model asked outside the lock). The member's step (gang.Decide)
 // then decides under the lock, the checks it asks for running between two holds of it
-// (gang.DecideUnder). appliedPreFilter does what the step returned, in one pass.
-//
-// The nodes PreFilter allows, and those it keeps the pod off, are written to the cycle state, and
-// Filter rejects every other node: kube-scheduler tries a pod's nominated node (from a preemption or
-// a reservation) and the batching hint before, and regardless of, the PreFilterResult, so without
-// the Filter a member nominated outside its gang's chosen domain would bind there and split the
-// domain, or bypass its plan's offer. A pod whose nodes are not narrowed skips Filter.
+// (gang.DecideUnder). appliedPreFilter does what the step returned, in one pass; the nodes it
+// allows, and those it keeps the pod off, are Filter's.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
 	if refused.Message != "" {
-		if refused.Reason != "" {
-			pl.refuse(ctx, pod, refused.Reason, refused.Message)
-		}
-		return pl.rejectInPreFilter(state, refused.Message, false, false)
+		pl.gate(ctx, pod, refused.Reason, refused.Message)
+		return gang.Reject(state, refused.Message, false, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}
 	if pg != nil {
@@ -73,7 +64,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		if refused = in.Admit(own, pg, pl.defaultTopology); refused.Message != "" {
 			return in, nil, refused
 		}
-		in.Credit, in.Plannable = pl.runCredit(pod.Namespace, name, podgroup.Run(pod)), pl.plannable(pod)
+		in.Credit, in.Plannable = pl.credit(pod), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
 		in.Claimed = func(prio int32) []*v1.Pod {
@@ -84,20 +75,21 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		}
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
-		in.GroupMembers = func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }
+		in.GroupMembers = pl.members.InGroupKey
 	}
 	if pl.mayBeKeptOff(pod) {
 		if src == nil {
 			src = pl.dra.ForCycle()
 		}
-		in.KeptOff = pl.keptOffHeld(logger, pod, prio, own, src)
+		// The held nodes whose devices the pod would take (gang.HeldDevices.KeptOff).
+		in.KeptOff = pl.heldDevices(prio, own).KeptOff(logger, pod, src, pl.handle.SnapshotSharedLister().NodeInfos())
 	}
 	return in, pg, refused
 }
 
 // appliedPreFilter does what a pod's PreFilter step returned: the PodGroup's event and status for a
-// fresh check (infeasible, or a domain chosen: never both), the cycle's marks (rejected, infeasible,
-// offered its plan, the nodes Filter allows and those it keeps the pod off), and the result.
+// fresh check (infeasible, or a domain chosen: never both), the pod kept off held devices, and the
+// cycle's marks and result (see gang.PreFilterOut.Apply).
 func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, pg *v1alpha1.PodGroup, out gang.PreFilterOut) (*fwk.PreFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	var key string
@@ -115,67 +107,42 @@ func (pl *Coscheduling) appliedPreFilter(ctx context.Context, state fwk.CycleSta
 		pl.recorder.PodGroup(pg, eventType, reason, message)
 		pl.notifyStatus(key)
 	}
-	if out.Reject {
-		return pl.rejectInPreFilter(state, out.Message, out.Infeasible, out.Tree)
-	}
-	if out.Plan != nil {
+	if out.Plan != nil && !out.Reject {
 		logger.V(4).Info("Gang placement planned", "pod", klog.KObj(pod), "podGroup", klog.KObj(pg), "members", out.Plan.Left(), "nodes", len(out.Plan.Nodes))
 	}
-	if len(out.KeptOff) > 0 {
+	if len(out.KeptOff) > 0 && !out.Reject {
 		logger.V(4).Info("Pod kept off the devices held for reserved or nominated pods", "pod", klog.KObj(pod), "nodes", len(out.KeptOff))
 		pl.keptOff.Add(pod)
 	}
-	a := out.Allowed(key)
-	if a == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	if out.Offered {
-		state.Write(plannedKey, plannedMark{offered: sets.List(out.Nodes)})
-	}
-	state.Write(allowedNodesKey, a)
-	if out.Nodes == nil {
-		return nil, nil
-	}
-	return &fwk.PreFilterResult{NodeNames: out.Nodes}, nil
+	return out.Apply(state, key)
 }
 
 // PreFilterExtensions returns nil: the check does not depend on other pods' placement in the cycle.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter rejects a node outside those PreFilter allowed the pod, and a node whose devices are held
-// for others (see gang.AllowedNodes.Filter): O(1), and called only for pods whose nodes PreFilter narrowed
-// or kept off held devices. The framework evaluates only the allowed nodes anyway, except a nominated
-// node and the batching hint, which it tries first.
+// for others (see gang.Filter): O(1), and called only for pods whose nodes PreFilter narrowed or kept
+// off held devices. kube-scheduler tries a pod's nominated node (from a preemption or a reservation)
+// and the batching hint before, and regardless of, the PreFilterResult: without Filter a member
+// nominated outside its gang's chosen domain would bind there and split the domain, or bypass its
+// plan's offer.
 func (pl *Coscheduling) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	data, err := state.Read(allowedNodesKey)
-	if err != nil {
-		return nil
-	}
-	return data.(*gang.AllowedNodes).Filter(nodeInfo.Node().Name)
+	return gang.Filter(state, nodeInfo.Node().Name)
 }
 
-// SignPod signs pods with no fragment, except members whose PreFilter narrows their nodes: those of a
-// gang with a topology policy (restricted to their gang's domain) and those a placement plan may place
-// (offered its planned nodes) are signed with their group, so that only members of one gang may share
-// a batched scheduling result. Other pods, gang members included, may be batched with any pod alike for
-// the other plugins (this plugin accepts or rejects them whole).
+// SignPod signs a member with its group when its PreFilter narrows its nodes (see gang.SignFragments).
+// Other pods, gang members included, may be batched with any pod alike for the other plugins (this
+// plugin accepts or rejects them whole).
 func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	name, ok := podgroup.Of(pod)
 	if !ok {
 		return nil, nil
 	}
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return nil, nil
+	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
+		return gang.SignFragments(podgroup.Key(pod.Namespace, name), pg, pod, pl.defaultTopology, pl.plannable), nil
 	}
-	if policy, err := gangfit.PolicyFor(pg, pod, pl.defaultTopology); err == nil && policy.Empty() && !pl.plannable(pod) {
-		return nil, nil
-	}
-	return []fwk.SignFragment{{Key: signFragmentGroup, Value: podgroup.Key(pod.Namespace, name)}}, nil
+	return nil, nil
 }
-
-// signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
-const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
 
 // plannable reports whether a member's cycle may be narrowed by a plan: the plan is on, the member's
 // constraints are all modelled, and it is not nominated (a nominated member goes where its nomination,
@@ -183,18 +150,3 @@ const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].Topolog
 func (pl *Coscheduling) plannable(pod *v1.Pod) bool {
 	return pl.planArgs.Enabled && pod.Status.NominatedNodeName == "" && gangfit.Plannable(pod)
 }
-
-// rejectInPreFilter refuses a member in PreFilter, marking the cycle for PostFilter: rejected as a
-// whole (nothing is held), and, for a gang that does not fit the free resources, infeasible
-// (PostFilter preempts for it, unless tree: it fits alone, not with its job's other groups).
-func (pl *Coscheduling) rejectInPreFilter(state fwk.CycleState, msg string, infeasible, tree bool) (*fwk.PreFilterResult, *fwk.Status) {
-	if infeasible {
-		state.Write(infeasibleKey, rejectedMark{tree: tree})
-	}
-	state.Write(rejectedByPreFilterKey, rejectedMark{})
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-type rejectedMark struct{ tree bool }
-
-func (m rejectedMark) Clone() fwk.StateData { return m }

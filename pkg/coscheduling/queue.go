@@ -2,10 +2,8 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -36,8 +34,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	}
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
-		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound,
-			fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key))
+		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound, podgroup.NotFoundMessage(key))
 	}
 	if reason, msg := pl.holdBack(pod, pg); reason != "" {
 		return pl.gate(ctx, pod, reason, msg)
@@ -61,13 +58,4 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 }
 
 // Less orders the queue as gang.LessQueued does, with the stamps PreEnqueue fixed (see there).
-func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool { return gang.LessQueued(a, b, pl.stamp) }
-
-// stamp is a member's queue order key from PreEnqueue.
-func (pl *Coscheduling) stamp(uid types.UID) (gang.QueueStamp, bool) {
-	v, ok := pl.stamps.Load(uid)
-	if !ok {
-		return gang.QueueStamp{}, false
-	}
-	return v.(gang.QueueStamp), true
-}
+func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool { return pl.stamps.Less(a, b) }

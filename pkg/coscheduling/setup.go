@@ -105,7 +105,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pl.podsSynced = reg.HasSynced
 	// A nomination dropped frees the devices it held for the pods kept off them (see helddevices.go).
 	pl.claims.Dropped = func() { pl.activateKeptOff(logger) }
-	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, func() { pl.epoch.Add(1) })); err != nil {
+	if _, err := podInformer.AddEventHandler(claims.Handler(&pl.claims, pl.fit.Forget, pl.stale)); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
 	if err := sources.Start(ctx, pgcache.TreeHandler(pl.trees, podgroup.TreeNode, pl.podGroupEventHandler()), pgcache.CompositeHandler(pl.trees, pl.activateGroups), podGroupSyncTimeout); err != nil {
@@ -154,9 +154,17 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 func (pl *Coscheduling) Name() string { return Name }
 
 // EventsToRegister returns the events that can make a gang member schedulable, with hints that only
-// requeue the members they concern (see podgroup.Events).
+// requeue the members they concern (see podgroup.Events). The scheduler calls them only for pods this
+// plugin rejected or gated; a hint that requeues for room freed makes the cached checks stale.
 func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return podgroup.Events(podgroup.Hints{CapacityFreed: pl.isSchedulableAfterCapacityFreed, NodeChange: pl.isSchedulableAfterNodeChange,
-		PodGroupChange: podgroup.SpecChangeHint, OwnUpdate: gangfit.PolicyFixedHint(func(ns, name string) *v1alpha1.PodGroup { return pl.podGroups.Get(ns, name) }, pl.defaultTopology), DeviceChange: pl.isSchedulableAfterDeviceChange},
+	return podgroup.Events(podgroup.Hints{CapacityFreed: gang.CapacityFreedHint(pl.sparedByDelete, pl.stale), NodeChange: gangfit.NodeChangeHint(pl.stale),
+		PodGroupChange: podgroup.SpecChangeHint, OwnUpdate: gangfit.PolicyFixedHint(func(ns, name string) *v1alpha1.PodGroup { return pl.podGroups.Get(ns, name) }, pl.defaultTopology), DeviceChange: pl.dra.ChangeHint(pl.stale)},
 		pl.fit.Devices != nil, pl.podGroups.InTree != nil), nil
+}
+
+// sparedByDelete is gang.Registry.SparedByDelete under the lock, for the capacity hint.
+func (pl *Coscheduling) sparedByDelete(key string, freed *v1.Pod) bool {
+	pl.mu.RLock()
+	defer pl.mu.RUnlock()
+	return pl.gangs.SparedByDelete(key, freed, pl.claims.VersionAgainst)
 }

@@ -10,7 +10,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -73,8 +72,8 @@ func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
 }
 
 // stepLocked runs one of a gang's steps (package gang: OnPermit, OnReserve, ...) and does what the step
-// leaves to the plugin's state: the waiting gauge, the back-off timer after a failure (none for a
-// deleted PodGroup) and the reservation's QuorumReached. The I/O its Result asks for (allow, reject,
+// leaves to the plugin's state: the waiting gauge, and the back-off timer and the reservations'
+// QuorumReached that gang.Registry.AfterStep asks for. The I/O its Result asks for (allow, reject,
 // events, status) is the caller's, after releasing pl.mu.
 func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.Result {
 	r, changed := pl.gangs.Step(g, func() gang.Result {
@@ -87,15 +86,11 @@ func (pl *Coscheduling) stepLocked(g *gang.Gang, step func() gang.Result) gang.R
 	if changed {
 		metrics.GangsWaiting.WithLabelValues(pl.profile).Set(float64(pl.gangs.Waiting()))
 	}
-	switch {
-	case r.AllowWaiting:
-		// The group's quorum, in a job only once the job is ready: the reservation that holds its room
-		// (its job's, held by another group whose members may all be placed already) ends too.
-		pl.stepReservationAsyncLocked(g, resv.Input{Event: resv.QuorumReached, Now: r.Now})
-		if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
-			pl.stepReservationAsyncLocked(h, resv.Input{Event: resv.QuorumReached, Now: r.Now})
-		}
-	case r.RejectWaiting && r.Event != attempt.PodGroupDeleted:
+	quorum, backoff := pl.gangs.AfterStep(g, r)
+	for _, h := range quorum {
+		pl.stepReservationAsyncLocked(h, resv.Input{Event: resv.QuorumReached, Now: r.Now})
+	}
+	if backoff {
 		pl.startBackoffLocked(g, r.Backoff)
 	}
 	return r
@@ -174,9 +169,9 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gateEventDelay, count, deadline))
 }
 
-// gate reports a member held back by PreEnqueue: the status message always, an event once per
-// reason (see gang.GateEventOf: for the reasons that usually pass in a moment, only if the pod is
-// still held back for it gateEventDelay later).
+// gate reports a member held back by PreEnqueue, or refused by PreFilter before its step: the status
+// message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
+// usually pass in a moment, only if the pod is still held back for it gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason != "" {
 		if gate, started := pl.hold(ctx, pod, reason, msg); started {
@@ -188,14 +183,6 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 		}
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// refuse reports a member PreFilter refuses before its step (a malformed topology policy): the event
-// once per reason, at once.
-func (pl *Coscheduling) refuse(ctx context.Context, pod *v1.Pod, reason, msg string) {
-	if _, started := pl.hold(ctx, pod, reason, msg); started {
-		pl.recorder.Pod(pod, v1.EventTypeNormal, reason, msg)
-	}
 }
 
 // hold records that pod is held back for reason; started reports a new episode (see gang.Gates).

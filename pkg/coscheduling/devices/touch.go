@@ -5,6 +5,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
 // Which pending members a ResourceSlice or DeviceClass event concerns: those whose devices it may
@@ -13,6 +17,26 @@ import (
 // member names it. What cannot be told (a claim not made yet, a selector that does not evaluate)
 // concerns the member. The selectors' answers are kept per slice version (see matches), so a
 // member's hint costs one claim-cache read per claim and a map lookup per class after the first.
+
+// ChangeHint is the queueing hint of a ResourceSlice or DeviceClass event for a member pod: it
+// requeues a member that may claim devices through DRA (MayClaim) when devices it may use are
+// published or changed, or one of its classes is added or changed (Touches over s), and calls freed
+// first (the plugin's cached checks become stale); other members, and pods of no group, stay put.
+func (s *Source) ChangeHint(freed func()) fwk.QueueingHintFn {
+	return func(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+		if _, ok := podgroup.Of(pod); !ok || !MayClaim(pod) {
+			return fwk.QueueSkip, nil
+		}
+		slice, _ := newObj.(*resourceapi.ResourceSlice)
+		class, _ := newObj.(*resourceapi.DeviceClass)
+		if (slice != nil || class != nil) && !s.Touches(pod, slice, class) {
+			logger.V(5).Info("Device change does not touch the member's classes", "pod", klog.KObj(pod))
+			return fwk.QueueSkip, nil
+		}
+		freed()
+		return fwk.Queue, nil
+	}
+}
 
 // Touches reports whether the event on slice (or, when slice is nil, on class) may change what
 // pod's devices count.

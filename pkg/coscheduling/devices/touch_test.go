@@ -3,10 +3,13 @@ package devices
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
@@ -72,5 +75,46 @@ func TestClaimers(t *testing.T) {
 	}
 	if Claimers(nil) != nil {
 		t.Error("Claimers of none is not nil")
+	}
+}
+
+// TestChangeHint: a device event requeues a member that may claim devices when it touches them (and
+// makes the cached checks stale); a member claiming none, a pod of no group and an event on devices
+// the member's classes do not select are skipped.
+func TestChangeHint(t *testing.T) {
+	claimed := gangtest.Member("a", "g", "1")
+	claim := claimFor(claimed, 1)
+	claimed = withClaim(claimed, claim)
+	plain := withClaim(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: claimed.Namespace, Name: "p"}}, claim)
+	type got struct {
+		Hint  fwk.QueueingHint
+		Freed bool
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *v1.Pod
+		event interface{}
+		want  got
+	}{
+		{name: "a slice with a device the member's class selects", pod: claimed, event: slice("n1", "a"), want: got{Hint: fwk.Queue, Freed: true}},
+		{name: "a slice of devices its class does not select", pod: claimed, event: slice("n1", "b"), want: got{Hint: fwk.QueueSkip}},
+		{name: "the member's class changed", pod: claimed, event: gpuClass("b"), want: got{Hint: fwk.Queue, Freed: true}},
+		{name: "an object of neither kind", pod: claimed, event: claim, want: got{Hint: fwk.Queue, Freed: true}},
+		{name: "a member that claims no device", pod: gangtest.Member("c", "g", "1"), event: slice("n1", "a"), want: got{Hint: fwk.QueueSkip}},
+		{name: "a pod of no group", pod: plain, event: slice("n1", "a"), want: got{Hint: fwk.QueueSkip}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDRA{claims: map[string]*resourceapi.ResourceClaim{claim.Namespace + "/" + claim.Name: claim}, classes: map[string]*resourceapi.DeviceClass{class: gpuClass("a")}}
+			src := &Source{dra: d, cel: newTestCache(), extended: true, matchCache: &matchCache{}}
+			var g got
+			hint, err := src.ChangeHint(func() { g.Freed = true })(klog.Background(), tc.pod, nil, tc.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Hint = hint
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("ChangeHint (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

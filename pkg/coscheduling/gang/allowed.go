@@ -7,6 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -47,6 +50,20 @@ func (o PreFilterOut) Allowed(key string) *AllowedNodes {
 	}
 	return a
 }
+
+// SignFragments are the batching fragments of pod, a member of the group of key whose PodGroup is pg:
+// its group when its PreFilter narrows its nodes (a topology policy in force, def the profile's
+// default, or a malformed one; or plannable: a placement plan may place it), so that only members of
+// one gang may share a batched scheduling result; none otherwise.
+func SignFragments(key string, pg *v1alpha1.PodGroup, pod *v1.Pod, def config.TopologyPolicy, plannable func(*v1.Pod) bool) []fwk.SignFragment {
+	if policy, err := gangfit.PolicyFor(pg, pod, def); err == nil && policy.Empty() && !plannable(pod) {
+		return nil
+	}
+	return []fwk.SignFragment{{Key: signFragmentGroup, Value: key}}
+}
+
+// signFragmentGroup names the fragment that ties a member with a topology policy to its gang.
+const signFragmentGroup = "v1.Pod.Labels[" + v1alpha1.PodGroupLabel + "].TopologyPlacement()"
 
 // Event is the PodGroup event of a fresh check (empty reason: none): GangInfeasible when the gang
 // became infeasible, DomainChosen when the check chose a domain (never both).

@@ -3,11 +3,15 @@ package gang
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
 
@@ -75,6 +79,40 @@ func TestPreFilterEvent(t *testing.T) {
 		typ, reason, msg := tc.out.Event()
 		if typ != tc.wantType || reason != tc.wantReason || msg != tc.wantMessage {
 			t.Errorf("%s: Event = %q, %q, %q; want %q, %q, %q", tc.name, typ, reason, msg, tc.wantType, tc.wantReason, tc.wantMessage)
+		}
+	}
+}
+
+// TestSignFragments: a member is signed with its group when a topology policy is in force (the
+// spec's, its annotations', the default, or a malformed one) or a plan may place it; otherwise it is
+// not signed.
+func TestSignFragments(t *testing.T) {
+	pg := gangtest.PodGroup("ns", "g", 2, t0)
+	withSpec := pg.DeepCopy()
+	withSpec.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: "example.com/rack"}
+	annotated := gangtest.Member("a", "g", "1")
+	annotated.Annotations = map[string]string{gangfit.AnnotationTopologyRequired: "example.com/rack"}
+	malformed := gangtest.Member("b", "g", "1")
+	malformed.Annotations = map[string]string{gangfit.AnnotationTopologyRequired: "not a key"}
+	group := []fwk.SignFragment{{Key: signFragmentGroup, Value: "ns/g"}}
+	for _, tc := range []struct {
+		name      string
+		pg        *v1alpha1.PodGroup
+		pod       *v1.Pod
+		def       config.TopologyPolicy
+		plannable bool
+		want      []fwk.SignFragment
+	}{
+		{name: "no policy, no plan", pg: pg, pod: gangtest.Member("m", "g", "1")},
+		{name: "the spec's policy", pg: withSpec, pod: gangtest.Member("m", "g", "1"), want: group},
+		{name: "the annotations' policy", pg: pg, pod: annotated, want: group},
+		{name: "the default policy", pg: pg, pod: gangtest.Member("m", "g", "1"), def: config.TopologyPolicy{Required: "topology.kubernetes.io/zone"}, want: group},
+		{name: "a malformed policy", pg: pg, pod: malformed, want: group},
+		{name: "a plan may place it", pg: pg, pod: gangtest.Member("m", "g", "1"), plannable: true, want: group},
+	} {
+		got := SignFragments("ns/g", tc.pg, tc.pod, tc.def, func(*v1.Pod) bool { return tc.plannable })
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: SignFragments (-want,+got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -113,6 +115,35 @@ func (h HeldDevices) KeptOffNodes(off sets.Set[string]) map[string]string {
 		why[n] = "devices on the node are held for " + h.Whose[n]
 	}
 	return why
+}
+
+// DeviceFit says on which held nodes a pod's devices do not fit beside those the pods held there
+// wait for (devices.Source.KeptOff, over the cycle's device read; node looks up a node of the
+// cycle's snapshot, nil when there is none).
+type DeviceFit interface {
+	KeptOff(logger klog.Logger, pod *v1.Pod, held map[string][]*v1.Pod, node func(name string) fwk.NodeInfo) (sets.Set[string], error)
+}
+
+// KeptOff returns the held nodes whose devices pod would take, each with why (nil: none), as fit
+// answers over the nodes of infos; the pod's own hold is left out (Without). A failed comparison
+// keeps the pod off nothing.
+func (h HeldDevices) KeptOff(logger klog.Logger, pod *v1.Pod, fit DeviceFit, infos fwk.NodeInfoLister) map[string]string {
+	h = h.Without(pod.UID)
+	if h.Empty() {
+		return nil
+	}
+	off, err := fit.KeptOff(logger, pod, h.Waiting, func(name string) fwk.NodeInfo {
+		ni, err := infos.Get(name)
+		if err != nil {
+			return nil
+		}
+		return ni
+	})
+	if err != nil {
+		logger.V(3).Info("Held devices not compared", "pod", klog.KObj(pod), "err", err)
+		return nil
+	}
+	return h.KeptOffNodes(off)
 }
 
 // HeldCache keeps HeldDevices per priority and group while the reservations and nominations do not

@@ -7,10 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
@@ -159,5 +164,60 @@ func TestHeldDevicesWithout(t *testing.T) {
 	}
 	if h.KeptOffNodes(nil) != nil {
 		t.Error("no node kept off, yet a reason")
+	}
+}
+
+// fakeFit keeps a pod off the nodes of off (or fails), and records the nodes it was asked about and
+// which of them the snapshot has.
+type fakeFit struct {
+	off   []string
+	err   error
+	asked []string
+}
+
+func (f *fakeFit) KeptOff(_ klog.Logger, _ *v1.Pod, held map[string][]*v1.Pod, node func(string) fwk.NodeInfo) (sets.Set[string], error) {
+	for n := range held {
+		f.asked = append(f.asked, fmt.Sprintf("%s:%v", n, node(n) != nil))
+	}
+	slices.Sort(f.asked)
+	return sets.New(f.off...), f.err
+}
+
+// TestHeldDevicesKeptOff: a pod is kept off the held nodes where the device fit says its devices do
+// not fit, each with for whom; its own hold is left out, nothing held asks the fit nothing, and a
+// failed comparison keeps it off nothing.
+func TestHeldDevicesKeptOff(t *testing.T) {
+	a, b := gangtest.Member("a", "res", "1"), gangtest.Member("b", "res", "1")
+	h := HeldDevices{Waiting: map[string][]*v1.Pod{"n0": {a}, "n1": {b}}, Whose: map[string]string{"n0": "PodGroup ns/res", "n1": "PodGroup ns/res"}}
+	infos := internalcache.NewSnapshot(nil, []*v1.Node{st.MakeNode().Name("n0").Obj()}).NodeInfos()
+	type got struct {
+		KeptOff map[string]string
+		Asked   []string // the held nodes the fit was asked about, and whether the snapshot has each
+	}
+	for _, tc := range []struct {
+		name string
+		h    HeldDevices
+		pod  *v1.Pod
+		fit  fakeFit
+		want got
+	}{
+		{name: "kept off where its devices do not fit", h: h, pod: gangtest.Member("x", "", "1"), fit: fakeFit{off: []string{"n1"}},
+			want: got{KeptOff: map[string]string{"n1": "devices on the node are held for PodGroup ns/res"}, Asked: []string{"n0:true", "n1:false"}}},
+		{name: "they fit everywhere", h: h, pod: gangtest.Member("x", "", "1"),
+			want: got{Asked: []string{"n0:true", "n1:false"}}},
+		{name: "its own hold left out", h: h, pod: a, fit: fakeFit{off: []string{"n1"}},
+			want: got{KeptOff: map[string]string{"n1": "devices on the node are held for PodGroup ns/res"}, Asked: []string{"n1:false"}}},
+		{name: "nothing held", h: HeldDevices{}, pod: gangtest.Member("x", "", "1"), fit: fakeFit{off: []string{"n1"}}},
+		{name: "the comparison failed", h: h, pod: gangtest.Member("x", "", "1"), fit: fakeFit{off: []string{"n1"}, err: fmt.Errorf("no claims")},
+			want: got{Asked: []string{"n0:true", "n1:false"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fit := tc.fit
+			g := got{KeptOff: tc.h.KeptOff(klog.Background(), tc.pod, &fit, infos)}
+			g.Asked = fit.asked
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("KeptOff (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -29,6 +31,12 @@ func MissedPlan(offered []string, m fwk.NodeToStatusReader) bool {
 		}
 	}
 	return false
+}
+
+// MissedPlanMessage is the status of member pod of the group of key that fitted none of the nodes
+// its plan offered (why each was rejected: RejectedNodes): it is retried at once without the plan.
+func MissedPlanMessage(key string, pod *v1.Pod, offered []string, m fwk.NodeToStatusReader) string {
+	return fmt.Sprintf("PodGroup %s: member %s fits none of its planned nodes (%s); it is retried at once without the plan", key, klog.KObj(pod), RejectedNodes(offered, m))
 }
 
 // RejectedNodes names the offered nodes with the first reason each was rejected for, at most a few.

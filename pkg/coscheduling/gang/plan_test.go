@@ -3,6 +3,9 @@ package gang
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -29,6 +32,28 @@ func TestMissedPlan(t *testing.T) {
 	} {
 		if got := MissedPlan(tc.offered, tc.m); got != tc.want {
 			t.Errorf("%s: MissedPlan = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMissedPlanMessage: a member that fitted none of its planned nodes says why each was rejected.
+func TestMissedPlanMessage(t *testing.T) {
+	m := framework.NewDefaultNodeToStatus()
+	m.Set("a", fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu"))
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1"}}
+	for _, tc := range []struct {
+		name    string
+		offered []string
+		m       fwk.NodeToStatusReader
+		want    string
+	}{
+		{name: "with statuses", offered: []string{"a", "b"}, m: m,
+			want: "PodGroup ns/g: member ns/m1 fits none of its planned nodes (a: Insufficient cpu; b: rejected); it is retried at once without the plan"},
+		{name: "without", offered: []string{"a"},
+			want: "PodGroup ns/g: member ns/m1 fits none of its planned nodes (a: rejected); it is retried at once without the plan"},
+	} {
+		if diff := cmp.Diff(tc.want, MissedPlanMessage("ns/g", pod, tc.offered, tc.m)); diff != "" {
+			t.Errorf("%s (-want,+got):\n%s", tc.name, diff)
 		}
 	}
 }

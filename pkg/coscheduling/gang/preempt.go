@@ -154,6 +154,14 @@ type PreemptKey struct {
 	Claims uint64
 }
 
+// Key is what the preemption of in's gang, at priority prio, depends on (see PreemptKey): the claims'
+// version against prio, the epoch, the PodGroup's spec and its live pods, at now. Counted is the
+// gang's, read under the lock (see PreemptUnder).
+func (in PreemptIn) Key(prio int32, claims, epoch uint64, now time.Time) PreemptKey {
+	return PreemptKey{Priority: prio, Claims: claims, FeasibilityKey: FeasibilityKey{Epoch: epoch, UID: in.PodGroup.UID,
+		Generation: in.PodGroup.Generation, Want: podgroup.MinMember(in.PodGroup), Existing: len(in.Members), At: now}}
+}
+
 // PreemptMemo is a gang's last preemption that found preemption no help, under the key it was made.
 type PreemptMemo struct {
 	Key PreemptKey

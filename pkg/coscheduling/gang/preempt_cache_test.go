@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/klog/v2"
@@ -15,6 +16,28 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
+
+// TestPreemptKey: the key a preemption's answer is kept under is made of the gang's priority, the
+// claims' version, the epoch, the PodGroup's spec and live pods, and the time.
+func TestPreemptKey(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pg := gangtest.PodGroup("ns", "g", 3, t0)
+	pg.UID, pg.Generation = "pg", 2
+	for _, tc := range []struct {
+		name string
+		in   PreemptIn
+		want PreemptKey
+	}{
+		{name: "a gang", in: PreemptIn{PodGroup: pg, Members: gangtest.GangOf(4, "1")},
+			want: PreemptKey{Priority: 100, Claims: 5, FeasibilityKey: FeasibilityKey{Epoch: 7, UID: "pg", Generation: 2, Want: 3, Existing: 4, At: t0}}},
+		{name: "none of its pods live", in: PreemptIn{PodGroup: pg},
+			want: PreemptKey{Priority: 100, Claims: 5, FeasibilityKey: FeasibilityKey{Epoch: 7, UID: "pg", Generation: 2, Want: 3, At: t0}}},
+	} {
+		if diff := cmp.Diff(tc.want, tc.in.Key(100, 5, 7, t0)); diff != "" {
+			t.Errorf("%s: Key (-want,+got):\n%s", tc.name, diff)
+		}
+	}
+}
 
 // TestCachedPreemption: a gang's "not helpful" answer serves the attempt's other members while its key
 // holds (same epoch, spec, members and priority, within the TTL); any change, another result, or a

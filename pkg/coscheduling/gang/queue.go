@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,6 +23,34 @@ type QueueStamp struct {
 	Key  string
 	Rank uint8
 }
+
+// Stamps are the members' queue order keys by UID, each fixed by the plugin's PreEnqueue as the
+// member enters the queue (Stamp), so that Less never reads state that changes while the pod is in
+// the heap. Safe for concurrent use.
+type Stamps struct{ m sync.Map }
+
+// Store fixes uid's stamp; Delete forgets it (the member left the queue for good).
+func (s *Stamps) Store(uid types.UID, stamp QueueStamp) { s.m.Store(uid, stamp) }
+func (s *Stamps) Delete(uid types.UID)                  { s.m.Delete(uid) }
+
+// Of is uid's stamp, false when it has none.
+func (s *Stamps) Of(uid types.UID) (QueueStamp, bool) {
+	v, ok := s.m.Load(uid)
+	if !ok {
+		return QueueStamp{}, false
+	}
+	return v.(QueueStamp), true
+}
+
+// Len is how many stamps are kept (for tests that check they are freed).
+func (s *Stamps) Len() int {
+	n := 0
+	s.m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// Less orders the queue as LessQueued does, with these stamps.
+func (s *Stamps) Less(a, b fwk.QueuedEntityInfo) bool { return LessQueued(a, b, s.Of) }
 
 // Stamp is the queue order key of a member of g entering the queue, whose PodGroup was created at
 // created.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,6 +89,44 @@ func TestLessQueued(t *testing.T) {
 	} {
 		if !LessQueued(tc.a, tc.b, stamp) || LessQueued(tc.b, tc.a, stamp) {
 			t.Errorf("%s: the order is not a before b", tc.name)
+		}
+	}
+}
+
+// TestStamps: a stamp is kept from Store until Delete, a member without one has none, and Less
+// orders by the stamps kept (a member by its group's time, ahead of a plain pod queued earlier).
+func TestStamps(t *testing.T) {
+	queued := func(pod *v1.Pod, at int) fwk.QueuedEntityInfo {
+		pi, err := framework.NewPodInfo(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(time.Duration(at) * time.Minute)}}
+	}
+	member, plain := queued(gangtest.Member("m", "g", "1"), 5), queued(gangtest.Member("p", "", "1"), 3)
+	stamp := QueueStamp{At: t0, Key: "ns/g", Rank: 2}
+	type got struct {
+		Stamp       QueueStamp
+		Kept        bool
+		Len         int
+		MemberFirst bool
+	}
+	var s Stamps
+	for _, tc := range []struct {
+		name string
+		do   func()
+		want got
+	}{
+		{name: "none", do: func() {}, want: got{}},
+		{name: "stored", do: func() { s.Store("m", stamp) }, want: got{Stamp: stamp, Kept: true, Len: 1, MemberFirst: true}},
+		{name: "another stored", do: func() { s.Store("x", QueueStamp{At: t0}) }, want: got{Stamp: stamp, Kept: true, Len: 2, MemberFirst: true}},
+		{name: "deleted", do: func() { s.Delete("m"); s.Delete("x") }, want: got{}},
+	} {
+		tc.do()
+		st, kept := s.Of("m")
+		g := got{Stamp: st, Kept: kept, Len: s.Len(), MemberFirst: s.Less(member, plain)}
+		if diff := cmp.Diff(tc.want, g); diff != "" {
+			t.Errorf("%s (-want,+got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Registry is the state of the gangs a plugin tracks, by key (podgroup.Key): made when a group is
@@ -178,14 +179,14 @@ func StopTimers(timers []clock.Timer) {
 	}
 }
 
-// Unplaced are the gangs (namespace, name) with live members (live) neither reserved nor bound that
-// do not back off at now: a gang that backs off is let in when its back-off ends, not before.
+// Unplaced are the groups of the gangs with live members (live) neither reserved nor bound that do
+// not back off at now: a gang that backs off is let in when its back-off ends, not before.
 // O(tracked gangs).
-func (r *Registry) Unplaced(now time.Time, live func(namespace, name string) int) [][2]string {
-	out := make([][2]string, 0, len(r.gangs))
+func (r *Registry) Unplaced(now time.Time, live func(namespace, name string) int) []tree.Node {
+	out := make([]tree.Node, 0, len(r.gangs))
 	for _, g := range r.gangs {
 		if !g.BackingOff(now) && live(g.Namespace, g.Name) > len(g.Members) {
-			out = append(out, [2]string{g.Namespace, g.Name})
+			out = append(out, tree.Node{Namespace: g.Namespace, Name: g.Name})
 		}
 	}
 	return out
@@ -238,6 +239,22 @@ func (r *Registry) Preempted(pg *v1alpha1.PodGroup, nodes []string, message stri
 	}
 }
 
+// StoppedPreempting tells the gang of key that preemption cannot place it (see
+// Gang.StoppedPreempting); changed reports that its outcome became GangInfeasible, for msg.
+func (r *Registry) StoppedPreempting(key string) (msg string, changed bool) {
+	if g := r.gangs[key]; g != nil {
+		return g.StoppedPreempting()
+	}
+	return "", false
+}
+
+// MissPlan drops the plan of the gang of key for the rest of its attempt (see Gang.MissPlan).
+func (r *Registry) MissPlan(key string) {
+	if g := r.gangs[key]; g != nil {
+		g.MissPlan()
+	}
+}
+
 // Holds reports whether a reservation holds room for the gang of key (its own, or its job's).
 func (r *Registry) Holds(key string) bool {
 	return r.HolderOf(key) != nil
@@ -255,6 +272,23 @@ func (r *Registry) HolderOf(key string) *Gang {
 		}
 	}
 	return nil
+}
+
+// AfterStep says what the result res of a step of g asks of the reservations and the back-off: the
+// quorum (AllowWaiting; in a job, only once the job is ready) is told to the reservations that hold
+// g's room, its own and its job's (held by another group, whose members may all be placed already);
+// a failure backs g off, unless its PodGroup was deleted.
+func (r *Registry) AfterStep(g *Gang, res Result) (quorum []*Gang, backoff bool) {
+	switch {
+	case res.AllowWaiting:
+		quorum = []*Gang{g}
+		if h := r.HolderOf(g.Key()); h != nil && h != g {
+			quorum = append(quorum, h)
+		}
+	case res.RejectWaiting && res.Event != attempt.PodGroupDeleted:
+		backoff = true
+	}
+	return quorum, backoff
 }
 
 // Gathering reports whether the gang of key still gathers the quorum of the attempt that started at

@@ -11,8 +11,10 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // TestRegistryFor: a gang's state is made once per group; a new state starts from how this process
@@ -161,7 +163,7 @@ func TestRegistryUnplacedAndUnscheduled(t *testing.T) {
 	backing.BackoffUntil = now.Add(time.Minute)
 	live := map[string]int{"placed": 1, "open": 2, "backing": 2}
 	got := r.Unplaced(now, func(_, name string) int { return live[name] })
-	if diff := cmp.Diff([][2]string{{"ns", "open"}}, got); diff != "" {
+	if diff := cmp.Diff([]tree.Node{{Namespace: "ns", Name: "open"}}, got); diff != "" {
 		t.Errorf("Unplaced (-want +got):\n%s", diff)
 	}
 
@@ -262,4 +264,91 @@ func TestRegistryPreempting(t *testing.T) {
 		t.Errorf("the preemption was not recorded: %+v, %v", a.Outcome, a.NominatedNodes)
 	}
 	r.Preempted(pg("gone", "ug"), nil, "preempting") // no state: nothing to record
+}
+
+// TestRegistryByKey: the registry's steps by key reach the tracked gang of the key (preemption
+// stopped: its outcome becomes GangInfeasible with its check's message; the plan missed: dropped for
+// the attempt), and do nothing for a key it does not track.
+func TestRegistryByKey(t *testing.T) {
+	type got struct {
+		Msg          string
+		Changed      bool
+		Outcome      string
+		Plan, NoPlan bool
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		step func(r *Registry, key string) (string, bool)
+		want got
+	}{
+		{name: "preemption stopped", key: "ns/g", step: (*Registry).StoppedPreempting,
+			want: got{Msg: "no room", Changed: true, Outcome: podgroup.ReasonGangInfeasible, Plan: true}},
+		{name: "preemption stopped, another group", key: "ns/other", step: (*Registry).StoppedPreempting,
+			want: got{Outcome: podgroup.ReasonPreempting, Plan: true}},
+		{name: "the plan missed", key: "ns/g", step: func(r *Registry, key string) (string, bool) { r.MissPlan(key); return "", false },
+			want: got{Outcome: podgroup.ReasonPreempting, NoPlan: true}},
+		{name: "the plan missed, another group", key: "ns/other", step: func(r *Registry, key string) (string, bool) { r.MissPlan(key); return "", false },
+			want: got{Outcome: podgroup.ReasonPreempting, Plan: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			g, _, _ := r.For("ns", "g", "a", time.Now)
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{}, nil, nil)
+			g.Preempted([]string{"n1"}, "preempting")
+			g.Checked(gangfit.Result{Message: "no room"}, FeasibilityKey{}, nil, nil)
+			g.Plan = &gangfit.PlacementPlan{}
+			msg, changed := tc.step(r, tc.key)
+			gotten := got{Msg: msg, Changed: changed, Outcome: g.Outcome.Reason, Plan: g.Plan != nil, NoPlan: g.NoPlan}
+			if diff := cmp.Diff(tc.want, gotten); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRegistryAfterStep: a step's quorum is told to the gang's own reservation and to its job's,
+// held by another group (once); a failure backs the gang off unless its PodGroup was deleted; a
+// step that neither allows nor rejects asks nothing.
+func TestRegistryAfterStep(t *testing.T) {
+	type got struct {
+		Quorum  []string
+		Backoff bool
+	}
+	for _, tc := range []struct {
+		name    string
+		jobHeld bool // another group's reservation holds room for g's job
+		ownHeld bool
+		res     Result
+		want    got
+	}{
+		{name: "the quorum", res: Result{Decision: attempt.Decision{AllowWaiting: true}}, want: got{Quorum: []string{"ns/g"}}},
+		{name: "the quorum of a group of a held job", jobHeld: true, res: Result{Decision: attempt.Decision{AllowWaiting: true}},
+			want: got{Quorum: []string{"ns/g", "ns/holder"}}},
+		{name: "the quorum of the holder itself", ownHeld: true, res: Result{Decision: attempt.Decision{AllowWaiting: true}},
+			want: got{Quorum: []string{"ns/g"}}},
+		{name: "a failure", res: Result{Decision: attempt.Decision{RejectWaiting: true}}, want: got{Backoff: true}},
+		{name: "the PodGroup deleted", res: Result{Decision: attempt.Decision{RejectWaiting: true}, Event: attempt.PodGroupDeleted}},
+		{name: "a wait", jobHeld: true, res: Result{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			g, _, _ := r.For("ns", "g", "a", time.Now)
+			h, _, _ := r.For("ns", "holder", "b", time.Now)
+			if tc.jobHeld {
+				h.Reserve.Phase, h.Reserve.Groups = resv.Held, []string{"ns/g"}
+			}
+			if tc.ownHeld {
+				g.Reserve.Phase = resv.Held
+			}
+			quorum, backoff := r.AfterStep(g, tc.res)
+			gotten := got{Backoff: backoff}
+			for _, q := range quorum {
+				gotten.Quorum = append(gotten.Quorum, q.Key())
+			}
+			if diff := cmp.Diff(tc.want, gotten); diff != "" {
+				t.Errorf("AfterStep (-want,+got):\n%s", diff)
+			}
+		})
+	}
 }

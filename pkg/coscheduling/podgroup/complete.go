@@ -91,6 +91,12 @@ func UpdateOf(old, pg *v1alpha1.PodGroup) Update {
 	return UpdateNone
 }
 
+// NotFoundMessage is the status of a member of the group of key held back while its PodGroup does not
+// exist.
+func NotFoundMessage(key string) string {
+	return fmt.Sprintf("PodGroup %s does not exist; the pod waits for it without holding resources", key)
+}
+
 // WaitingForQuorumMessage is the WaitingForQuorum event of an attempt of the group of pg still
 // gathering its quorum after delay: count members reserved or bound, waiting until deadline.
 func WaitingForQuorumMessage(pg *v1alpha1.PodGroup, delay time.Duration, count int, deadline time.Time) string {

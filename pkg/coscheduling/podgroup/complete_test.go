@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,12 +66,21 @@ func TestUpdateOf(t *testing.T) {
 	}
 }
 
-func TestWaitingForQuorumMessage(t *testing.T) {
+// TestMessages: the messages built for a group's members and its PodGroup's events.
+func TestMessages(t *testing.T) {
 	pg := &v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{MinMember: 4}}
-	got := WaitingForQuorumMessage(pg, 5*time.Second, 2, time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	want := "attempt under way for 5s: 2 of minMember 4 members reserved or bound; waiting until 2030-01-02T03:04:05Z for the rest"
-	if got != want {
-		t.Errorf("WaitingForQuorumMessage = %q, want %q", got, want)
+	for _, tc := range []struct {
+		name      string
+		got, want string
+	}{
+		{name: "WaitingForQuorumMessage", got: WaitingForQuorumMessage(pg, 5*time.Second, 2, time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
+			want: "attempt under way for 5s: 2 of minMember 4 members reserved or bound; waiting until 2030-01-02T03:04:05Z for the rest"},
+		{name: "NotFoundMessage", got: NotFoundMessage("ns/g"),
+			want: "PodGroup ns/g does not exist; the pod waits for it without holding resources"},
+	} {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("%s (-want,+got):\n%s", tc.name, diff)
+		}
 	}
 }
 

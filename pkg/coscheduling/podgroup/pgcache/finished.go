@@ -84,6 +84,16 @@ func (f *Finished) Count(namespace, name string, run types.UID) int {
 	return f.n[finishedKey(namespace, name, run)]
 }
 
+// Credit is the finished-member rule's part of a quorum count for group namespace/name and run: its
+// succeeded members (Count), while the run is in progress (one of its live members is bound, as live
+// counts them: podgroup.RunInProgress); none once the run has ended. O(1).
+func (f *Finished) Credit(live *Members, namespace, name string, run types.UID) int {
+	if !podgroup.RunInProgress(live.BoundInRun(namespace, name, run)) {
+		return 0
+	}
+	return f.Count(namespace, name, run)
+}
+
 // Has reports whether pod uid is counted as succeeded (the finished pods' informer can run ahead of
 // the scheduler's, which may still hold the pod live for a moment: it must not count twice).
 func (f *Finished) Has(uid types.UID) bool {

@@ -3,6 +3,7 @@ package pgcache
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,5 +69,30 @@ func TestFinished(t *testing.T) {
 	}
 	if NewFinished("prof").Has("x") || (*Finished)(nil).Count("ns", "g", "") != 0 || (*Finished)(nil).Has("x") {
 		t.Error("an empty or nil Finished counts something")
+	}
+}
+
+// TestFinishedCredit: a group's succeeded members count toward its quorum while their run is in
+// progress (a live member of the run is bound); none once it has ended, nor for another run.
+func TestFinishedCredit(t *testing.T) {
+	f := NewFinished("prof")
+	f.Track(finishedPod("a", "prof", "g", "job", v1.PodSucceeded))
+	f.Track(finishedPod("b", "prof", "g", "job", v1.PodSucceeded))
+	f.Track(finishedPod("c", "prof", "g", "old", v1.PodSucceeded))
+	live := NewMembers("prof")
+	live.Track(finishedPod("d", "prof", "g", "job", v1.PodRunning)) // bound, live
+	type credit struct {
+		Group string
+		Run   types.UID
+		N     int
+	}
+	var got []credit
+	for _, c := range []credit{{"g", "job", 0}, {"g", "old", 0}, {"g", "new", 0}, {"h", "job", 0}} {
+		c.N = f.Credit(live, "ns", c.Group, c.Run)
+		got = append(got, c)
+	}
+	want := []credit{{"g", "job", 2}, {"g", "old", 0}, {"g", "new", 0}, {"h", "job", 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Credit (-want,+got):\n%s", diff)
 	}
 }

@@ -31,12 +31,17 @@ import (
 	pginformers "github.com/custom-scheduler/custom-scheduler/pkg/generated/informers/externalversions/scheduling/v1alpha1"
 )
 
+// Unwrap is the object an informer's delete is about: the last state a tombstone holds, else obj.
+func Unwrap(obj interface{}) interface{} {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
+}
+
 // IsGangPod reports whether an informer object (or its tombstone) is a pod with the PodGroup label.
 func IsGangPod(obj interface{}) bool {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
+	pod, ok := Unwrap(obj).(*v1.Pod)
 	if !ok {
 		return false
 	}

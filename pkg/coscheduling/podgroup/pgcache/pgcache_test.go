@@ -3,6 +3,7 @@ package pgcache
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,26 @@ func TestIsGangPod(t *testing.T) {
 				t.Errorf("IsGangPod = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnwrap: a delete's tombstone is unwrapped to the last state it holds; any other object is
+// itself.
+func TestUnwrap(t *testing.T) {
+	pod := st.MakePod().Name("p").Obj()
+	for _, tc := range []struct {
+		name string
+		obj  interface{}
+		want interface{}
+	}{
+		{name: "a pod", obj: pod, want: pod},
+		{name: "a pod's tombstone", obj: cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: pod}, want: pod},
+		{name: "an empty tombstone", obj: cache.DeletedFinalStateUnknown{Key: "ns/p"}},
+		{name: "nil"},
+	} {
+		if diff := cmp.Diff(tc.want, Unwrap(tc.obj)); diff != "" {
+			t.Errorf("%s: Unwrap (-want,+got):\n%s", tc.name, diff)
+		}
 	}
 }
 

@@ -2,11 +2,13 @@ package pgcache
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Pods are one scheduler profile's gang members: listed from the scheduler's pod store (Store,
@@ -29,6 +31,22 @@ func (p Pods) InGroup(namespace, name string) []*v1.Pod {
 		if pod, ok := o.(*v1.Pod); ok {
 			out = append(out, pod)
 		}
+	}
+	return out
+}
+
+// InGroupKey lists the members of the group of key (namespace/name, see podgroup.Key) from the pod
+// store. O(members).
+func (p Pods) InGroupKey(key string) []*v1.Pod {
+	namespace, name, _ := strings.Cut(key, "/")
+	return p.InGroup(namespace, name)
+}
+
+// InGroups lists the members of each of groups from the pod store, in order. O(members).
+func (p Pods) InGroups(groups []tree.Node) [][]*v1.Pod {
+	out := make([][]*v1.Pod, len(groups))
+	for i, n := range groups {
+		out[i] = p.InGroup(n.Namespace, n.Name)
 	}
 	return out
 }

@@ -3,10 +3,12 @@ package pgcache
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // TestPods: members are listed and counted on the store's word (live, ungated pods of the profile's
@@ -80,5 +82,46 @@ func TestGone(t *testing.T) {
 	}
 	if !pods.Gone(live) {
 		t.Error("Gone(terminating) = false, want true")
+	}
+}
+
+// TestInGroupKey: a group's members by its key are those InGroup lists by its namespace and name, and
+// InGroups lists each group's in order.
+func TestInGroupKey(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
+	for _, p := range []*v1.Pod{gangPod("a", "g").Obj(), gangPod("b", "h").Obj(), gangPod("c", "g").Namespace("other").Obj()} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		key  string
+		want []string
+	}{
+		{key: "ns/g", want: []string{"a"}},
+		{key: "ns/h", want: []string{"b"}},
+		{key: "other/g", want: []string{"c"}},
+		{key: "ns/missing"},
+		{key: "no-slash"},
+	} {
+		var got []string
+		for _, p := range pods.InGroupKey(tc.key) {
+			got = append(got, p.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("InGroupKey(%q) (-want,+got):\n%s", tc.key, diff)
+		}
+	}
+	var got [][]string
+	for _, pods := range pods.InGroups([]tree.Node{{Namespace: "other", Name: "g"}, {Namespace: "ns", Name: "missing"}, {Namespace: "ns", Name: "g"}}) {
+		var names []string
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+		got = append(got, names)
+	}
+	if diff := cmp.Diff([][]string{{"c"}, nil, {"a"}}, got); diff != "" {
+		t.Errorf("InGroups (-want,+got):\n%s", diff)
 	}
 }

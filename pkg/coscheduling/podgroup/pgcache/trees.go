@@ -30,11 +30,7 @@ func TreeHandler(x *tree.Index, node func(*v1alpha1.PodGroup) tree.Node, next ca
 			next.OnUpdate(oldObj, newObj)
 		},
 		DeleteFunc: func(obj interface{}) {
-			o := obj
-			if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
-				o = tomb.Obj
-			}
-			if pg, ok := o.(*v1alpha1.PodGroup); ok {
+			if pg, ok := Unwrap(obj).(*v1alpha1.PodGroup); ok {
 				x.Delete(pg.Namespace, pg.Name)
 			}
 			next.OnDelete(obj)
@@ -62,10 +58,7 @@ func CompositeHandler(x *tree.Index, changed func([]tree.Node)) cache.ResourceEv
 		AddFunc:    set,
 		UpdateFunc: func(_, newObj interface{}) { set(newObj) },
 		DeleteFunc: func(obj interface{}) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if c, ok := obj.(*schedulingv1alpha3.CompositePodGroup); ok {
+			if c, ok := Unwrap(obj).(*schedulingv1alpha3.CompositePodGroup); ok {
 				n := tree.FromComposite(c)
 				x.Delete(n.Namespace, n.Name)
 				changed(x.Under(n.Namespace, n.Name))
