@@ -294,7 +294,8 @@ func Preempt(in PreemptIn) PreemptOut {
 	if err != nil {
 		return PreemptOut{Result: PreemptError, Err: fmt.Errorf("listing PodDisruptionBudgets: %w", err)}
 	}
-	plan := gangfit.PlanPreemption(f, nodes, pol, pinned, prio, own, in.Leaving, pdbs)
+	// Victims are read on every node: a gang with members beyond the search's nodes goes whole.
+	plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, own, in.Leaving, pdbs)
 	switch {
 	case !plan.Fits && plan.Units == 0:
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,

@@ -99,10 +99,17 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 	return outer, parts
 }
 
+// maxOrderedParts bounds the parts whose every order is searched (4: 24 orders); more are searched
+// in composite order only.
+const maxOrderedParts = 4
+
 // preemptParts is Preempt for a job in parts (see JobPart): in each domain of the job's own required
-// key (the one its members pin, if they do; every node without one), the parts' searches one after
-// the other; the domain whose plan violates the fewest PodDisruptionBudgets, then evicts the fewest
-// pods, then comes first by name, is chosen. Not helpful when no domain holds every part.
+// key (the one its members pin, if they do; every node without one), and in each order of the parts
+// (up to maxOrderedParts of them; more in composite order), the parts' searches one after the other;
+// the plan that violates the fewest PodDisruptionBudgets, then evicts the fewest pods, then comes first
+// (domains by name, orders as permuted), is chosen. Not helpful when none holds every part: a search
+// one part after another may miss a fit that exists, so that answer is never hopeless (a pod's
+// deletion brings the job back). O(domains × orders × parts × a victim search).
 func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 	pdbs, err := in.PDBs()
 	if err != nil {
@@ -111,11 +118,17 @@ func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 	j := in.Job
 	var best *gangfit.Plan
 	units := 0
+	orders := [][]JobPart{j.Parts}
+	if len(j.Parts) <= maxOrderedParts {
+		orders = permutations(j.Parts)
+	}
 	for _, nodes := range outerDomains(j.Outer, in.Nodes) {
-		plan := in.planParts(nodes, prio, pdbs)
-		units = max(units, plan.Units)
-		if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
-			best = &plan
+		for _, parts := range orders {
+			plan := in.planParts(parts, nodes, prio, pdbs)
+			units = max(units, plan.Units)
+			if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
+				best = &plan
+			}
 		}
 	}
 	switch {
@@ -123,7 +136,7 @@ func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
 			Message: fmt.Sprintf("preemption: %s does not fit, and no pod of lower priority runs on the nodes its members may use", who)}
 	case best == nil:
-		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true, Hopeless: true,
+		return PreemptOut{Result: PreemptNotHelpful, DropNominations: true,
 			Message: fmt.Sprintf("preemption: %s does not fit, each of its %d parts in one domain of its own, even if the lower-priority pods and gangs on the nodes its members may use were evicted; nothing was evicted", who, len(j.Parts))}
 	case len(best.Victims) == 0:
 		return PreemptOut{Result: PreemptNotHelpful}
@@ -161,13 +174,13 @@ func outerDomains(d *TreeDomain, nodes []fwk.NodeInfo) [][]fwk.NodeInfo {
 // members in one domain of its own composite's key (on the nodes its chain's pinned domains hold),
 // with the victims the earlier parts chose counted gone and their members counted on their nodes. The
 // plan is the parts' together; Fits is false when one part does not fit.
-func (in PreemptIn) planParts(nodes []fwk.NodeInfo, prio int32, pdbs []*policy.PodDisruptionBudget) gangfit.Plan {
+func (in PreemptIn) planParts(parts []JobPart, nodes []fwk.NodeInfo, prio int32, pdbs []*policy.PodDisruptionBudget) gangfit.Plan {
 	j := in.Job
 	gone := map[types.UID]bool{}
 	leaving := func(p *v1.Pod) bool { return gone[p.UID] || in.Leaving != nil && in.Leaving(p) }
 	claimed := slices.Clone(in.Claims())
 	out := gangfit.Plan{Fits: true, Gangs: []string{}}
-	for _, p := range j.Parts {
+	for _, p := range parts {
 		members, need, ok := gangfit.Joint(p.Groups)
 		if !ok || need <= 0 {
 			continue
@@ -189,7 +202,8 @@ func (in PreemptIn) planParts(nodes []fwk.NodeInfo, prio int32, pdbs []*policy.P
 		if f == nil {
 			return gangfit.Plan{Units: out.Units}
 		}
-		plan := gangfit.PlanPreemption(f, on, pol, pinned, prio, j.Unit, leaving, pdbs)
+		// Victims are read on every node: a gang with members beyond the part's nodes goes whole.
+		plan := gangfit.PlanPreemption(f, in.Nodes, pol, pinned, prio, j.Unit, leaving, pdbs)
 		out.Units += plan.Units
 		if !plan.Fits {
 			f.Done()
@@ -210,10 +224,25 @@ func (in PreemptIn) planParts(nodes []fwk.NodeInfo, prio int32, pdbs []*policy.P
 		out.Victims = append(out.Victims, plan.Victims...)
 		out.Gangs = append(out.Gangs, plan.Gangs...)
 		out.Singles += plan.Singles
-		out.Violations += plan.Violations
 		out.Assignment = append(out.Assignment, plan.Assignment...)
 	}
 	slices.Sort(out.Gangs)
-	out.Gangs, out.Parts = slices.Compact(out.Gangs), len(j.Parts)
+	// Each search counted the budgets' allowances afresh: the victims are counted again together.
+	out.Gangs, out.Parts, out.Violations = slices.Compact(out.Gangs), len(parts), gangfit.Violations(out.Victims, pdbs)
+	return out
+}
+
+// permutations are every order of parts, the given order first.
+func permutations(parts []JobPart) [][]JobPart {
+	if len(parts) <= 1 {
+		return [][]JobPart{parts}
+	}
+	var out [][]JobPart
+	for i := range parts {
+		rest := append(slices.Clone(parts[:i]), parts[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]JobPart{parts[i]}, p...))
+		}
+	}
 	return out
 }

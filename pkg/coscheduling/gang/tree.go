@@ -2,6 +2,7 @@ package gang
 
 import (
 	"cmp"
+	"slices"
 	"sort"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // together lists the other groups of the member's job that its check places with its own (see
 // PreFilterIn.needed); none when the tree leaves a choice it cannot make.
 func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
-	out, _ := in.needed(root, g.Key())
+	out, _ := in.needed(root, g.Key(), nil)
 	return out
 }
 
@@ -27,14 +28,8 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
 // gang composite above it to be ready (see tree.Branch.Needed), each with its candidates and need
 // from its gang's state. ok is false when the tree leaves a choice among groups that are not alike
 // (gangfit.AlikeGroups), or has too few children. O(the job's pods).
-func (in PreFilterIn) needed(root *tree.Branch, key string) (_ []gangfit.Group, ok bool) {
-	count := func(key string) int {
-		if o := in.Gangs[key]; o != nil {
-			return o.Count()
-		}
-		return 0
-	}
-	needed, ok := root.Needed(key, count)
+func (in PreFilterIn) needed(root *tree.Branch, key string, prefer func(key string) bool) (_ []gangfit.Group, ok bool) {
+	needed, ok := root.NeededPreferring(key, in.count, prefer)
 	if !ok {
 		return nil, false
 	}
@@ -52,6 +47,14 @@ func (in PreFilterIn) needed(root *tree.Branch, key string) (_ []gangfit.Group, 
 		out = append(out, in.toPlace(n, in.GroupMembers(n.Key())))
 	}
 	return out, true
+}
+
+// count is the group keyed key's members reserved or bound (by its gang's state; 0 untracked).
+func (in PreFilterIn) count(key string) int {
+	if o := in.Gangs[key]; o != nil {
+		return o.Count()
+	}
+	return 0
 }
 
 // toPlace is group n's part of its job's check: its members (its live pods) still to place and how
@@ -163,10 +166,11 @@ type JobPreemption struct {
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
 // its holder group and the groups the job needs with it (PreFilterIn.needed, as the holder's own check
 // places them: every group under the topmost gang composite above it where each composite needs all
-// its children; of K of N alike replicas, the holder's and those closest to ready, then by name),
-// each group's missing members by its gang's state, in the job's domain. The holder is the job's
-// group that holds a reservation already, else its first group in name order, among the groups with
-// the members their minimum needs: the job is the same whichever of its groups asks, so that its
+// its children; of K of N alike replicas, the holder's, those its reservation holds room for while
+// they are a choice, then those closest to ready, then by name; and the groups ready already), each
+// group's missing members by its gang's state, in the job's domain. The holder is the job's group that
+// holds a reservation already, else its first group in the tree's order (depth first, children by
+// name), among the groups with the members their minimum needs: the job is the same whichever of its groups asks, so that its
 // room does not move with the asker, and a reservation held is the one that moves. ok is false, and
 // the group reserves alone, when that cannot be said: the group is in no gang composite, the job
 // leaves a choice among groups that are not alike, a composite below the job's is basic or has a
@@ -202,9 +206,26 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 	if holder == "" {
 		return JobPreemption{}, false
 	}
-	others, ok := in.needed(root, holder)
+	// The groups its reservation holds room for are taken first while they are still a choice.
+	var holds []string
+	if g := in.Gangs[holder]; g != nil && g.Reserve.Held() {
+		holds = g.Reserve.Groups
+	}
+	others, ok := in.needed(root, holder, func(key string) bool { return slices.Contains(holds, key) })
 	if !ok {
 		return JobPreemption{}, false
+	}
+	// The groups ready already stay the job's (Needed counts them, and lists only those short), so
+	// that the room's groups do not change as its groups' members are reserved.
+	taken := map[string]bool{holder: true}
+	for _, o := range others {
+		taken[o.Key] = true
+	}
+	for _, n := range job.Leaves() {
+		if k := n.Key(); !taken[k] && in.count(k) >= n.Min {
+			taken[k] = true
+			others = append(others, in.toPlace(n, in.GroupMembers(k)))
+		}
 	}
 	sort.Slice(others, func(a, b int) bool { return others[a].Key < others[b].Key })
 	own := in.GroupMembers(holder)

@@ -8,6 +8,7 @@ import (
 	policy "k8s.io/api/policy/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -246,7 +247,7 @@ func gangUnits(f *Fit, nodes []fwk.NodeInfo, nodeIdx map[string]int, prio int32,
 	}
 	// The devices the units' claims hold are freed with them (see releaseDevices); the room of the
 	// pods already leaving, devices included, is taken off at once.
-	f.releaseDevices(nodes, nodeIdx, append(slices.Clone(out), gone...))
+	f.releaseDevices(f.infos, nodeIdx, append(slices.Clone(out), gone...))
 	for _, u := range gone {
 		u.apply(f, true)
 	}
@@ -318,9 +319,28 @@ type Plan struct {
 	Violations int
 	// Assignment is each placed member's node, with the victims gone.
 	Assignment []Nomination
-	// Parts counts the composites placed each in a domain of its own, one search after the other (a
-	// job's, see gang.JobPart); 0 for one search.
+	// Parts counts the parts placed each in one domain of its own (a composite's, a group's, or the
+	// job's only), one search after the other (see gang.JobPart); 0 for one search.
 	Parts int
+}
+
+// Violations counts the pods among victims whose eviction violates a PodDisruptionBudget, all
+// evicted together (victims chosen by several searches, each of which counted only its own).
+func Violations(victims []*v1.Pod, pdbs []*policy.PodDisruptionBudget) int {
+	units := make([]preemption.Victim, 0, len(victims))
+	for _, p := range victims {
+		pi, err := framework.NewPodInfo(p)
+		if err != nil {
+			continue
+		}
+		units = append(units, preemption.NewPodVictim(pi, nil, nil))
+	}
+	violating, _ := preemption.FilterVictimsWithPDBViolation(units, pdbs)
+	n := 0
+	for _, v := range violating {
+		n += v.ViolateCount
+	}
+	return n
 }
 
 // Assign places f's members in the gang's domain (policy p, within the domains pinned; anywhere
@@ -346,7 +366,8 @@ func Assign(f *Fit, p Policy, pinned map[string]string) []Nomination {
 }
 
 // PlanPreemption chooses the cheapest lower-priority units (gangs whole, single pods) whose eviction
-// lets the `f.need` missing members of the gang own (priority prio) all fit at once: per node, and in
+// lets the `f.need` missing members of the gang own (priority prio) all fit at once on f's nodes; the
+// units are read on nodes (every node: a gang with members beyond f's nodes is evicted whole): per node, and in
 // one domain of policy's required key (pinned by bound members, see PinnedDomains) when it has one.
 // Pods leaving for an earlier preemption are no unit, and their room is counted free. Members are
 // then placed in the gang's domain (its topology policy), first fit. f is left with the victims

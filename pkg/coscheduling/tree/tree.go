@@ -365,6 +365,7 @@ type Needed struct {
 	// Choices are the sets of PodGroups a pick was made among (a composite with more children short
 	// than it lacks): the pick stands for any other only when their members are alike.
 	Choices [][]Node
+	prefer  func(key string) bool
 }
 
 // Needed says which other PodGroups of b's tree must be ready together with the leaf keyed leaf for
@@ -375,6 +376,14 @@ type Needed struct {
 // LeaderWorkerSet's); ok is false when the tree offers another kind of choice, or too few children.
 // O(the tree).
 func (b *Branch) Needed(leaf string, count func(key string) int) (n Needed, ok bool) {
+	return b.NeededPreferring(leaf, count, nil)
+}
+
+// NeededPreferring is Needed where a choice takes the PodGroups prefer names first (nil: none), then
+// those closest to ready: a reservation keeps the replicas it holds room for while they are still a
+// choice, whatever the others' counts do.
+func (b *Branch) NeededPreferring(leaf string, count func(key string) int, prefer func(key string) bool) (n Needed, ok bool) {
+	n.prefer = prefer
 	path := b.pathTo(leaf)
 	for i, c := range path {
 		if !c.Gang {
@@ -420,7 +429,15 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 		}
 		n.Choices = append(n.Choices, among)
 		short = slices.Clone(short)
-		slices.SortStableFunc(short, func(a, b *Branch) int { return count(b.Key()) - count(a.Key()) })
+		slices.SortStableFunc(short, func(a, b *Branch) int {
+			if n.prefer != nil && n.prefer(a.Key()) != n.prefer(b.Key()) {
+				if n.prefer(a.Key()) {
+					return -1
+				}
+				return 1
+			}
+			return count(b.Key()) - count(a.Key())
+		})
 		short = short[:lacking]
 	}
 	for _, s := range short {
