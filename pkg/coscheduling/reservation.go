@@ -222,13 +222,12 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 	if err != nil {
 		return pg, nil
 	}
-	// Read outside the lock: which groups have a required topology of their own.
-	required := gang.RequireOwnDomain(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
-	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(),
-		GroupMembers: func(key string) []*v1.Pod { ns, n, _ := strings.Cut(key, "/"); return pl.members.InGroup(ns, n) }}
+	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(), GroupMembers: pl.members.InGroupKey,
+		// Read outside the lock: the groups with a required topology of their own.
+		OwnDomain: gang.OwnDomains(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)}
 	pl.mu.Lock()
 	in.Gangs = pl.gangs.All()
-	job, ok := gang.JobToReserve(in, root, key, func(k string) bool { return required[k] })
+	job, ok := gang.JobToReserve(in, root, key)
 	pl.mu.Unlock()
 	if !ok {
 		return pg, nil

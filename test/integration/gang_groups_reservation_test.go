@@ -129,3 +129,75 @@ func TestGangGroupsReservationKOfN(t *testing.T) {
 		}
 	}
 }
+
+// TestGangGroupsReservationOwnRacks: a set of three replica groups that needs two of them whole, each
+// replica requiring a rack of its own (the PodGroup's topologyPolicy, as a LeaderWorkerSet replica in
+// an NVLink domain), is not starved by a stream of small pods either. 4 nodes of 2 CPU in two racks
+// are kept busy by 1-CPU pods; each replica is 2 members of 1 CPU. The set reserves as one, in parts:
+// each of the two replicas its first group's check takes holds room in a rack of its own, and both
+// are bound whole, each in one rack. (Before, a group with a domain of its own kept its job from
+// reserving as one: each replica reserved alone.)
+func TestGangGroupsReservationOwnRacks(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
+	ns := testNamespace(t)
+	smallNodes(t, "gro", 4, func(i int) map[string]string {
+		return map[string]string{rackLabel: fmt.Sprintf("gro-r%d", i/2), blockLabel: "gro-b1"}
+	})
+	s := startStream(t, ns, "gro", "1", "", 500*time.Millisecond, 4*time.Second)
+	time.Sleep(6 * time.Second)
+	arrival := time.Now()
+	if n := s.boundBetween(time.Time{}, arrival); n < 4 {
+		t.Fatalf("only %d small pods were placed before the set came", n)
+	}
+	replicas := []string{"replica-0", "replica-1", "replica-2"}
+	set := &tnode{name: "set", composite: true, min: 2}
+	for _, r := range replicas {
+		watchWhole(t, ns, r, 2, nil)
+		set.children = append(set.children, &tnode{name: r, min: 2})
+	}
+	watchTrees(t, ns, []*tnode{set})
+	createGroupIn(t, ns, "set", 1, gangComposite(2))
+	for _, r := range replicas {
+		createGroupWithPolicy(t, ns, r, 2, child("set"), rackLabel)
+		for i := range 2 {
+			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "1")
+			p.Spec.NodeSelector = map[string]string{caseLabel: "gro"}
+			createPod(t, p)
+		}
+	}
+
+	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
+	if want := "for its job " + ns + "/set holds room for 4 members on"; !strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "each of its 2 parts in one domain of its own") {
+		t.Errorf("Reserved event %q, want it to say %q, in 2 parts", ev.Message, want)
+	}
+	reservedAt := time.Now()
+	whole := func(ctx context.Context) ([]string, error) {
+		var out []string
+		for _, r := range replicas {
+			n, err := boundMembers(ctx, ns, r)
+			if err != nil {
+				return nil, err
+			}
+			if n == 2 {
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		w, err := whole(ctx)
+		return len(w) >= 2, err
+	}); err != nil {
+		t.Fatalf("two replicas were not placed within two minutes of the set's reservation (%v after its arrival)\n%s", reservedAt.Sub(arrival), dumpNamespace(ns))
+	}
+	t.Logf("set arrived, reserved after %v, two replicas placed after %v", reservedAt.Sub(arrival).Round(time.Second), time.Since(arrival).Round(time.Second))
+	w, _ := whole(context.Background())
+	for _, r := range w {
+		if racks := racksOf(t, ns, r); len(racks) != 1 {
+			t.Errorf("replica %s in racks %v; it requires one", r, racks)
+		}
+	}
+	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
+		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
+	}
+}

@@ -34,15 +34,16 @@ type JobPart struct {
 // composite with a required key of its own they are under, below the job's domain (the outermost
 // composite with a domain above the group keyed key, when it holds the whole job; else the job), or
 // by the group itself when it requires a domain of its own (in.OwnDomain): the domain outer and the
-// parts, or nil parts when the groups are under one such composite or none and no group requires its
-// own (one search places them, see JobPlacement) or parts placed one by one could split a domain: a
-// composite on two parts' chains, or one not pinned above a part's own. O(groups × depth + the job's
-// pods).
-func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangfit.Group) (outer *TreeDomain, parts []JobPart) {
+// parts. parts are nil when one search places the groups (see JobPlacement): none is under such a
+// composite nor requires its own, or (unless single) all are under one composite and none requires
+// its own. ok is false, and parts nil, when parts placed one by one could split a domain: a
+// composite on two parts' chains, one not pinned above a part's own, or one whose placed members
+// are in several domains. O(groups × depth + the job's pods).
+func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangfit.Group, single bool) (outer *TreeDomain, parts []JobPart, ok bool) {
 	top := job
-	if c, ok := root.DomainAbove(key); ok && len(c.Leaves()) >= len(job.Leaves()) {
+	if c, found := root.DomainAbove(key); found && len(c.Leaves()) >= len(job.Leaves()) {
 		if outer = domainOf(in, c); outer == nil {
-			return nil, nil
+			return nil, nil, false
 		}
 		top = c
 	}
@@ -65,7 +66,7 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 		for _, c := range below {
 			d := domainOf(in, c)
 			if d == nil {
-				return nil, nil
+				return nil, nil, false
 			}
 			chain, inner = append(chain, d), c.Key()
 		}
@@ -77,14 +78,14 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 		}
 		p.Groups = append(p.Groups, g)
 	}
-	if len(inners) < 2 && !own {
-		return nil, nil
+	if len(inners) == 0 || len(inners) == 1 && !own && (!single || inners[0] == "") {
+		return outer, nil, true
 	}
 	on := map[string]string{}
 	for _, inner := range inners {
 		for i, d := range byInner[inner].Chain {
-			if o, ok := on[d.Composite]; ok && o != inner || i < len(byInner[inner].Chain)-1 && d.Value == "" {
-				return nil, nil
+			if o, seen := on[d.Composite]; seen && o != inner || i < len(byInner[inner].Chain)-1 && d.Value == "" {
+				return nil, nil, false
 			}
 			on[d.Composite] = inner
 		}
@@ -96,7 +97,7 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 	for _, inner := range inners {
 		parts = append(parts, *byInner[inner])
 	}
-	return outer, parts
+	return outer, parts, true
 }
 
 // maxOrderedParts bounds the parts whose every order is searched (4: 24 orders); more are searched
@@ -245,4 +246,72 @@ func permutations(parts []JobPart) [][]JobPart {
 		}
 	}
 	return out
+}
+
+// planRoomParts plans a job's reservation in parts (see JobPart): in each domain of the job's own
+// required key (the one its members pin; every node without one) and each order of the parts (up to
+// maxOrderedParts; more in composite order), each part's missing members in one domain of its own
+// key on the room that frees, the later parts counting the earlier ones' members placed; the first
+// plan where every part fits (domains by name, orders as permuted). Each group's members are taken in
+// name order, so that the same room gives the same plan. O(domains × orders × parts × a plan).
+func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio int32) gangfit.ReservationPlan {
+	orders := [][]JobPart{j.Parts}
+	if len(j.Parts) <= maxOrderedParts {
+		orders = permutations(j.Parts)
+	}
+	why := "no domain of its key"
+	for _, on := range outerDomains(j.Outer, nodes) {
+		for _, parts := range orders {
+			var plans []gangfit.ReservationPlan
+			claimed := slices.Clone(in.Claims(prio))
+			for _, p := range parts {
+				groups := make([]gangfit.Group, len(p.Groups))
+				for i, o := range p.Groups {
+					c := slices.Clone(o.Candidates)
+					sort.Slice(c, func(a, b int) bool { return c[a].Name < c[b].Name })
+					groups[i] = gangfit.Group{Key: o.Key, Candidates: c, Need: o.Need}
+				}
+				members, need, ok := gangfit.Joint(groups)
+				if !ok || need <= 0 {
+					continue
+				}
+				partNodes := on
+				if pin := pinnedIn(p.Chain, on); pin != nil {
+					partNodes = onNodes(on, pin)
+				}
+				var pol gangfit.Policy
+				var pinned map[string]string
+				if len(p.Chain) > 0 {
+					d := p.Chain[len(p.Chain)-1]
+					pol, pinned = d.Policy(), d.Pinned
+					if d.Value != "" && pinned == nil {
+						pinned = map[string]string{d.Key: d.Value}
+					}
+				}
+				f := gangfit.NewReservable(in.Logger, j.Job, members, need, partNodes, claimed, prio, in.Devices)
+				plan := gangfit.PlanReservation(f, pol, pinned)
+				f.Done()
+				if !plan.OK {
+					plans, why = nil, plan.Message
+					break
+				}
+				plans = append(plans, plan)
+				for _, a := range plan.Assignment {
+					placed := *a.Pod
+					placed.Status.NominatedNodeName = a.Node
+					claimed = append(claimed, &placed)
+				}
+			}
+			if plans != nil {
+				pl := gangfit.Placement{Level: gangfit.LevelAnywhere}
+				if d := j.Outer; d != nil && d.Key != "" && len(on) > 0 {
+					pl = gangfit.Placement{Key: d.Key, Value: on[0].Node().Labels[d.Key], Level: gangfit.LevelRequired}
+				}
+				p := gangfit.JoinReservations(plans, pl)
+				p.Message = "for its job " + j.Job + " " + p.Message
+				return p
+			}
+		}
+	}
+	return gangfit.ReservationPlan{Message: "for its job " + j.Job + ", in " + fmt.Sprint(len(j.Parts)) + " parts each in one domain of its own: " + why}
 }

@@ -211,7 +211,10 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 		if room.Need <= 0 {
 			return gangfit.ReservationPlan{Message: "its job " + j.Job + "'s groups cannot be counted together (a group short of members, or whose spare members differ)"}
 		}
-		// The job's domain (its groups have no required topology of their own, see JobToReserve).
+		if len(j.Parts) > 0 {
+			return planRoomParts(in, j, nodes, prio)
+		}
+		// The job's domain (no group to place has a required topology below it, see JobToReserve).
 		var policy gangfit.Policy
 		var pinned map[string]string
 		if j.Domain != nil {

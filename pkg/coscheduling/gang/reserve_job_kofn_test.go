@@ -25,7 +25,7 @@ func kofnIndex(nodes ...tree.Node) *tree.Index {
 func kofnStep(t *testing.T, x *tree.Index, asker string, gangs map[string]*Gang, pods map[string][]*v1.Pod, ahead bool) (JobPreemption, string) {
 	root, _ := x.Resolve("ns", asker)
 	in := treeIn(gangs["ns/"+asker], pods[asker][0], 0, gangtest.RackedCluster(), gangs, root, pods)
-	j, ok := JobToReserve(in, root, "ns/"+asker, func(string) bool { return false })
+	j, ok := JobToReserve(in, root, "ns/"+asker)
 	if !ok {
 		t.Fatalf("no job")
 	}

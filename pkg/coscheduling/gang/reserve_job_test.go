@@ -49,12 +49,30 @@ func TestReserveRoomForJob(t *testing.T) {
 			Groups:  []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b1, b0}, Need: 2}, {Key: "ns/a", Candidates: []*v1.Pod{a0}, Need: 1}},
 			Members: []*v1.Pod{a0, b0, b1}}
 	}
+	rackOf := func(key string) *TreeDomain { return &TreeDomain{Composite: key, Key: gangtest.RackKey} }
 	cases := []struct {
-		name      string
-		domain    *TreeDomain
+		name   string
+		domain *TreeDomain
+		// outer and parts, when parts are set: the room is planned in parts (see JobPart).
+		outer     *TreeDomain
+		parts     []JobPart
 		wantNodes []string
 		wantOK    bool
+		wantMsg   string
 	}{
+		{name: "a requires a rack of its own, b the job's block: in parts, in the block where both fit",
+			outer: &TreeDomain{Composite: "ns/j", Key: gangtest.BlockKey},
+			parts: []JobPart{{Chain: []*TreeDomain{rackOf("ns/a")}, Groups: []gangfit.Group{{Key: "ns/a", Candidates: []*v1.Pod{a0}, Need: 1}}},
+				{Groups: []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b1, b0}, Need: 2}}}},
+			wantOK: true, wantNodes: []string{"b2-0", "b2-1", "b2-2"}, wantMsg: "each of its 2 parts in one domain of its own, in " + gangtest.BlockKey + "=b2"},
+		{name: "each requires a rack of its own, anywhere: a rack each",
+			parts: []JobPart{{Chain: []*TreeDomain{rackOf("ns/a")}, Groups: []gangfit.Group{{Key: "ns/a", Candidates: []*v1.Pod{a0}, Need: 1}}},
+				{Chain: []*TreeDomain{rackOf("ns/b")}, Groups: []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b1, b0}, Need: 2}}}},
+			wantOK: true, wantNodes: []string{"b1-0", "b2-0", "b2-1"}, wantMsg: "each of its 2 parts in one domain of its own"},
+		{name: "each requires a rack of its own, in the block pinned to b1: one rack is too few, nothing held",
+			outer: &TreeDomain{Composite: "ns/j", Key: gangtest.BlockKey, Value: "b1", Pinned: map[string]string{gangtest.BlockKey: "b1"}},
+			parts: []JobPart{{Chain: []*TreeDomain{rackOf("ns/a")}, Groups: []gangfit.Group{{Key: "ns/a", Candidates: []*v1.Pod{a0}, Need: 1}}},
+				{Chain: []*TreeDomain{rackOf("ns/b")}, Groups: []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{b1, b0}, Need: 2}}}}},
 		{name: "no domain: the three members anywhere", wantOK: true, wantNodes: []string{"b1-0", "b1-1", "b2-0"}},
 		{name: "the job's required block: the one that holds all three", domain: &TreeDomain{Composite: "ns/j", Key: gangtest.BlockKey},
 			wantOK: true, wantNodes: []string{"b2-0", "b2-1", "b2-2"}},
@@ -66,7 +84,9 @@ func TestReserveRoomForJob(t *testing.T) {
 			holder := New("ns", "a", "uid-a")
 			holder.Reserve.State = resv.State{Phase: resv.Waiting, WaitingSince: t0.Add(-2 * time.Minute), LastTried: t0.Add(-time.Second), Prio: 100}
 			var against []string
-			in := ReserveIn{Args: args, Now: t0, Pod: b0, PodGroup: gangtest.PodGroup("ns", "a", 1, t0), Logger: klog.Background(), Job: job(tc.domain),
+			j := job(tc.domain)
+			j.Outer, j.Parts = tc.outer, tc.parts
+			in := ReserveIn{Args: args, Now: t0, Pod: b0, PodGroup: gangtest.PodGroup("ns", "a", 1, t0), Logger: klog.Background(), Job: j,
 				Members: func() []*v1.Pod { return job(nil).Members },
 				Queue:   func(int32) (int, bool) { return 0, false },
 				Nodes:   func() ([]fwk.NodeInfo, error) { return nodes, nil },
@@ -89,8 +109,8 @@ func TestReserveRoomForJob(t *testing.T) {
 				}
 				return
 			}
-			if !strings.HasPrefix(out.Plan.Message, "for its job ns/j holds room for 3 members") {
-				t.Errorf("plan message %q, want it to name the job and its 3 members", out.Plan.Message)
+			if !strings.HasPrefix(out.Plan.Message, "for its job ns/j holds room for 3 members") || !strings.Contains(out.Plan.Message, tc.wantMsg) {
+				t.Errorf("plan message %q, want it to name the job and its 3 members, and say %q", out.Plan.Message, tc.wantMsg)
 			}
 			var got []string
 			for _, p := range []*v1.Pod{a0, b0, b1} {
@@ -167,7 +187,6 @@ func TestJobToReserve(t *testing.T) {
 	replicas := index(set, replica("r0"), replica("r1"), replica("r2"))
 	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1"), "extra": role("extra", 1, "1"),
 		"r0": role("r0", 2, "1"), "r1": role("r1", 2, "1"), "r2": role("r2", 2, "1")}
-	none := func(string) bool { return false }
 	// gangs: r2 has a member reserved (closest to ready); r1 holds a reservation.
 	reserved := func() map[string]*Gang {
 		g := New("ns", "r2", "uid-r2")
@@ -185,12 +204,14 @@ func TestJobToReserve(t *testing.T) {
 		name     string
 		x        *tree.Index
 		asker    string
-		required func(string) bool
+		own      map[string]string
 		gangs    func() map[string]*Gang
 		pods     map[string][]*v1.Pod
 		// want: the holder, then each group with its need; empty: the group reserves alone.
 		want   []string
 		domain string
+		// parts: the innermost composite (or group) of each part of its room ("": the job's domain).
+		parts []string
 	}{
 		{name: "two roles, asked by decode", x: index(serve, decode, prefill), asker: "decode", want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey},
 		{name: "two roles, asked by prefill: the same job", x: index(serve, decode, prefill), asker: "prefill", want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey},
@@ -202,11 +223,15 @@ func TestJobToReserve(t *testing.T) {
 		{name: "K of N replicas, one short of members: not alike, as for the check", x: replicas, asker: "r2", pods: short},
 		{name: "K of N among unlike groups: which is the asker's choice", x: index(serve, decode, prefill,
 			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode"},
-		{name: "a composite below with a rack of its own", x: index(serve,
+		{name: "a composite below with a rack of its own: one part, in a rack", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 1, Domain: gangtest.BlockKey},
 			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
 			tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "rep"}, tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "rep"}),
-			asker: "decode"},
-		{name: "a group requires a rack of its own", x: index(serve, decode, prefill), asker: "decode", required: func(k string) bool { return k == "ns/prefill" }},
+			asker: "decode", want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey, parts: []string{"ns/rep"}},
+		{name: "a group requires a rack of its own: in parts, the other in the block", x: index(serve, decode, prefill), asker: "decode", own: map[string]string{"ns/prefill": gangtest.RackKey},
+			want: []string{"ns/decode", "ns/decode:4", "ns/prefill:2"}, domain: gangtest.BlockKey, parts: []string{"ns/prefill", ""}},
+		{name: "K of N replicas each in a rack of its own: a part each", x: replicas, asker: "r2", own: map[string]string{"ns/r0": gangtest.RackKey, "ns/r1": gangtest.RackKey, "ns/r2": gangtest.RackKey},
+			want: []string{"ns/r0", "ns/r0:2", "ns/r1:2"}, parts: []string{"ns/r0", "ns/r1"}},
+		{name: "a group whose policy cannot be read", x: index(serve, decode, prefill), asker: "decode", own: map[string]string{"ns/prefill": ""}},
 		{name: "in no gang composite", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Min: 1}, decode, prefill), asker: "decode"},
 	}
 	for _, tc := range cases {
@@ -221,15 +246,13 @@ func TestJobToReserve(t *testing.T) {
 				g = New("ns", tc.asker, "uid")
 				gangs[g.Key()] = g
 			}
-			all, required := pods, none
+			all := pods
 			if tc.pods != nil {
 				all = tc.pods
 			}
-			if tc.required != nil {
-				required = tc.required
-			}
 			in := treeIn(g, all[tc.asker][0], 0, gangtest.RackedCluster(), gangs, root, all)
-			j, ok := JobToReserve(in, root, g.Key(), required)
+			in.OwnDomain = tc.own
+			j, ok := JobToReserve(in, root, g.Key())
 			var got []string
 			if ok {
 				got = append(got, j.Holder)
@@ -255,6 +278,17 @@ func TestJobToReserve(t *testing.T) {
 			}
 			if (j.Domain == nil) != (tc.domain == "") || j.Domain != nil && j.Domain.Key != tc.domain {
 				t.Errorf("domain %+v, want %q", j.Domain, tc.domain)
+			}
+			var parts []string
+			for _, p := range j.Parts {
+				inner := ""
+				if len(p.Chain) > 0 {
+					inner = p.Chain[len(p.Chain)-1].Composite
+				}
+				parts = append(parts, inner)
+			}
+			if !slices.Equal(parts, tc.parts) {
+				t.Errorf("parts %q, want %q", parts, tc.parts)
 			}
 		})
 	}
@@ -284,10 +318,9 @@ func TestJobReservationEndsWhenItsGroupsChange(t *testing.T) {
 	}
 }
 
-// TestRequireOwnDomain: a group with a required topology of its own (its spec's, its members'
-// annotation, the profile's default) keeps its job from reserving as one; so does one whose policy
-// cannot be read.
-func TestRequireOwnDomain(t *testing.T) {
+// TestOwnDomains: the required topology key of a group of its own (its spec's, its members'
+// annotation, the profile's default) is read by key; a group whose policy cannot be read maps to "".
+func TestOwnDomains(t *testing.T) {
 	plain := gangtest.PodGroup("ns", "plain", 1, t0)
 	racked := gangtest.PodGroup("ns", "racked", 1, t0)
 	racked.Spec.TopologyPolicy = &v1alpha1.TopologyPolicy{Required: gangtest.RackKey}
@@ -307,12 +340,12 @@ func TestRequireOwnDomain(t *testing.T) {
 	for _, name := range []string{"plain", "racked", "preferring", "annotated", "gone"} {
 		leaves = append(leaves, tree.Node{Namespace: "ns", Name: name})
 	}
-	got := RequireOwnDomain(leaves, get, members, config.TopologyPolicy{})
-	want := map[string]bool{"ns/racked": true, "ns/annotated": true, "ns/gone": true}
+	got := OwnDomains(leaves, get, members, config.TopologyPolicy{})
+	want := map[string]string{"ns/racked": gangtest.RackKey, "ns/annotated": gangtest.RackKey, "ns/gone": ""}
 	if !maps.Equal(got, want) {
-		t.Errorf("RequireOwnDomain = %v, want %v", got, want)
+		t.Errorf("OwnDomains = %v, want %v", got, want)
 	}
-	if got := RequireOwnDomain(leaves[:1], get, members, config.TopologyPolicy{Required: gangtest.RackKey}); !got["ns/plain"] {
-		t.Errorf("with the profile's default required key: %v, want ns/plain", got)
+	if got := OwnDomains(leaves[:1], get, members, config.TopologyPolicy{Required: gangtest.RackKey}); got["ns/plain"] != gangtest.RackKey {
+		t.Errorf("with the profile's default required key: %v, want ns/plain's rack", got)
 	}
 }

@@ -462,6 +462,9 @@ func TestJobParts(t *testing.T) {
 		nodes  []tree.Node
 		groups []gangfit.Group
 		own    map[string]string
+		// single: one composite's groups make a part (a reservation's); unsafe: parts could split a
+		// domain.
+		single, unsafe bool
 		// want: each part's chain of composites and its groups; outer the job's domain's composite.
 		want  []string
 		outer string
@@ -478,11 +481,16 @@ func TestJobParts(t *testing.T) {
 			groups: toPlace("l0", "w0", "l1", "w1"), want: []string{"ns/rep0: ns/l0 ns/w0", "ns/rep1: ns/l1 ns/w1"}},
 		{name: "one replica to place: one search", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey)}, replicas...),
 			groups: append(toPlace("l0", "w0"), gangfit.Group{Key: "ns/l1"}, gangfit.Group{Key: "ns/w1"})},
+		{name: "one replica to place, for a reservation: a part in its rack", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey)}, replicas...),
+			groups: append(toPlace("l0", "w0"), gangfit.Group{Key: "ns/l1"}, gangfit.Group{Key: "ns/w1"}), single: true,
+			want: []string{"ns/rep0: ns/l0 ns/w0"}, outer: "ns/set"},
+		{name: "no nested domain, for a reservation: one search", nodes: []tree.Node{composite("set", "", gangtest.BlockKey), leaf("a", "set"), leaf("b", "set")},
+			groups: toPlace("a", "b"), single: true},
 		{name: "a router under the set beside a replica: the replica, then the router", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey), leaf("router", "set")}, replicas...),
 			groups: toPlace("router", "l0", "w0"), want: []string{"ns/rep0: ns/l0 ns/w0", ": ns/router"}, outer: "ns/set"},
 		{name: "two replicas under a pair in one block not placed yet: parts could split the block", nodes: []tree.Node{composite("set", "", gangtest.ZoneKey), composite("pair", "set", gangtest.BlockKey),
 			composite("rep0", "pair", gangtest.RackKey), leaf("l0", "rep0"), composite("rep1", "pair", gangtest.RackKey), leaf("l1", "rep1")},
-			groups: toPlace("l0", "l1")},
+			groups: toPlace("l0", "l1"), unsafe: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -495,7 +503,10 @@ func TestJobParts(t *testing.T) {
 			g := New("ns", asker, "uid")
 			in := treeIn(g, nil, 0, gangtest.RackedCluster(), map[string]*Gang{}, root, map[string][]*v1.Pod{})
 			in.OwnDomain = tc.own
-			outer, parts := jobParts(in, root, root.JobOf(g.Key()), g.Key(), tc.groups)
+			outer, parts, ok := jobParts(in, root, root.JobOf(g.Key()), g.Key(), tc.groups, tc.single)
+			if ok == tc.unsafe {
+				t.Errorf("jobParts ok %v, want %v", ok, !tc.unsafe)
+			}
 			var got []string
 			for _, p := range parts {
 				var chain, groups []string
@@ -510,7 +521,7 @@ func TestJobParts(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("parts (-want,+got):\n%s", diff)
 			}
-			if o := ""; outer != nil || tc.outer != "" {
+			if o := ""; parts != nil && (outer != nil || tc.outer != "") {
 				if outer != nil {
 					o = outer.Composite
 				}

@@ -177,20 +177,20 @@ type JobPreemption struct {
 // topology of its own, a group has a required topology of its own (required(key)), which one
 // domain for the job's room would not honour, or no group has its members. Under the plugin's lock
 // (it reads the gangs' state). O(the job's pods).
-func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(key string) bool) (JobPreemption, bool) {
+func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption, bool) {
 	if root == nil {
 		return JobPreemption{}, false
 	}
 	job := root.JobOf(key)
-	if job == nil || !reservable(job, true) {
+	if job == nil || !reservable(job) {
 		return JobPreemption{}, false
 	}
 	var first, held string
 	leaves := map[string]tree.Node{}
 	for _, n := range job.Leaves() {
 		leaves[n.Key()] = n
-		if required(n.Key()) {
-			return JobPreemption{}, false
+		if own, ok := in.OwnDomain[n.Key()]; ok && own == "" {
+			return JobPreemption{}, false // a policy that cannot be read
 		}
 		if gr := in.toPlace(n, in.GroupMembers(n.Key())); gr.Need > len(gr.Candidates) {
 			continue // short of members: it cannot hold the job's room
@@ -238,6 +238,10 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string, required func(k
 	if job.Domain != "" || len(job.Preferred) > 0 {
 		j.Domain = domainOf(in, job)
 	}
+	// Groups to place in domains below the job's, or of their own: the room is planned in parts.
+	if j.Outer, j.Parts, ok = jobParts(in, root, job, holder, j.Groups, true); !ok {
+		return JobPreemption{}, false
+	}
 	return j, true
 }
 
@@ -272,17 +276,17 @@ func OwnDomains(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup
 	return out
 }
 
-// reservable reports whether the composites of b's tree are gang composites with, below the top, no
-// topology of their own: the job's room is then one domain's (K of N choices are Needed's).
-func reservable(b *tree.Branch, top bool) bool {
+// reservable reports whether the composites of b's tree are gang composites (K of N choices are
+// Needed's; domains below the top make parts, see jobParts).
+func reservable(b *tree.Branch) bool {
 	if !b.Composite {
 		return true
 	}
-	if !b.Gang || !top && (b.Domain != "" || len(b.Preferred) > 0) {
+	if !b.Gang {
 		return false
 	}
 	for _, c := range b.Children {
-		if !reservable(c, false) {
+		if !reservable(c) {
 			return false
 		}
 	}
@@ -315,7 +319,7 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 		return JobPreemption{}, false
 	}
 	if job := root.JobOf(g.Key()); job != nil {
-		j.Outer, j.Parts = jobParts(in, root, job, g.Key(), j.Groups)
+		j.Outer, j.Parts, _ = jobParts(in, root, job, g.Key(), j.Groups, false)
 	}
 	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())

@@ -169,6 +169,30 @@ func PlanReservation(f *Fit, p Policy, pinned map[string]string) ReservationPlan
 	return plan
 }
 
+// JoinReservations is the plan of parts planned one after the other (each OK, see gang.JobPart),
+// in the domain pl of their job (Level Anywhere: none).
+func JoinReservations(parts []ReservationPlan, pl Placement) ReservationPlan {
+	plan := ReservationPlan{OK: true, Placement: pl}
+	nodes := sets.New[string]()
+	for _, p := range parts {
+		plan.Assignment = append(plan.Assignment, p.Assignment...)
+		nodes.Insert(p.Nodes...)
+		plan.MilliCPU += p.MilliCPU
+		plan.Memory += p.Memory
+		plan.Devices += p.Devices
+	}
+	plan.Nodes = sets.List(nodes)
+	plan.Message = fmt.Sprintf("holds room for %d members on %d nodes (cpu %dm, memory %d", len(plan.Assignment), len(plan.Nodes), plan.MilliCPU, plan.Memory)
+	if plan.Devices > 0 {
+		plan.Message += fmt.Sprintf(", the devices of %d members", plan.Devices)
+	}
+	plan.Message += fmt.Sprintf("), each of its %d parts in one domain of its own", len(parts))
+	if pl.Level != LevelAnywhere && pl.Key != "" {
+		plan.Message += fmt.Sprintf(", in %s=%s", pl.Key, pl.Value)
+	}
+	return plan
+}
+
 // Same reports whether two plans hold the same members on the same nodes, in whatever order.
 func (p ReservationPlan) Same(o ReservationPlan) bool {
 	if len(p.Assignment) != len(o.Assignment) {
