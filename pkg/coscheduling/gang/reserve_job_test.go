@@ -201,12 +201,12 @@ func TestJobToReserve(t *testing.T) {
 	short, fewDecode := maps.Clone(pods), maps.Clone(pods)
 	short["r0"], fewDecode["decode"] = pods["r0"][:1], pods["decode"][:3]
 	cases := []struct {
-		name     string
-		x        *tree.Index
-		asker    string
-		own      map[string]string
-		gangs    func() map[string]*Gang
-		pods     map[string][]*v1.Pod
+		name  string
+		x     *tree.Index
+		asker string
+		own   map[string]string
+		gangs func() map[string]*Gang
+		pods  map[string][]*v1.Pod
 		// want: the holder, then each group with its need; empty: the group reserves alone.
 		want   []string
 		domain string
