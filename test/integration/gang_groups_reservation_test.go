@@ -73,61 +73,7 @@ func TestGangGroupsReservation(t *testing.T) {
 // the two replicas its first group's check takes (replica-0 and replica-1), and two replicas are
 // bound whole, none in part.
 func TestGangGroupsReservationKOfN(t *testing.T) {
-	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
-	ns := testNamespace(t)
-	smallNodes(t, "grk", 4, nil)
-	s := startStream(t, ns, "grk", "1", "", 500*time.Millisecond, 4*time.Second)
-	time.Sleep(6 * time.Second)
-	arrival := time.Now()
-	if n := s.boundBetween(time.Time{}, arrival); n < 4 {
-		t.Fatalf("only %d small pods were placed before the set came", n)
-	}
-	replicas := []string{"replica-0", "replica-1", "replica-2"}
-	set := &tnode{name: "set", composite: true, min: 2}
-	for _, r := range replicas {
-		watchWhole(t, ns, r, 3, nil)
-		set.children = append(set.children, &tnode{name: r, min: 3})
-	}
-	watchTrees(t, ns, []*tnode{set})
-	createGroupIn(t, ns, "set", 1, gangComposite(2))
-	for _, r := range replicas {
-		createGroupIn(t, ns, r, 3, child("set"))
-		for i := range 3 {
-			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "1")
-			p.Spec.NodeSelector = map[string]string{caseLabel: "grk"}
-			createPod(t, p)
-		}
-	}
-
-	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
-	if want := "for its job " + ns + "/set holds room for 6 members on"; !strings.Contains(ev.Message, want) {
-		t.Errorf("Reserved event %q, want it to say %q", ev.Message, want)
-	}
-	reservedAt := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		whole := 0
-		for _, r := range replicas {
-			n, err := boundMembers(ctx, ns, r)
-			if err != nil {
-				return false, err
-			}
-			if n == 3 {
-				whole++
-			}
-		}
-		return whole >= 2, nil
-	}); err != nil {
-		t.Fatalf("two replicas were not placed within two minutes of the set's reservation (%v after its arrival)\n%s", reservedAt.Sub(arrival), dumpNamespace(ns))
-	}
-	t.Logf("set arrived, reserved after %v, two replicas placed after %v", reservedAt.Sub(arrival).Round(time.Second), time.Since(arrival).Round(time.Second))
-	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
-		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
-	}
-	for _, r := range replicas[1:] {
-		if c := reservedCondition(t, ns, r); c != nil && c.Status == "True" {
-			t.Errorf("%s reports a reservation of its own: %s %q", r, c.Reason, c.Message)
-		}
-	}
+	replicaSetReservation(t, "grk", 3, false, "for its job %s/set holds room for 6 members on")
 }
 
 // TestGangGroupsReservationOwnRacks: a set of three replica groups that needs two of them whole, each
@@ -138,12 +84,26 @@ func TestGangGroupsReservationKOfN(t *testing.T) {
 // are bound whole, each in one rack. (Before, a group with a domain of its own kept its job from
 // reserving as one: each replica reserved alone.)
 func TestGangGroupsReservationOwnRacks(t *testing.T) {
+	replicaSetReservation(t, "gro", 2, true, "for its job %s/set holds room for 4 members on 2 nodes (cpu 4000m, memory %s), each of its 2 parts in one domain of its own")
+}
+
+// replicaSetReservation runs a set of three replica groups of size members of 1 CPU, needing two of
+// them whole, against a stream of 1-CPU pods on 4 nodes of 2 CPU (prefix names them; with racks,
+// two racks of two nodes, each replica requiring one): the set's first replica holds its job's
+// reservation (its Reserved event says want, formatted with the namespace and "" for what follows
+// "memory"), two replicas are bound whole within two minutes, each in one rack with racks, none in
+// part, and nothing is evicted.
+func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, want string) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
 	ns := testNamespace(t)
-	smallNodes(t, "gro", 4, func(i int) map[string]string {
-		return map[string]string{rackLabel: fmt.Sprintf("gro-r%d", i/2), blockLabel: "gro-b1"}
-	})
-	s := startStream(t, ns, "gro", "1", "", 500*time.Millisecond, 4*time.Second)
+	var labels func(i int) map[string]string
+	if racks {
+		labels = func(i int) map[string]string {
+			return map[string]string{rackLabel: fmt.Sprintf("%s-r%d", prefix, i/2), blockLabel: prefix + "-b1"}
+		}
+	}
+	smallNodes(t, prefix, 4, labels)
+	s := startStream(t, ns, prefix, "1", "", 500*time.Millisecond, 4*time.Second)
 	time.Sleep(6 * time.Second)
 	arrival := time.Now()
 	if n := s.boundBetween(time.Time{}, arrival); n < 4 {
@@ -152,23 +112,28 @@ func TestGangGroupsReservationOwnRacks(t *testing.T) {
 	replicas := []string{"replica-0", "replica-1", "replica-2"}
 	set := &tnode{name: "set", composite: true, min: 2}
 	for _, r := range replicas {
-		watchWhole(t, ns, r, 2, nil)
-		set.children = append(set.children, &tnode{name: r, min: 2})
+		watchWhole(t, ns, r, size, nil)
+		set.children = append(set.children, &tnode{name: r, min: size})
 	}
 	watchTrees(t, ns, []*tnode{set})
 	createGroupIn(t, ns, "set", 1, gangComposite(2))
 	for _, r := range replicas {
-		createGroupWithPolicy(t, ns, r, 2, child("set"), rackLabel)
-		for i := range 2 {
+		if racks {
+			createGroupWithPolicy(t, ns, r, int64(size), child("set"), rackLabel)
+		} else {
+			createGroupIn(t, ns, r, int64(size), child("set"))
+		}
+		for i := range size {
 			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "1")
-			p.Spec.NodeSelector = map[string]string{caseLabel: "gro"}
+			p.Spec.NodeSelector = map[string]string{caseLabel: prefix}
 			createPod(t, p)
 		}
 	}
 
 	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
-	if want := "for its job " + ns + "/set holds room for 4 members on"; !strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "each of its 2 parts in one domain of its own") {
-		t.Errorf("Reserved event %q, want it to say %q, in 2 parts", ev.Message, want)
+	head, tail, _ := strings.Cut(fmt.Sprintf(want, ns, "\x00"), "\x00")
+	if !strings.Contains(ev.Message, head) || !strings.Contains(ev.Message, tail) {
+		t.Errorf("Reserved event %q, want it to say %q ... %q", ev.Message, head, tail)
 	}
 	reservedAt := time.Now()
 	whole := func(ctx context.Context) ([]string, error) {
@@ -178,7 +143,7 @@ func TestGangGroupsReservationOwnRacks(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			if n == 2 {
+			if n == size {
 				out = append(out, r)
 			}
 		}
@@ -191,13 +156,20 @@ func TestGangGroupsReservationOwnRacks(t *testing.T) {
 		t.Fatalf("two replicas were not placed within two minutes of the set's reservation (%v after its arrival)\n%s", reservedAt.Sub(arrival), dumpNamespace(ns))
 	}
 	t.Logf("set arrived, reserved after %v, two replicas placed after %v", reservedAt.Sub(arrival).Round(time.Second), time.Since(arrival).Round(time.Second))
-	w, _ := whole(context.Background())
-	for _, r := range w {
-		if racks := racksOf(t, ns, r); len(racks) != 1 {
-			t.Errorf("replica %s in racks %v; it requires one", r, racks)
+	if racks {
+		w, _ := whole(context.Background())
+		for _, r := range w {
+			if got := racksOf(t, ns, r); len(got) != 1 {
+				t.Errorf("replica %s in racks %v; it requires one", r, got)
+			}
 		}
 	}
 	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
 		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
+	}
+	for _, r := range replicas[1:] {
+		if c := reservedCondition(t, ns, r); c != nil && c.Status == "True" {
+			t.Errorf("%s reports a reservation of its own: %s %q", r, c.Reason, c.Message)
+		}
 	}
 }

@@ -30,6 +30,24 @@ type JobPart struct {
 	Groups []gangfit.Group
 }
 
+// where is where part p's members go among nodes: the nodes of its chain's pinned domains, in one
+// domain of its own composite's (or group's) policy, the one its placed members pin if they do (no
+// policy for a part with no chain).
+func (p JobPart) where(nodes []fwk.NodeInfo) (on []fwk.NodeInfo, pol gangfit.Policy, pinned map[string]string) {
+	on = nodes
+	if pin := pinnedIn(p.Chain, nodes); pin != nil {
+		on = onNodes(nodes, pin)
+	}
+	if len(p.Chain) > 0 {
+		d := p.Chain[len(p.Chain)-1]
+		pol, pinned = d.Policy(), d.Pinned
+		if d.Value != "" && pinned == nil {
+			pinned = map[string]string{d.Key: d.Value}
+		}
+	}
+	return on, pol, pinned
+}
+
 // jobParts splits the job's groups to place (those of groups with Need > 0) by the innermost
 // composite with a required key of its own they are under, below the job's domain (the outermost
 // composite with a domain above the group keyed key, when it holds the whole job; else the job), or
@@ -186,19 +204,7 @@ func (in PreemptIn) planParts(parts []JobPart, nodes []fwk.NodeInfo, prio int32,
 		if !ok || need <= 0 {
 			continue
 		}
-		on := nodes
-		if pin := pinnedIn(p.Chain, nodes); pin != nil {
-			on = onNodes(nodes, pin)
-		}
-		var pol gangfit.Policy
-		var pinned map[string]string
-		if len(p.Chain) > 0 {
-			d := p.Chain[len(p.Chain)-1]
-			pol, pinned = d.Policy(), d.Pinned
-			if d.Value != "" && pinned == nil {
-				pinned = map[string]string{d.Key: d.Value}
-			}
-		}
+		on, pol, pinned := p.where(nodes)
 		f := gangfit.New(in.Logger, j.Job, members, need, on, nil, claimed, in.Fit.Private(), true)
 		if f == nil {
 			return gangfit.Plan{Units: out.Units}
@@ -275,19 +281,7 @@ func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio in
 				if !ok || need <= 0 {
 					continue
 				}
-				partNodes := on
-				if pin := pinnedIn(p.Chain, on); pin != nil {
-					partNodes = onNodes(on, pin)
-				}
-				var pol gangfit.Policy
-				var pinned map[string]string
-				if len(p.Chain) > 0 {
-					d := p.Chain[len(p.Chain)-1]
-					pol, pinned = d.Policy(), d.Pinned
-					if d.Value != "" && pinned == nil {
-						pinned = map[string]string{d.Key: d.Value}
-					}
-				}
+				partNodes, pol, pinned := p.where(on)
 				f := gangfit.NewReservable(in.Logger, j.Job, members, need, partNodes, claimed, prio, in.Devices)
 				plan := gangfit.PlanReservation(f, pol, pinned)
 				f.Done()

@@ -242,6 +242,11 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption,
 	if j.Outer, j.Parts, ok = jobParts(in, root, job, holder, j.Groups, true); !ok {
 		return JobPreemption{}, false
 	}
+	if j.Parts == nil && j.Outer != nil {
+		// One search, in the domain that holds the whole job (a composite's with all its groups, or
+		// one above the job's).
+		j.Domain = j.Outer
+	}
 	return j, true
 }
 

@@ -186,7 +186,10 @@ func JoinReservations(parts []ReservationPlan, pl Placement) ReservationPlan {
 	if plan.Devices > 0 {
 		plan.Message += fmt.Sprintf(", the devices of %d members", plan.Devices)
 	}
-	plan.Message += fmt.Sprintf("), each of its %d parts in one domain of its own", len(parts))
+	plan.Message += ")"
+	if len(parts) > 1 {
+		plan.Message += fmt.Sprintf(", each of its %d parts in one domain of its own", len(parts))
+	}
 	if pl.Level != LevelAnywhere && pl.Key != "" {
 		plan.Message += fmt.Sprintf(", in %s=%s", pl.Key, pl.Value)
 	}
