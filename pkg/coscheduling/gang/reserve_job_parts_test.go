@@ -13,7 +13,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-func reviewIndex(nodes ...tree.Node) *tree.Index {
+func partsIndex(nodes ...tree.Node) *tree.Index {
 	x := tree.NewIndex()
 	for _, n := range nodes {
 		x.Set(n)
@@ -21,7 +21,7 @@ func reviewIndex(nodes ...tree.Node) *tree.Index {
 	return x
 }
 
-func reviewPlan(t *testing.T, x *tree.Index, nodes []fwk.NodeInfo, pods map[string][]*v1.Pod, own map[string]string) ([]string, bool, *JobPreemption) {
+func partsPlan(t *testing.T, x *tree.Index, nodes []fwk.NodeInfo, pods map[string][]*v1.Pod, own map[string]string) ([]string, bool, *JobPreemption) {
 	root, _ := x.Resolve("ns", "decode")
 	g := New("ns", "decode", "uid")
 	gangs := map[string]*Gang{g.Key(): g}
@@ -53,20 +53,24 @@ func reviewPlan(t *testing.T, x *tree.Index, nodes []fwk.NodeInfo, pods map[stri
 func TestJobRoomInTheDomainThatHoldsIt(t *testing.T) {
 	nodes := []fwk.NodeInfo{gangtest.RackedNode("n1", "z1", "b1", "r1"), gangtest.RackedNode("n2", "z1", "b1", "r2")}
 	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1")}
-	decode := func(parent string) tree.Node { return tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: parent} }
-	prefill := func(parent string) tree.Node { return tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: parent} }
+	decode := func(parent string) tree.Node {
+		return tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: parent}
+	}
+	prefill := func(parent string) tree.Node {
+		return tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: parent}
+	}
 	for name, x := range map[string]*tree.Index{
-		"rack composite below the job": reviewIndex(
+		"rack composite below the job": partsIndex(
 			tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 1},
 			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
 			decode("rep"), prefill("rep")),
-		"basic rack composite above the job": reviewIndex(
+		"basic rack composite above the job": partsIndex(
 			tree.Node{Namespace: "ns", Name: "top", Composite: true, Min: 1, Domain: gangtest.RackKey},
 			tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Parent: "top"},
 			decode("serve"), prefill("serve")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			racks, ok, j := reviewPlan(t, x, nodes, pods, nil)
+			racks, ok, j := partsPlan(t, x, nodes, pods, nil)
 			t.Logf("outer=%+v parts=%d domain=%v", j.Outer, len(j.Parts), j.Domain)
 			if ok && len(racks) > 1 {
 				t.Errorf("plan OK across racks %v: the job's required rack is split", racks)
@@ -78,7 +82,7 @@ func TestJobRoomInTheDomainThatHoldsIt(t *testing.T) {
 // TestJobRoomInPartsIsTheSameWhateverTheOrder: the plan in parts does not depend on the order the pod
 // store lists members in, so a recheck finds the same room.
 func TestJobRoomInPartsIsTheSameWhateverTheOrder(t *testing.T) {
-	x := reviewIndex(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey},
+	x := partsIndex(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey},
 		tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"},
 		tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
 	own := map[string]string{"ns/prefill": gangtest.RackKey, "ns/decode": gangtest.RackKey}
