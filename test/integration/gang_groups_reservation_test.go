@@ -73,7 +73,7 @@ func TestGangGroupsReservation(t *testing.T) {
 // the two replicas its first group's check takes (replica-0 and replica-1), and two replicas are
 // bound whole, none in part.
 func TestGangGroupsReservationKOfN(t *testing.T) {
-	replicaSetReservation(t, "grk", 3, false, "for its job %s/set holds room for 6 members on")
+	replicaSetReservation(t, "grk", 3, false, "for its job NS/set holds room for 6 members on")
 }
 
 // TestGangGroupsReservationOwnRacks: a set of three replica groups that needs two of them whole, each
@@ -84,16 +84,15 @@ func TestGangGroupsReservationKOfN(t *testing.T) {
 // are bound whole, each in one rack. (Before, a group with a domain of its own kept its job from
 // reserving as one: each replica reserved alone.)
 func TestGangGroupsReservationOwnRacks(t *testing.T) {
-	replicaSetReservation(t, "gro", 2, true, "for its job %s/set holds room for 4 members on 2 nodes (cpu 4000m, memory %s), each of its 2 parts in one domain of its own")
+	replicaSetReservation(t, "gro", 2, true, "for its job NS/set holds room for 4 members on 2 nodes (cpu 4000m", "), each of its 2 parts in one domain of its own")
 }
 
 // replicaSetReservation runs a set of three replica groups of size members of 1 CPU, needing two of
 // them whole, against a stream of 1-CPU pods on 4 nodes of 2 CPU (prefix names them; with racks,
 // two racks of two nodes, each replica requiring one): the set's first replica holds its job's
-// reservation (its Reserved event says want, formatted with the namespace and "" for what follows
-// "memory"), two replicas are bound whole within two minutes, each in one rack with racks, none in
-// part, and nothing is evicted.
-func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, want string) {
+// reservation (its Reserved event says each of want, NS standing for the namespace), two replicas are
+// bound whole within two minutes, each in one rack with racks, none in part, and nothing is evicted.
+func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, want ...string) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
 	ns := testNamespace(t)
 	var labels func(i int) map[string]string
@@ -131,9 +130,10 @@ func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, wa
 	}
 
 	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
-	head, tail, _ := strings.Cut(fmt.Sprintf(want, ns, "\x00"), "\x00")
-	if !strings.Contains(ev.Message, head) || !strings.Contains(ev.Message, tail) {
-		t.Errorf("Reserved event %q, want it to say %q ... %q", ev.Message, head, tail)
+	for _, w := range want {
+		if w = strings.ReplaceAll(w, "NS", ns); !strings.Contains(ev.Message, w) {
+			t.Errorf("Reserved event %q, want it to say %q", ev.Message, w)
+		}
 	}
 	reservedAt := time.Now()
 	whole := func(ctx context.Context) ([]string, error) {
