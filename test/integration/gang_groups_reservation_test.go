@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -170,6 +171,16 @@ func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, wa
 	for _, r := range replicas[1:] {
 		if c := reservedCondition(t, ns, r); c != nil && c.Status == "True" {
 			t.Errorf("%s reports a reservation of its own: %s %q", r, c.Reason, c.Message)
+		}
+	}
+	// The replica the room is not for (replica-2) neither moves it nor reports it as its own.
+	evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.HasPrefix(e.InvolvedObject.Name, "replica-2-") && strings.Contains(e.Message, "holds room") {
+			t.Errorf("%s, left out of the room, reports it: %q", e.InvolvedObject.Name, e.Message)
 		}
 	}
 }

@@ -261,17 +261,19 @@ func (r *Registry) Holds(key string) bool {
 }
 
 // HolderOf is the gang whose reservation holds room for the group of key: its own, or its job's
-// (see Reservation.Groups); nil when none does. O(gangs) when its own holds none.
+// (see Reservation.Groups; the first by key, should two hold it while a job's groups change); nil
+// when none does. O(gangs) when its own holds none.
 func (r *Registry) HolderOf(key string) *Gang {
 	if g := r.gangs[key]; g != nil && g.Reserve.Held() {
 		return g
 	}
-	for _, g := range r.gangs {
-		if g.Reserve.Held() && slices.Contains(g.Reserve.Groups, key) {
-			return g
+	var holder *Gang
+	for k, g := range r.gangs {
+		if g.Reserve.Held() && slices.Contains(g.Reserve.Groups, key) && (holder == nil || k < holder.Key()) {
+			holder = g
 		}
 	}
-	return nil
+	return holder
 }
 
 // AfterStep says what the result res of a step of g asks of the reservations and the back-off: the

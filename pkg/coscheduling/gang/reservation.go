@@ -145,6 +145,10 @@ func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut)
 	}
 }
 
+// Has reports whether the group keyed key is one of the job's groups its room is for (false for no
+// job): of K of N replicas, only those it takes.
+func (j *JobPreemption) Has(key string) bool { return j != nil && slices.Contains(j.Keys, key) }
+
 // Others are the keys of the job's groups other than key (nil for no job).
 func (j *JobPreemption) Others(key string) []string {
 	if j == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -87,5 +88,30 @@ func TestJobRoomKeepsItsReplicas(t *testing.T) {
 	t.Logf("r2 has a member reserved: keys %v, end %q", j.Keys, end)
 	if end != "" {
 		t.Errorf("the held reservation for r1 ended because a member of r2 was reserved: %s", end)
+	}
+}
+
+// TestHolderOfTheFirstByKey: should two gangs hold room for one group (while a job's groups change),
+// the holder named is the first by key, whatever the map's order.
+func TestHolderOfTheFirstByKey(t *testing.T) {
+	r := NewRegistry(func(types.UID) bool { return false })
+	for _, name := range []string{"b", "a", "d"} {
+		g := New("ns", name, types.UID("uid-"+name))
+		g.Reserve.Phase = resv.Held
+		g.Reserve.Groups = []string{"ns/c"}
+		r.gangs[g.Key()] = g
+	}
+	for range 20 {
+		if h := r.HolderOf("ns/c"); h == nil || h.Key() != "ns/a" {
+			t.Fatalf("HolderOf(c) = %v, want ns/a", h)
+		}
+	}
+}
+
+// TestJobHas: a job's room is for the groups it takes (of K of N, not the others).
+func TestJobHas(t *testing.T) {
+	j := &JobPreemption{Keys: []string{"ns/r0", "ns/r1"}}
+	if !j.Has("ns/r1") || j.Has("ns/r2") || (*JobPreemption)(nil).Has("ns/r0") {
+		t.Errorf("Has(r1) %v, Has(r2) %v, nil job Has(r0) %v; want true, false, false", j.Has("ns/r1"), j.Has("ns/r2"), (*JobPreemption)(nil).Has("ns/r0"))
 	}
 }
