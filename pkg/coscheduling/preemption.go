@@ -77,11 +77,18 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	members := pl.members.InGroup(pg.Namespace, pg.Name)
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
 	var job *gang.JobPreemption
-	if asJob {
+	switch {
+	case asJob:
 		if job = pl.jobToPreempt(pod, pg, infos); job == nil {
 			return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 		}
 		members = job.Members
+	default:
+		// Short alone, in a job whose groups need domains of their own (replicas each in a rack): the
+		// job preempts as one, in parts, so that its groups do not each evict for a rack another takes.
+		if j := pl.jobToPreempt(pod, pg, infos); j != nil && len(j.Parts) > 0 {
+			job, members = j, j.Members
+		}
 	}
 	// A job's other groups' nominations are no room taken against it (as in PreFilter).
 	var also []string

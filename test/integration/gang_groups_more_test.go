@@ -430,40 +430,79 @@ func TestGangGroupsPreemptNested(t *testing.T) {
 // gq-r1 (its 4-CPU pod), the second room in gq-r2 (one 2-CPU pod), and each is placed in a rack of
 // its own.
 func TestGangGroupsPreemptReplicas(t *testing.T) {
+	preemptTwoReplicas(t, "gq", func(ns, block string) [][]sizedGroup {
+		createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
+		var replicas [][]sizedGroup
+		for _, r := range []string{"0", "1"} {
+			replica := gangComposite(2)
+			replica[tree.AnnotationParent] = "serve"
+			createGroupWithPolicy(t, ns, "rep-"+r, 1, replica, rackLabel)
+			groups := []sizedGroup{{"lead-" + r, 1}, {"work-" + r, 2}}
+			for _, g := range groups {
+				createGroupIn(t, ns, g.name, int64(g.size), child("rep-"+r))
+			}
+			replicas = append(replicas, groups)
+		}
+		return replicas
+	})
+}
+// TestGangGroupsPreemptOwnRacks: the same racks and low pods as TestGangGroupsPreemptReplicas, for a
+// set of two replica groups (3 members of 2 CPU each, as LeaderWorkerSet makes) that each require a
+// rack of their own (the PodGroup's topologyPolicy) under a gang composite with no domain (the pods
+// select the test's block): the set preempts in parts, one rack per replica. (Before, its one search placed the six members anywhere:
+// it evicted the 4-CPU pod only, and no rack held the second replica.)
+func TestGangGroupsPreemptOwnRacks(t *testing.T) {
+	preemptTwoReplicas(t, "go", func(ns, block string) [][]sizedGroup {
+		createGroupIn(t, ns, "set", 1, gangComposite(2))
+		var replicas [][]sizedGroup
+		for _, r := range []string{"set-0", "set-1"} {
+			createGroupWithPolicy(t, ns, r, 3, child("set"), rackLabel)
+			replicas = append(replicas, []sizedGroup{{r, 3}})
+		}
+		return replicas
+	})
+}
+
+// sizedGroup is a PodGroup of a test and its number of members.
+type sizedGroup struct {
+	name string
+	size int
+}
+
+// preemptTwoReplicas is the scene of the tests of a job preempting in parts: block prefix-b1 of two
+// racks of two 4-CPU nodes, a low-priority 4-CPU pod on prefix-r1-1 and 2-CPU ones on both nodes of
+// prefix-r2; create makes the job's PodGroups in ns and returns each of its two replicas' groups
+// (6 CPU a replica, in members of 2 CPU, created here at high priority, selecting the block). The
+// 4-CPU pod and one 2-CPU pod are preempted, saying the job preempts in 2 parts, and nothing more;
+// once they are gone, each replica is bound whole in a rack of its own.
+func preemptTwoReplicas(t *testing.T, prefix string, create func(ns, block string) [][]sizedGroup) {
 	ensurePriorityClasses(t)
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
-	rack(t, "gq-b1", "gq-r1", 2)
-	rack(t, "gq-b1", "gq-r2", 2)
-	for node, cpu := range map[string]string{"gq-r1-1": "4", "gq-r2-0": "2", "gq-r2-1": "2"} {
+	block := prefix + "-b1"
+	rack(t, block, prefix+"-r1", 2)
+	rack(t, block, prefix+"-r2", 2)
+	for node, cpu := range map[string]string{prefix + "-r1-1": "4", prefix + "-r2-0": "2", prefix + "-r2-1": "2"} {
 		low := gangPod(ns, "low-"+node, "", cpu)
 		delete(low.Labels, v1alpha1.PodGroupLabel)
 		low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, node
 		createPod(t, low)
 	}
-	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
-	for _, r := range []string{"0", "1"} {
-		lead, work := "lead-"+r, "work-"+r
-		watchWhole(t, ns, lead, 1, nil)
-		watchWhole(t, ns, work, 2, nil)
-		replica := gangComposite(2)
-		replica[tree.AnnotationParent] = "serve"
-		createGroupWithPolicy(t, ns, "rep-"+r, 1, replica, rackLabel)
-		createGroupIn(t, ns, lead, 1, child("rep-"+r))
-		createGroupIn(t, ns, work, 2, child("rep-"+r))
-		for i := range 2 {
-			w := gangPod(ns, fmt.Sprintf("%s-%d", work, i), work, "2")
-			w.Spec.PriorityClassName, w.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "gq-b1"}
-			createPod(t, w)
+	replicas := create(ns, block)
+	for _, groups := range replicas {
+		for _, g := range groups {
+			watchWhole(t, ns, g.name, g.size, nil)
+			for i := range g.size {
+				p := gangPod(ns, fmt.Sprintf("%s-%d", g.name, i), g.name, "2")
+				p.Spec.PriorityClassName, p.Spec.NodeSelector = highPriority, map[string]string{blockLabel: block}
+				createPod(t, p)
+			}
 		}
-		l := gangPod(ns, lead+"-0", lead, "2")
-		l.Spec.PriorityClassName, l.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "gq-b1"}
-		createPod(t, l)
 	}
 
 	waitFor(t, ns, "a low-priority pod of each rack preempted for the two replicas", func(ctx context.Context) (bool, error) {
 		got, err := preempted(ctx, ns)
-		return len(got) == 2 && slices.Contains(got, "low-gq-r1-1"), err
+		return len(got) == 2 && slices.Contains(got, "low-"+prefix+"-r1-1"), err
 	})
 	waitFor(t, ns, "a Preempting event saying each replica has a rack of its own", func(ctx context.Context) (bool, error) {
 		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -477,72 +516,17 @@ func TestGangGroupsPreemptReplicas(t *testing.T) {
 	})
 	victims, _ := preempted(context.Background(), ns)
 	forceDelete(t, ns, victims...)
-	replicaRacks := map[string]bool{}
-	for _, r := range []string{"0", "1"} {
-		waitForBoundMembers(t, ns, "work-"+r, 2)
-		waitForBoundMembers(t, ns, "lead-"+r, 1)
+	used := map[string]bool{}
+	for i, groups := range replicas {
 		racks := map[string]int{}
-		for _, m := range []map[string]int{racksOf(t, ns, "lead-"+r), racksOf(t, ns, "work-"+r)} {
-			for rk, n := range m {
+		for _, g := range groups {
+			waitForBoundMembers(t, ns, g.name, g.size)
+			for rk, n := range racksOf(t, ns, g.name) {
 				racks[rk] += n
 			}
 		}
 		if len(racks) != 1 {
-			t.Errorf("replica %s in racks %v; want one", r, racks)
-		}
-		for rk := range racks {
-			replicaRacks[rk] = true
-		}
-	}
-	if len(replicaRacks) != 2 {
-		t.Errorf("the replicas are in racks %v; each needs a rack of its own", replicaRacks)
-	}
-}
-
-// TestGangGroupsPreemptOwnRacks: the same racks and low pods as TestGangGroupsPreemptReplicas, for a
-// set of two replica groups (3 members of 2 CPU each, as LeaderWorkerSet makes) that each require a
-// rack of their own (the PodGroup's topologyPolicy) under a gang composite with no domain (the pods
-// select the test's block): the set preempts in parts, one rack per replica. (Before, its one search placed the six members anywhere:
-// it evicted the 4-CPU pod only, and no rack held the second replica.)
-func TestGangGroupsPreemptOwnRacks(t *testing.T) {
-	ensurePriorityClasses(t)
-	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
-	ns := testNamespace(t)
-	rack(t, "go-b1", "go-r1", 2)
-	rack(t, "go-b1", "go-r2", 2)
-	for node, cpu := range map[string]string{"go-r1-1": "4", "go-r2-0": "2", "go-r2-1": "2"} {
-		low := gangPod(ns, "low-"+node, "", cpu)
-		delete(low.Labels, v1alpha1.PodGroupLabel)
-		low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, node
-		createPod(t, low)
-	}
-	createGroupIn(t, ns, "set", 1, gangComposite(2))
-	for _, r := range []string{"set-0", "set-1"} {
-		watchWhole(t, ns, r, 3, nil)
-		createGroupWithPolicy(t, ns, r, 3, child("set"), rackLabel)
-		for i := range 3 {
-			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "2")
-			p.Spec.PriorityClassName, p.Spec.NodeSelector = highPriority, map[string]string{blockLabel: "go-b1"}
-			createPod(t, p)
-		}
-	}
-
-	waitFor(t, ns, "a low-priority pod of each rack preempted for the two replicas", func(ctx context.Context) (bool, error) {
-		got, err := preempted(ctx, ns)
-		return len(got) == 2 && slices.Contains(got, "low-go-r1-1"), err
-	})
-	consistently(t, 2*time.Second, "exactly two low-priority pods preempted", func(ctx context.Context) (bool, error) {
-		got, err := preempted(ctx, ns)
-		return len(got) == 2, err
-	})
-	victims, _ := preempted(context.Background(), ns)
-	forceDelete(t, ns, victims...)
-	used := map[string]bool{}
-	for _, r := range []string{"set-0", "set-1"} {
-		waitForBoundMembers(t, ns, r, 3)
-		racks := racksOf(t, ns, r)
-		if len(racks) != 1 {
-			t.Errorf("replica %s in racks %v; want one", r, racks)
+			t.Errorf("replica %d in racks %v; want one", i, racks)
 		}
 		for rk := range racks {
 			used[rk] = true
@@ -552,7 +536,6 @@ func TestGangGroupsPreemptOwnRacks(t *testing.T) {
 		t.Errorf("the replicas are in racks %v; each needs a rack of its own", used)
 	}
 }
-
 // TestGangGroupsFinishedMember: the finished-member rule in a job. Both roles of a job (2 members of
 // 1 CPU each) run; one of role b's members succeeds, another fails and is replaced (an indexed Job's
 // workers finishing at different times). Role b counts its running member, the one that succeeded and

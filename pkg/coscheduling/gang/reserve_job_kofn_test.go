@@ -14,7 +14,8 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-func kofnIndex(nodes ...tree.Node) *tree.Index {
+// indexOf is a tree index of nodes.
+func indexOf(nodes ...tree.Node) *tree.Index {
 	x := tree.NewIndex()
 	for _, n := range nodes {
 		x.Set(n)
@@ -55,7 +56,7 @@ func kofnHeld(g *Gang, groups ...string) {
 // Permit) stays one of the job's groups: the held reservation does not end (with another gang ahead,
 // it would not be taken again).
 func TestJobRoomKeepsItsReadyGroups(t *testing.T) {
-	x := kofnIndex(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 3},
+	x := indexOf(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 3},
 		tree.Node{Namespace: "ns", Name: "a", Gang: true, Min: 1, Parent: "serve"},
 		tree.Node{Namespace: "ns", Name: "b", Gang: true, Min: 1, Parent: "serve"},
 		tree.Node{Namespace: "ns", Name: "c", Gang: true, Min: 1, Parent: "serve"})
@@ -76,7 +77,7 @@ func TestJobRoomKeepsItsReadyGroups(t *testing.T) {
 // TestJobRoomKeepsItsReplicas: of 2 of 3 replicas, the reservation keeps the replica it holds room for
 // while it is a choice: a left-out replica's member reserved does not move it.
 func TestJobRoomKeepsItsReplicas(t *testing.T) {
-	x := kofnIndex(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2},
+	x := indexOf(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2},
 		tree.Node{Namespace: "ns", Name: "r0", Gang: true, Min: 2, Parent: "set"},
 		tree.Node{Namespace: "ns", Name: "r1", Gang: true, Min: 2, Parent: "set"},
 		tree.Node{Namespace: "ns", Name: "r2", Gang: true, Min: 2, Parent: "set"})

@@ -13,14 +13,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-func partsIndex(nodes ...tree.Node) *tree.Index {
-	x := tree.NewIndex()
-	for _, n := range nodes {
-		x.Set(n)
-	}
-	return x
-}
-
 func partsPlan(t *testing.T, x *tree.Index, nodes []fwk.NodeInfo, pods map[string][]*v1.Pod, own map[string]string) ([]string, bool, *JobPreemption) {
 	root, _ := x.Resolve("ns", "decode")
 	g := New("ns", "decode", "uid")
@@ -60,11 +52,11 @@ func TestJobRoomInTheDomainThatHoldsIt(t *testing.T) {
 		return tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: parent}
 	}
 	for name, x := range map[string]*tree.Index{
-		"rack composite below the job": partsIndex(
+		"rack composite below the job": indexOf(
 			tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 1},
 			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
 			decode("rep"), prefill("rep")),
-		"basic rack composite above the job": partsIndex(
+		"basic rack composite above the job": indexOf(
 			tree.Node{Namespace: "ns", Name: "top", Composite: true, Min: 1, Domain: gangtest.RackKey},
 			tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Parent: "top"},
 			decode("serve"), prefill("serve")),
@@ -82,7 +74,7 @@ func TestJobRoomInTheDomainThatHoldsIt(t *testing.T) {
 // TestJobRoomInPartsIsTheSameWhateverTheOrder: the plan in parts does not depend on the order the pod
 // store lists members in, so a recheck finds the same room.
 func TestJobRoomInPartsIsTheSameWhateverTheOrder(t *testing.T) {
-	x := partsIndex(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey},
+	x := indexOf(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey},
 		tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"},
 		tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"})
 	own := map[string]string{"ns/prefill": gangtest.RackKey, "ns/decode": gangtest.RackKey}

@@ -170,13 +170,7 @@ func TestJobRoomIsTheSameWhoeverAsks(t *testing.T) {
 // ready; a job it cannot say (a choice among unlike groups, a nested topology, a group's own required
 // one, no gang composite) reserves group by group.
 func TestJobToReserve(t *testing.T) {
-	index := func(nodes ...tree.Node) *tree.Index {
-		x := tree.NewIndex()
-		for _, n := range nodes {
-			x.Set(n)
-		}
-		return x
-	}
+	index := indexOf
 	serve := tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey}
 	decode := tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "serve"}
 	prefill := tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "serve"}
