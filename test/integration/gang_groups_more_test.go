@@ -446,11 +446,13 @@ func TestGangGroupsPreemptReplicas(t *testing.T) {
 		return replicas
 	})
 }
+
 // TestGangGroupsPreemptOwnRacks: the same racks and low pods as TestGangGroupsPreemptReplicas, for a
 // set of two replica groups (3 members of 2 CPU each, as LeaderWorkerSet makes) that each require a
 // rack of their own (the PodGroup's topologyPolicy) under a gang composite with no domain (the pods
-// select the test's block): the set preempts in parts, one rack per replica. (Before, its one search placed the six members anywhere:
-// it evicted the 4-CPU pod only, and no rack held the second replica.)
+// select the test's block). Each group is short alone (no rack has room for it): the set preempts as
+// one, in parts, one rack per replica. (Before, each group preempted for itself: both could choose
+// the rack of the cheap 2-CPU pods, and three pods or the wrong one were evicted, 2 runs of 2.)
 func TestGangGroupsPreemptOwnRacks(t *testing.T) {
 	preemptTwoReplicas(t, "go", func(ns, block string) [][]sizedGroup {
 		createGroupIn(t, ns, "set", 1, gangComposite(2))
@@ -536,6 +538,7 @@ func preemptTwoReplicas(t *testing.T, prefix string, create func(ns, block strin
 		t.Errorf("the replicas are in racks %v; each needs a rack of its own", used)
 	}
 }
+
 // TestGangGroupsFinishedMember: the finished-member rule in a job. Both roles of a job (2 members of
 // 1 CPU each) run; one of role b's members succeeds, another fails and is replaced (an indexed Job's
 // workers finishing at different times). Role b counts its running member, the one that succeeded and
