@@ -425,10 +425,9 @@ func TestGangGroupsPreemptNested(t *testing.T) {
 // parts. The job (both replicas) requires one block; each replica (a leader group of one 2-CPU member
 // and a worker group of two: 6 CPU) one rack of it. Block gq-b1 has two racks of two 4-CPU nodes: in
 // gq-r1 one node is free and one runs a low-priority 4-CPU pod; in gq-r2 each runs a low-priority
-// 2-CPU pod. One search over the block evicts the 4-CPU pod only (the six members then fit the block,
-// but no rack holds the second replica) and the job stays pending; in parts, the first replica frees
-// gq-r1 (its 4-CPU pod), the second room in gq-r2 (one 2-CPU pod), and each is placed in a rack of
-// its own.
+// 2-CPU pod. In parts, the first replica frees gq-r1 (its 4-CPU pod), the second room in gq-r2 (one
+// 2-CPU pod), and each is placed in a rack of its own. (Before, one search could not keep each replica
+// in a rack of its own: the job evicted nothing and stayed pending, 2 runs of 2.)
 func TestGangGroupsPreemptReplicas(t *testing.T) {
 	preemptTwoReplicas(t, "gq", func(ns, block string) [][]sizedGroup {
 		createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)

@@ -223,11 +223,7 @@ func (in PreemptIn) planParts(parts []JobPart, nodes []fwk.NodeInfo, prio int32,
 		for _, v := range plan.Victims {
 			gone[v.UID] = true
 		}
-		for _, a := range plan.Assignment {
-			placed := *a.Pod
-			placed.Status.NominatedNodeName = a.Node
-			claimed = append(claimed, &placed)
-		}
+		claimed = append(claimed, nominated(plan.Assignment)...)
 		out.Victims = append(out.Victims, plan.Victims...)
 		out.Gangs = append(out.Gangs, plan.Gangs...)
 		out.Singles += plan.Singles
@@ -271,13 +267,7 @@ func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio in
 			var plans []gangfit.ReservationPlan
 			claimed := slices.Clone(in.Claims(prio))
 			for _, p := range parts {
-				groups := make([]gangfit.Group, len(p.Groups))
-				for i, o := range p.Groups {
-					c := slices.Clone(o.Candidates)
-					sort.Slice(c, func(a, b int) bool { return c[a].Name < c[b].Name })
-					groups[i] = gangfit.Group{Key: o.Key, Candidates: c, Need: o.Need}
-				}
-				members, need, ok := gangfit.Joint(groups)
+				members, need, ok := gangfit.Joint(byName(p.Groups))
 				if !ok || need <= 0 {
 					continue
 				}
@@ -290,11 +280,7 @@ func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio in
 					break
 				}
 				plans = append(plans, plan)
-				for _, a := range plan.Assignment {
-					placed := *a.Pod
-					placed.Status.NominatedNodeName = a.Node
-					claimed = append(claimed, &placed)
-				}
+				claimed = append(claimed, nominated(plan.Assignment)...)
 			}
 			if plans != nil {
 				pl := gangfit.Placement{Level: gangfit.LevelAnywhere}
@@ -308,4 +294,16 @@ func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio in
 		}
 	}
 	return gangfit.ReservationPlan{Message: "for its job " + j.Job + ", in " + fmt.Sprint(len(j.Parts)) + " parts each in one domain of its own: " + why}
+}
+
+// nominated are the members of assignment as pods nominated to their nodes (copies), for a later
+// part to count their room taken.
+func nominated(assignment []gangfit.Nomination) []*v1.Pod {
+	out := make([]*v1.Pod, len(assignment))
+	for i, a := range assignment {
+		placed := *a.Pod
+		placed.Status.NominatedNodeName = a.Node
+		out[i] = &placed
+	}
+	return out
 }

@@ -167,15 +167,22 @@ func (j *JobPreemption) Others(key string) []string {
 // gangfit.Joint; none when they cannot be counted together), each group's in name order and the
 // groups in key order, so that the same room gives the same plan whichever group's member asks.
 func (j *JobPreemption) room() *Room {
-	groups := make([]gangfit.Group, len(j.Groups))
-	for i, o := range j.Groups {
-		c := slices.Clone(o.Candidates)
-		sort.Slice(c, func(a, b int) bool { return c[a].Name < c[b].Name })
-		groups[i] = gangfit.Group{Key: o.Key, Candidates: c, Need: o.Need}
-	}
+	groups := byName(j.Groups)
 	sort.Slice(groups, func(a, b int) bool { return groups[a].Key < groups[b].Key })
 	members, need, _ := gangfit.Joint(groups)
 	return &Room{Members: j.Members, Candidates: members, Need: need, Job: j}
+}
+
+// byName are groups with each one's candidates in name order (copies), so that the same members give
+// the same plan whatever order the pod store lists them in.
+func byName(groups []gangfit.Group) []gangfit.Group {
+	out := make([]gangfit.Group, len(groups))
+	for i, o := range groups {
+		c := slices.Clone(o.Candidates)
+		sort.Slice(c, func(a, b int) bool { return c[a].Name < c[b].Name })
+		out[i] = gangfit.Group{Key: o.Key, Candidates: c, Need: o.Need}
+	}
+	return out
 }
 
 // AdoptReservation takes over a reservation a previous leader started: the PodGroup's Reserved
