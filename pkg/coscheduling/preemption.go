@@ -17,7 +17,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
@@ -90,10 +89,13 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 			job, members = j, j.Members
 		}
 	}
-	// A job's other groups' nominations are no room taken against it (as in PreFilter).
+	// The nominations of the groups the job places are no room taken against it (as in PreFilter);
+	// those of its other groups (another replica's, of K of N) are.
 	var also []string
 	if job != nil {
-		also = tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
+		for _, o := range job.Groups {
+			also = append(also, o.Key)
+		}
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)

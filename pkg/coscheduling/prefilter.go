@@ -67,12 +67,7 @@ func (pl *Coscheduling) preFilterIn(ctx context.Context, pod *v1.Pod, nodes []fw
 		in.Credit, in.Plannable = pl.credit(pod), pl.plannable(pod)
 		in.CandidateNodes, in.CacheTTL = int(pl.planArgs.CandidateNodes), feasibilityCacheTTL
 		in.Members = func() []*v1.Pod { return pl.members.InGroup(pod.Namespace, name) }
-		in.Claimed = func(prio int32) []*v1.Pod {
-			if !pl.claims.Any() {
-				return nil // the job's groups are read only when some pod is nominated
-			}
-			return pl.claims.Against(prio, own, tree.Keys(pl.jobLeaves(pod.Namespace, name))...)
-		}
+		in.Claimed = func(prio int32) []*v1.Pod { return pl.claims.Against(prio, own) }
 		in.Claims, in.Gangs = pl.claims.VersionAgainst(prio), pl.gangs.All()
 		in.Tree = func() *tree.Branch { root, _ := pl.treeOf(pod.Namespace, name); return root }
 		in.GroupMembers = pl.members.InGroupKey

@@ -190,7 +190,8 @@ type PreFilterIn struct {
 	// Credit is the finished-member rule's part of the member's quorum count (see Gang.Credit).
 	Credit int
 	// Members lists the group's live pods; Claimed the pods nominated to nodes that a member of this
-	// priority must leave room for (the gang's own aside).
+	// priority must leave room for (the gang's own aside; of its job's other groups, the check sets
+	// aside those of the groups it places with it, see Gang.together).
 	Members func() []*v1.Pod
 	Claimed func(prio int32) []*v1.Pod
 	Gangs   map[string]*Gang
@@ -336,15 +337,20 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		}
 		return g.narrow(in, out, g.Placement)
 	}
+	claimed := in.Claimed(corev1helpers.PodPriority(in.Member))
 	job := &Job{Key: ck, Gang: g.Key(), Candidates: candidates, Counted: counted, Need: in.Want - countedN - g.Credit,
-		Nodes: in.Nodes, MinResources: in.MinResources, Claimed: in.Claimed(corev1helpers.PodPriority(in.Member)),
+		Nodes: in.Nodes, MinResources: in.MinResources, Claimed: claimed,
 		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger}
 	if !in.Policy.Empty() {
 		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
 		job.Avoid = g.avoid(in)
+		// The domain the members are nominated in (a preemption's or a reservation's plan) is chosen
+		// first while it fits: a group of a job that preempted in parts goes to its part's domain.
+		job.Avoid.Nominated = gangfit.Nominated(in.Policy, gangfit.BoundNodes(nil, in.Nodes, nominatedNodes(members)...))
 	}
 	if root := in.tree(); root != nil {
-		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root), g.treeDomain(in, root)
+		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root, claimed), g.treeDomain(in, root)
+		job.Claimed = notOfGroups(claimed, job.Together)
 	}
 	if !in.Done.For(job) {
 		out.Job = job
@@ -367,6 +373,17 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		out.Plan = done.Plan
 	}
 	return g.narrow(in, out, done.Placement)
+}
+
+// nominatedNodes are the nodes the unbound members of members are nominated to.
+func nominatedNodes(members []*v1.Pod) []string {
+	var out []string
+	for _, m := range members {
+		if m.Spec.NodeName == "" && m.Status.NominatedNodeName != "" {
+			out = append(out, m.Status.NominatedNodeName)
+		}
+	}
+	return out
 }
 
 // narrow gives a member of an attempt its nodes: its plan's offer, when the attempt has a plan that

@@ -11,6 +11,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
@@ -18,10 +19,33 @@ import (
 // it, and the domain its job holds its groups in.
 
 // together lists the other groups of the member's job that its check places with its own (see
-// PreFilterIn.needed); none when the tree leaves a choice it cannot make.
-func (g *Gang) together(in PreFilterIn, root *tree.Branch) []gangfit.Group {
-	out, _ := in.needed(root, g.Key(), nil)
+// PreFilterIn.needed); none when the tree leaves a choice it cannot make. Of K of N alike groups, those
+// with pods among claimed (nominated, by the job's preemption or reservation) are chosen first.
+func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) []gangfit.Group {
+	var nominated map[string]bool
+	for _, p := range claimed {
+		if name, ok := podgroup.Of(p); ok {
+			if nominated == nil {
+				nominated = map[string]bool{}
+			}
+			nominated[podgroup.Key(p.Namespace, name)] = true
+		}
+	}
+	out, _ := in.needed(root, g.Key(), func(key string) bool { return nominated[key] })
 	return out
+}
+
+// notOfGroups are the pods of claimed that are not members of groups: the room nominated to a job's
+// other groups is taken against a group's check unless the check places them with it. The other
+// replicas of K of N are not placed with it: what a replica's preemption nominated is not another's.
+func notOfGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
+	if len(groups) == 0 {
+		return claimed
+	}
+	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool {
+		name, ok := podgroup.Of(p)
+		return ok && slices.ContainsFunc(groups, func(g gangfit.Group) bool { return g.Key == podgroup.Key(p.Namespace, name) })
+	})
 }
 
 // needed lists the other groups of the job of the group keyed key that are placed with it for every
@@ -316,7 +340,7 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	}
 	candidates, _, counted := g.Split(in.Members())
 	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
-	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: append([]gangfit.Group{own}, g.together(in, root)...), Domain: g.treeDomain(in, root)}
+	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: append([]gangfit.Group{own}, g.together(in, root, nil)...), Domain: g.treeDomain(in, root)}
 	if len(j.Groups) < 2 && j.Domain == nil {
 		return JobPreemption{}, false
 	}

@@ -505,3 +505,47 @@ func TestTreeDomainPinnedNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreeNominations: the room nominated to a job's other groups is taken against a group's
+// check unless the check places those groups with it: a replica of K of N does not count on the room
+// another replica's preemption nominated (both would go there), a group counts the room nominated to
+// the groups its job needs with it.
+func TestPreFilterTreeNominations(t *testing.T) {
+	serve := func(k int) *tree.Branch {
+		x := tree.NewIndex()
+		x.Set(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: k})
+		x.Set(tree.Node{Namespace: "ns", Name: "r1", Gang: true, Min: 2, Parent: "serve"})
+		x.Set(tree.Node{Namespace: "ns", Name: "r2", Gang: true, Min: 2, Parent: "serve"})
+		root, _ := x.Resolve("ns", "r1")
+		return root
+	}
+	nominated := func(pods []*v1.Pod, nodes ...string) []*v1.Pod {
+		out := make([]*v1.Pod, len(pods))
+		for i, p := range pods {
+			out[i] = p.DeepCopy()
+			out[i].Status.NominatedNodeName = nodes[i]
+		}
+		return out
+	}
+	r2 := nominated(role("r2", 2, "3"), "a", "b")
+	for _, tc := range []struct {
+		name    string
+		k       int
+		nodes   []fwk.NodeInfo
+		refused bool
+	}{
+		{name: "both replicas needed: the other's nominations are its own job's room", k: 2, nodes: cpuNodes("4", "a", "b", "c", "d")},
+		{name: "one of two: the other replica's nominated room is not this one's", k: 1, nodes: cpuNodes("4", "a", "b"), refused: true},
+		{name: "one of two, room beside the other's", k: 1, nodes: cpuNodes("4", "a", "b", "c", "d")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "r1", "uid")
+			pods := map[string][]*v1.Pod{"r1": role("r1", 2, "3"), "r2": r2}
+			in := treeIn(g, pods["r1"][0], 2, tc.nodes, map[string]*Gang{g.Key(): g}, serve(tc.k), pods)
+			in.Claimed = func(int32) []*v1.Pod { return r2 }
+			if out := g.PreFilter(in); out.Reject != tc.refused {
+				t.Errorf("reject %v (%s), want %v", out.Reject, out.Message, tc.refused)
+			}
+		})
+	}
+}

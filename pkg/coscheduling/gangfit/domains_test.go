@@ -196,6 +196,8 @@ func TestChoosePlacementCases(t *testing.T) {
 		nodes     []fwk.NodeInfo
 		pinned    map[string]string
 		busy      map[string]bool
+		nominated map[string]bool
+		refused   map[string]time.Time
 		wantOK    bool
 		want      Placement
 		wantNodes []string
@@ -208,6 +210,24 @@ func TestChoosePlacementCases(t *testing.T) {
 			busy:   map[string]bool{rackKey + "=r1": true, rackKey + "=r2": true, rackKey + "=r3": true},
 			wantOK: true, want: Placement{Key: rackKey, Value: "r1", Level: LevelRequired, Message: "placed in example.com/rack=r1 (required example.com/rack)"},
 			wantNodes: domNames("r1-", 0, 2)},
+		// A job that preempted in parts nominated this group's members in its part's rack: the group
+		// goes there, not to the tighter rack another part's members are nominated to.
+		{name: "the rack the members are nominated in, though looser", gang: gangOf(2, "3"), policy: Policy{Required: rackKey},
+			nominated: map[string]bool{rackKey + "=r2": true},
+			wantOK:    true, want: Placement{Key: rackKey, Value: "r2", Level: LevelRequired, Message: "placed in example.com/rack=r2 (required example.com/rack)"},
+			wantNodes: domNames("r2-", 0, 4)},
+		{name: "a nominated rack before a busy one, though busy", gang: gangOf(2, "3"), policy: Policy{Required: rackKey},
+			nominated: map[string]bool{rackKey + "=r2": true}, busy: map[string]bool{rackKey + "=r2": true},
+			wantOK: true, want: Placement{Key: rackKey, Value: "r2", Level: LevelRequired, Message: "placed in example.com/rack=r2 (required example.com/rack)"},
+			wantNodes: domNames("r2-", 0, 4)},
+		{name: "a nominated rack the filters refused comes after one they did not", gang: gangOf(2, "3"), policy: Policy{Required: rackKey},
+			nominated: map[string]bool{rackKey + "=r2": true}, refused: map[string]time.Time{rackKey + "=r2": time.Unix(1, 0)},
+			wantOK: true, want: Placement{Key: rackKey, Value: "r1", Level: LevelRequired, Message: "placed in example.com/rack=r1 (required example.com/rack): avoiding example.com/rack=r2, refused by the filters recently"},
+			wantNodes: domNames("r1-", 0, 2)},
+		{name: "a stale nomination in a rack without room steers nothing", gang: gangOf(3, "3"), policy: Policy{Required: rackKey},
+			nominated: map[string]bool{rackKey + "=r1": true},
+			wantOK:    true, want: Placement{Key: rackKey, Value: "r3", Level: LevelRequired, Message: "placed in example.com/rack=r3 (required example.com/rack)"},
+			wantNodes: domNames("r3-", 0, 3)},
 		{name: "a busy domain of another key does not count", gang: gangOf(2, "3"), policy: Policy{Required: rackKey},
 			busy:   map[string]bool{blockKey + "=b1": true, "r1": true},
 			wantOK: true, want: Placement{Key: rackKey, Value: "r1", Level: LevelRequired, Message: "placed in example.com/rack=r1 (required example.com/rack)"},
@@ -276,7 +296,7 @@ func TestChoosePlacementCases(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := choosePlacementOn(logger, tc.nodes, tc.gang, tc.policy, tc.pinned, tc.busy)
+			got, ok := choosePlacementAvoiding(logger, tc.nodes, tc.gang, tc.policy, tc.pinned, Avoid{Busy: tc.busy, Refused: tc.refused, Nominated: tc.nominated})
 			if ok != tc.wantOK {
 				t.Errorf("ok = %v, want %v", ok, tc.wantOK)
 			}

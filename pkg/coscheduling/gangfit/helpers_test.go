@@ -30,10 +30,15 @@ const (
 
 // choosePlacementOn runs ChoosePlacement for the whole gang on nodes (rackedCluster when nil).
 func choosePlacementOn(logger klog.Logger, nodes []fwk.NodeInfo, gang []*v1.Pod, p Policy, pinned map[string]string, busy map[string]bool) (Placement, bool) {
+	return choosePlacementAvoiding(logger, nodes, gang, p, pinned, Avoid{Busy: busy})
+}
+
+// choosePlacementAvoiding is choosePlacementOn with every domain to avoid (or prefer).
+func choosePlacementAvoiding(logger klog.Logger, nodes []fwk.NodeInfo, gang []*v1.Pod, p Policy, pinned map[string]string, avoid Avoid) (Placement, bool) {
 	if nodes == nil {
 		nodes = rackedCluster()
 	}
 	f := New(logger, "ns/g", gang, len(gang), nodes, nil, nil, nil, false)
 	defer f.Done()
-	return ChoosePlacement(f, p, pinned, busy)
+	return ChoosePlacementAvoiding(f, p, pinned, avoid)
 }

@@ -182,11 +182,30 @@ type Avoid struct {
 	// wider domain, the required one, or anywhere), as it would if the domain had no room. Domains
 	// pinned by bound members are never avoided.
 	Refused map[string]time.Time
+	// Nominated: the gang's members are nominated there (by its preemption's or its reservation's
+	// plan). A nominated domain with room is chosen before others not refused; a stale nomination
+	// (the room taken since) steers nothing.
+	Nominated map[string]bool
+}
+
+// Nominated are the domains ("key=value") of p's levels that hold every node of nodes (the nodes
+// a gang's members are nominated to; see Avoid.Nominated); nil for none.
+func Nominated(p Policy, nodes []*v1.Node) map[string]bool {
+	var out map[string]bool
+	for key, value := range PinnedDomains(p, nodes) {
+		if value != "" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[key+"="+value] = true
+		}
+	}
+	return out
 }
 
 // ChoosePlacementAvoiding is ChoosePlacement steered away from the domains in avoid (see Avoid): at
-// each level, domains not refused before refused ones (least recently refused first), then not busy
-// before busy, then the tightest fit, then the name.
+// each level, domains not refused before refused ones (least recently refused first), then nominated
+// before not, then not busy before busy, then the tightest fit, then the name.
 func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid Avoid) (Placement, bool) {
 	var notes []string
 	// within reports whether a preferred domain lies in one domain of the required key (the one the
@@ -222,6 +241,7 @@ func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid A
 			best             string
 			bestCPU, bestMem int64
 			bestBusy         bool
+			bestNominated    bool
 			bestRefused      time.Time // zero: not refused
 			mostPlaced       int
 			spanning         int
@@ -260,6 +280,7 @@ func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid A
 			if !refused.IsZero() {
 				refusedFit = append(refusedFit, lvl.key+"="+v)
 			}
+			isNominated := avoid.Nominated[lvl.key+"="+v]
 			cpu, mem := f.leftover(idx)
 			better := func() bool {
 				switch {
@@ -269,13 +290,15 @@ func ChoosePlacementAvoiding(f *Fit, p Policy, pinned map[string]string, avoid A
 					return refused.IsZero()
 				case !refused.Equal(bestRefused):
 					return refused.Before(bestRefused)
+				case bestNominated != isNominated:
+					return isNominated
 				case bestBusy != isBusy:
 					return bestBusy
 				}
 				return cpu < bestCPU || (cpu == bestCPU && mem < bestMem)
 			}
 			if better() {
-				best, bestCPU, bestMem, bestBusy, bestRefused = v, cpu, mem, isBusy, refused
+				best, bestCPU, bestMem, bestBusy, bestRefused, bestNominated = v, cpu, mem, isBusy, refused, isNominated
 			}
 		}
 		if best != "" && !bestRefused.IsZero() && !lvl.required {
