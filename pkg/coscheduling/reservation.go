@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -35,11 +36,15 @@ func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv
 }
 
 // appliedReservationLocked applies what a step of g's reservation (e, at now) asks of the plugin's
-// state (see gang.Registry.Applied; the timer armed, the metrics) and returns the rest.
+// state (see gang.Registry.Applied; the timer armed, see gang.Reservation.Arm; the metrics) and
+// returns the rest.
 func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, now time.Time) gang.ReservationDone {
 	d := pl.gangs.Applied(g, e)
 	if e.Wake {
-		pl.wakeLocked(g, e.WakeAt, now)
+		namespace, name, at := g.Namespace, g.Name, e.WakeAt
+		g.Reserve.Arm(at, now, func(d time.Duration) clock.Timer {
+			return pl.clock.AfterFunc(d, func() { pl.reservationTimer(namespace, name, at) })
+		})
 	}
 	if e.End != "" {
 		metrics.ReservationEnded(pl.profile, e.End)
@@ -51,8 +56,7 @@ func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, n
 // stepReservationAsyncLocked is stepReservationLocked for callers that cannot do the rest themselves
 // (they hold pl.mu): the rest is done in the background.
 func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) {
-	if g.Reserve.Phase == resv.Idle && g.Reserve.Timer == nil {
-		// Nothing to move (the common case: every quorum, every member gone).
+	if g.Reserve.Idle() {
 		return
 	}
 	if _, d := pl.stepReservationLocked(g, in); !d.Empty() {
@@ -116,20 +120,6 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	}
 }
 
-// wakeLocked arms g's timer for at, unless it is armed for then already (see gang.Reservation.Rearm).
-func (pl *Coscheduling) wakeLocked(g *gang.Gang, at time.Time, now time.Time) {
-	r := &g.Reserve
-	if !r.Rearm(at, now) {
-		return
-	}
-	if r.Timer != nil {
-		r.Timer.Stop()
-	}
-	namespace, name := g.Namespace, g.Name
-	r.TimerAt = at
-	r.Timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.reservationTimer(namespace, name, at) })
-}
-
 // reservationTimer is a gang's timer: it ends a reservation past its timeout, or whose gang fell
 // below minMember or stopped trying; it takes a waiting gang that fell below minMember or stopped
 // trying out of the order; otherwise it brings the members back for a recheck. The time is the
@@ -175,17 +165,10 @@ func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.P
 	pl.finishReservation(ctx, g.Namespace, g.Name, nil, d, keep)
 }
 
-// belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember
-// live members exist (see gang.Gang.BelowMinMember).
+// belowMinMemberLocked tells the reservations that hold or wait for g's room that fewer than
+// minMember live members exist (see gang.Registry.BelowMinMember).
 func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup, now time.Time) {
-	if in, ok := g.BelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
-		pl.stepReservationAsyncLocked(g, in)
-	}
-	if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
-		if in, ok := g.JobBelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
-			pl.stepReservationAsyncLocked(h, in)
-		}
-	}
+	pl.gangs.BelowMinMember(g, pg, pl.members.Count(g.Namespace, g.Name), now, pl.stepReservationAsyncLocked)
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -114,11 +115,10 @@ func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReaso
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
 // rejected members would otherwise wait for an event that concerns them).
 func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) {
-	if g.BackoffTimer != nil {
-		g.BackoffTimer.Stop()
-	}
 	namespace, name := g.Namespace, g.Name
-	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
+	g.ArmBackoff(backoff, func(d time.Duration) clock.Timer {
+		return pl.clock.AfterFunc(d, func() { pl.backoffEnded(namespace, name) })
+	})
 }
 
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it;
