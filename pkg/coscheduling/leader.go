@@ -69,7 +69,7 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		if holder, job := pl.jobToReserve(nil, pg); job != nil && holder.Name == pg.Name {
 			groups = job.Others(podgroup.Key(pg.Namespace, pg.Name))
 		}
-		members := pl.membersOf(pg.Namespace, pg.Name, groups)
+		members := pl.members.InGroupAnd(pg.Namespace, pg.Name, groups)
 		pl.mu.Lock()
 		g := pl.gangForLocked(pg)
 		var d gang.ReservationDone

@@ -99,13 +99,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, nil, false
 	}
 	holder, job := pl.jobToReserve(pod, pg)
-	switch {
-	case asJob && job == nil:
-		// Short only with its job, which cannot reserve as one: nothing is reserved for the group
-		// alone (it fits alone, and would hold its room waiting for the others).
-		return nil, nil, false
-	case job != nil && !job.Has(podgroup.Key(pg.Namespace, pg.Name)):
-		// A replica its job's room is not for (K of N): it neither moves nor keeps that room.
+	if !gang.ReservesAs(asJob, job, podgroup.Key(pg.Namespace, pg.Name)) {
 		return nil, nil, false
 	}
 	key := podgroup.Key(holder.Namespace, holder.Name)

@@ -68,32 +68,21 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 // preemption_attempts_total outcome.
 //
 // For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
-// as one: its groups' missing members are placed at once, in the job's domain (see jobToPreempt).
+// as one: its groups' missing members are placed at once, in the job's domain (see gang.PreemptAs).
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	members := pl.members.InGroup(pg.Namespace, pg.Name)
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	var job *gang.JobPreemption
-	switch {
-	case asJob:
-		if job = pl.jobToPreempt(pod, pg, infos); job == nil {
-			return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
-		}
-		members = job.Members
-	default:
-		// Short alone, in a job whose groups need domains of their own (replicas each in a rack): the
-		// job preempts as one, in parts, so that its groups do not each evict for a rack another takes.
-		if j := pl.jobToPreempt(pod, pg, infos); j != nil && len(j.Parts) > 0 {
-			job, members = j, j.Members
-		}
+	job, ok := gang.PreemptAs(asJob, pl.jobToPreempt(pod, pg, infos))
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
-	// A job's other groups' nominations are no room taken against it (as in PreFilter).
-	var also []string
+	members, also := pl.members.InGroup(pg.Namespace, pg.Name), []string(nil)
 	if job != nil {
-		also = tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
+		// A job's other groups' nominations are no room taken against it (as in PreFilter).
+		members, also = job.Members, tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
 	}
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
@@ -118,16 +107,12 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 // there is none, or the snapshot cannot be read.
 func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos fwk.NodeInfoLister) *gang.JobPreemption {
 	root, _ := pl.treeOf(pg.Namespace, pg.Name)
-	nodes, err := infos.List()
-	if root == nil || err != nil {
+	if root == nil {
 		return nil
 	}
-	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
-		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		GroupMembers: pl.members.InGroupKey}
-	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
-		// Read outside the lock: the groups with a required domain of their own (preempted in parts).
-		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	in, ok := pl.jobIn(pod, pg, root, infos.List)
+	if !ok {
+		return nil
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -137,6 +122,23 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 		return nil
 	}
 	return &job
+}
+
+// jobIn reads, outside the lock, what the choice of the job of pod's group pg (in the tree root)
+// decides on (see gang.JobToReserve and gang.Gang.JobForPreemption): the snapshot's nodes (listed by
+// nodes), the groups' members and, in a job, its groups with a required topology of their own
+// (placed in parts). ok is false when the snapshot cannot be read.
+func (pl *Coscheduling) jobIn(pod *v1.Pod, pg *v1alpha1.PodGroup, root *tree.Branch, nodes func() ([]fwk.NodeInfo, error)) (gang.PreFilterIn, bool) {
+	listed, err := nodes()
+	if err != nil {
+		return gang.PreFilterIn{}, false
+	}
+	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: listed, GroupMembers: pl.members.InGroupKey,
+		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) }}
+	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
+		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	}
+	return in, true
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted
@@ -173,11 +175,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	// made (nothing yet leaving, nothing nominated).
 	groups := []*v1alpha1.PodGroup{pg}
 	if in.Job != nil {
-		for _, n := range pl.jobLeaves(pg.Namespace, pg.Name) {
-			if o := pl.podGroups.Get(n.Namespace, n.Name); o != nil {
-				groups = append(groups, o)
-			}
-		}
+		groups = append(groups, pl.podGroups.Of(pl.jobLeaves(pg.Namespace, pg.Name))...)
 	}
 	pl.mu.Lock()
 	for _, o := range groups {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -101,7 +102,7 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	}
 	logger := klog.FromContext(ctx)
 	if d.End != "" {
-		pl.clearNominations(ctx, gang.Unkept(pl.membersOf(namespace, name, d.Groups), keep), "")
+		pl.clearNominations(ctx, gang.Unkept(pl.members.InGroupAnd(namespace, name, d.Groups), keep), "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
 		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, d.EndedMessage(key))
 		for _, o := range d.Waiting {
@@ -201,13 +202,11 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 	if root == nil || root.JobOf(key) == nil {
 		return pg, nil
 	}
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
+	in, ok := pl.jobIn(pod, pg, root, func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() })
+	if !ok {
 		return pg, nil
 	}
-	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(), GroupMembers: pl.members.InGroupKey,
-		// Read outside the lock: the groups with a required topology of their own.
-		OwnDomain: gang.OwnDomains(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)}
+	in.Now = pl.clock.Now()
 	pl.mu.Lock()
 	in.Gangs = pl.gangs.All()
 	job, ok := gang.JobToReserve(in, root, key)
@@ -220,17 +219,6 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 		return holder, &job
 	}
 	return pg, nil
-}
-
-// membersOf are the live pods of the group namespace/name and of the groups keyed others (a job's
-// reservation's).
-func (pl *Coscheduling) membersOf(namespace, name string, others []string) []*v1.Pod {
-	members := pl.members.InGroup(namespace, name)
-	for _, o := range others {
-		ns, name, _ := strings.Cut(o, "/")
-		members = append(members, pl.members.InGroup(ns, name)...)
-	}
-	return members
 }
 
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).

@@ -23,13 +23,7 @@ import (
 // childGroups returns the PodGroups of ours directly under the composite namespace/name (for the status
 // writer).
 func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup {
-	var out []*v1alpha1.PodGroup
-	for _, n := range pl.trees.Children(namespace, name) {
-		if pg := pl.podGroups.Get(n.Namespace, n.Name); pg != nil {
-			out = append(out, pg)
-		}
-	}
-	return out
+	return pl.podGroups.Of(pl.trees.Children(namespace, name))
 }
 
 // treeHoldBack says why PreEnqueue holds pod, a member of group namespace/name, back for its tree:
