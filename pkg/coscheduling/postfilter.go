@@ -79,8 +79,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // preemption's now.
 func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status) {
 	res, st, result := pl.preemptForGang(ctx, pod, pg, asJob)
-	switch result {
-	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
+	if gang.PreemptDecides(result) {
 		return res, st
 	}
 	if rres, rst, held := pl.reserveRoom(ctx, pod, pg, asJob); held {
@@ -160,8 +159,6 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 // finishReservations does what reservation steps left (see finishReservation), in order.
 func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []gang.ReservationDone) {
 	for _, d := range done {
-		if !d.Empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-		}
+		pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
 	}
 }

@@ -151,19 +151,15 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	}
 	prio, _ := gang.Priority(pod, in.Members)
 	st := out.Status(prio)
-	switch out.Result {
-	case gang.PreemptError, gang.PreemptWaiting:
+	switch {
+	case out.Result == gang.PreemptError || out.Result == gang.PreemptWaiting:
 		return nil, st
-	case gang.PreemptNotEligible, gang.PreemptNotHelpful:
+	case out.Stopped():
 		pl.stoppedPreempting(pg)
-		if !out.DropNominations || pl.holdsReservation(key) {
+		// The nominations a gang's earlier preemption made keep no room for it now.
+		members, drop := out.Unnominated(in, func() bool { return pl.holdsReservation(key) }, func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) })
+		if !drop {
 			return nil, st
-		}
-		// The nominations a gang's earlier preemption made keep no room for it now. A job's: only its
-		// own group's (another group's may be its reservation's).
-		members := in.Members
-		if in.Job != nil {
-			members = pl.members.InGroup(pg.Namespace, pg.Name)
 		}
 		pl.clearNominations(ctx, members, pod.UID)
 		return framework.NewPostFilterResultWithNominatedNode(""), st

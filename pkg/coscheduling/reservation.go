@@ -84,9 +84,7 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 		}
 		pl.mu.Unlock()
 		for i, d := range done {
-			if !d.Empty() {
-				pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
-			}
+			pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
 		}
 	}
 }
@@ -94,8 +92,12 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 // finishReservation does what a reservation step left: at an end, the members' nominations are
 // cleared (except those keep names, a preemption's), ReservationEnded is recorded and the gangs
 // waiting behind are activated; the status is written; the gang's members are activated for a
-// recheck. It reads no clock (a timer's callback runs it).
+// recheck; nothing when nothing is left (see gang.ReservationDone.Empty). It reads no clock (a
+// timer's callback runs it).
 func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name string, pg *v1alpha1.PodGroup, d gang.ReservationDone, keep map[types.UID]bool) {
+	if d.Empty() {
+		return
+	}
 	key := podgroup.Key(namespace, name)
 	if pg == nil {
 		pg = pl.podGroups.Get(namespace, name)
@@ -140,9 +142,12 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
 }
 
-// adoptReservationLocked takes over a reservation a previous leader started (see
-// gang.Gang.AdoptReservation).
+// adoptReservationLocked takes over a reservation a previous leader started, when g may (see
+// gang.Reservation.MayAdopt and gang.Gang.AdoptReservation).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, groups []string, now time.Time) gang.ReservationDone {
+	if !g.Reserve.MayAdopt() {
+		return gang.ReservationDone{}
+	}
 	e := g.AdoptReservation(pl.reservation, c, members, groups, now, pl.gangs.QueueFor(g, pl.reservation, now))
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {

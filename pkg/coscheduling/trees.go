@@ -84,7 +84,8 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 	pl.rejectWaiting(pods, r.Message)
 }
 
-// activateGroups activates the members of groups (a composite above them changed).
+// activateGroups activates the unscheduled members of groups (a composite above them changed, or see
+// activateGroup).
 func (pl *Coscheduling) activateGroups(groups []tree.Node) {
 	if !pl.running.Load() {
 		return

@@ -1,6 +1,11 @@
 package gang
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+)
 
 // TestPreemptAs: a group short only with its job preempts as its job or not at all; a group short
 // alone preempts as its job only when the job preempts in parts.
@@ -50,6 +55,48 @@ func TestReservesAs(t *testing.T) {
 	for _, tc := range cases {
 		if got := ReservesAs(tc.asJob, tc.job, tc.key); got != tc.want {
 			t.Errorf("%s: ReservesAs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHeldBy: only the job's holder holds room for the job's other groups.
+func TestHeldBy(t *testing.T) {
+	job := &JobPreemption{Job: "ns/job", Holder: "ns/a", Keys: []string{"ns/a", "ns/b", "ns/c"}}
+	cases := []struct {
+		name string
+		job  *JobPreemption
+		key  string
+		want []string
+	}{
+		{name: "no job", key: "ns/a"},
+		{name: "the holder", job: job, key: "ns/a", want: []string{"ns/b", "ns/c"}},
+		{name: "another group", job: job, key: "ns/b"},
+		{name: "the holder's name in another namespace", job: job, key: "other/a"},
+	}
+	for _, tc := range cases {
+		if got := tc.job.HeldBy(tc.key); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: HeldBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMayAdopt: only a gang this process has not seen trying, holding no reservation, adopts one.
+func TestMayAdopt(t *testing.T) {
+	cases := []struct {
+		name  string
+		seen  bool
+		phase resv.Phase
+		want  bool
+	}{
+		{name: "unseen, idle", phase: resv.Idle, want: true},
+		{name: "unseen, waiting", phase: resv.Waiting, want: true},
+		{name: "unseen, held", phase: resv.Held},
+		{name: "seen", seen: true, phase: resv.Idle},
+	}
+	for _, tc := range cases {
+		r := Reservation{State: resv.State{Phase: tc.phase, Seen: tc.seen}}
+		if got := r.MayAdopt(); got != tc.want {
+			t.Errorf("%s: MayAdopt = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
