@@ -7,7 +7,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -141,19 +140,12 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 	}
 	pl.mu.RLock()
-	node, msg, held := g.Reserve.Status(pod.UID, key)
+	res, st, held := g.Reserve.PostFilter(pod.UID, key)
 	pl.mu.RUnlock()
-	if !held {
-		if e.Why != "" {
-			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
-		}
-		return nil, nil, false
+	if !held && e.Why != "" {
+		logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
 	}
-	st := fwk.NewStatus(fwk.Unschedulable, msg)
-	if node == "" {
-		return nil, st, true
-	}
-	return framework.NewPostFilterResultWithNominatedNode(node), st, true
+	return res, st, held
 }
 
 // finishReservations does what reservation steps left (see finishReservation), in order.

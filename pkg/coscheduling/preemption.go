@@ -180,11 +180,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	pl.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, groups, in.Members, plan, prio, out.Need)
-	var res *fwk.PostFilterResult
-	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
-		res = framework.NewPostFilterResultWithNominatedNode(node)
-	}
-	return res, st
+	return gang.NominatedResult(plan.Assignment, pod.UID), st
 }
 
 // preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,

@@ -1,6 +1,13 @@
 package gang
 
-import v1 "k8s.io/api/core/v1"
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+)
 
 // What a gang preemption's decision (PreemptOut) leaves its member's PostFilter to do.
 
@@ -33,4 +40,13 @@ func (out *PreemptOut) Unnominated(in PreemptIn, held func() bool, own func() []
 		return own(), true
 	}
 	return in.Members, true
+}
+
+// NominatedResult is the PostFilter result of member uid of a gang whose preemption's plan places its
+// members (assignment): nominated to the node the plan places it on, nil when it places it nowhere.
+func NominatedResult(assignment []gangfit.Nomination, uid types.UID) *fwk.PostFilterResult {
+	if node, ok := NodeFor(assignment, uid); ok {
+		return framework.NewPostFilterResultWithNominatedNode(node)
+	}
+	return nil
 }
