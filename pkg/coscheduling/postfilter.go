@@ -122,7 +122,11 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 				pl.reservationMetricsLocked()
 			}
 		},
-		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, holder, done) },
+		Finish: func(done []gang.ReservationDone) {
+			for _, d := range done {
+				pl.finishReservation(ctx, holder.Namespace, holder.Name, holder, d, nil)
+			}
+		},
 	})
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
@@ -146,11 +150,4 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
 	}
 	return res, st, held
-}
-
-// finishReservations does what reservation steps left (see finishReservation), in order.
-func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []gang.ReservationDone) {
-	for _, d := range done {
-		pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-	}
 }

@@ -65,10 +65,8 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
 // snapshot, lets the step decide (gang.PreemptUnder: the gang's split read under the lock once the
 // step needs it) and applies the decision (appliedPreemption). result is the
-// preemption_attempts_total outcome.
-//
-// For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
-// as one: its groups' missing members are placed at once, in the job's domain (see gang.PreemptAs).
+// preemption_attempts_total outcome. A group short only with the other groups its job needs (asJob),
+// or in a job preempted in parts, preempts as its job (see gang.PreemptAs).
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
@@ -196,7 +194,10 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 		pl.mu.Unlock()
 		pl.activateGroup(pg.Namespace, pg.Name)
 	}()
-	if err := pl.evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
+	// The victims of earlier preemptions that are long gone are forgotten (see gangpreemption.Evicted); a
+	// victim counts as leaving once its eviction succeeded (see victimEvicted).
+	pl.evicted.ForgetOld(pl.clock.Now())
+	if err := pl.preempt.Evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptError).Inc()
 		logger.Error(err, "Gang preemption failed: an eviction failed; the gang tries again", "podGroup", key)
 		return
@@ -230,14 +231,6 @@ func (pl *Coscheduling) releasingClaims(ctx context.Context) func(nodes []string
 		}
 		return n
 	}
-}
-
-// evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),
-// then evicts these (see gangpreemption.Evict); a victim counts as leaving once its eviction succeeded
-// (see victimEvicted).
-func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victims []*v1.Pod, violations int) error {
-	pl.evicted.ForgetOld(pl.clock.Now())
-	return pl.preempt.Evict(ctx, p, victims, violations)
 }
 
 // onEvicted counts an eviction upstream's Executor made for this plugin, and follows it (see

@@ -19,14 +19,10 @@ import (
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
-// Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
-// its missing members to the nodes they will use, so that the room freeing there is not taken by pods
-// of its priority or lower; it binds once the room is free. When it starts, holds and ends is decided
-// by the state machine in package reservation (Step); where it holds room by gangfit
-// (PlanReservation). The plugin feeds the machine its events — a member's PostFilter that found no
-// room (reserveRoom), the gang's timer (reservationTimer), the gang falling below minMember, a
-// preemption, the quorum, the PodGroup gone — and applies the effects: nominations, events, the
-// status, the timer, activations. API calls and events run after the plugin's lock is released.
+// Reservation against starvation (package reservation decides when, gang what to step and when its
+// timer runs, gangfit where): the plugin feeds the machine its events (reserveRoom, reservationTimer,
+// below minMember, a preemption, the quorum, the PodGroup gone) and applies the effects: nominations,
+// events, the status, the timer, activations, API calls and events after the plugin's lock is released.
 
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
@@ -61,8 +57,7 @@ func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) 
 		return
 	}
 	if _, d := pl.stepReservationLocked(g, in); !d.Empty() {
-		namespace, name := g.Namespace, g.Name
-		go pl.finishReservation(pl.ctx, namespace, name, nil, d, nil)
+		go pl.finishReservation(pl.ctx, g.Namespace, g.Name, nil, d, nil)
 	}
 }
 

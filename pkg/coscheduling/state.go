@@ -173,27 +173,22 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 // message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
 // usually pass in a moment, only if the pod is still held back for it gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
-	if reason != "" {
-		if gate, started := pl.hold(ctx, pod, reason, msg); started {
-			if eventType, later := gang.GateEventOf(reason); later {
-				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
-			} else {
-				pl.recorder.Pod(pod, eventType, reason, msg)
-			}
-		}
+	if reason == "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// hold records that pod is held back for reason; started reports a new episode (see gang.Gates).
-func (pl *Coscheduling) hold(ctx context.Context, pod *v1.Pod, reason, msg string) (gang.Gate, bool) {
+	// A new episode of the pod held back for reason (see gang.Gates) is reported.
 	pl.mu.Lock()
 	gate, started := pl.gates.Hold(pod.UID, reason, msg)
 	pl.mu.Unlock()
 	if started {
 		klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
+		if eventType, later := gang.GateEventOf(reason); later {
+			pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
+		} else {
+			pl.recorder.Pod(pod, eventType, reason, msg)
+		}
 	}
-	return gate, started
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // gateEvent records the delayed event of a pod still held back in the same episode, with the latest
