@@ -62,13 +62,17 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 		pl.recorder.Pod(pod, v1.EventTypeWarning, podgroup.ReasonTwoPodGroups, podgroup.TwoPodGroupsMessage(pod))
 	}
 	name, _ := podgroup.Of(pod)
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return
-	}
-	live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
-	if podgroup.CompletedByAdd(live, ready, pl.credit(pod), podgroup.MinMember(pg), grew) {
-		pl.activateGroup(pod.Namespace, name)
+	pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+		live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
+		return podgroup.CompletedByAdd(live, ready, pl.credit(pod), minMember, grew)
+	})
+}
+
+// activateIfCompleted activates the members of group namespace/name when its PodGroup exists and
+// completed says a count of now completes it, for the PodGroup's minMember (see podgroup.CompletedBy*).
+func (pl *Coscheduling) activateIfCompleted(namespace, name string, completed func(minMember int) bool) {
+	if pg := pl.podGroups.Get(namespace, name); pg != nil && completed(podgroup.MinMember(pg)) {
+		pl.activateGroup(namespace, name)
 	}
 }
 
@@ -84,9 +88,9 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 		return
 	}
 	name, _ := podgroup.Of(pod)
-	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), podgroup.MinMember(pg)) {
-		pl.activateGroup(pod.Namespace, name)
-	}
+	pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+		return podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), minMember)
+	})
 }
 
 // finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status
@@ -99,16 +103,10 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		name, run, grew := pl.finished.Track(pod)
-		if !grew {
-			return
-		}
-		pg := pl.podGroups.Get(pod.Namespace, name)
-		if pg == nil {
-			return
-		}
-		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), podgroup.MinMember(pg)) {
-			pl.activateGroup(pod.Namespace, name)
+		if name, run, grew := pl.finished.Track(pod); grew {
+			pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+				return podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), minMember)
+			})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -146,12 +146,9 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	return status.AttemptOf(pl.gangs.Get(key), reason, msg, pl.reservation.Timeout)
 }
 
-// gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers
-// before it gets the event: the pods of a Job created in a burst, or created just before their
-// PodGroup, wait for each other for milliseconds, and an event per pod would only be noise (and load
-// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile. An attempt's
-// WaitingForQuorum event on the PodGroup waits as long, for the same reason.
-const gateEventDelay = 5 * time.Second
+// gateEventDelay is how long a held-back member's event, or an attempt's WaitingForQuorum, waits (see
+// gang.GateEventDelay).
+const gateEventDelay = gang.GateEventDelay
 
 // waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
 // still waits for its quorum gateEventDelay later (see gang.Registry.Gathering), with the count of
