@@ -132,9 +132,7 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	case podgroup.ChangeOther, podgroup.ChangeUnbound:
 		return
 	case podgroup.ChangeGone:
-		pl.mu.Lock()
-		pl.forgetLocked(pod, pl.clock.Now())
-		pl.mu.Unlock()
+		pl.forget(pod)
 		pl.fit.Forget(pod.UID)
 		return
 	}
@@ -165,9 +163,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	if pod.Spec.SchedulerName != pl.profile {
 		return
 	}
-	pl.mu.Lock()
-	pl.forgetLocked(pod, pl.clock.Now())
-	pl.mu.Unlock()
+	pl.forget(pod)
 	// (Its cached request is forgotten by claims.Handler, which sees every pod's delete.)
 }
 
@@ -241,12 +237,11 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	g := pl.gangs.Get(key)
-	if g != nil && g.Newer(pg.UID) {
+	g, ok := pl.gangs.Deleted(key, pg.UID)
+	if !ok {
 		pl.mu.Unlock()
 		return
 	}
-	pl.gangs.Forget(key)
 	pl.notifyStatus(key) // the writer forgets what it kept of the group
 	if g != nil {
 		now := pl.clock.Now()

@@ -55,11 +55,14 @@ func (pl *Coscheduling) trackedChangedLocked() {
 	metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(pl.gangs.Len()))
 }
 
-// forgetLocked stops counting a pod that is gone or no longer live (deleted, being deleted, or
-// finished): it leaves its group's members at once, so no quorum is completed with it. A member
+// forget stops counting a pod that is gone or no longer live (deleted, being deleted, or finished),
+// under pl.mu: it leaves its group's members at once, so no quorum is completed with it. A member
 // waiting at Permit stays in the waiting set: the framework rejects it and its Unreserve fails the
 // attempt.
-func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
+func (pl *Coscheduling) forget(pod *v1.Pod) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	now := pl.clock.Now()
 	pl.gates.Release(pod.UID)
 	pl.stamps.Delete(pod.UID)
 	name, _ := podgroup.Of(pod)
