@@ -19,10 +19,11 @@ import (
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
-// Reservation against starvation (package reservation decides when, gang what to step and when its
-// timer runs, gangfit where): the plugin feeds the machine its events (reserveRoom, reservationTimer,
-// below minMember, a preemption, the quorum, the PodGroup gone) and applies the effects: nominations,
-// events, the status, the timer, activations, API calls and events after the plugin's lock is released.
+// Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
+// its missing members to the nodes they will use, so that the room freeing there is not taken by pods
+// of its priority or lower; it binds once the room is free. Package reservation decides when, gang
+// what to step and when its timer runs, gangfit where; the plugin feeds the machine its events and
+// applies the effects, its API calls and events after the plugin's lock is released.
 
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
