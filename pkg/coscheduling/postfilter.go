@@ -103,11 +103,7 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	key := podgroup.Key(holder.Namespace, holder.Name)
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	var also []string
-	members := func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) }
-	if job != nil {
-		also, members = job.Keys, func() []*v1.Pod { return job.Members }
-	}
+	members, also := job.ReservedFor(func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) })
 	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: holder, Adopt: podgroup.HeldReservation(holder), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
 		Job: job, Members: members,
 		Nodes:  func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },

@@ -1,5 +1,7 @@
 package gang
 
+import v1 "k8s.io/api/core/v1"
+
 // Whether a group short of room preempts or reserves as its job (see JobForPreemption and
 // JobToReserve) or alone.
 
@@ -33,4 +35,14 @@ func ReservesAs(asJob bool, job *JobPreemption, key string) bool {
 		return false
 	}
 	return true
+}
+
+// ReservedFor is what a reservation for the job j reads (nil: for the holder group alone): the live
+// members it plans for (the job's groups', or the group's own, listed by own), and the groups whose
+// nominations are no room taken against it (the job's; none for a group alone).
+func (j *JobPreemption) ReservedFor(own func() []*v1.Pod) (members func() []*v1.Pod, also []string) {
+	if j == nil {
+		return own, nil
+	}
+	return func() []*v1.Pod { return j.Members }, j.Keys
 }

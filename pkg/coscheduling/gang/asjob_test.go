@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
 
@@ -97,6 +100,29 @@ func TestMayAdopt(t *testing.T) {
 		r := Reservation{State: resv.State{Phase: tc.phase, Seen: tc.seen}}
 		if got := r.MayAdopt(); got != tc.want {
 			t.Errorf("%s: MayAdopt = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReservedFor: a job's reservation plans for the job's members and counts its groups' nominations
+// as its own; a group's alone, for the group's members and no other group.
+func TestReservedFor(t *testing.T) {
+	own := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "own"}}}
+	jobs := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}
+	job := &JobPreemption{Job: "ns/job", Holder: "ns/a", Keys: []string{"ns/a", "ns/b"}, Members: jobs}
+	cases := []struct {
+		name        string
+		job         *JobPreemption
+		wantMembers []*v1.Pod
+		wantAlso    []string
+	}{
+		{name: "alone", wantMembers: own},
+		{name: "for its job", job: job, wantMembers: jobs, wantAlso: []string{"ns/a", "ns/b"}},
+	}
+	for _, tc := range cases {
+		members, also := tc.job.ReservedFor(func() []*v1.Pod { return own })
+		if got := members(); !slices.Equal(got, tc.wantMembers) || !slices.Equal(also, tc.wantAlso) {
+			t.Errorf("%s: ReservedFor = %v, %v; want %v, %v", tc.name, got, also, tc.wantMembers, tc.wantAlso)
 		}
 	}
 }
