@@ -77,11 +77,8 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
-	members, also := pl.members.InGroup(pg.Namespace, pg.Name), []string(nil)
-	if job != nil {
-		// A job's other groups' nominations are no room taken against it (as in PreFilter).
-		members, also = job.Members, tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name))
-	}
+	// A job's other groups' nominations are no room taken against it (as in PreFilter).
+	members, also := job.PreemptsFor(pl.members.InGroup(pg.Namespace, pg.Name), func() []string { return tree.Keys(pl.jobLeaves(pg.Namespace, pg.Name)) })
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,

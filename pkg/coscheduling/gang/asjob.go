@@ -46,3 +46,13 @@ func (j *JobPreemption) ReservedFor(own func() []*v1.Pod) (members func() []*v1.
 	}
 	return func() []*v1.Pod { return j.Members }, j.Keys
 }
+
+// PreemptsFor is what a preemption for the job j reads (nil: for the group alone): the members it
+// places (the job's groups', or the group's own) and the groups whose nominations are no room taken
+// against it (others, the job's other groups, listed only for a job; none for a group alone).
+func (j *JobPreemption) PreemptsFor(own []*v1.Pod, others func() []string) (members []*v1.Pod, also []string) {
+	if j == nil {
+		return own, nil
+	}
+	return j.Members, others()
+}

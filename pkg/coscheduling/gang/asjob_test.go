@@ -126,3 +126,28 @@ func TestReservedFor(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptsFor: a job's preemption places the job's members and counts its other groups'
+// nominations as its own (listed only then); a group's alone, its own members and no other group.
+func TestPreemptsFor(t *testing.T) {
+	own := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "own"}}}
+	jobs := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}
+	job := &JobPreemption{Job: "ns/job", Members: jobs}
+	cases := []struct {
+		name        string
+		job         *JobPreemption
+		wantMembers []*v1.Pod
+		wantAlso    []string
+		wantListed  bool
+	}{
+		{name: "alone", wantMembers: own},
+		{name: "for its job", job: job, wantMembers: jobs, wantAlso: []string{"ns/b"}, wantListed: true},
+	}
+	for _, tc := range cases {
+		listed := false
+		members, also := tc.job.PreemptsFor(own, func() []string { listed = true; return []string{"ns/b"} })
+		if !slices.Equal(members, tc.wantMembers) || !slices.Equal(also, tc.wantAlso) || listed != tc.wantListed {
+			t.Errorf("%s: PreemptsFor = %v, %v (others listed %v); want %v, %v (%v)", tc.name, members, also, listed, tc.wantMembers, tc.wantAlso, tc.wantListed)
+		}
+	}
+}
