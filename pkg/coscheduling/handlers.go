@@ -62,13 +62,17 @@ func (pl *Coscheduling) onPodAdd(obj interface{}) {
 		pl.recorder.Pod(pod, v1.EventTypeWarning, podgroup.ReasonTwoPodGroups, podgroup.TwoPodGroupsMessage(pod))
 	}
 	name, _ := podgroup.Of(pod)
-	pg := pl.podGroups.Get(pod.Namespace, name)
-	if pg == nil {
-		return
-	}
-	live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
-	if podgroup.CompletedByAdd(live, ready, pl.credit(pod), podgroup.MinMember(pg), grew) {
-		pl.activateGroup(pod.Namespace, name)
+	pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+		live, ready := pl.members.Count(pod.Namespace, name), pl.members.Counts.Ready(pod.Namespace, name)
+		return podgroup.CompletedByAdd(live, ready, pl.credit(pod), minMember, grew)
+	})
+}
+
+// activateIfCompleted activates the members of group namespace/name when its PodGroup exists and
+// completed says a count of now completes it, for the PodGroup's minMember (see podgroup.CompletedBy*).
+func (pl *Coscheduling) activateIfCompleted(namespace, name string, completed func(minMember int) bool) {
+	if pg := pl.podGroups.Get(namespace, name); pg != nil && completed(podgroup.MinMember(pg)) {
+		pl.activateGroup(namespace, name)
 	}
 }
 
@@ -84,9 +88,9 @@ func (pl *Coscheduling) onPodUpdate(obj interface{}) {
 		return
 	}
 	name, _ := podgroup.Of(pod)
-	if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil && podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), podgroup.MinMember(pg)) {
-		pl.activateGroup(pod.Namespace, name)
-	}
+	pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+		return podgroup.CompletedByReady(pl.members.Counts.Ready(pod.Namespace, name), pl.credit(pod), minMember)
+	})
 }
 
 // finishedEventHandler keeps the count of the members that succeeded (pl.finished) from the status
@@ -99,16 +103,10 @@ func (pl *Coscheduling) finishedEventHandler() cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		name, run, grew := pl.finished.Track(pod)
-		if !grew {
-			return
-		}
-		pg := pl.podGroups.Get(pod.Namespace, name)
-		if pg == nil {
-			return
-		}
-		if podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), podgroup.MinMember(pg)) {
-			pl.activateGroup(pod.Namespace, name)
+		if name, run, grew := pl.finished.Track(pod); grew {
+			pl.activateIfCompleted(pod.Namespace, name, func(minMember int) bool {
+				return podgroup.CompletedByFinished(pl.members.Count(pod.Namespace, name), pl.finished.Credit(pl.members.Counts, pod.Namespace, name, run), minMember)
+			})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -134,9 +132,7 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	case podgroup.ChangeOther, podgroup.ChangeUnbound:
 		return
 	case podgroup.ChangeGone:
-		pl.mu.Lock()
-		pl.forgetLocked(pod, pl.clock.Now())
-		pl.mu.Unlock()
+		pl.forget(pod)
 		pl.fit.Forget(pod.UID)
 		return
 	}
@@ -167,9 +163,7 @@ func (pl *Coscheduling) onPodDelete(obj interface{}) {
 	if pod.Spec.SchedulerName != pl.profile {
 		return
 	}
-	pl.mu.Lock()
-	pl.forgetLocked(pod, pl.clock.Now())
-	pl.mu.Unlock()
+	pl.forget(pod)
 	// (Its cached request is forgotten by claims.Handler, which sees every pod's delete.)
 }
 
@@ -243,12 +237,11 @@ func (pl *Coscheduling) onPodGroupDelete(pg *v1alpha1.PodGroup) {
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	var r gang.Result
 	pl.mu.Lock()
-	g := pl.gangs.Get(key)
-	if g != nil && g.Newer(pg.UID) {
+	g, ok := pl.gangs.Deleted(key, pg.UID)
+	if !ok {
 		pl.mu.Unlock()
 		return
 	}
-	pl.gangs.Forget(key)
 	pl.notifyStatus(key) // the writer forgets what it kept of the group
 	if g != nil {
 		now := pl.clock.Now()

@@ -7,7 +7,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/leader"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
@@ -65,20 +64,12 @@ func (pl *Coscheduling) adoptReservations(ctx context.Context) {
 		}
 		// The holder of its job's reservation (see gang.JobToReserve): the other groups' nominations
 		// are read and held with its own.
-		var groups []string
-		if holder, job := pl.jobToReserve(nil, pg); job != nil && holder.Name == pg.Name {
-			groups = job.Others(podgroup.Key(pg.Namespace, pg.Name))
-		}
-		members := pl.membersOf(pg.Namespace, pg.Name, groups)
+		_, job := pl.jobToReserve(nil, pg)
+		groups := job.HeldBy(podgroup.Key(pg.Namespace, pg.Name))
+		members := pl.members.InGroupAnd(pg.Namespace, pg.Name, groups)
 		pl.mu.Lock()
-		g := pl.gangForLocked(pg)
-		var d gang.ReservationDone
-		if !g.Reserve.Seen && !g.Reserve.Held() {
-			d = pl.adoptReservationLocked(g, c, members, groups, pl.clock.Now())
-		}
+		d := pl.adoptReservationLocked(pl.gangForLocked(pg), c, members, groups, pl.clock.Now())
 		pl.mu.Unlock()
-		if !d.Empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-		}
+		pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
 	}
 }

@@ -5,7 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
@@ -51,9 +50,7 @@ func (pl *Coscheduling) activateSiblings(state fwk.CycleState, pod *v1.Pod) {
 // active queue (after a back-off, or when the PodGroup appears or changes). PreEnqueue runs again on
 // the way.
 func (pl *Coscheduling) activateGroup(namespace, name string) {
-	if pl.running.Load() {
-		effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(pl.withTree(namespace, name), "")...)
-	}
+	pl.activateGroups(pl.withTree(namespace, name))
 }
 
 // unscheduledMembers are the live pods of groups without a node and not reserved here, except one

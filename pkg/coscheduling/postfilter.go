@@ -7,7 +7,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
@@ -79,8 +78,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // preemption's now.
 func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status) {
 	res, st, result := pl.preemptForGang(ctx, pod, pg, asJob)
-	switch result {
-	case gang.PreemptVictims, gang.PreemptWaiting, gang.PreemptError:
+	if gang.PreemptDecides(result) {
 		return res, st
 	}
 	if rres, rst, held := pl.reserveRoom(ctx, pod, pg, asJob); held {
@@ -99,23 +97,13 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, nil, false
 	}
 	holder, job := pl.jobToReserve(pod, pg)
-	switch {
-	case asJob && job == nil:
-		// Short only with its job, which cannot reserve as one: nothing is reserved for the group
-		// alone (it fits alone, and would hold its room waiting for the others).
-		return nil, nil, false
-	case job != nil && !job.Has(podgroup.Key(pg.Namespace, pg.Name)):
-		// A replica its job's room is not for (K of N): it neither moves nor keeps that room.
+	if !gang.ReservesAs(asJob, job, podgroup.Key(pg.Namespace, pg.Name)) {
 		return nil, nil, false
 	}
 	key := podgroup.Key(holder.Namespace, holder.Name)
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	var also []string
-	members := func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) }
-	if job != nil {
-		also, members = job.Keys, func() []*v1.Pod { return job.Members }
-	}
+	members, also := job.ReservedFor(func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) })
 	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: holder, Adopt: podgroup.HeldReservation(holder), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
 		Job: job, Members: members,
 		Nodes:  func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
@@ -130,7 +118,11 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 				pl.reservationMetricsLocked()
 			}
 		},
-		Finish: func(done []gang.ReservationDone) { pl.finishReservations(ctx, holder, done) },
+		Finish: func(done []gang.ReservationDone) {
+			for _, d := range done {
+				pl.finishReservation(ctx, holder.Namespace, holder.Name, holder, d, nil)
+			}
+		},
 	})
 	e := out.Last()
 	p, prio := out.Plan, corev1helpers.PodPriority(pod)
@@ -148,26 +140,10 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		logger.V(3).Info("Gang reserves nothing: its members do not fit the room that frees", "podGroup", key, "reason", p.Message)
 	}
 	pl.mu.RLock()
-	node, msg, held := g.Reserve.Status(pod.UID, key)
+	res, st, held := g.Reserve.PostFilter(pod.UID, key)
 	pl.mu.RUnlock()
-	if !held {
-		if e.Why != "" {
-			logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
-		}
-		return nil, nil, false
+	if !held && e.Why != "" {
+		logger.V(4).Info("Gang holds no reservation", "podGroup", key, "why", e.Why)
 	}
-	st := fwk.NewStatus(fwk.Unschedulable, msg)
-	if node == "" {
-		return nil, st, true
-	}
-	return framework.NewPostFilterResultWithNominatedNode(node), st, true
-}
-
-// finishReservations does what reservation steps left (see finishReservation), in order.
-func (pl *Coscheduling) finishReservations(ctx context.Context, pg *v1alpha1.PodGroup, done []gang.ReservationDone) {
-	for _, d := range done {
-		if !d.Empty() {
-			pl.finishReservation(ctx, pg.Namespace, pg.Name, pg, d, nil)
-		}
-	}
+	return res, st, held
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
@@ -64,39 +65,20 @@ func (pl *Coscheduling) stoppedPreempting(pg *v1alpha1.PodGroup) {
 // preemptForGang preempts for a gang found not to fit the free resources (PreFilter): it reads the
 // snapshot, lets the step decide (gang.PreemptUnder: the gang's split read under the lock once the
 // step needs it) and applies the decision (appliedPreemption). result is the
-// preemption_attempts_total outcome.
-//
-// For a group that fits alone but not with the other groups its job needs (asJob), the job preempts
-// as one: its groups' missing members are placed at once, in the job's domain (see jobToPreempt).
+// preemption_attempts_total outcome. A group short only with the other groups its job needs (asJob),
+// or in a job preempted in parts, preempts as its job (see gang.PreemptAs).
 func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	if pl.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
-	members := pl.members.InGroup(pg.Namespace, pg.Name)
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	var job *gang.JobPreemption
-	switch {
-	case asJob:
-		if job = pl.jobToPreempt(pod, pg, infos); job == nil {
-			return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
-		}
-		members = job.Members
-	default:
-		// Short alone, in a job whose groups need domains of their own (replicas each in a rack): the
-		// job preempts as one, in parts, so that its groups do not each evict for a rack another takes.
-		if j := pl.jobToPreempt(pod, pg, infos); j != nil && len(j.Parts) > 0 {
-			job, members = j, j.Members
-		}
+	job, ok := gang.PreemptAs(asJob, pl.jobToPreempt(pod, pg, infos))
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
-	// The nominations of the groups the job places are no room taken against it (as in PreFilter);
-	// those of its other groups (another replica's, of K of N) are.
-	var also []string
-	if job != nil {
-		for _, o := range job.Groups {
-			also = append(also, o.Key)
-		}
-	}
+	// The nominations of the groups the job places are no room taken against it (as in PreFilter).
+	members, also := job.PreemptsFor(pl.members.InGroup(pg.Namespace, pg.Name))
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,
@@ -120,16 +102,12 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 // there is none, or the snapshot cannot be read.
 func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos fwk.NodeInfoLister) *gang.JobPreemption {
 	root, _ := pl.treeOf(pg.Namespace, pg.Name)
-	nodes, err := infos.List()
-	if root == nil || err != nil {
+	if root == nil {
 		return nil
 	}
-	in := gang.PreFilterIn{Member: pod, Want: podgroup.MinMember(pg), Nodes: nodes,
-		Members:      func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) },
-		GroupMembers: pl.members.InGroupKey}
-	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
-		// Read outside the lock: the groups with a required domain of their own (preempted in parts).
-		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	in, ok := pl.jobIn(pod, pg, root, infos.List)
+	if !ok {
+		return nil
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -139,6 +117,24 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 		return nil
 	}
 	return &job
+}
+
+// jobIn reads, outside the lock, what the choice of the job of pod's group pg (in the tree root)
+// decides on (see gang.JobToReserve and gang.Gang.JobForPreemption): the time (which of its domains'
+// refusals still hold), the snapshot's nodes (listed by
+// nodes), the groups' members and, in a job, its groups with a required topology of their own
+// (placed in parts). ok is false when the snapshot cannot be read.
+func (pl *Coscheduling) jobIn(pod *v1.Pod, pg *v1alpha1.PodGroup, root *tree.Branch, nodes func() ([]fwk.NodeInfo, error)) (gang.PreFilterIn, bool) {
+	listed, err := nodes()
+	if err != nil {
+		return gang.PreFilterIn{}, false
+	}
+	in := gang.PreFilterIn{Now: pl.clock.Now(), Member: pod, Want: podgroup.MinMember(pg), Nodes: listed, GroupMembers: pl.members.InGroupKey,
+		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) }}
+	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
+		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	}
+	return in, true
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted
@@ -151,19 +147,15 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	}
 	prio, _ := gang.Priority(pod, in.Members)
 	st := out.Status(prio)
-	switch out.Result {
-	case gang.PreemptError, gang.PreemptWaiting:
+	switch {
+	case out.Result == gang.PreemptError || out.Result == gang.PreemptWaiting:
 		return nil, st
-	case gang.PreemptNotEligible, gang.PreemptNotHelpful:
+	case out.Stopped():
 		pl.stoppedPreempting(pg)
-		if !out.DropNominations || pl.holdsReservation(key) {
+		// The nominations a gang's earlier preemption made keep no room for it now.
+		members, drop := out.Unnominated(in, func() bool { return pl.holdsReservation(key) }, func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) })
+		if !drop {
 			return nil, st
-		}
-		// The nominations a gang's earlier preemption made keep no room for it now. A job's: only its
-		// own group's (another group's may be its reservation's).
-		members := in.Members
-		if in.Job != nil {
-			members = pl.members.InGroup(pg.Namespace, pg.Name)
 		}
 		pl.clearNominations(ctx, members, pod.UID)
 		return framework.NewPostFilterResultWithNominatedNode(""), st
@@ -175,11 +167,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	// made (nothing yet leaving, nothing nominated).
 	groups := []*v1alpha1.PodGroup{pg}
 	if in.Job != nil {
-		for _, n := range pl.jobLeaves(pg.Namespace, pg.Name) {
-			if o := pl.podGroups.Get(n.Namespace, n.Name); o != nil {
-				groups = append(groups, o)
-			}
-		}
+		groups = append(groups, pl.podGroups.Of(pl.jobLeaves(pg.Namespace, pg.Name))...)
 	}
 	pl.mu.Lock()
 	for _, o := range groups {
@@ -188,11 +176,7 @@ func (pl *Coscheduling) appliedPreemption(ctx context.Context, pod *v1.Pod, pg *
 	pl.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	go pl.preemptOutsideCycle(klog.NewContext(pl.ctx, logger), pod, pg, groups, in.Members, plan, prio, out.Need)
-	var res *fwk.PostFilterResult
-	if node, ok := gang.NodeFor(plan.Assignment, pod.UID); ok {
-		res = framework.NewPostFilterResultWithNominatedNode(node)
-	}
-	return res, st
+	return gang.NominatedResult(plan.Assignment, pod.UID), st
 }
 
 // preemptOutsideCycle makes a gang preemption's API calls after its scheduling cycle: the evictions,
@@ -208,7 +192,10 @@ func (pl *Coscheduling) preemptOutsideCycle(ctx context.Context, pod *v1.Pod, pg
 		pl.mu.Unlock()
 		pl.activateGroup(pg.Namespace, pg.Name)
 	}()
-	if err := pl.evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
+	// The victims of earlier preemptions that are long gone are forgotten (see gangpreemption.Evicted); a
+	// victim counts as leaving once its eviction succeeded (see victimEvicted).
+	pl.evicted.ForgetOld(pl.clock.Now())
+	if err := pl.preempt.Evict(ctx, gangpreemption.NewGang(pg, members, prio, pod.Spec.SchedulerName), plan.Victims, plan.Violations); err != nil {
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", gang.PreemptError).Inc()
 		logger.Error(err, "Gang preemption failed: an eviction failed; the gang tries again", "podGroup", key)
 		return
@@ -242,14 +229,6 @@ func (pl *Coscheduling) releasingClaims(ctx context.Context) func(nodes []string
 		}
 		return n
 	}
-}
-
-// evict forgets the victims of earlier preemptions that are long gone (see gangpreemption.Evicted),
-// then evicts these (see gangpreemption.Evict); a victim counts as leaving once its eviction succeeded
-// (see victimEvicted).
-func (pl *Coscheduling) evict(ctx context.Context, p *gangpreemption.Gang, victims []*v1.Pod, violations int) error {
-	pl.evicted.ForgetOld(pl.clock.Now())
-	return pl.preempt.Evict(ctx, p, victims, violations)
 }
 
 // onEvicted counts an eviction upstream's Executor made for this plugin, and follows it (see

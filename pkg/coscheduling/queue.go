@@ -27,10 +27,8 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	key := podgroup.Key(pod.Namespace, name)
-	if src := pl.dra; src != nil {
-		if why := src.ClaimOrder(pod); why != "" {
-			return pl.gate(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
-		}
+	if why := pl.dra.ClaimOrder(pod); why != "" {
+		return pl.gate(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
 	}
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -19,12 +21,9 @@ import (
 
 // Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
 // its missing members to the nodes they will use, so that the room freeing there is not taken by pods
-// of its priority or lower; it binds once the room is free. When it starts, holds and ends is decided
-// by the state machine in package reservation (Step); where it holds room by gangfit
-// (PlanReservation). The plugin feeds the machine its events — a member's PostFilter that found no
-// room (reserveRoom), the gang's timer (reservationTimer), the gang falling below minMember, a
-// preemption, the quorum, the PodGroup gone — and applies the effects: nominations, events, the
-// status, the timer, activations. API calls and events run after the plugin's lock is released.
+// of its priority or lower; it binds once the room is free. Package reservation decides when, gang
+// what to step and when its timer runs, gangfit where; the plugin feeds the machine its events and
+// applies the effects, its API calls and events after the plugin's lock is released.
 
 // stepReservationLocked moves g's reservation on an event (see reservation.Step) and applies what
 // belongs to the plugin's state: the timer, the plan and the metrics. What remains (nominations,
@@ -35,11 +34,15 @@ func (pl *Coscheduling) stepReservationLocked(g *gang.Gang, in resv.Input) (resv
 }
 
 // appliedReservationLocked applies what a step of g's reservation (e, at now) asks of the plugin's
-// state (see gang.Registry.Applied; the timer armed, the metrics) and returns the rest.
+// state (see gang.Registry.Applied; the timer armed, see gang.Reservation.Arm; the metrics) and
+// returns the rest.
 func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, now time.Time) gang.ReservationDone {
 	d := pl.gangs.Applied(g, e)
 	if e.Wake {
-		pl.wakeLocked(g, e.WakeAt, now)
+		namespace, name, at := g.Namespace, g.Name, e.WakeAt
+		g.Reserve.Arm(at, now, func(d time.Duration) clock.Timer {
+			return pl.clock.AfterFunc(d, func() { pl.reservationTimer(namespace, name, at) })
+		})
 	}
 	if e.End != "" {
 		metrics.ReservationEnded(pl.profile, e.End)
@@ -51,13 +54,11 @@ func (pl *Coscheduling) appliedReservationLocked(g *gang.Gang, e resv.Effects, n
 // stepReservationAsyncLocked is stepReservationLocked for callers that cannot do the rest themselves
 // (they hold pl.mu): the rest is done in the background.
 func (pl *Coscheduling) stepReservationAsyncLocked(g *gang.Gang, in resv.Input) {
-	if g.Reserve.Phase == resv.Idle && g.Reserve.Timer == nil {
-		// Nothing to move (the common case: every quorum, every member gone).
+	if g.Reserve.Idle() {
 		return
 	}
 	if _, d := pl.stepReservationLocked(g, in); !d.Empty() {
-		namespace, name := g.Namespace, g.Name
-		go pl.finishReservation(pl.ctx, namespace, name, nil, d, nil)
+		go pl.finishReservation(pl.ctx, g.Namespace, g.Name, nil, d, nil)
 	}
 }
 
@@ -79,9 +80,7 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 		}
 		pl.mu.Unlock()
 		for i, d := range done {
-			if !d.Empty() {
-				pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
-			}
+			pl.finishReservation(ctx, todo[i].Namespace, todo[i].Name, nil, d, nil)
 		}
 	}
 }
@@ -89,15 +88,19 @@ func (pl *Coscheduling) endRetired(ctx context.Context) {
 // finishReservation does what a reservation step left: at an end, the members' nominations are
 // cleared (except those keep names, a preemption's), ReservationEnded is recorded and the gangs
 // waiting behind are activated; the status is written; the gang's members are activated for a
-// recheck. It reads no clock (a timer's callback runs it).
+// recheck; nothing when nothing is left (see gang.ReservationDone.Empty). It reads no clock (a
+// timer's callback runs it).
 func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name string, pg *v1alpha1.PodGroup, d gang.ReservationDone, keep map[types.UID]bool) {
+	if d.Empty() {
+		return
+	}
 	key := podgroup.Key(namespace, name)
 	if pg == nil {
 		pg = pl.podGroups.Get(namespace, name)
 	}
 	logger := klog.FromContext(ctx)
 	if d.End != "" {
-		pl.clearNominations(ctx, gang.Unkept(pl.membersOf(namespace, name, d.Groups), keep), "")
+		pl.clearNominations(ctx, gang.Unkept(pl.members.InGroupAnd(namespace, name, d.Groups), keep), "")
 		logger.V(2).Info("Gang holds its room no more", "podGroup", key, "reason", d.End, "message", d.EndMessage)
 		pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonReservationEnded, d.EndedMessage(key))
 		for _, o := range d.Waiting {
@@ -114,20 +117,6 @@ func (pl *Coscheduling) finishReservation(ctx context.Context, namespace, name s
 	if d.Activate {
 		pl.activateGroup(namespace, name)
 	}
-}
-
-// wakeLocked arms g's timer for at, unless it is armed for then already (see gang.Reservation.Rearm).
-func (pl *Coscheduling) wakeLocked(g *gang.Gang, at time.Time, now time.Time) {
-	r := &g.Reserve
-	if !r.Rearm(at, now) {
-		return
-	}
-	if r.Timer != nil {
-		r.Timer.Stop()
-	}
-	namespace, name := g.Namespace, g.Name
-	r.TimerAt = at
-	r.Timer = pl.clock.AfterFunc(max(at.Sub(now), 0), func() { pl.reservationTimer(namespace, name, at) })
 }
 
 // reservationTimer is a gang's timer: it ends a reservation past its timeout, or whose gang fell
@@ -149,9 +138,12 @@ func (pl *Coscheduling) reservationTimer(namespace, name string, at time.Time) {
 	pl.finishReservation(pl.ctx, namespace, name, pg, d, nil)
 }
 
-// adoptReservationLocked takes over a reservation a previous leader started (see
-// gang.Gang.AdoptReservation).
+// adoptReservationLocked takes over a reservation a previous leader started, when g may (see
+// gang.Reservation.MayAdopt and gang.Gang.AdoptReservation).
 func (pl *Coscheduling) adoptReservationLocked(g *gang.Gang, c *metav1.Condition, members []*v1.Pod, groups []string, now time.Time) gang.ReservationDone {
+	if !g.Reserve.MayAdopt() {
+		return gang.ReservationDone{}
+	}
 	e := g.AdoptReservation(pl.reservation, c, members, groups, now, pl.gangs.QueueFor(g, pl.reservation, now))
 	d := pl.appliedReservationLocked(g, e, now)
 	if g.Reserve.Held() {
@@ -175,17 +167,10 @@ func (pl *Coscheduling) reservationPreempted(ctx context.Context, pg *v1alpha1.P
 	pl.finishReservation(ctx, g.Namespace, g.Name, nil, d, keep)
 }
 
-// belowMinMemberLocked tells g's reservation, when it waits or holds one, that fewer than minMember
-// live members exist (see gang.Gang.BelowMinMember).
+// belowMinMemberLocked tells the reservations that hold or wait for g's room that fewer than
+// minMember live members exist (see gang.Registry.BelowMinMember).
 func (pl *Coscheduling) belowMinMemberLocked(g *gang.Gang, pg *v1alpha1.PodGroup, now time.Time) {
-	if in, ok := g.BelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
-		pl.stepReservationAsyncLocked(g, in)
-	}
-	if h := pl.gangs.HolderOf(g.Key()); h != nil && h != g {
-		if in, ok := g.JobBelowMinMember(pg, pl.members.Count(g.Namespace, g.Name), now); ok {
-			pl.stepReservationAsyncLocked(h, in)
-		}
-	}
+	pl.gangs.BelowMinMember(g, pg, pl.members.Count(g.Namespace, g.Name), now, pl.stepReservationAsyncLocked)
 }
 
 // reservationMetricsLocked sets the reservation gauges from the gangs' state. O(tracked groups),
@@ -218,13 +203,10 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 	if root == nil || root.JobOf(key) == nil {
 		return pg, nil
 	}
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
+	in, ok := pl.jobIn(pod, pg, root, func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() })
+	if !ok {
 		return pg, nil
 	}
-	in := gang.PreFilterIn{Member: pod, Nodes: nodes, Now: pl.clock.Now(), GroupMembers: pl.members.InGroupKey,
-		// Read outside the lock: the groups with a required topology of their own.
-		OwnDomain: gang.OwnDomains(root.JobOf(key).Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)}
 	pl.mu.Lock()
 	in.Gangs = pl.gangs.All()
 	job, ok := gang.JobToReserve(in, root, key)
@@ -237,17 +219,6 @@ func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alp
 		return holder, &job
 	}
 	return pg, nil
-}
-
-// membersOf are the live pods of the group namespace/name and of the groups keyed others (a job's
-// reservation's).
-func (pl *Coscheduling) membersOf(namespace, name string, others []string) []*v1.Pod {
-	members := pl.members.InGroup(namespace, name)
-	for _, o := range others {
-		ns, name, _ := strings.Cut(o, "/")
-		members = append(members, pl.members.InGroup(ns, name)...)
-	}
-	return members
 }
 
 // holdsReservation reports whether the gang holds a reservation (its nominations are kept).

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
@@ -54,11 +55,14 @@ func (pl *Coscheduling) trackedChangedLocked() {
 	metrics.TrackedGroups.WithLabelValues(pl.profile).Set(float64(pl.gangs.Len()))
 }
 
-// forgetLocked stops counting a pod that is gone or no longer live (deleted, being deleted, or
-// finished): it leaves its group's members at once, so no quorum is completed with it. A member
+// forget stops counting a pod that is gone or no longer live (deleted, being deleted, or finished),
+// under pl.mu: it leaves its group's members at once, so no quorum is completed with it. A member
 // waiting at Permit stays in the waiting set: the framework rejects it and its Unreserve fails the
 // attempt.
-func (pl *Coscheduling) forgetLocked(pod *v1.Pod, now time.Time) {
+func (pl *Coscheduling) forget(pod *v1.Pod) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	now := pl.clock.Now()
 	pl.gates.Release(pod.UID)
 	pl.stamps.Delete(pod.UID)
 	name, _ := podgroup.Of(pod)
@@ -114,11 +118,10 @@ func (pl *Coscheduling) failed(pg *v1alpha1.PodGroup, r gang.Result, metricReaso
 // startBackoffLocked brings the group back when its back-off ends: with no back-off, at once (the
 // rejected members would otherwise wait for an event that concerns them).
 func (pl *Coscheduling) startBackoffLocked(g *gang.Gang, backoff time.Duration) {
-	if g.BackoffTimer != nil {
-		g.BackoffTimer.Stop()
-	}
 	namespace, name := g.Namespace, g.Name
-	g.BackoffTimer = pl.clock.AfterFunc(backoff, func() { pl.backoffEnded(namespace, name) })
+	g.ArmBackoff(backoff, func(d time.Duration) clock.Timer {
+		return pl.clock.AfterFunc(d, func() { pl.backoffEnded(namespace, name) })
+	})
 }
 
 // backoffEnded brings a group back after its back-off, or drops its state if nothing is left of it;
@@ -146,12 +149,9 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	return status.AttemptOf(pl.gangs.Get(key), reason, msg, pl.reservation.Timeout)
 }
 
-// gateEventDelay is how long a member must stay held back for PodGroupNotFound or WaitingForMembers
-// before it gets the event: the pods of a Job created in a burst, or created just before their
-// PodGroup, wait for each other for milliseconds, and an event per pod would only be noise (and load
-// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile. An attempt's
-// WaitingForQuorum event on the PodGroup waits as long, for the same reason.
-const gateEventDelay = 5 * time.Second
+// gateEventDelay is how long a held-back member's event, or an attempt's WaitingForQuorum, waits (see
+// gang.GateEventDelay).
+const gateEventDelay = gang.GateEventDelay
 
 // waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
 // still waits for its quorum gateEventDelay later (see gang.Registry.Gathering), with the count of
@@ -173,27 +173,22 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 // message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
 // usually pass in a moment, only if the pod is still held back for it gateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
-	if reason != "" {
-		if gate, started := pl.hold(ctx, pod, reason, msg); started {
-			if eventType, later := gang.GateEventOf(reason); later {
-				pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
-			} else {
-				pl.recorder.Pod(pod, eventType, reason, msg)
-			}
-		}
+	if reason == "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// hold records that pod is held back for reason; started reports a new episode (see gang.Gates).
-func (pl *Coscheduling) hold(ctx context.Context, pod *v1.Pod, reason, msg string) (gang.Gate, bool) {
+	// A new episode of the pod held back for reason (see gang.Gates) is reported.
 	pl.mu.Lock()
 	gate, started := pl.gates.Hold(pod.UID, reason, msg)
 	pl.mu.Unlock()
 	if started {
 		klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
+		if eventType, later := gang.GateEventOf(reason); later {
+			pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
+		} else {
+			pl.recorder.Pod(pod, eventType, reason, msg)
+		}
 	}
-	return gate, started
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // gateEvent records the delayed event of a pod still held back in the same episode, with the latest

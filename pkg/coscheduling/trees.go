@@ -23,13 +23,7 @@ import (
 // childGroups returns the PodGroups of ours directly under the composite namespace/name (for the status
 // writer).
 func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup {
-	var out []*v1alpha1.PodGroup
-	for _, n := range pl.trees.Children(namespace, name) {
-		if pg := pl.podGroups.Get(n.Namespace, n.Name); pg != nil {
-			out = append(out, pg)
-		}
-	}
-	return out
+	return pl.podGroups.Of(pl.trees.Children(namespace, name))
 }
 
 // treeHoldBack says why PreEnqueue holds pod, a member of group namespace/name, back for its tree:
@@ -38,12 +32,11 @@ func (pl *Coscheduling) childGroups(namespace, name string) []*v1alpha1.PodGroup
 // counted (the finished-member rule: the pod's own group's by its run, another group's as its last
 // step counted them). O(the tree).
 func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason, msg string) {
-	namespace, name := pg.Namespace, pg.Name
 	root, p := pl.treeOfGroup(pg)
 	if root == nil {
 		return tree.HoldBack(root, p, "", nil)
 	}
-	own := podgroup.Key(namespace, name)
+	own := podgroup.Key(pg.Namespace, pg.Name)
 	pl.mu.RLock()
 	credit := pl.gangs.Credits(root, own, pl.credit(pod))
 	pl.mu.RUnlock()
@@ -53,26 +46,18 @@ func (pl *Coscheduling) treeHoldBack(pod *v1.Pod, pg *v1alpha1.PodGroup) (reason
 	})
 }
 
-// treeShortLocked (Permit): a gang composite above g (of PodGroup pg) is not ready with the counts of
-// now, or pg is linked into a tree that cannot be resolved (a parent missing, malformed, or not read
-// yet: see tree.Unread): a group is never let through on its own quorum while its tree is unknown.
+// treeShortLocked (Permit): g (of PodGroup pg) may not pass on its own quorum with the counts of now
+// (see tree.Short): a group is never let through on its own quorum while its tree is unknown.
 func (pl *Coscheduling) treeShortLocked(g *gang.Gang, pg *v1alpha1.PodGroup) bool {
 	root, p := pl.treeOfGroup(pg)
-	if root == nil {
-		return p != nil
-	}
-	return !root.Admits(g.Key(), pl.gangs.Count)
+	return tree.Short(root, p, g.Key(), pl.gangs.Count)
 }
 
-// treeOfGroup is pg's tree as the index resolves it (see treeOf), a pg whose own object links it into
-// a tree the index does not have yet read as a Problem (tree.Unread): the informer's store shows a
-// PodGroup before the handler that keeps the index has run.
+// treeOfGroup is pg's tree as the index resolves it (see treeOf and tree.OfGroup): the informer's
+// store shows a PodGroup before the handler that keeps the index has run.
 func (pl *Coscheduling) treeOfGroup(pg *v1alpha1.PodGroup) (*tree.Branch, *tree.Problem) {
 	root, p := pl.treeOf(pg.Namespace, pg.Name)
-	if root == nil && p == nil {
-		p = tree.Unread(podgroup.TreeNode(pg))
-	}
-	return root, p
+	return tree.OfGroup(root, p, podgroup.TreeNode(pg))
 }
 
 // treeInfeasible is PostFilter's for a member of pg found not to fit as a whole (PreFilter): pg's
@@ -90,7 +75,8 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 	pl.rejectWaiting(pods, r.Message)
 }
 
-// activateGroups activates the members of groups (a composite above them changed).
+// activateGroups activates the unscheduled members of groups (a composite above them changed, or see
+// activateGroup).
 func (pl *Coscheduling) activateGroups(groups []tree.Node) {
 	if !pl.running.Load() {
 		return

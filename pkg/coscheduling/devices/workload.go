@@ -155,7 +155,8 @@ func ClaimFreed(oldClaim, newClaim *resourceapi.ResourceClaim) (claim *resourcea
 // order of the pod's spec.resourceClaims: a PodGroup claim listed before a claim of the member's own
 // gets that claim's devices and the other way round, so a member binds with the wrong devices or, in
 // PreBind, not at all (a gang bound in part). The claim the plugin makes for a DRA-backed extended
-// resource always comes last, after any PodGroup claim. Only where the source reads PodGroup claims.
+// resource always comes last, after any PodGroup claim. Only where the source reads PodGroup claims
+// ("" for a nil source: the scheduler models no devices).
 func (s *Source) ClaimOrder(pod *v1.Pod) string {
 	pg := s.podGroupOf(pod)
 	if pg == nil {

@@ -1,10 +1,19 @@
 package gang
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 )
+
+// GateEventDelay is how long a member must stay held back for a reason GateEventOf reports later
+// before it gets the event: the pods of a Job created in a burst, or created just before their
+// PodGroup, wait for each other for milliseconds, and an event per pod would only be noise (and load
+// on the apiserver). The PodGroup's Scheduled condition says WaitingForMembers meanwhile. An attempt's
+// WaitingForQuorum event on the PodGroup waits as long, for the same reason.
+const GateEventDelay = 5 * time.Second
 
 // GateEventOf is the event a member held back for reason gets, once per episode (see Gates.Hold):
 // its type, and later for the reasons that usually pass in a moment (PodGroupNotFound,

@@ -137,6 +137,17 @@ func (r *Registry) Ended(key string) (reason, message string) {
 // reservation ended).
 func (r *Registry) Forget(key string) { delete(r.ended, key) }
 
+// Deleted forgets what is kept of the group of key once its PodGroup (uid) is deleted (see Forget) and
+// returns its gang's state (nil: none is tracked); ok is false, and nothing is forgotten, when the
+// state is a newer PodGroup's (see Gang.Newer): the delete concerns nothing of it.
+func (r *Registry) Deleted(key string, uid types.UID) (g *Gang, ok bool) {
+	if g = r.gangs[key]; g != nil && g.Newer(uid) {
+		return nil, false
+	}
+	r.Forget(key)
+	return g, true
+}
+
 // TakeRetired returns the reservations of recreated PodGroups kept since the last call.
 func (r *Registry) TakeRetired() []Retired {
 	out := r.retired

@@ -352,3 +352,34 @@ func TestRegistryAfterStep(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryDeleted: a PodGroup's delete concerns the state of its own UID (or an unknown one) and
+// forgets how the group's last reservation ended; a newer PodGroup's state is left alone.
+func TestRegistryDeleted(t *testing.T) {
+	cases := []struct {
+		name string
+		// tracked is the UID of the tracked state ("-": none).
+		tracked, deleted types.UID
+		wantGang, wantOK bool
+	}{
+		{name: "none tracked", tracked: "-", deleted: "a", wantOK: true},
+		{name: "its own", tracked: "a", deleted: "a", wantGang: true, wantOK: true},
+		{name: "tracked without a PodGroup", tracked: "", deleted: "a", wantGang: true, wantOK: true},
+		{name: "an unknown UID", tracked: "a", deleted: "", wantGang: true, wantOK: true},
+		{name: "a newer PodGroup's", tracked: "b", deleted: "a"},
+	}
+	for _, tc := range cases {
+		r := NewRegistry(nil)
+		r.ended["ns/g"] = [2]string{resv.EndBelowMinMember, "1 of 2"}
+		if tc.tracked != "-" {
+			r.Put(New("ns", "g", tc.tracked))
+		}
+		g, ok := r.Deleted("ns/g", tc.deleted)
+		if (g != nil) != tc.wantGang || ok != tc.wantOK {
+			t.Errorf("%s: Deleted = %v, %v; want a gang %v, %v", tc.name, g, ok, tc.wantGang, tc.wantOK)
+		}
+		if reason, _ := r.Ended("ns/g"); (reason == "") != tc.wantOK {
+			t.Errorf("%s: Ended after Deleted = %q; forgotten: want %v", tc.name, reason, tc.wantOK)
+		}
+	}
+}

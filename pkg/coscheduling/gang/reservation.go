@@ -106,7 +106,7 @@ func (g *Gang) ReserveRoom(in ReserveIn) ReserveOut {
 	}
 	var out ReserveOut
 	r := &g.Reserve
-	if in.Adopt != nil && !r.Seen && !r.Held() {
+	if in.Adopt != nil && r.MayAdopt() {
 		out.Steps = append(out.Steps, g.AdoptReservation(in.Args, in.Adopt, list(), in.Job.Others(g.Key()), in.Now, in.Queue))
 		out.Adopted = r.Held()
 	}
@@ -143,6 +143,19 @@ func (g *Gang) Planned(in ReserveIn, p gangfit.ReservationPlan, out *ReserveOut)
 		g.Reserve.Hold(p)
 		g.Reserve.Groups = in.Job.Others(g.Key())
 	}
+}
+
+// MayAdopt reports whether the gang may adopt a reservation a previous leader left: this process has
+// not seen it trying (see Registry.For), and it holds none.
+func (r *Reservation) MayAdopt() bool { return !r.Seen && !r.Held() }
+
+// HeldBy are the keys of the job's groups other than key whose room the group of key holds with its
+// own, when it is the job's holder (nil otherwise, and for no job).
+func (j *JobPreemption) HeldBy(key string) []string {
+	if j == nil || j.Holder != key {
+		return nil
+	}
+	return j.Others(key)
 }
 
 // Has reports whether the group keyed key is one of the job's groups its room is for (false for no

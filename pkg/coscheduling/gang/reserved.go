@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 )
@@ -26,4 +28,19 @@ func (r *Reservation) Status(uid types.UID, key string) (node, msg string, held 
 		return "", "", false
 	}
 	return r.Node[uid], fmt.Sprintf("reservation: PodGroup %s %s since %s, until that room is free", key, r.Plan.Message, r.Since.UTC().Format(time.RFC3339)), true
+}
+
+// PostFilter is the PostFilter answer of member uid of the gang of key while the gang holds its
+// reservation (held false: it holds none): Unschedulable with its Status message, nominated to the
+// node the reservation holds for it, if any.
+func (r *Reservation) PostFilter(uid types.UID, key string) (_ *fwk.PostFilterResult, _ *fwk.Status, held bool) {
+	node, msg, held := r.Status(uid, key)
+	if !held {
+		return nil, nil, false
+	}
+	st := fwk.NewStatus(fwk.Unschedulable, msg)
+	if node == "" {
+		return nil, st, true
+	}
+	return framework.NewPostFilterResultWithNominatedNode(node), st, true
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 	"github.com/custom-scheduler/custom-scheduler/pkg/generated/clientset/versioned"
 	pginformers "github.com/custom-scheduler/custom-scheduler/pkg/generated/informers/externalversions/scheduling/v1alpha1"
 )
@@ -92,6 +93,18 @@ func (l Lister) InTreePodGroup(namespace, name string) *schedulingv1beta1.PodGro
 	}
 	pg, _ := obj.(*schedulingv1beta1.PodGroup)
 	return pg
+}
+
+// Of returns the PodGroups of groups that the stores hold (see Get), in order; the others are left
+// out.
+func (l Lister) Of(groups []tree.Node) []*v1alpha1.PodGroup {
+	var out []*v1alpha1.PodGroup
+	for _, n := range groups {
+		if pg := l.Get(n.Namespace, n.Name); pg != nil {
+			out = append(out, pg)
+		}
+	}
+	return out
 }
 
 // List returns every PodGroup the stores hold.

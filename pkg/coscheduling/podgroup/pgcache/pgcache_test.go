@@ -10,6 +10,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 func TestIsGangPod(t *testing.T) {
@@ -67,5 +68,39 @@ func TestLister(t *testing.T) {
 	}
 	if got := l.Get("ns", "other"); got != nil {
 		t.Errorf("Get(ns, other) = %v, want nil", got)
+	}
+}
+
+// TestListerOf: the PodGroups of groups the store holds, in order; missing and deleting ones are left
+// out.
+func TestListerOf(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	deleting := metav1.Now()
+	for _, pg := range []*v1alpha1.PodGroup{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", DeletionTimestamp: &deleting}},
+	} {
+		if err := store.Add(pg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := Lister{Store: store}
+	for _, tc := range []struct {
+		name   string
+		groups []tree.Node
+		want   []string
+	}{
+		{name: "none"},
+		{name: "in order", groups: []tree.Node{{Namespace: "ns", Name: "b"}, {Namespace: "ns", Name: "a"}}, want: []string{"b", "a"}},
+		{name: "missing and deleting left out", groups: []tree.Node{{Namespace: "ns", Name: "missing"}, {Namespace: "ns", Name: "gone"}, {Namespace: "ns", Name: "a"}, {Namespace: "other", Name: "b"}}, want: []string{"a"}},
+	} {
+		var got []string
+		for _, pg := range l.Of(tc.groups) {
+			got = append(got, pg.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Of (-want,+got):\n%s", tc.name, diff)
+		}
 	}
 }

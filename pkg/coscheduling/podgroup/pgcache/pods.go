@@ -42,6 +42,16 @@ func (p Pods) InGroupKey(key string) []*v1.Pod {
 	return p.InGroup(namespace, name)
 }
 
+// InGroupAnd lists the members of the group namespace/name and then of the groups keyed others (a
+// job's reservation's, see InGroupKey) from the pod store. O(members).
+func (p Pods) InGroupAnd(namespace, name string, others []string) []*v1.Pod {
+	members := p.InGroup(namespace, name)
+	for _, key := range others {
+		members = append(members, p.InGroupKey(key)...)
+	}
+	return members
+}
+
 // InGroups lists the members of each of groups from the pod store, in order. O(members).
 func (p Pods) InGroups(groups []tree.Node) [][]*v1.Pod {
 	out := make([][]*v1.Pod, len(groups))

@@ -125,3 +125,34 @@ func TestInGroupKey(t *testing.T) {
 		t.Errorf("InGroups (-want,+got):\n%s", diff)
 	}
 }
+
+// TestInGroupAnd: a group's members and then those of the groups keyed others, in order; a group
+// with no members, or a malformed key, adds none.
+func TestInGroupAnd(t *testing.T) {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podgroup.IndexName: podgroup.LiveIndexFunc})
+	pods := Pods{Store: store, Counts: NewMembers("test"), Profile: "test"}
+	for _, p := range []*v1.Pod{gangPod("a", "g").Obj(), gangPod("b", "h").Obj(), gangPod("c", "g").Namespace("other").Obj()} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		group  string
+		others []string
+		want   []string
+	}{
+		{name: "alone", group: "g", want: []string{"a"}},
+		{name: "with its job's", group: "g", others: []string{"ns/h", "other/g"}, want: []string{"a", "b", "c"}},
+		{name: "others first listed after", group: "h", others: []string{"ns/g"}, want: []string{"b", "a"}},
+		{name: "missing and malformed", group: "missing", others: []string{"ns/none", "no-slash"}},
+	} {
+		var got []string
+		for _, p := range pods.InGroupAnd("ns", tc.group, tc.others) {
+			got = append(got, p.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: InGroupAnd (-want,+got):\n%s", tc.name, diff)
+		}
+	}
+}

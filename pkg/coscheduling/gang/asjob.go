@@ -1,0 +1,62 @@
+package gang
+
+import v1 "k8s.io/api/core/v1"
+
+// Whether a group short of room preempts or reserves as its job (see JobForPreemption and
+// JobToReserve) or alone.
+
+// PreemptAs is the job a member of a group found short of room preempts for, given the job its group
+// would preempt as one (j, nil: none, see Gang.JobForPreemption). asJob (the group fits alone but not
+// with the other groups its job needs): the job, or nothing (ok false) when there is none. Otherwise
+// the job only when it preempts in parts (a group short alone in a job whose groups need domains of
+// their own, such as replicas each in a rack, must not evict for a domain another group takes), else
+// the group alone (nil).
+func PreemptAs(asJob bool, j *JobPreemption) (job *JobPreemption, ok bool) {
+	switch {
+	case asJob:
+		return j, j != nil
+	case j != nil && len(j.Parts) > 0:
+		return j, true
+	}
+	return nil, true
+}
+
+// ReservesAs reports whether a member of the group of key, found short of room (asJob: only with the
+// other groups its job needs) and whose preemption does not help, reserves, given the job it would
+// reserve for (job, nil: the group alone, see JobToReserve). It does not when short only with its job
+// and the job cannot reserve as one (the group fits alone, and would hold its room waiting for the
+// others), nor when it is a replica its job's room is not for (K of N): it neither moves nor keeps
+// that room.
+func ReservesAs(asJob bool, job *JobPreemption, key string) bool {
+	switch {
+	case asJob && job == nil:
+		return false
+	case job != nil && !job.Has(key):
+		return false
+	}
+	return true
+}
+
+// ReservedFor is what a reservation for the job j reads (nil: for the holder group alone): the live
+// members it plans for (the job's groups', or the group's own, listed by own), and the groups whose
+// nominations are no room taken against it (the job's; none for a group alone).
+func (j *JobPreemption) ReservedFor(own func() []*v1.Pod) (members func() []*v1.Pod, also []string) {
+	if j == nil {
+		return own, nil
+	}
+	return func() []*v1.Pod { return j.Members }, j.Keys
+}
+
+// PreemptsFor is what a preemption for the job j reads (nil: for the group alone): the members it
+// places (the job's groups', or the group's own) and the groups whose nominations are no room taken
+// against it (the groups it places, j.Groups; none for a group alone). The nominations of the job's
+// other groups (another replica's, of K of N) are room taken: both replicas would go there.
+func (j *JobPreemption) PreemptsFor(own []*v1.Pod) (members []*v1.Pod, also []string) {
+	if j == nil {
+		return own, nil
+	}
+	for _, g := range j.Groups {
+		also = append(also, g.Key)
+	}
+	return j.Members, also
+}
