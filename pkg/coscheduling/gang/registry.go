@@ -72,14 +72,7 @@ func (r *Registry) Put(g *Gang) { r.gangs[g.Key()] = g }
 func (r *Registry) For(namespace, name string, uid types.UID, now func() time.Time) (g *Gang, made, retired bool) {
 	key := podgroup.Key(namespace, name)
 	if g = r.gangs[key]; g == nil {
-		g = New(namespace, name, uid)
-		g.Succeeded = r.Succeeded
-		if e, ok := r.ended[key]; ok {
-			g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true
-			delete(r.ended, key)
-		}
-		r.gangs[key] = g
-		return g, true, false
+		return r.made(namespace, name, uid), true, false
 	}
 	if g.PodGroupUID != uid {
 		if old, end := g.Recreated(uid); end {
@@ -96,10 +89,20 @@ func (r *Registry) Bound(namespace, name string) (g *Gang, made bool) {
 	if g = r.gangs[podgroup.Key(namespace, name)]; g != nil {
 		return g, false
 	}
-	g = New(namespace, name, "")
+	return r.made(namespace, name, ""), true
+}
+
+// made tracks a new state for group namespace/name (of the PodGroup of uid; "": none yet), which
+// starts with how this process ended the group's last reservation (see For).
+func (r *Registry) made(namespace, name string, uid types.UID) *Gang {
+	g := New(namespace, name, uid)
 	g.Succeeded = r.Succeeded
+	if e, ok := r.ended[g.Key()]; ok {
+		g.Reserve.Ended, g.Reserve.EndMessage, g.Reserve.Seen = e[0], e[1], true
+		delete(r.ended, g.Key())
+	}
 	r.Put(g)
-	return g, true
+	return g
 }
 
 // Unused reports whether g's state may be dropped at now: it holds nothing (see Gang.HoldsNothing)

@@ -99,6 +99,15 @@ func TestRegistryDrop(t *testing.T) {
 	if reason, msg := r.Ended("ns/g"); reason != resv.EndBelowMinMember || msg != "1 of 2" {
 		t.Errorf("Ended = %q, %q, want the dropped gang's end", reason, msg)
 	}
+	// A member bound before the PodGroup is seen again tracks the group again: the state starts with
+	// the end, and the registry keeps it no more (as For's does).
+	if again, made := r.Bound("ns", "g"); !made || again.Reserve.Ended != resv.EndBelowMinMember || !again.Reserve.Seen {
+		t.Errorf("Bound after Drop = %+v, %v; want a new state with the last end", again.Reserve, made)
+	}
+	if reason, _ := r.Ended("ns/g"); reason != "" {
+		t.Errorf("Ended while tracked again = %q, want none", reason)
+	}
+	r.Drop(r.Get("ns/g"))
 	r.Forget("ns/g")
 	if reason, _ := r.Ended("ns/g"); reason != "" {
 		t.Errorf("Ended after Forget = %q, want none", reason)
