@@ -39,9 +39,14 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		// Rejected as a whole by PreFilter: nothing is held, and hints requeue the gang.
 		if marks.Infeasible {
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
-				pl.treeInfeasible(pg)
 				// Short only with the other groups its job needs (Tree): the job preempts as one.
-				return pl.preemptOrReserve(ctx, pod, pg, marks.Tree)
+				res, st, result := pl.preemptOrReserve(ctx, pod, pg, marks.Tree)
+				if result != gang.PreemptWaiting {
+					// Unless the room is freeing (the victims of its job's preemption leave), the
+					// groups of its job that cannot be ready without it fail now.
+					pl.treeInfeasible(pg)
+				}
+				return res, st
 			}
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -75,16 +80,16 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 // job needs): it preempts lower-priority pods when that makes room (see preemptForGang), and otherwise
 // reserves the room that frees once the gang has waited long enough (see reservation.go), for its
 // job when it is in one. A preemption ends the gang's reservation: its nominations are the
-// preemption's now.
-func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (*fwk.PostFilterResult, *fwk.Status) {
+// preemption's now. result is the preemption's outcome.
+func (pl *Coscheduling) preemptOrReserve(ctx context.Context, pod *v1.Pod, pg *v1alpha1.PodGroup, asJob bool) (_ *fwk.PostFilterResult, _ *fwk.Status, result string) {
 	res, st, result := pl.preemptForGang(ctx, pod, pg, asJob)
 	if gang.PreemptDecides(result) {
-		return res, st
+		return res, st, result
 	}
 	if rres, rst, held := pl.reserveRoom(ctx, pod, pg, asJob); held {
-		return rres, rst
+		return rres, rst, result
 	}
-	return res, st
+	return res, st, result
 }
 
 // reserveRoom runs a reservation step (gang.ReserveUnder, each lock hold's I/O after it) for a member
