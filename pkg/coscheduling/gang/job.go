@@ -64,6 +64,9 @@ type TreeDomain struct {
 	// Refused are the domains the filters refused one of the job's groups in recently (see
 	// Gang.RefusedDomains): the job's domain is chosen away from them while another fits.
 	Refused map[string]time.Time
+	// Nominated are the domains the members of the groups under the composite are nominated in
+	// (see gangfit.Avoid.Nominated): chosen first while they fit.
+	Nominated map[string]bool
 	// Leaves are the keys of the groups under the composite; Inner the domains of the composites below
 	// it on the group's path with a required key of their own, outermost first (see treeDomain).
 	Leaves []string
@@ -196,7 +199,7 @@ func (j *Job) inDomain(td *TreeDomain, fit *gangfit.Shared) *Done {
 // jobDomain is the job's domain of td's policy (see gangfit.JobDomain), away from the domains
 // ("key=value") tried already (tried, kept as refused until far on) as well as those refused recently.
 func (j *Job) jobDomain(td *TreeDomain, fit *gangfit.Shared, tried sets.Set[string]) (gangfit.Placement, bool, sets.Set[string]) {
-	avoid := gangfit.Avoid{Refused: td.Refused}
+	avoid := gangfit.Avoid{Refused: td.Refused, Nominated: td.Nominated}
 	if tried.Len() > 0 {
 		avoid.Refused = maps.Clone(td.Refused)
 		if avoid.Refused == nil {
@@ -226,7 +229,7 @@ func (j *Job) within(inner []*TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Sha
 	for _, id := range inner {
 		in.Together = togetherUnder(j.Together, id.Leaves)
 		var found bool
-		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused}, in.Nodes, j.Claimed, fit.Private())
+		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, j.Claimed, fit.Private())
 		if !found {
 			return nil, &Done{Result: gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups %s needs placed in one (its required topology) within its job's", j.Gang, id.Key, id.Composite)}}
 		}

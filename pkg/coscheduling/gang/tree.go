@@ -158,6 +158,7 @@ func domainOf(in PreFilterIn, c *tree.Branch) *TreeDomain {
 	}
 	d := &TreeDomain{Composite: c.Key(), Key: c.Domain, Preferred: c.Preferred, Refused: refused, Leaves: leaves}
 	d.Pinned = gangfit.PinnedDomains(d.Policy(), gangfit.BoundNodes(pods, in.Nodes, reserved...))
+	d.Nominated = gangfit.Nominated(d.Policy(), gangfit.BoundNodes(nil, in.Nodes, nominatedNodes(pods)...))
 	if d.Key != "" && d.Pinned != nil && d.Pinned[d.Key] == "" {
 		return nil
 	}

@@ -159,6 +159,15 @@ func TestPreFilterTreeDomain(t *testing.T) {
 				g.Refuse(gangtest.BlockKey+"=b2", t0, "2 node(s) didn't have free ports")
 				return map[string]*Gang{g.Key(): g}
 			}, msg: "placed in example.com/block=b4 with the other groups of its job ns/serve"},
+		// A job that preempted nominated its members in b4: its groups go there, though b2 comes first.
+		{name: "chosen: the block the job's members are nominated in", nodes: withB4, allowed: b4,
+			prefill: func() []*v1.Pod {
+				pods := role("prefill", 2, "3")
+				for i, p := range pods {
+					p.Status.NominatedNodeName = b4[i]
+				}
+				return pods
+			}(), msg: "placed in example.com/block=b4 with the other groups of its job ns/serve"},
 		{name: "no block fits the job: refused", nodes: nodes[:3], prefill: role("prefill", 2, "3"),
 			msg: "no domain of example.com/block fits the groups its job ns/serve needs placed in one"},
 	} {
