@@ -5,8 +5,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
@@ -53,6 +55,16 @@ func (pl *Coscheduling) activateGroup(namespace, name string) {
 	pl.activateGroups(pl.withTree(namespace, name))
 }
 
+// activateGroups activates the unscheduled members of groups (a composite above them changed, or see
+// activateGroup).
+func (pl *Coscheduling) activateGroups(groups []tree.Node) {
+	if !pl.running.Load() {
+		return
+	}
+	// Each group once (activateGroup would reach the whole tree from each).
+	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(groups, "")...)
+}
+
 // unscheduledMembers are the live pods of groups without a node and not reserved here, except one
 // (see gang.Registry.UnscheduledIn). The groups' pods are listed outside the lock.
 func (pl *Coscheduling) unscheduledMembers(groups []tree.Node, except types.UID) []*v1.Pod {
@@ -86,4 +98,22 @@ func (pl *Coscheduling) jobLeaves(namespace, name string) []tree.Node {
 func (pl *Coscheduling) withTree(namespace, name string) []tree.Node {
 	root, _ := pl.treeOf(namespace, name)
 	return append([]tree.Node{{Namespace: namespace, Name: name}}, root.LeavesBut(name)...)
+}
+
+// jobIn reads, outside the lock, what the choice of the job of pod's group pg (in the tree root)
+// decides on (see gang.JobToReserve and gang.Gang.JobForPreemption): the time (which of its domains'
+// refusals still hold), the snapshot's nodes (listed by nodes), the groups' members and, in a job,
+// its groups with a required topology of their own (placed in parts). ok is false when the snapshot
+// cannot be read.
+func (pl *Coscheduling) jobIn(pod *v1.Pod, pg *v1alpha1.PodGroup, root *tree.Branch, nodes func() ([]fwk.NodeInfo, error)) (gang.PreFilterIn, bool) {
+	listed, err := nodes()
+	if err != nil {
+		return gang.PreFilterIn{}, false
+	}
+	in := gang.PreFilterIn{Now: pl.clock.Now(), Member: pod, Want: podgroup.MinMember(pg), Nodes: listed, GroupMembers: pl.members.InGroupKey,
+		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) }}
+	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
+		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
+	}
+	return in, true
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
@@ -117,24 +116,6 @@ func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos f
 		return nil
 	}
 	return &job
-}
-
-// jobIn reads, outside the lock, what the choice of the job of pod's group pg (in the tree root)
-// decides on (see gang.JobToReserve and gang.Gang.JobForPreemption): the time (which of its domains'
-// refusals still hold), the snapshot's nodes (listed by
-// nodes), the groups' members and, in a job, its groups with a required topology of their own
-// (placed in parts). ok is false when the snapshot cannot be read.
-func (pl *Coscheduling) jobIn(pod *v1.Pod, pg *v1alpha1.PodGroup, root *tree.Branch, nodes func() ([]fwk.NodeInfo, error)) (gang.PreFilterIn, bool) {
-	listed, err := nodes()
-	if err != nil {
-		return gang.PreFilterIn{}, false
-	}
-	in := gang.PreFilterIn{Now: pl.clock.Now(), Member: pod, Want: podgroup.MinMember(pg), Nodes: listed, GroupMembers: pl.members.InGroupKey,
-		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) }}
-	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
-		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
-	}
-	return in, true
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted

@@ -4,10 +4,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
-	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/effects"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
@@ -73,14 +71,4 @@ func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
 	pods := pl.followTreeLocked(g, r)
 	pl.mu.Unlock()
 	pl.rejectWaiting(pods, r.Message)
-}
-
-// activateGroups activates the unscheduled members of groups (a composite above them changed, or see
-// activateGroup).
-func (pl *Coscheduling) activateGroups(groups []tree.Node) {
-	if !pl.running.Load() {
-		return
-	}
-	// Each group once (activateGroup would reach the whole tree from each).
-	effects.Activate(klog.FromContext(pl.ctx), pl.handle, pl.unscheduledMembers(groups, "")...)
 }
