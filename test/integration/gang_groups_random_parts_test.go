@@ -1,16 +1,12 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
@@ -152,7 +148,7 @@ func TestGangGroupsRandomizedParts(t *testing.T) {
 	t.Logf("low gangs: %v", lowGangs)
 
 	// The kubelet: evicted pods are deleted at once.
-	evicted := playKubelet(t, ns)
+	evicted := kubeletDeletesPreempted(t, ns)
 
 	// The job, its objects in a random order.
 	var steps []func()
@@ -197,49 +193,4 @@ func TestGangGroupsRandomizedParts(t *testing.T) {
 // isLow reports whether a pod of TestGangGroupsRandomizedParts is one of the low-priority fill.
 func isLow(name string) bool {
 	return strings.HasPrefix(name, "low")
-}
-
-// playKubelet deletes the pods of ns the scheduler evicted (a DisruptionTarget condition, being
-// deleted) as a kubelet would once they stop, until the test ends; it returns their names so far.
-func playKubelet(t *testing.T, ns string) func() []string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu   sync.Mutex
-		gone []string
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			names, err := preempted(ctx, ns)
-			if err != nil {
-				continue
-			}
-			for _, name := range names {
-				err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-				if err == nil {
-					mu.Lock()
-					gone = append(gone, name)
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(gone)
-	}
 }

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +17,16 @@ import (
 )
 
 // kubeletDeletesPreempted stands in for the kubelets of a namespace until the test ends: pods the
-// scheduler terminates by preemption are deleted at once, as a kubelet confirms their end.
-func kubeletDeletesPreempted(t *testing.T, ns string) {
+// scheduler terminates by preemption are deleted at once, as a kubelet confirms their end. It returns
+// the names of the pods deleted so far.
+func kubeletDeletesPreempted(t *testing.T, ns string) func() []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	var (
+		mu   sync.Mutex
+		gone []string
+		done = make(chan struct{})
+	)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(200 * time.Millisecond)
@@ -35,11 +42,20 @@ func kubeletDeletesPreempted(t *testing.T, ns string) {
 				continue
 			}
 			for _, n := range names {
-				_ = client.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				if client.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) == nil {
+					mu.Lock()
+					gone = append(gone, n)
+					mu.Unlock()
+				}
 			}
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(gone)
+	}
 }
 
 // TestGangShapes runs the member shapes real workloads have through the shipped profile: members
