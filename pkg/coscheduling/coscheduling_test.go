@@ -434,7 +434,7 @@ func drainEvents(rec *events.FakeRecorder) []string {
 }
 
 // TestGateEventsDelayed: a member held back while its group is incomplete gets its event only if it
-// is still held back gateEventDelay later (with the latest count); a member whose group completes
+// is still held back gang.GateEventDelay later (with the latest count); a member whose group completes
 // meanwhile gets none.
 func TestGateEventsDelayed(t *testing.T) {
 	env := newTestEnv(t, defaultArgs(), []*v1alpha1.PodGroup{makePG("ns", "g", 3, time.Now())}, nil)
@@ -452,7 +452,7 @@ func TestGateEventsDelayed(t *testing.T) {
 	if s := env.pl.PreEnqueue(ctx, a); passed(s) {
 		t.Fatal("a member of an incomplete group was let in")
 	}
-	env.clock.Step(gateEventDelay / 2)
+	env.clock.Step(gang.GateEventDelay / 2)
 	b := add(member("b", "g", "1"))
 	for _, p := range []*v1.Pod{b, a} { // a is asked again: the count has changed
 		if s := env.pl.PreEnqueue(ctx, p); passed(s) {
@@ -462,7 +462,7 @@ func TestGateEventsDelayed(t *testing.T) {
 	if got := drainEvents(rec); len(got) != 0 {
 		t.Fatalf("events before the delay: %v", got)
 	}
-	env.clock.Step(gateEventDelay / 2)
+	env.clock.Step(gang.GateEventDelay / 2)
 	got := drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForMembers) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after a's delay = %v, want one WaitingForMembers (for a, with the latest count)", got)
@@ -474,7 +474,7 @@ func TestGateEventsDelayed(t *testing.T) {
 			t.Fatalf("member %s of a complete group held back: %v", p.Name, s)
 		}
 	}
-	env.clock.Step(gateEventDelay)
+	env.clock.Step(gang.GateEventDelay)
 	if got := drainEvents(rec); len(got) != 0 {
 		t.Errorf("events for members whose group completed: %v", got)
 	}
@@ -509,7 +509,7 @@ func TestGateEventCountsOfNow(t *testing.T) {
 		t.Fatalf("PreEnqueue(a) = %v, want it held back counting 1 member with its claims made", s)
 	}
 	put(withClaim(member("b", "g", "1"), true)) // a's PreEnqueue does not run again
-	env.clock.Step(gateEventDelay)
+	env.clock.Step(gang.GateEventDelay)
 	got := drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForClaims) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after the delay = %v, want one WaitingForClaims counting the 2 members with their claims made now", got)
@@ -517,7 +517,7 @@ func TestGateEventCountsOfNow(t *testing.T) {
 }
 
 // TestWaitingForQuorumEventDelayed: the PodGroup gets WaitingForQuorum only if its attempt still waits
-// gateEventDelay after it started (with the count of that moment); a gang that reaches its quorum
+// gang.GateEventDelay after it started (with the count of that moment); a gang that reaches its quorum
 // meanwhile gets QuorumReached alone.
 func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	slow, quick := members("s", "slow", 3), members("q", "quick", 2)
@@ -527,7 +527,7 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	env.pl.recorder.Events = rec
 	reserveAndPermit(t, env, slow[0])
 	reserveAndPermit(t, env, quick[0])
-	env.clock.Step(gateEventDelay / 2)
+	env.clock.Step(gang.GateEventDelay / 2)
 	reserveAndPermit(t, env, slow[1])
 	if s := reserveAndPermit(t, env, quick[1]); !passed(s) {
 		t.Fatalf("the quick gang's last member: Permit = %v, want Success", s)
@@ -536,12 +536,12 @@ func TestWaitingForQuorumEventDelayed(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonQuorumReached) {
 		t.Fatalf("events before the delay = %v, want the quick gang's QuorumReached alone", got)
 	}
-	env.clock.Step(gateEventDelay / 2)
+	env.clock.Step(gang.GateEventDelay / 2)
 	got = drainEvents(rec)
 	if len(got) != 1 || !strings.Contains(got[0], podgroup.ReasonWaitingForQuorum) || !strings.Contains(got[0], "2 of minMember 3") {
 		t.Fatalf("events after the delay = %v, want one WaitingForQuorum for the slow gang, with the latest count", got)
 	}
-	env.clock.Step(gateEventDelay)
+	env.clock.Step(gang.GateEventDelay)
 	if got := drainEvents(rec); len(got) != 0 {
 		t.Errorf("events later: %v, want none (one WaitingForQuorum per attempt)", got)
 	}

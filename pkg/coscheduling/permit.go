@@ -159,7 +159,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		// tried next, together, instead of whenever their own back-off ends.
 		pl.activateSiblings(state, pod)
 		start := r.Start
-		pl.clock.AfterFunc(gateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, start) })
+		pl.clock.AfterFunc(gang.GateEventDelay, func() { pl.waitingForQuorumEvent(pod.Namespace, name, start) })
 	}
 	// The status shows the count; notifications of a burst are coalesced into one patch.
 	pl.notifyStatus(key)

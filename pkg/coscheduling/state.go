@@ -149,12 +149,8 @@ func (pl *Coscheduling) attemptInfo(key string) status.Attempt {
 	return status.AttemptOf(pl.gangs.Get(key), reason, msg, pl.reservation.Timeout)
 }
 
-// gateEventDelay is how long a held-back member's event, or an attempt's WaitingForQuorum, waits (see
-// gang.GateEventDelay).
-const gateEventDelay = gang.GateEventDelay
-
 // waitingForQuorumEvent records WaitingForQuorum on the PodGroup if the attempt that started at start
-// still waits for its quorum gateEventDelay later (see gang.Registry.Gathering), with the count of
+// still waits for its quorum gang.GateEventDelay later (see gang.Registry.Gathering), with the count of
 // that moment (podgroup.WaitingForQuorumMessage). Most gangs reach
 // their quorum within milliseconds of their first reservation; the PodGroup's Scheduled condition says
 // WaitingForQuorum meanwhile. (It reads no clock: a fake clock runs it under its own lock.)
@@ -166,12 +162,12 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	if !waiting || pg == nil {
 		return
 	}
-	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gateEventDelay, count, deadline))
+	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gang.GateEventDelay, count, deadline))
 }
 
 // gate reports a member held back by PreEnqueue, or refused by PreFilter before its step: the status
 // message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
-// usually pass in a moment, only if the pod is still held back for it gateEventDelay later).
+// usually pass in a moment, only if the pod is still held back for it gang.GateEventDelay later).
 func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
 	if reason == "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
@@ -183,7 +179,7 @@ func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg strin
 	if started {
 		klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
 		if eventType, later := gang.GateEventOf(reason); later {
-			pl.clock.AfterFunc(gateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
+			pl.clock.AfterFunc(gang.GateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
 		} else {
 			pl.recorder.Pod(pod, eventType, reason, msg)
 		}
