@@ -67,7 +67,7 @@ func TestMembersAreLiveUngatedPodsOfTheProfile(t *testing.T) {
 		if s := env.pl.PreEnqueue(context.Background(), gated); !passed(s) {
 			t.Errorf("PreEnqueue(gated) = %v, want it left to the SchedulingGates plugin", s)
 		}
-		if env.pl.gates.Held(gated.UID) {
+		if env.pl.heldBack.Held(gated.UID) {
 			t.Errorf("the gated pod has a gate state of this plugin's")
 		}
 	})

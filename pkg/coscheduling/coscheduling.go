@@ -92,8 +92,8 @@ type Coscheduling struct {
 	trees *tree.Index
 	// lws makes the PodGroups of LeaderWorkerSet replicas (nil in tests that drive the plugin directly).
 	lws *lws.Maker
-	// gates are why members are held back, so each reason is reported once per pod (see gate).
-	gates gang.Gates
+	// heldBack reports the members held back, once per pod and reason (see effects.HeldBack).
+	heldBack effects.HeldBack
 	// retiring wakes endRetired when a recreated PodGroup retired a reservation (see gangForLocked).
 	retiring chan struct{}
 

@@ -138,8 +138,8 @@ func (pl *Coscheduling) onPod(obj interface{}) (ready bool) {
 	}
 	name, _ := podgroup.Of(pod)
 	pg := pl.podGroups.Get(pod.Namespace, name)
+	pl.heldBack.Release(pod.UID)
 	pl.mu.Lock()
-	pl.gates.Release(pod.UID)
 	var g *gang.Gang
 	var made bool
 	if pg != nil {

@@ -37,7 +37,7 @@ func passed(s *fwk.Status) bool { return s.IsSuccess() || s.IsSkip() }
 // stamps), for tests that check it is freed.
 func (pl *Coscheduling) stateSize() (groups, gated, stamps int) {
 	pl.mu.RLock()
-	groups, gated = pl.gangs.Len(), pl.gates.Len()
+	groups, gated = pl.gangs.Len(), pl.heldBack.Len()
 	pl.mu.RUnlock()
 	return groups, gated, pl.stamps.Len()
 }

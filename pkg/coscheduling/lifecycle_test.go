@@ -639,7 +639,7 @@ func TestWaitingForClaims(t *testing.T) {
 	if s := env.pl.PreEnqueue(context.Background(), a); passed(s) || !strings.Contains(s.Message(), "1 of minMember 2 live pods of PodGroup ns/g have their ResourceClaims from templates made") {
 		t.Fatalf("PreEnqueue(a) with b's claim unmade = %v, want it held back", s)
 	}
-	if got := env.pl.gates.Len(); got != 1 {
+	if got := env.pl.heldBack.Len(); got != 1 {
 		t.Errorf("%d pods held back, want 1", got)
 	}
 	env.handle.activated = nil

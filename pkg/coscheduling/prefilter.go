@@ -31,7 +31,7 @@ import (
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	in, pg, refused := pl.preFilterIn(ctx, pod, nodes)
 	if refused.Message != "" {
-		pl.gate(ctx, pod, refused.Reason, refused.Message)
+		pl.heldBack.Hold(ctx, pod, refused.Reason, refused.Message)
 		return gang.Reject(state, refused.Message, false, false)
 	}
 	out := gang.PreFilterOut{KeptOff: in.KeptOff}

@@ -28,17 +28,17 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	}
 	key := podgroup.Key(pod.Namespace, name)
 	if why := pl.dra.ClaimOrder(pod); why != "" {
-		return pl.gate(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
+		return pl.heldBack.Hold(ctx, pod, podgroup.ReasonPodGroupClaimOrder, why)
 	}
 	pg := pl.podGroups.Get(pod.Namespace, name)
 	if pg == nil {
-		return pl.gate(ctx, pod, podgroup.ReasonPodGroupNotFound, podgroup.NotFoundMessage(key))
+		return pl.heldBack.Hold(ctx, pod, podgroup.ReasonPodGroupNotFound, podgroup.NotFoundMessage(key))
 	}
 	if reason, msg := pl.holdBack(pod, pg); reason != "" {
-		return pl.gate(ctx, pod, reason, msg)
+		return pl.heldBack.Hold(ctx, pod, reason, msg)
 	}
 	if reason, msg := pl.treeHoldBack(pod, pg); reason != "" {
-		return pl.gate(ctx, pod, reason, msg)
+		return pl.heldBack.Hold(ctx, pod, reason, msg)
 	}
 	now := pl.clock.Now()
 	pl.mu.Lock()
@@ -46,9 +46,9 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if g.BackingOff(now) {
 		until := g.BackoffUntil
 		pl.mu.Unlock()
-		return pl.gate(ctx, pod, "", gang.BackoffMessage(key, until))
+		return pl.heldBack.Hold(ctx, pod, "", gang.BackoffMessage(key, until))
 	}
-	pl.gates.Release(pod.UID)
+	pl.heldBack.Release(pod.UID)
 	stamp := g.Stamp(pod, pg.CreationTimestamp.Time)
 	pl.mu.Unlock()
 	pl.stamps.Store(pod.UID, stamp)

@@ -138,6 +138,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args *config.CoschedulingArgs,
 	pl.freed = devices.Freed{Poll: claimCachePoll, Wait: claimCacheWait, Then: pl.devicesFreed}
 	// Preemption evicts a job of several roles whole (the profiles of one binary index the same objects).
 	podgroup.SetTreeUnits(pl.trees.Unit)
+	pl.heldBack.Clock, pl.heldBack.Recorder, pl.heldBack.Recount = clk, &pl.recorder, pl.recount
 	if h != nil {
 		pl.recorder.Events = h.EventRecorder()
 		pl.profile = h.ProfileName()

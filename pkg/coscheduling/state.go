@@ -1,13 +1,10 @@
 package coscheduling
 
 import (
-	"context"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -63,7 +60,7 @@ func (pl *Coscheduling) forget(pod *v1.Pod) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := pl.clock.Now()
-	pl.gates.Release(pod.UID)
+	pl.heldBack.Release(pod.UID)
 	pl.stamps.Delete(pod.UID)
 	name, _ := podgroup.Of(pod)
 	g := pl.gangs.Get(podgroup.Key(pod.Namespace, name))
@@ -165,49 +162,16 @@ func (pl *Coscheduling) waitingForQuorumEvent(namespace, name string, start time
 	pl.recorder.PodGroup(pg, v1.EventTypeNormal, podgroup.ReasonWaitingForQuorum, podgroup.WaitingForQuorumMessage(pg, gang.GateEventDelay, count, deadline))
 }
 
-// gate reports a member held back by PreEnqueue, or refused by PreFilter before its step: the status
-// message always, an event once per reason ("": none; see gang.GateEventOf: for the reasons that
-// usually pass in a moment, only if the pod is still held back for it gang.GateEventDelay later).
-func (pl *Coscheduling) gate(ctx context.Context, pod *v1.Pod, reason, msg string) *fwk.Status {
-	if reason == "" {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+// recount says why a held-back member waits for its group's members or their claims now (see
+// holdBack), for its delayed event (see effects.HeldBack); ok false: its PodGroup is gone.
+func (pl *Coscheduling) recount(pod *v1.Pod) (reason, msg string, ok bool) {
+	name, _ := podgroup.Of(pod)
+	pg := pl.podGroups.Get(pod.Namespace, name)
+	if pg == nil {
+		return "", "", false
 	}
-	// A new episode of the pod held back for reason (see gang.Gates) is reported.
-	pl.mu.Lock()
-	gate, started := pl.gates.Hold(pod.UID, reason, msg)
-	pl.mu.Unlock()
-	if started {
-		klog.FromContext(ctx).V(4).Info("Gang member held back", "pod", klog.KObj(pod), "reason", reason)
-		if eventType, later := gang.GateEventOf(reason); later {
-			pl.clock.AfterFunc(gang.GateEventDelay, func() { pl.gateEvent(pod, gate.Episode) })
-		} else {
-			pl.recorder.Pod(pod, eventType, reason, msg)
-		}
-	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-}
-
-// gateEvent records the delayed event of a pod still held back in the same episode, with the latest
-// message (see gang.Gate.EventMessage).
-func (pl *Coscheduling) gateEvent(pod *v1.Pod, episode uint64) {
-	pl.mu.RLock()
-	gate, still := pl.gates.Still(pod.UID, episode)
-	pl.mu.RUnlock()
-	if !still {
-		return
-	}
-	msg, ok := gate.EventMessage(func() (string, string, bool) {
-		name, _ := podgroup.Of(pod)
-		pg := pl.podGroups.Get(pod.Namespace, name)
-		if pg == nil {
-			return "", "", false
-		}
-		reason, msg := pl.holdBack(pod, pg)
-		return reason, msg, true
-	})
-	if ok {
-		pl.recorder.Pod(pod, v1.EventTypeNormal, gate.Reason, msg)
-	}
+	reason, msg = pl.holdBack(pod, pg)
+	return reason, msg, true
 }
 
 // holdBack says whether a member of pg waits for its group's members or their claims (see
