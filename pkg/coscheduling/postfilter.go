@@ -108,11 +108,10 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 	key := podgroup.Key(holder.Namespace, holder.Name)
 	logger := klog.FromContext(ctx)
 	now := pl.clock.Now()
-	members, also := job.ReservedFor(func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) })
 	in := gang.ReserveIn{Args: pl.reservation, Now: now, Pod: pod, PodGroup: holder, Adopt: podgroup.HeldReservation(holder), DefaultTopology: pl.defaultTopology, Logger: logger, Devices: pl.fit.Devices,
-		Job: job, Members: members,
+		Job: job, Members: job.MembersOr(func() []*v1.Pod { return pl.members.InGroup(holder.Namespace, holder.Name) }),
 		Nodes:  func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
-		Claims: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key, also...) }}
+		Claims: func(prio int32) []*v1.Pod { return pl.claims.Against(prio, key) }}
 	g, out := gang.ReserveUnder(&pl.mu, func() *gang.Gang { return pl.gangForLocked(holder) }, in, gang.ReserveHooks{
 		Queue:   func(g *gang.Gang) func(int32) (int, bool) { return pl.gangs.QueueFor(g, pl.reservation, now) },
 		Applied: func(g *gang.Gang, e resv.Effects) gang.ReservationDone { return pl.appliedReservationLocked(g, e, now) },

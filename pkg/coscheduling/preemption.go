@@ -76,15 +76,14 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
-	// The nominations of the groups the job places are no room taken against it (as in PreFilter).
-	members, also := job.PreemptsFor(pl.members.InGroup(pg.Namespace, pg.Name))
+	members := job.MembersOr(func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) })()
 	// The gang's one priority (the lowest of its members'), whichever member's PostFilter runs.
 	prio, _ := gang.Priority(pod, members)
 	in := gang.PreemptIn{Pod: pod, PodGroup: pg, Members: members, Job: job,
 		DefaultTopology: pl.defaultTopology, Fit: &pl.fit, Logger: klog.FromContext(ctx), Leaving: pl.evicted.Leaving,
 		Terminating: func(nodes []string, prio int32) int { return gangpreemption.TerminatingVictims(infos, nodes, prio) },
 		Releasing:   pl.releasingClaims(ctx),
-		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key, also...) },
+		Claims:      func() []*v1.Pod { return pl.claims.Against(prio, key) },
 		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return pl.preempt.PDBs.List(labels.Everything()) }}
 	// Once per attempt: the members after the first reuse its answer while nothing freed capacity.
 	ck := in.Key(prio, pl.claims.VersionAgainst(prio), pl.epoch.Load(), pl.clock.Now())

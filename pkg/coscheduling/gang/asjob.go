@@ -37,26 +37,12 @@ func ReservesAs(asJob bool, job *JobPreemption, key string) bool {
 	return true
 }
 
-// ReservedFor is what a reservation for the job j reads (nil: for the holder group alone): the live
-// members it plans for (the job's groups', or the group's own, listed by own), and the groups whose
-// nominations are no room taken against it (the job's; none for a group alone).
-func (j *JobPreemption) ReservedFor(own func() []*v1.Pod) (members func() []*v1.Pod, also []string) {
+// MembersOr lists the live members a preemption or reservation for the job j places (the job's
+// groups'), or own's for the group alone (j nil). Which nominations are room taken against it is the
+// step's (see PreemptIn.claimed and ReserveIn.claimed).
+func (j *JobPreemption) MembersOr(own func() []*v1.Pod) func() []*v1.Pod {
 	if j == nil {
-		return own, nil
+		return own
 	}
-	return func() []*v1.Pod { return j.Members }, j.Keys
-}
-
-// PreemptsFor is what a preemption for the job j reads (nil: for the group alone): the members it
-// places (the job's groups', or the group's own) and the groups whose nominations are no room taken
-// against it (the groups it places, j.Groups; none for a group alone). The nominations of the job's
-// other groups (another replica's, of K of N) are room taken: both replicas would go there.
-func (j *JobPreemption) PreemptsFor(own []*v1.Pod) (members []*v1.Pod, also []string) {
-	if j == nil {
-		return own, nil
-	}
-	for _, g := range j.Groups {
-		also = append(also, g.Key)
-	}
-	return j.Members, also
+	return func() []*v1.Pod { return j.Members }
 }

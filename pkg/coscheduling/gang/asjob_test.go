@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
 )
@@ -105,49 +106,52 @@ func TestMayAdopt(t *testing.T) {
 	}
 }
 
-// TestReservedFor: a job's reservation plans for the job's members and counts its groups' nominations
-// as its own; a group's alone, for the group's members and no other group.
-func TestReservedFor(t *testing.T) {
+// TestMembersOr: a job's preemption or reservation places the job's members; a group's alone, its
+// own.
+func TestMembersOr(t *testing.T) {
 	own := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "own"}}}
 	jobs := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}
-	job := &JobPreemption{Job: "ns/job", Holder: "ns/a", Keys: []string{"ns/a", "ns/b"}, Members: jobs}
 	cases := []struct {
-		name        string
-		job         *JobPreemption
-		wantMembers []*v1.Pod
-		wantAlso    []string
+		name string
+		job  *JobPreemption
+		want []*v1.Pod
 	}{
-		{name: "alone", wantMembers: own},
-		{name: "for its job", job: job, wantMembers: jobs, wantAlso: []string{"ns/a", "ns/b"}},
+		{name: "alone", want: own},
+		{name: "for its job", job: &JobPreemption{Job: "ns/job", Members: jobs}, want: jobs},
 	}
 	for _, tc := range cases {
-		members, also := tc.job.ReservedFor(func() []*v1.Pod { return own })
-		if got := members(); !slices.Equal(got, tc.wantMembers) || !slices.Equal(also, tc.wantAlso) {
-			t.Errorf("%s: ReservedFor = %v, %v; want %v, %v", tc.name, got, also, tc.wantMembers, tc.wantAlso)
+		if got := tc.job.MembersOr(func() []*v1.Pod { return own })(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: MembersOr = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
-// TestPreemptsFor: a job's preemption places the job's members and counts the nominations of the
-// groups it places as its own, not those of its other groups (another replica's, of K of N); a
-// group's alone, its own members and no other group.
-func TestPreemptsFor(t *testing.T) {
-	own := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "own"}}}
-	jobs := []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}
-	job := &JobPreemption{Job: "ns/job", Members: jobs, Groups: []gangfit.Group{{Key: "ns/a"}, {Key: "ns/b"}}, Keys: []string{"ns/a", "ns/b", "ns/c"}}
+// TestClaimedByJob: the nominations a job's preemption counts as room taken leave out those of the
+// groups it places, not those of its other groups (another replica's, of K of N); a job's
+// reservation leaves out those of all its groups; a group alone counts every nomination it is given.
+func TestClaimedByJob(t *testing.T) {
+	nominated := func(group string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: group + "-0", Namespace: "ns", Labels: map[string]string{v1alpha1.PodGroupLabel: group}}}
+	}
+	a, b, c, other := nominated("a"), nominated("b"), nominated("c"), nominated("other")
+	all := []*v1.Pod{a, b, c, other}
+	job := &JobPreemption{Job: "ns/job", Groups: []gangfit.Group{{Key: "ns/a"}, {Key: "ns/b"}}, Keys: []string{"ns/a", "ns/b", "ns/c"}}
 	cases := []struct {
-		name        string
-		job         *JobPreemption
-		wantMembers []*v1.Pod
-		wantAlso    []string
+		name             string
+		job              *JobPreemption
+		preempt, reserve []*v1.Pod
 	}{
-		{name: "alone", wantMembers: own},
-		{name: "for its job", job: job, wantMembers: jobs, wantAlso: []string{"ns/a", "ns/b"}},
+		{name: "a group alone", preempt: all, reserve: all},
+		{name: "a job", job: job, preempt: []*v1.Pod{c, other}, reserve: []*v1.Pod{other}},
 	}
 	for _, tc := range cases {
-		members, also := tc.job.PreemptsFor(own)
-		if !slices.Equal(members, tc.wantMembers) || !slices.Equal(also, tc.wantAlso) {
-			t.Errorf("%s: PreemptsFor = %v, %v; want %v, %v", tc.name, members, also, tc.wantMembers, tc.wantAlso)
+		p := PreemptIn{Job: tc.job, Claims: func() []*v1.Pod { return all }}
+		if got := p.claimed(); !slices.Equal(got, tc.preempt) {
+			t.Errorf("%s: preemption's claimed = %v, want %v", tc.name, got, tc.preempt)
+		}
+		r := ReserveIn{Job: tc.job, Claims: func(int32) []*v1.Pod { return all }}
+		if got := r.claimed(0); !slices.Equal(got, tc.reserve) {
+			t.Errorf("%s: reservation's claimed = %v, want %v", tc.name, got, tc.reserve)
 		}
 	}
 }

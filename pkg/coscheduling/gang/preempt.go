@@ -286,7 +286,7 @@ func Preempt(in PreemptIn) PreemptOut {
 		nodes, fit = onNodes(in.Nodes, within), in.Fit.Private()
 	}
 	// Room nominated to other preemptors of at least this priority is not free (as in PreFilter).
-	f := gangfit.New(in.Logger, key, candidates, need, nodes, minResources, in.Claims(), fit, true)
+	f := gangfit.New(in.Logger, key, candidates, need, nodes, minResources, in.claimed(), fit, true)
 	if f == nil {
 		return PreemptOut{Result: PreemptNotEligible}
 	}

@@ -197,7 +197,7 @@ func (in PreemptIn) planParts(parts []JobPart, nodes []fwk.NodeInfo, prio int32,
 	j := in.Job
 	gone := map[types.UID]bool{}
 	leaving := func(p *v1.Pod) bool { return gone[p.UID] || in.Leaving != nil && in.Leaving(p) }
-	claimed := slices.Clone(in.Claims())
+	claimed := slices.Clone(in.claimed())
 	out := gangfit.Plan{Fits: true, Gangs: []string{}}
 	for _, p := range parts {
 		members, need, ok := gangfit.Joint(p.Groups)
@@ -265,7 +265,7 @@ func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio in
 	for _, on := range outerDomains(j.Outer, nodes) {
 		for _, parts := range orders {
 			var plans []gangfit.ReservationPlan
-			claimed := slices.Clone(in.Claims(prio))
+			claimed := slices.Clone(in.claimed(prio))
 			for _, p := range parts {
 				members, need, ok := gangfit.Joint(byName(p.Groups))
 				if !ok || need <= 0 {

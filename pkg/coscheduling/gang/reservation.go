@@ -244,7 +244,7 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 		if j.Domain != nil {
 			policy, pinned = j.Domain.Policy(), j.Domain.Pinned
 		}
-		f := gangfit.NewReservable(in.Logger, j.Job, room.Candidates, room.Need, nodes, in.Claims(prio), prio, in.Devices)
+		f := gangfit.NewReservable(in.Logger, j.Job, room.Candidates, room.Need, nodes, in.claimed(prio), prio, in.Devices)
 		p := gangfit.PlanReservation(f, policy, pinned)
 		p.Message = "for its job " + j.Job + " " + p.Message
 		return p
@@ -254,7 +254,7 @@ func PlanRoom(in ReserveIn, room Room) gangfit.ReservationPlan {
 		return gangfit.ReservationPlan{Message: err.Error()}
 	}
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
-	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.Claims(prio), prio, in.Devices)
+	f := gangfit.NewReservable(in.Logger, key, room.Candidates, room.Need, nodes, in.claimed(prio), prio, in.Devices)
 	return gangfit.PlanReservation(f, policy, gangfit.PinnedDomains(policy, gangfit.BoundNodes(room.Members, nodes)))
 }
 

@@ -39,13 +39,41 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) []
 // other groups is taken against a group's check unless the check places them with it. The other
 // replicas of K of N are not placed with it: what a replica's preemption nominated is not another's.
 func notOfGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
-	if len(groups) == 0 {
+	keys := make([]string, len(groups))
+	for i, g := range groups {
+		keys[i] = g.Key
+	}
+	return notOfKeys(claimed, keys)
+}
+
+// notOfKeys are the pods of claimed that are not members of the groups keyed keys.
+func notOfKeys(claimed []*v1.Pod, keys []string) []*v1.Pod {
+	if len(keys) == 0 {
 		return claimed
 	}
 	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool {
 		name, ok := podgroup.Of(p)
-		return ok && slices.ContainsFunc(groups, func(g gangfit.Group) bool { return g.Key == podgroup.Key(p.Namespace, name) })
+		return ok && slices.Contains(keys, podgroup.Key(p.Namespace, name))
 	})
+}
+
+// claimed are the nominations a preemption counts as room taken: Claims (of other groups than its
+// own), less those of the groups a job's preemption places (j.Groups). The nominations of the job's
+// other groups (another replica's, of K of N) are room taken: both replicas would go there.
+func (in PreemptIn) claimed() []*v1.Pod {
+	if in.Job == nil {
+		return in.Claims()
+	}
+	return notOfGroups(in.Claims(), in.Job.Groups)
+}
+
+// claimed are the nominations of priority prio and above a reservation counts as room taken: Claims
+// (of other groups than the holder's), less those of its job's groups (j.Keys), whose room it holds.
+func (in ReserveIn) claimed(prio int32) []*v1.Pod {
+	if in.Job == nil {
+		return in.Claims(prio)
+	}
+	return notOfKeys(in.Claims(prio), in.Job.Keys)
 }
 
 // needed lists the other groups of the job of the group keyed key that are placed with it for every
