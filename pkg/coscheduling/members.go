@@ -100,20 +100,31 @@ func (pl *Coscheduling) withTree(namespace, name string) []tree.Node {
 	return append([]tree.Node{{Namespace: namespace, Name: name}}, root.LeavesBut(name)...)
 }
 
-// jobIn reads, outside the lock, what the choice of the job of pod's group pg (in the tree root)
-// decides on (see gang.JobToReserve and gang.Gang.JobForPreemption): the time (which of its domains'
-// refusals still hold), the snapshot's nodes (listed by nodes), the groups' members and, in a job,
-// its groups with a required topology of their own (placed in parts). ok is false when the snapshot
-// cannot be read.
-func (pl *Coscheduling) jobIn(pod *v1.Pod, pg *v1alpha1.PodGroup, root *tree.Branch, nodes func() ([]fwk.NodeInfo, error)) (gang.PreFilterIn, bool) {
+// jobOf is the job pod's group pg preempts or reserves for as one, as choose (gang.Gang.JobForPreemption
+// or gang.JobToReserve, called under the lock) makes it of what is read here, outside the lock: the time (which of its
+// domains' refusals still hold), the snapshot's nodes (listed by nodes), the groups' members and, in
+// a job, its groups with a required topology of their own (placed in parts). nil: pg is in no tree,
+// the snapshot cannot be read, or choose finds no job.
+func (pl *Coscheduling) jobOf(pod *v1.Pod, pg *v1alpha1.PodGroup, nodes func() ([]fwk.NodeInfo, error), choose func(gang.PreFilterIn, *tree.Branch) (gang.JobPreemption, bool)) *gang.JobPreemption {
+	root, _ := pl.treeOf(pg.Namespace, pg.Name)
+	if root == nil {
+		return nil
+	}
 	listed, err := nodes()
 	if err != nil {
-		return gang.PreFilterIn{}, false
+		return nil
 	}
 	in := gang.PreFilterIn{Now: pl.clock.Now(), Member: pod, Want: podgroup.MinMember(pg), Nodes: listed, GroupMembers: pl.members.InGroupKey,
 		Members: func() []*v1.Pod { return pl.members.InGroup(pg.Namespace, pg.Name) }}
 	if job := root.JobOf(podgroup.Key(pg.Namespace, pg.Name)); job != nil {
 		in.OwnDomain = gang.OwnDomains(job.Leaves(), pl.podGroups.Get, pl.members.InGroup, pl.defaultTopology)
 	}
-	return in, true
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	in.Gangs = pl.gangs.All()
+	job, ok := choose(in, root)
+	if !ok {
+		return nil
+	}
+	return &job
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangpreemption"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Gang-aware preemption replaces DefaultPreemption in a profile (PostFilter), on upstream's machinery
@@ -72,7 +73,9 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 	}
 	key := podgroup.Key(pg.Namespace, pg.Name)
 	infos := pl.handle.SnapshotSharedLister().NodeInfos()
-	job, ok := gang.PreemptAs(asJob, pl.jobToPreempt(pod, pg, infos))
+	job, ok := gang.PreemptAs(asJob, pl.jobOf(pod, pg, infos.List, func(in gang.PreFilterIn, root *tree.Branch) (gang.JobPreemption, bool) {
+		return pl.gangForLocked(pg).JobForPreemption(in, root)
+	}))
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable), gang.PreemptNotEligible
 	}
@@ -94,27 +97,6 @@ func (pl *Coscheduling) preemptForGang(ctx context.Context, pod *v1.Pod, pg *v1a
 		metrics.PreemptionAttempts.WithLabelValues(pl.profile, "gang", out.Result).Inc()
 	}
 	return res, st, out.Result
-}
-
-// jobToPreempt is the job pod's group preempts for as one (see gang.Gang.JobForPreemption): nil when
-// there is none, or the snapshot cannot be read.
-func (pl *Coscheduling) jobToPreempt(pod *v1.Pod, pg *v1alpha1.PodGroup, infos fwk.NodeInfoLister) *gang.JobPreemption {
-	root, _ := pl.treeOf(pg.Namespace, pg.Name)
-	if root == nil {
-		return nil
-	}
-	in, ok := pl.jobIn(pod, pg, root, infos.List)
-	if !ok {
-		return nil
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	in.Gangs = pl.gangs.All()
-	job, ok := pl.gangForLocked(pg).JobForPreemption(in, root)
-	if !ok {
-		return nil
-	}
-	return &job
 }
 
 // appliedPreemption applies a gang preemption's decision (see preemptForGang); victims are evicted

@@ -17,6 +17,7 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
 // Reservation against starvation: a gang that found no room for reservation.afterSeconds nominates
@@ -198,25 +199,16 @@ func (pl *Coscheduling) reservationNote(pod *v1.Pod) string {
 // gang.JobToReserve): the job's holder group when the group reserves with its job, else the group
 // itself and nil.
 func (pl *Coscheduling) jobToReserve(pod *v1.Pod, pg *v1alpha1.PodGroup) (*v1alpha1.PodGroup, *gang.JobPreemption) {
-	key := podgroup.Key(pg.Namespace, pg.Name)
-	root, _ := pl.treeOf(pg.Namespace, pg.Name)
-	if root == nil || root.JobOf(key) == nil {
-		return pg, nil
-	}
-	in, ok := pl.jobIn(pod, pg, root, func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() })
-	if !ok {
-		return pg, nil
-	}
-	pl.mu.Lock()
-	in.Gangs = pl.gangs.All()
-	job, ok := gang.JobToReserve(in, root, key)
-	pl.mu.Unlock()
-	if !ok {
+	job := pl.jobOf(pod, pg, func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() },
+		func(in gang.PreFilterIn, root *tree.Branch) (gang.JobPreemption, bool) {
+			return gang.JobToReserve(in, root, podgroup.Key(pg.Namespace, pg.Name))
+		})
+	if job == nil {
 		return pg, nil
 	}
 	ns, name, _ := strings.Cut(job.Holder, "/")
 	if holder := pl.podGroups.Get(ns, name); holder != nil {
-		return holder, &job
+		return holder, job
 	}
 	return pg, nil
 }
