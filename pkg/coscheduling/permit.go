@@ -101,12 +101,9 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod
 		return
 	}
 	pl.mu.Unlock()
-	timedOut, metricReason := r.Reason == podgroup.ReasonGangTimedOut, metrics.ReasonMemberRejected
-	if timedOut {
-		metricReason = metrics.ReasonTimeout
-	}
+	timedOut := r.Reason == podgroup.ReasonGangTimedOut
 	logger.V(3).Info("Gang attempt failed", "pod", klog.KObj(pod), "podGroup", key, "timedOut", timedOut, "rejectedWaiting", len(r.Pods))
-	pl.failed(pl.podGroups.Get(pod.Namespace, name), r, metricReason, pod)
+	pl.failed(pl.podGroups.Get(pod.Namespace, name), r, metrics.LeftReason(timedOut), pod)
 }
 
 // Permit lets a member through once minMember live members of its group are reserved or bound, and

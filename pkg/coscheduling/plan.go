@@ -45,11 +45,7 @@ func (pl *Coscheduling) planMissed(ctx context.Context, pod *v1.Pod, offered []s
 	msg := gang.MissedPlanMessage(key, pod, offered, m)
 	klog.FromContext(ctx).V(3).Info("Placement plan missed; falling back to a full cycle", "pod", klog.KObj(pod), "podGroup", key, "reason", msg)
 	if pl.running.Load() {
-		// The pod is in flight: the first call makes the queue take it back as soon as its back-off
-		// allows, the second takes it out of the back-off once its failed cycle has put it there.
-		logger := klog.FromContext(pl.ctx)
-		effects.Activate(logger, pl.handle, pod)
-		pl.clock.AfterFunc(planRetryDelay, func() { effects.Activate(logger, pl.handle, pod) })
+		effects.ActivateInFlight(klog.FromContext(pl.ctx), pl.handle, pl.clock, planRetryDelay, pod)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }

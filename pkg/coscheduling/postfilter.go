@@ -41,11 +41,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 			if pg := pl.podGroups.Get(pod.Namespace, name); pg != nil {
 				// Short only with the other groups its job needs (Tree): the job preempts as one.
 				res, st, result := pl.preemptOrReserve(ctx, pod, pg, marks.Tree)
-				if result != gang.PreemptWaiting {
-					// Unless the room is freeing (the victims of its job's preemption leave), the
-					// groups of its job that cannot be ready without it fail now.
-					pl.treeInfeasible(pg)
-				}
+				pl.treeInfeasible(pg, result)
 				return res, st
 			}
 		}

@@ -60,15 +60,19 @@ func (pl *Coscheduling) treeOfGroup(pg *v1alpha1.PodGroup) (*tree.Branch, *tree.
 
 // treeInfeasible is PostFilter's for a member of pg found not to fit as a whole (PreFilter): pg's
 // attempt does not start, but the groups of its job that cannot be ready without it fail now rather
-// than hold what they reserved until their deadline.
-func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup) {
+// than hold what they reserved until their deadline, unless its preemption (preempted) waits for
+// the victims to leave (see gang.Gang.Infeasible).
+func (pl *Coscheduling) treeInfeasible(pg *v1alpha1.PodGroup, preempted string) {
 	if pl.trees.Empty() {
 		return
 	}
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	r := g.Infeasible(pl.clock.Now())
-	pods := pl.followTreeLocked(g, r)
+	r, ok := g.Infeasible(pl.clock.Now(), preempted)
+	var pods []*v1.Pod
+	if ok {
+		pods = pl.followTreeLocked(g, r)
+	}
 	pl.mu.Unlock()
 	pl.rejectWaiting(pods, r.Message)
 }

@@ -2,12 +2,14 @@ package effects
 
 import (
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/clock"
 )
 
 // Activate moves pods to the scheduler's active queue (PreEnqueue runs again on the way). Only once
@@ -17,6 +19,14 @@ func Activate(logger klog.Logger, h fwk.Handle, pods ...*v1.Pod) {
 		return
 	}
 	h.Activate(logger, byKey(pods))
+}
+
+// ActivateInFlight brings back a pod whose cycle is still in flight: the first activation makes the
+// queue take it back as soon as its back-off allows, the second (after delay) takes it out of the
+// back-off once its failed cycle has put it there.
+func ActivateInFlight(logger klog.Logger, h fwk.Handle, clk clock.WithDelayedExecution, delay time.Duration, pod *v1.Pod) {
+	Activate(logger, h, pod)
+	clk.AfterFunc(delay, func() { Activate(logger, h, pod) })
 }
 
 // ActivateInCycle asks the framework to move pods to the active queue at the end of the scheduling

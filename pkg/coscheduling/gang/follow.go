@@ -103,11 +103,16 @@ func (r *Registry) Credits(root *tree.Branch, own string, ownCredit int) map[str
 
 // Infeasible is the failure a group found not to fit as a whole (PreFilter) brings on the groups of
 // its job that cannot be ready without it, at now: its attempt does not start, so it is no step of
-// its own, only what the others follow (Registry.Follow). The message is the check's outcome.
-func (g *Gang) Infeasible(now time.Time) Result {
+// its own, only what the others follow (Registry.Follow). The message is the check's outcome. None
+// (ok false) while the room is freeing, its preemption's outcome preempted being PreemptWaiting (the
+// victims of its job's preemption still leave): the job's groups keep what they reserved.
+func (g *Gang) Infeasible(now time.Time, preempted string) (_ Result, ok bool) {
+	if preempted == PreemptWaiting {
+		return Result{}, false
+	}
 	msg := g.Outcome.Message
 	if msg == "" {
 		msg = fmt.Sprintf("PodGroup %s does not fit the nodes now", g.Key())
 	}
-	return Result{Decision: attempt.Decision{RejectWaiting: true}, Message: msg, Now: now, Event: attempt.NoNode}
+	return Result{Decision: attempt.Decision{RejectWaiting: true}, Message: msg, Now: now, Event: attempt.NoNode}, true
 }

@@ -159,14 +159,17 @@ func TestRegistryCredits(t *testing.T) {
 }
 
 // TestInfeasible: the failure a group found not to fit brings on its job carries the check's message,
-// or says the group does not fit when there is none.
+// or says the group does not fit when there is none; none while its job's victims still leave.
 func TestInfeasible(t *testing.T) {
 	g := New("ns", "g", "")
-	if r := g.Infeasible(t0); !r.RejectWaiting || r.Event != attempt.NoNode || !r.Now.Equal(t0) || r.Message != "PodGroup ns/g does not fit the nodes now" {
-		t.Errorf("Infeasible() = %+v", r)
+	if r, ok := g.Infeasible(t0, PreemptNotHelpful); !ok || !r.RejectWaiting || r.Event != attempt.NoNode || !r.Now.Equal(t0) || r.Message != "PodGroup ns/g does not fit the nodes now" {
+		t.Errorf("Infeasible() = %+v, %v", r, ok)
 	}
 	g.Outcome.Message = "short of 2 CPU"
-	if r := g.Infeasible(t0); r.Message != "short of 2 CPU" {
+	if r, _ := g.Infeasible(t0, PreemptNotEligible); r.Message != "short of 2 CPU" {
 		t.Errorf("Infeasible().Message = %q, want the check's", r.Message)
+	}
+	if r, ok := g.Infeasible(t0, PreemptWaiting); ok || r.RejectWaiting {
+		t.Errorf("Infeasible(waiting for victims) = %+v, %v; want none", r, ok)
 	}
 }

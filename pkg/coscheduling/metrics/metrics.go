@@ -22,6 +22,15 @@ const (
 	ReasonMemberRejected      = "member_rejected"
 )
 
+// LeftReason is the reason of an attempt that failed as a member left it: the attempt timed out, or a
+// member was rejected.
+func LeftReason(timedOut bool) string {
+	if timedOut {
+		return ReasonTimeout
+	}
+	return ReasonMemberRejected
+}
+
 // The plugin's metrics, each with its label names.
 var (
 	TimeToQuorum = k8smetrics.NewHistogramVec(&k8smetrics.HistogramOpts{
