@@ -650,3 +650,51 @@ func TestGangGroupsNestedDomains(t *testing.T) {
 		t.Errorf("racks: lead %v, work %v; want the replica in one rack of block gn-b2", lead, work)
 	}
 }
+
+// TestGangGroupsNestedPreferred: a job in one block (its root's required key) of two replicas, each
+// a composite of a leader group and a worker group that prefers one rack (spec.topologyPolicy.preferred
+// on the replica). The block has two racks of three 4-CPU nodes, two of each with 1 CPU free and
+// the third free; each replica's three pods of 1 CPU fit in either rack: each replica is placed in
+// one rack. Before the replicas' preferred keys were read, the profile packed the pods on the
+// fullest nodes first, in both racks, and a replica's pods went to both.
+func TestGangGroupsNestedPreferred(t *testing.T) {
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	rack(t, ns+"-b", ns+"-r1", 3)
+	rack(t, ns+"-b", ns+"-r2", 3)
+	// The fullest nodes, where the profile packs pods first, are in both racks.
+	for _, node := range []string{"r1-0", "r1-1", "r2-0", "r2-1"} {
+		filler := gangPod(ns, "filler-"+node, "", "3")
+		delete(filler.Labels, v1alpha1.PodGroupLabel)
+		filler.Spec.NodeName = ns + "-" + node
+		createPod(t, filler)
+	}
+	createGroupWithPolicy(t, ns, "serve", 1, gangComposite(2), blockLabel)
+	for i := range 2 {
+		rep, lead, work := fmt.Sprintf("rep-%d", i), fmt.Sprintf("lead-%d", i), fmt.Sprintf("work-%d", i)
+		watchWhole(t, ns, lead, 1, nil)
+		watchWhole(t, ns, work, 2, nil)
+		replica := gangComposite(2)
+		replica[tree.AnnotationParent] = "serve"
+		createGroupWithTopology(t, ns, rep, 1, replica, map[string]any{"preferred": []any{rackLabel}})
+		createGroupIn(t, ns, lead, 1, child(rep))
+		createGroupIn(t, ns, work, 2, child(rep))
+	}
+	for i := range 2 {
+		createGang(t, ns, fmt.Sprintf("work-%d", i), 2, "1")
+		createGang(t, ns, fmt.Sprintf("lead-%d", i), 1, "1")
+	}
+	for i := range 2 {
+		lead, work := fmt.Sprintf("lead-%d", i), fmt.Sprintf("work-%d", i)
+		waitForBoundMembers(t, ns, work, 2)
+		waitForBoundMembers(t, ns, lead, 1)
+		racks := racksOf(t, ns, lead)
+		for r, n := range racksOf(t, ns, work) {
+			racks[r] += n
+		}
+		t.Logf("replica rep-%d: leader on %v, workers on %v", i, nodesOf(t, ns, lead), nodesOf(t, ns, work))
+		if len(racks) != 1 {
+			t.Errorf("replica rep-%d's pods by rack: %v; want them in one rack", i, racks)
+		}
+	}
+}

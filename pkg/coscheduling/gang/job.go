@@ -68,9 +68,11 @@ type TreeDomain struct {
 	// (see gangfit.Avoid.Nominated): chosen first while they fit.
 	Nominated map[string]bool
 	// Leaves are the keys of the groups under the composite; Inner the domains of the composites below
-	// it on the group's path with a required key of their own, outermost first (see treeDomain).
-	Leaves []string
-	Inner  []*TreeDomain
+	// it on the group's path with a required key of their own, outermost first (see treeDomain), and
+	// Preferring those of the composites below it with preferred keys only.
+	Leaves     []string
+	Inner      []*TreeDomain
+	Preferring []*TreeDomain
 }
 
 // Policy is the job's topology policy, as a flat gang's.
@@ -104,7 +106,8 @@ func pinnedIn(tds []*TreeDomain, nodes []fwk.NodeInfo) sets.Set[string] {
 // equal reports whether d and o are the same domain.
 func (d *TreeDomain) equal(o *TreeDomain) bool {
 	return d.Composite == o.Composite && d.Key == o.Key && d.Value == o.Value && slices.Equal(d.Preferred, o.Preferred) && maps.Equal(d.Pinned, o.Pinned) &&
-		maps.Equal(d.Refused, o.Refused) && slices.EqualFunc(d.Inner, o.Inner, (*TreeDomain).equal)
+		maps.Equal(d.Refused, o.Refused) && slices.EqualFunc(d.Inner, o.Inner, (*TreeDomain).equal) &&
+		slices.EqualFunc(d.Preferring, o.Preferring, (*TreeDomain).equal)
 }
 
 // Done is a Job's result: the check's answer, the placement chosen (nil: no topology policy, or the
@@ -161,7 +164,7 @@ func (j *Job) inDomain(td *TreeDomain, fit *gangfit.Shared) *Done {
 	// An outer domain none of whose inner domains holds their groups is avoided, and the next
 	// tried, at most once each.
 	for ok && p.Level != gangfit.LevelAnywhere && len(td.Inner) > 0 {
-		in, short := j.within(td.Inner, onNodes(j.Nodes, p.Nodes), fit)
+		in, short := j.within(td, onNodes(j.Nodes, p.Nodes), fit)
 		if short == nil {
 			return in
 		}
@@ -179,7 +182,7 @@ func (j *Job) inDomain(td *TreeDomain, fit *gangfit.Shared) *Done {
 		// kept for the whole snapshot's.
 		in := *j
 		in.Nodes = onNodes(j.Nodes, p.Nodes)
-		if d := in.check(fit.Private(), &p); d.Result.Feasible || p.Level != gangfit.LevelPreferred {
+		if d := in.checkPreferring(p, td.Preferring, fit); d.Result.Feasible || p.Level != gangfit.LevelPreferred {
 			return d
 		}
 		// A preferred domain never refuses a job: where the groups' own policies do not hold
@@ -187,7 +190,7 @@ func (j *Job) inDomain(td *TreeDomain, fit *gangfit.Shared) *Done {
 		// placement is never preferred).
 	}
 	if len(td.Inner) > 0 {
-		in, short := j.within(td.Inner, j.Nodes, fit)
+		in, short := j.within(td, j.Nodes, fit)
 		if short != nil {
 			return short
 		}
@@ -218,15 +221,15 @@ func (j *Job) jobDomain(td *TreeDomain, fit *gangfit.Shared, tried sets.Set[stri
 }
 
 // within checks the job on nodes (its outer domain's, or every node) narrowed to one domain of each
-// inner composite's required key, outermost first (each chosen where the groups under it fit together,
-// see gangfit.JobDomain), and the group's own check there with the groups under the innermost: ok
-// (short nil) with the check's result, or short, the job's refusal when some inner composite has no
-// domain that holds its groups.
-func (j *Job) within(inner []*TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) (ok, short *Done) {
+// of td's inner composites' required key, outermost first (each chosen where the groups under it fit
+// together, see gangfit.JobDomain), and the group's own check there with the groups under the
+// innermost (see checkPreferring): ok (short nil) with the check's result, or short, the job's
+// refusal when some inner composite has no domain that holds its groups.
+func (j *Job) within(td *TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) (ok, short *Done) {
 	in := *j
 	in.Nodes = nodes
 	var p gangfit.Placement
-	for _, id := range inner {
+	for _, id := range td.Inner {
 		in.Together = togetherUnder(j.Together, id.Leaves)
 		var found bool
 		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, j.Claimed, fit.Private())
@@ -235,7 +238,30 @@ func (j *Job) within(inner []*TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Sha
 		}
 		in.Nodes = onNodes(in.Nodes, p.Nodes)
 	}
-	return in.check(fit.Private(), &p), nil
+	return in.checkPreferring(p, td.Preferring, fit), nil
+}
+
+// checkPreferring is the group's own check of j (on its nodes, within placement p), made first
+// within one domain of each composite below with preferred keys only (preferring, outermost first,
+// see tree.Branch.PreferringBelow), the first of its keys where the groups under it fit together (see
+// gangfit.JobDomain; the one its placed members share while they fit there). A preferred domain never
+// refuses: where none of a composite's keys holds its groups it narrows nothing, and where the
+// group's check fails within the preferred domains it is made without them.
+func (j *Job) checkPreferring(p gangfit.Placement, preferring []*TreeDomain, fit *gangfit.Shared) *Done {
+	in, at := *j, p
+	for _, id := range preferring {
+		in.Together = togetherUnder(in.Together, id.Leaves)
+		q, found := gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, j.Claimed, fit.Private())
+		if found && q.Level != gangfit.LevelAnywhere {
+			in.Nodes, at = onNodes(in.Nodes, q.Nodes), q
+		}
+	}
+	if at.Key != p.Key || at.Value != p.Value {
+		if d := in.check(fit.Private(), &at); d.Result.Feasible {
+			return d
+		}
+	}
+	return j.check(fit.Private(), &p)
 }
 
 // togetherUnder are the groups among groups whose keys are in leaves.

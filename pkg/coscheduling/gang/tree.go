@@ -145,7 +145,8 @@ func (in PreFilterIn) tree() *tree.Branch {
 // has no policy of its own, see OnNoNode); and, in Inner, the same for each composite below it on the
 // group's path with a required key of its own (tree.Branch.DomainsBelow), narrower each. nil: the job
 // has none, or its members are already in several (placed anywhere, as a flat gang whose bound members
-// share no domain); an inner composite whose members are in several is left out. O(the job's pods).
+// share no domain); an inner composite whose members are in several is left out. In Preferring, the
+// composites below it with preferred keys only (tree.Branch.PreferringBelow). O(the job's pods).
 func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 	c, ok := root.DomainAbove(g.Key())
 	if !ok {
@@ -159,6 +160,9 @@ func (g *Gang) treeDomain(in PreFilterIn, root *tree.Branch) *TreeDomain {
 		if id := domainOf(in, ic); id != nil {
 			d.Inner = append(d.Inner, id)
 		}
+	}
+	for _, ic := range root.PreferringBelow(c, g.Key()) {
+		d.Preferring = append(d.Preferring, domainOf(in, ic))
 	}
 	return d
 }

@@ -460,36 +460,3 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 	}
 	return true
 }
-
-// DomainsBelow are the composites between outer (see DomainAbove) and the leaf keyed leaf that have a
-// required Domain of their own, outermost first: each holds the groups under it in one domain of its
-// key, within outer's.
-func (b *Branch) DomainsBelow(outer *Branch, leaf string) []*Branch {
-	var out []*Branch
-	below := false
-	for _, c := range b.pathTo(leaf) {
-		if below && c.Domain != "" {
-			out = append(out, c)
-		}
-		below = below || c == outer
-	}
-	return out
-}
-
-// DomainAbove is the outermost composite above the leaf keyed leaf with a Domain, else the outermost
-// with Preferred keys (false: none): a required key is never dropped for a preferred one. Its Leaves
-// are the groups that share its domain.
-func (b *Branch) DomainAbove(leaf string) (*Branch, bool) {
-	path := b.pathTo(leaf)
-	for _, c := range path {
-		if c.Domain != "" {
-			return c, true
-		}
-	}
-	for _, c := range path {
-		if len(c.Preferred) > 0 {
-			return c, true
-		}
-	}
-	return nil, false
-}
