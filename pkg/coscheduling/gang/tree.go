@@ -42,10 +42,21 @@ func notOfGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
 	if len(groups) == 0 {
 		return claimed
 	}
-	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool {
-		name, ok := podgroup.Of(p)
-		return ok && slices.ContainsFunc(groups, func(g gangfit.Group) bool { return g.Key == podgroup.Key(p.Namespace, name) })
-	})
+	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool { return ofAny(p, groups) })
+}
+
+// ofGroups are the pods of claimed that are members of groups (those notOfGroups leaves out).
+func ofGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
+	if len(groups) == 0 {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool { return !ofAny(p, groups) })
+}
+
+// ofAny reports whether pod p is a member of one of groups.
+func ofAny(p *v1.Pod, groups []gangfit.Group) bool {
+	name, ok := podgroup.Of(p)
+	return ok && slices.ContainsFunc(groups, func(g gangfit.Group) bool { return g.Key == podgroup.Key(p.Namespace, name) })
 }
 
 // needed lists the other groups of the job of the group keyed key that are placed with it for every
