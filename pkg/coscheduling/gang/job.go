@@ -45,6 +45,10 @@ type Job struct {
 	// with the gang's own members (see gangfit.FitTogether).
 	Together []gangfit.Group
 	Job      string
+	// Aside are the pods nominated to nodes that Claimed leaves out as members of Together (see
+	// notOfGroups): a check that places fewer of the job's groups (a composite's below the job's top,
+	// see only) counts the room nominated to those it leaves out as taken.
+	Aside []*v1.Pod
 	// Domain is the domain the job holds its groups in (nil: none).
 	Domain *TreeDomain
 }
@@ -141,8 +145,7 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 			if anywhere = j.check(fit.Private(), nil); !anywhere.Result.Feasible {
 				return anywhere
 			}
-			c := *j
-			c.Together = under
+			c := j.only(under)
 			on = &c
 		}
 		if d := on.inDomain(td, fit); d != nil {
@@ -230,9 +233,10 @@ func (j *Job) within(td *TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) 
 	in.Nodes = nodes
 	var p gangfit.Placement
 	for _, id := range td.Inner {
-		in.Together = togetherUnder(j.Together, id.Leaves)
+		under := j.only(togetherUnder(j.Together, id.Leaves))
+		in.Together, in.Claimed, in.Aside = under.Together, under.Claimed, under.Aside
 		var found bool
-		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, j.Claimed, fit.Private())
+		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, in.Claimed, fit.Private())
 		if !found {
 			return nil, &Done{Result: gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups %s needs placed in one (its required topology) within its job's", j.Gang, id.Key, id.Composite)}}
 		}
@@ -250,8 +254,9 @@ func (j *Job) within(td *TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) 
 func (j *Job) checkPreferring(p gangfit.Placement, preferring []*TreeDomain, fit *gangfit.Shared) *Done {
 	in, at := *j, p
 	for _, id := range preferring {
-		in.Together = togetherUnder(in.Together, id.Leaves)
-		q, found := gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, j.Claimed, fit.Private())
+		under := in.only(togetherUnder(in.Together, id.Leaves))
+		in.Together, in.Claimed, in.Aside = under.Together, under.Claimed, under.Aside
+		q, found := gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, in.Claimed, fit.Private())
 		if found && q.Level != gangfit.LevelAnywhere {
 			in.Nodes, at = onNodes(in.Nodes, q.Nodes), q
 		}
@@ -262,6 +267,18 @@ func (j *Job) checkPreferring(p gangfit.Placement, preferring []*TreeDomain, fit
 		}
 	}
 	return j.check(fit.Private(), &p)
+}
+
+// only is j placing groups (some of j.Together) with the gang's own: the room nominated to the
+// members of the groups it leaves out is taken against it, as against any check that does not place
+// them (see notOfGroups). Of a job that preempted in parts, a replica's domain is chosen away from the
+// room the plan nominated to the other replicas, which the job's whole check set aside.
+func (j *Job) only(groups []gangfit.Group) Job {
+	c := *j
+	c.Together = groups
+	c.Aside = ofGroups(j.Aside, groups)
+	c.Claimed = append(slices.Clone(j.Claimed), notOfGroups(j.Aside, groups)...)
+	return c
 }
 
 // togetherUnder are the groups among groups whose keys are in leaves.

@@ -350,7 +350,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	}
 	if root := in.tree(); root != nil {
 		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root, claimed), g.treeDomain(in, root)
-		job.Claimed = notOfGroups(claimed, job.Together)
+		job.Claimed, job.Aside = notOfGroups(claimed, job.Together), ofGroups(claimed, job.Together)
 	}
 	if !in.Done.For(job) {
 		out.Job = job

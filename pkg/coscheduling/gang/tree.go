@@ -39,11 +39,7 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) []
 // other groups is taken against a group's check unless the check places them with it. The other
 // replicas of K of N are not placed with it: what a replica's preemption nominated is not another's.
 func notOfGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
-	keys := make([]string, len(groups))
-	for i, g := range groups {
-		keys[i] = g.Key
-	}
-	return notOfKeys(claimed, keys)
+	return notOfKeys(claimed, keysOf(groups))
 }
 
 // notOfKeys are the pods of claimed that are not members of the groups keyed keys.
@@ -51,10 +47,31 @@ func notOfKeys(claimed []*v1.Pod, keys []string) []*v1.Pod {
 	if len(keys) == 0 {
 		return claimed
 	}
-	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool {
-		name, ok := podgroup.Of(p)
-		return ok && slices.Contains(keys, podgroup.Key(p.Namespace, name))
-	})
+	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool { return ofAny(p, keys) })
+}
+
+// ofGroups are the pods of claimed that are members of groups (those notOfGroups leaves out).
+func ofGroups(claimed []*v1.Pod, groups []gangfit.Group) []*v1.Pod {
+	if len(groups) == 0 {
+		return nil
+	}
+	keys := keysOf(groups)
+	return slices.DeleteFunc(slices.Clone(claimed), func(p *v1.Pod) bool { return !ofAny(p, keys) })
+}
+
+// ofAny reports whether pod p is a member of one of the groups keyed keys.
+func ofAny(p *v1.Pod, keys []string) bool {
+	name, ok := podgroup.Of(p)
+	return ok && slices.Contains(keys, podgroup.Key(p.Namespace, name))
+}
+
+// keysOf are the groups' keys.
+func keysOf(groups []gangfit.Group) []string {
+	keys := make([]string, len(groups))
+	for i, g := range groups {
+		keys[i] = g.Key
+	}
+	return keys
 }
 
 // claimed are the nominations a preemption counts as room taken: Claims (of other groups than its

@@ -558,3 +558,79 @@ func TestPreFilterTreeNominations(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreePartsNominations: a job of two replicas (a leader and a worker group under a
+// composite that requires a rack) that preempted in parts: the plan nominated replica a to rack r1,
+// where victims still run, and replica b to r2. The job's whole check sets aside the room nominated to
+// its groups (and fits: a's members on the nodes of r1 and r3 with room for one each), but a
+// replica's rack is chosen with its own groups only: the room nominated to the other replica is taken
+// there, and a, in no rack yet, waits, holding nothing. Before, a's leader was placed in r2, the other
+// replica's rack, its member was refused there by the filters (which count the nominated pods), and
+// the group backed off for 10 s.
+func TestPreFilterTreePartsNominations(t *testing.T) {
+	job := func(block bool) *tree.Branch {
+		x := tree.NewIndex()
+		top := tree.Node{Namespace: "ns", Name: "job", Composite: true, Gang: true, Min: 2}
+		if block {
+			top.Domain = gangtest.BlockKey
+		}
+		x.Set(top)
+		for _, r := range []string{"a", "b"} {
+			x.Set(tree.Node{Namespace: "ns", Name: "rep-" + r, Composite: true, Gang: true, Min: 2, Domain: gangtest.RackKey, Parent: "job"})
+			x.Set(tree.Node{Namespace: "ns", Name: "lead-" + r, Gang: true, Min: 1, Parent: "rep-" + r})
+			x.Set(tree.Node{Namespace: "ns", Name: "work-" + r, Gang: true, Min: 1, Parent: "rep-" + r})
+		}
+		root, _ := x.Resolve("ns", "lead-a")
+		return root
+	}
+	nominated := func(group, cpu, node string) *v1.Pod {
+		p := role(group, 1, cpu)[0]
+		p.Status.NominatedNodeName = node
+		return p
+	}
+	pods := map[string][]*v1.Pod{"lead-a": {nominated("lead-a", "2", "r1-0")}, "work-a": {nominated("work-a", "2", "r1-1")},
+		"lead-b": {nominated("lead-b", "3", "r2-0")}, "work-b": {nominated("work-b", "3", "r2-1")}}
+	// What a member of lead-a leaves room for: the pods nominated but its own group's.
+	claimed := []*v1.Pod{pods["work-a"][0], pods["lead-b"][0], pods["work-b"][0]}
+	nodes := func(victims bool) []fwk.NodeInfo {
+		running := func(name, node, cpu string) []*v1.Pod { return []*v1.Pod{gangtest.Running(name, "", node, cpu, 0)} }
+		var r10, r11 []*v1.Pod
+		if victims {
+			r10, r11 = running("victim-0", "r1-0", "2"), running("victim-1", "r1-1", "4")
+		}
+		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "z", "b", "r1", r10...), gangtest.RackedNode("r1-1", "z", "b", "r1", r11...),
+			gangtest.RackedNode("r2-0", "z", "b", "r2"), gangtest.RackedNode("r2-1", "z", "b", "r2"),
+			gangtest.RackedNode("r3-0", "z", "b", "r3", running("other-0", "r3-0", "2")...), gangtest.RackedNode("r3-1", "z", "b", "r3", running("other-1", "r3-1", "4")...)}
+	}
+	for _, tc := range []struct {
+		name    string
+		block   bool
+		victims bool
+		allowed []string // nil: refused
+		msg     string
+	}{
+		{name: "the job in a block, victims still in the replica's rack: not the other replica's rack", block: true, victims: true,
+			msg: "no domain of example.com/rack fits the groups ns/rep-a needs placed in one (its required topology) within its job's"},
+		{name: "the job in no domain, victims still in the replica's rack: not the other replica's rack", victims: true,
+			msg: "no domain of example.com/rack fits the groups its job ns/rep-a needs placed in one"},
+		{name: "the job in a block, the victims gone: the replica's rack", block: true, allowed: []string{"r1-0", "r1-1"}},
+		{name: "the job in no domain, the victims gone: the replica's rack", allowed: []string{"r1-0", "r1-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "lead-a", "uid")
+			in := treeIn(g, pods["lead-a"][0], 1, nodes(tc.victims), map[string]*Gang{g.Key(): g}, job(tc.block), pods)
+			in.Claimed = func(int32) []*v1.Pod { return claimed }
+			out := g.PreFilter(in)
+			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
+				t.Fatalf("reject %v, tree %v (%s), nodes %v; want %v", out.Reject, out.Tree, out.Message, sets.List(out.Nodes), refused)
+			}
+			if tc.allowed != nil {
+				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) {
+					t.Errorf("nodes %v (%+v); want %v", got, out.Placement, tc.allowed)
+				}
+			} else if !strings.Contains(out.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
+			}
+		})
+	}
+}
