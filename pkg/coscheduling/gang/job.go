@@ -297,7 +297,9 @@ func togetherUnder(groups []gangfit.Group, leaves []string) []gangfit.Group {
 func (j *Job) check(fit *gangfit.Shared, domain *gangfit.Placement) *Done {
 	d := &Done{job: j}
 	on := j
-	res, f := gangfit.Check(on.Logger, on.Gang, on.Candidates, on.Need, on.Nodes, on.MinResources, on.Counted, on.Claimed, fit)
+	// Its own check (and its own domain's choice) places its members only: the room nominated to the
+	// groups it places with it is theirs, taken here (see only); the job's check sets it aside.
+	res, f := gangfit.Check(on.Logger, on.Gang, on.Candidates, on.Need, on.Nodes, on.MinResources, on.Counted, on.only(nil).Claimed, fit)
 	d.Result = on.place(d, res, f)
 	f.Done()
 	if !d.Result.Feasible && domain != nil {

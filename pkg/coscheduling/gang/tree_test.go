@@ -634,3 +634,58 @@ func TestPreFilterTreePartsNominations(t *testing.T) {
 		})
 	}
 }
+
+// TestPreFilterTreeOwnDomainNominations: LeaderWorkerSet's shape after a job's preemption in parts:
+// two groups under a gang composite needing both, each requiring a rack of its own; set-a's members
+// nominated to rack r1, where victims still run, and set-b's to r2. The job's check sets aside the room
+// nominated to set-b, but set-a's own check (and its own rack's choice) places its members only: the
+// room nominated to set-b is taken there, and set-a, in no rack yet, waits, holding nothing. Before,
+// set-a's rack was chosen with set-b's nominated room free, it was placed in r2, its member refused
+// there by the filters, and the group backed off for 10 s.
+func TestPreFilterTreeOwnDomainNominations(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "job", Composite: true, Gang: true, Min: 2})
+	x.Set(tree.Node{Namespace: "ns", Name: "set-a", Gang: true, Min: 2, Parent: "job"})
+	x.Set(tree.Node{Namespace: "ns", Name: "set-b", Gang: true, Min: 2, Parent: "job"})
+	root, _ := x.Resolve("ns", "set-a")
+	nominated := func(group string, i int, cpu, node string) *v1.Pod {
+		p := gangtest.Member(fmt.Sprintf("%s-%d", group, i), group, cpu)
+		p.Status.NominatedNodeName = node
+		return p
+	}
+	pods := map[string][]*v1.Pod{"set-a": {nominated("set-a", 0, "2", "r1-0"), nominated("set-a", 1, "2", "r1-1")},
+		"set-b": {nominated("set-b", 0, "3", "r2-0"), nominated("set-b", 1, "3", "r2-1")}}
+	nodes := func(victims bool) []fwk.NodeInfo {
+		running := func(name, node, cpu string) []*v1.Pod { return []*v1.Pod{gangtest.Running(name, "", node, cpu, 0)} }
+		var r10, r11 []*v1.Pod
+		if victims {
+			r10, r11 = running("victim-0", "r1-0", "4"), running("victim-1", "r1-1", "4")
+		}
+		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "z", "b", "r1", r10...), gangtest.RackedNode("r1-1", "z", "b", "r1", r11...),
+			gangtest.RackedNode("r2-0", "z", "b", "r2"), gangtest.RackedNode("r2-1", "z", "b", "r2"),
+			gangtest.RackedNode("r3-0", "z", "b", "r3", running("other-0", "r3-0", "3")...), gangtest.RackedNode("r3-1", "z", "b", "r3", running("other-1", "r3-1", "3")...)}
+	}
+	for _, tc := range []struct {
+		name    string
+		victims bool
+		allowed []string // nil: refused
+	}{
+		{name: "victims still in set-a's rack: not set-b's rack", victims: true},
+		{name: "the victims gone: set-a's rack", allowed: []string{"r1-0", "r1-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New("ns", "set-a", "uid")
+			in := treeIn(g, pods["set-a"][0], 2, nodes(tc.victims), map[string]*Gang{g.Key(): g}, root, pods)
+			in.Policy = gangfit.Policy{Required: gangtest.RackKey}
+			in.OwnDomain = map[string]string{"ns/set-a": gangtest.RackKey, "ns/set-b": gangtest.RackKey}
+			in.Claimed = func(int32) []*v1.Pod { return pods["set-b"] }
+			out := g.PreFilter(in)
+			if refused := tc.allowed == nil; out.Reject != refused {
+				t.Fatalf("reject %v (%s), nodes %v; want %v", out.Reject, out.Message, sets.List(out.Nodes), refused)
+			}
+			if got := sets.List(out.Nodes); tc.allowed != nil && !slices.Equal(got, tc.allowed) {
+				t.Errorf("nodes %v (%+v); want %v", got, out.Placement, tc.allowed)
+			}
+		})
+	}
+}
