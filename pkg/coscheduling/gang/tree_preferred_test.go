@@ -65,14 +65,8 @@ func TestPreFilterTreeNestedPreferred(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New("ns", "work", "uid")
-			gangs := map[string]*Gang{g.Key(): g}
-			if tc.others != nil {
-				for k, o := range tc.others() {
-					gangs[k] = o
-				}
-			}
 			pods := map[string][]*v1.Pod{"work": role("work", 2, "3"), "lead": role("lead", 1, "2")}
-			out := g.PreFilter(treeIn(g, pods["work"][0], 2, block(tc.fill), gangs, root, pods))
+			out := g.PreFilter(treeIn(g, pods["work"][0], 2, block(tc.fill), gangsWith(g, tc.others), root, pods))
 			if out.Reject {
 				t.Fatalf("rejected (%s); want placed", out.Message)
 			}

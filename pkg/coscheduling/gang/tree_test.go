@@ -36,6 +36,29 @@ func treeIn(g *Gang, member *v1.Pod, want int, nodes []fwk.NodeInfo, gangs map[s
 		GroupMembers: func(key string) []*v1.Pod { return pods[strings.TrimPrefix(key, "ns/")] }}
 }
 
+// gangsWith are g's state and those others makes (nil: none), by key.
+func gangsWith(g *Gang, others func() map[string]*Gang) map[string]*Gang {
+	gangs := map[string]*Gang{g.Key(): g}
+	if others != nil {
+		for k, o := range others() {
+			gangs[k] = o
+		}
+	}
+	return gangs
+}
+
+// wantPlaced fails t unless out allows exactly the nodes allowed or, allowed nil, says msg.
+func wantPlaced(t *testing.T, out PreFilterOut, allowed []string, msg string) {
+	t.Helper()
+	if allowed != nil {
+		if got := sets.List(out.Nodes); !slices.Equal(got, allowed) {
+			t.Errorf("nodes %v (%+v); want %v", got, out.Placement, allowed)
+		}
+	} else if !strings.Contains(out.Message, msg) {
+		t.Errorf("message %q, want it to say %q", out.Message, msg)
+	}
+}
+
 // TestPreFilterTree: the first member of a group in a job checks the groups the job needs with it
 // (the whole-tree check): a job whose groups fit alone but not together is refused before anything
 // is held, and that refusal asks for no preemption (Tree); the next member of the burst gets the
@@ -415,14 +438,8 @@ func TestPreFilterTreeNestedDomains(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New("ns", "work", "uid")
-			gangs := map[string]*Gang{g.Key(): g}
-			if tc.others != nil {
-				for k, o := range tc.others() {
-					gangs[k] = o
-				}
-			}
 			pods := map[string][]*v1.Pod{"work": role("work", 2, "3"), "lead": role("lead", 1, "2")}
-			out := g.PreFilter(treeIn(g, pods["work"][0], 2, tc.nodes, gangs, root, pods))
+			out := g.PreFilter(treeIn(g, pods["work"][0], 2, tc.nodes, gangsWith(g, tc.others), root, pods))
 			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
 				t.Fatalf("reject %v, tree %v (%s); want %v", out.Reject, out.Tree, out.Message, refused)
 			}
@@ -470,13 +487,7 @@ func TestPreFilterTreeDomainBelowTop(t *testing.T) {
 			if refused := tc.allowed == nil; out.Reject != refused {
 				t.Fatalf("reject %v (%s); want %v", out.Reject, out.Message, refused)
 			}
-			if tc.allowed != nil {
-				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) {
-					t.Errorf("nodes %v (%+v); want %v", got, out.Placement, tc.allowed)
-				}
-			} else if !strings.Contains(out.Message, tc.msg) {
-				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
-			}
+			wantPlaced(t, out, tc.allowed, tc.msg)
 		})
 	}
 }
@@ -624,13 +635,7 @@ func TestPreFilterTreePartsNominations(t *testing.T) {
 			if refused := tc.allowed == nil; out.Reject != refused || out.Tree != refused {
 				t.Fatalf("reject %v, tree %v (%s), nodes %v; want %v", out.Reject, out.Tree, out.Message, sets.List(out.Nodes), refused)
 			}
-			if tc.allowed != nil {
-				if got := sets.List(out.Nodes); !slices.Equal(got, tc.allowed) {
-					t.Errorf("nodes %v (%+v); want %v", got, out.Placement, tc.allowed)
-				}
-			} else if !strings.Contains(out.Message, tc.msg) {
-				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
-			}
+			wantPlaced(t, out, tc.allowed, tc.msg)
 		})
 	}
 }
