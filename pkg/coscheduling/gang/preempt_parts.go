@@ -54,9 +54,10 @@ func (p JobPart) where(nodes []fwk.NodeInfo) (on []fwk.NodeInfo, pol gangfit.Pol
 // by the group itself when it requires a domain of its own (in.OwnDomain): the domain outer and the
 // parts. parts are nil when one search places the groups (see JobPlacement): none is under such a
 // composite nor requires its own, or (unless single) all are under one composite and none requires
-// its own. ok is false, and parts nil, when parts placed one by one could split a domain: a
-// composite on two parts' chains, one not pinned above a part's own, or one whose placed members
-// are in several domains. O(groups × depth + the job's pods).
+// its own. A composite above a part's own on its chain (a pair of replicas in one block, each in a
+// rack) may be on several parts' chains and not pinned yet: each of its domains is tried for them
+// all (see pinnings). ok is false, and parts nil, when a composite's placed members are in several
+// domains. O(groups × depth + the job's pods).
 func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangfit.Group, single bool) (outer *TreeDomain, parts []JobPart, ok bool) {
 	top := job
 	if c, found := root.DomainAbove(key); found && len(c.Leaves()) >= len(job.Leaves()) {
@@ -99,15 +100,6 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 	if len(inners) == 0 || len(inners) == 1 && !own && (!single || inners[0] == "") {
 		return outer, nil, true
 	}
-	on := map[string]string{}
-	for _, inner := range inners {
-		for i, d := range byInner[inner].Chain {
-			if o, seen := on[d.Composite]; seen && o != inner || i < len(byInner[inner].Chain)-1 && d.Value == "" {
-				return nil, nil, false
-			}
-			on[d.Composite] = inner
-		}
-	}
 	// The parts with a domain of their own first, by composite; the groups under none last.
 	sort.Slice(inners, func(a, b int) bool {
 		return inners[a] != "" && (inners[b] == "" || inners[a] < inners[b])
@@ -123,12 +115,13 @@ func jobParts(in PreFilterIn, root, job *tree.Branch, key string, groups []gangf
 const maxOrderedParts = 4
 
 // preemptParts is Preempt for a job in parts (see JobPart): in each domain of the job's own required
-// key (the one its members pin, if they do; every node without one), and in each order of the parts
-// (up to maxOrderedParts of them; more in composite order), the parts' searches one after the other;
+// key (the one its members pin, if they do; every node without one), with each domain of the
+// composites above the parts' own not pinned yet (see pinnings), and in each order of the parts (up
+// to maxOrderedParts of them; more in composite order), the parts' searches one after the other;
 // the plan that violates the fewest PodDisruptionBudgets, then evicts the fewest pods, then comes first
 // (domains by name, orders as permuted), is chosen. Not helpful when none holds every part: a search
 // one part after another may miss a fit that exists, so that answer is never hopeless (a pod's
-// deletion brings the job back). O(domains × orders × parts × a victim search).
+// deletion brings the job back). O(domains × pinnings × orders × parts × a victim search).
 func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 	pdbs, err := in.PDBs()
 	if err != nil {
@@ -137,16 +130,14 @@ func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 	j := in.Job
 	var best *gangfit.Plan
 	units := 0
-	orders := [][]JobPart{j.Parts}
-	if len(j.Parts) <= maxOrderedParts {
-		orders = permutations(j.Parts)
-	}
 	for _, nodes := range outerDomains(j.Outer, in.Nodes) {
-		for _, parts := range orders {
-			plan := in.planParts(parts, nodes, prio, pdbs)
-			units = max(units, plan.Units)
-			if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
-				best = &plan
+		for _, pinned := range pinnings(j.Parts, nodes) {
+			for _, parts := range ordersOf(pinned) {
+				plan := in.planParts(parts, nodes, prio, pdbs)
+				units = max(units, plan.Units)
+				if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
+					best = &plan
+				}
 			}
 		}
 	}
@@ -235,6 +226,85 @@ func (in PreemptIn) planParts(parts []JobPart, nodes []fwk.NodeInfo, prio int32,
 	return out
 }
 
+// ordersOf are the orders of parts searched: every order up to maxOrderedParts parts, else the
+// given one.
+func ordersOf(parts []JobPart) [][]JobPart {
+	if len(parts) <= maxOrderedParts {
+		return permutations(parts)
+	}
+	return [][]JobPart{parts}
+}
+
+// pinnedOrders are the orders of each of parts' pinnings on nodes (see pinnings and ordersOf).
+func pinnedOrders(parts []JobPart, nodes []fwk.NodeInfo) [][]JobPart {
+	var out [][]JobPart
+	for _, pinned := range pinnings(parts, nodes) {
+		out = append(out, ordersOf(pinned)...)
+	}
+	return out
+}
+
+// maxPinnings bounds the ways pinnings tries (the first ones, by domain name).
+const maxPinnings = 16
+
+// pinnings are the ways to place parts on nodes when composites above the parts' own on their chains
+// are not pinned yet (a pair of replicas in one block, each in a rack): each such composite pinned to
+// one of its domains among nodes, the same for every part it is above (every combination, domains
+// by name, up to maxPinnings). parts as they are when every such composite is pinned.
+func pinnings(parts []JobPart, nodes []fwk.NodeInfo) [][]JobPart {
+	var free []*TreeDomain
+	for _, p := range parts {
+		for _, d := range p.Chain[:max(len(p.Chain)-1, 0)] {
+			if d.Value == "" && d.Key != "" && !slices.ContainsFunc(free, func(f *TreeDomain) bool { return f.Composite == d.Composite }) {
+				free = append(free, d)
+			}
+		}
+	}
+	out := [][]JobPart{parts}
+	for _, f := range free {
+		var next [][]JobPart
+		for _, value := range domainValues(f.Key, nodes) {
+			for _, ps := range out {
+				if len(next) < maxPinnings {
+					next = append(next, pinnedTo(ps, f.Composite, value))
+				}
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// pinnedTo is parts with the composite keyed composite pinned to value on every chain.
+func pinnedTo(parts []JobPart, composite, value string) []JobPart {
+	out := make([]JobPart, len(parts))
+	for i, p := range parts {
+		out[i] = JobPart{Chain: slices.Clone(p.Chain), Groups: p.Groups}
+		for k, d := range out[i].Chain {
+			if d.Composite == composite {
+				c := *d
+				c.Value = value
+				out[i].Chain[k] = &c
+			}
+		}
+	}
+	return out
+}
+
+// domainValues are the values of label key on nodes, by name.
+func domainValues(key string, nodes []fwk.NodeInfo) []string {
+	var values []string
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil {
+			if v, ok := n.Labels[key]; ok && !slices.Contains(values, v) {
+				values = append(values, v)
+			}
+		}
+	}
+	slices.Sort(values)
+	return values
+}
+
 // permutations are every order of parts, the given order first.
 func permutations(parts []JobPart) [][]JobPart {
 	if len(parts) <= 1 {
@@ -251,19 +321,16 @@ func permutations(parts []JobPart) [][]JobPart {
 }
 
 // planRoomParts plans a job's reservation in parts (see JobPart): in each domain of the job's own
-// required key (the one its members pin; every node without one) and each order of the parts (up to
+// required key (the one its members pin; every node without one), with each domain of the composites
+// above the parts' own not pinned yet (see pinnings), and each order of the parts (up to
 // maxOrderedParts; more in composite order), each part's missing members in one domain of its own
 // key on the room that frees, the later parts counting the earlier ones' members placed; the first
 // plan where every part fits (domains by name, orders as permuted). Each group's members are taken in
 // name order, so that the same room gives the same plan. O(domains × orders × parts × a plan).
 func planRoomParts(in ReserveIn, j *JobPreemption, nodes []fwk.NodeInfo, prio int32) gangfit.ReservationPlan {
-	orders := [][]JobPart{j.Parts}
-	if len(j.Parts) <= maxOrderedParts {
-		orders = permutations(j.Parts)
-	}
 	why := "no domain of its key"
 	for _, on := range outerDomains(j.Outer, nodes) {
-		for _, parts := range orders {
+		for _, parts := range pinnedOrders(j.Parts, on) {
 			var plans []gangfit.ReservationPlan
 			claimed := slices.Clone(in.claimed(prio))
 			for _, p := range parts {

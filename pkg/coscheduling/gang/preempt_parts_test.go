@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"slices"
 	"sort"
 	"testing"
 
@@ -118,5 +119,30 @@ func TestPartsEvictVictimGangsWhole(t *testing.T) {
 	t.Logf("result %s victims %v gangs %v", out.Result, partsVictims(out), out.Plan.Gangs)
 	if v := partsVictims(out); len(v) != 2 {
 		t.Errorf("victim gang ns/v is evicted in part: victims %v, want v0 and v1 (its whole gang)", v)
+	}
+}
+
+// TestPartsPinTheirSharedDomain: two replicas under a pair that requires one block (not placed yet),
+// each requiring a rack. Block b1 has a rack for one replica only, with the lowest pod (its other
+// rack is held by a higher-priority pod); b2 has a rack for each, each with two low pods. The parts
+// are placed in one block: b2, its four pods the victims. Searched with the pair free, the replicas
+// went to r1 (b1, the cheapest victim) and r4 (b2): the pair's block split.
+func TestPartsPinTheirSharedDomain(t *testing.T) {
+	low := func(name, node, cpu string) *v1.Pod { return gangtest.Running(name, "", node, cpu, 10) }
+	high := func(name, node string) *v1.Pod { return gangtest.Running(name, "", node, "4", 200) }
+	nodes := []fwk.NodeInfo{
+		gangtest.RackedNode("r1-0", "", "b1", "r1", gangtest.Running("x", "", "r1-0", "4", 1)), gangtest.RackedNode("r2-0", "", "b1", "r2", high("h", "r2-0")),
+		gangtest.RackedNode("r3-0", "", "b2", "r3", low("u1", "r3-0", "2"), low("u2", "r3-0", "2")),
+		gangtest.RackedNode("r4-0", "", "b2", "r4", low("v1", "r4-0", "2"), low("v2", "r4-0", "2")),
+	}
+	a := []gangfit.Group{{Key: "ns/a", Candidates: []*v1.Pod{partsMember("a0", "a", "4")}, Need: 1}}
+	b := []gangfit.Group{{Key: "ns/b", Candidates: []*v1.Pod{partsMember("b0", "b", "4")}, Need: 1}}
+	pair := &TreeDomain{Composite: "ns/pair", Key: gangtest.BlockKey}
+	job := &JobPreemption{Job: "ns/job", Unit: "ns/job", Groups: append(append([]gangfit.Group{}, a...), b...),
+		Parts: []JobPart{{Chain: []*TreeDomain{pair, {Composite: "ns/rep0", Key: gangtest.RackKey}}, Groups: a},
+			{Chain: []*TreeDomain{pair, {Composite: "ns/rep1", Key: gangtest.RackKey}}, Groups: b}}}
+	out := Preempt(partsIn(job, nodes, nil))
+	if v := partsVictims(out); out.Result != PreemptVictims || !slices.Equal(v, []string{"u1", "u2", "v1", "v2"}) {
+		t.Errorf("result %s, victims %v (%s); want u1, u2, v1 and v2: both replicas in b2", out.Result, v, out.Message)
 	}
 }

@@ -110,3 +110,22 @@ func TestJobRoomInPartsIsTheSameWhateverTheOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestJobRoomInPartsPinsTheirSharedDomain: two replicas (decode's, prefill's) under a pair that
+// requires one block, not placed yet, each replica requiring a rack: block b1 has one rack, b2 two.
+// The room is held in b2, a rack each, never across the blocks.
+func TestJobRoomInPartsPinsTheirSharedDomain(t *testing.T) {
+	nodes := []fwk.NodeInfo{gangtest.RackedNode("n1", "z1", "b1", "r1"), gangtest.RackedNode("n3", "z1", "b2", "r3"), gangtest.RackedNode("n4", "z1", "b2", "r4")}
+	pods := map[string][]*v1.Pod{"decode": role("decode", 2, "2"), "prefill": role("prefill", 2, "2")}
+	x := indexOf(
+		tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 1, Domain: gangtest.ZoneKey},
+		tree.Node{Namespace: "ns", Name: "pair", Composite: true, Gang: true, Min: 2, Parent: "set", Domain: gangtest.BlockKey},
+		tree.Node{Namespace: "ns", Name: "rep0", Composite: true, Gang: true, Min: 1, Parent: "pair", Domain: gangtest.RackKey},
+		tree.Node{Namespace: "ns", Name: "rep1", Composite: true, Gang: true, Min: 1, Parent: "pair", Domain: gangtest.RackKey},
+		tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 2, Parent: "rep0"},
+		tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "rep1"})
+	racks, ok, j := partsPlan(t, x, nodes, pods, nil)
+	if !ok || !slices.Equal(racks, []string{"r3", "r4"}) {
+		t.Errorf("plan OK %v in racks %v (%d parts); want b2's racks r3 and r4", ok, racks, len(j.Parts))
+	}
+}

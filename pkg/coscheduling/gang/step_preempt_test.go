@@ -437,8 +437,8 @@ func TestPreemptForJob(t *testing.T) {
 
 // TestJobParts: a job's groups to place under several composites with a rack of their own are
 // split into parts, one per composite (the groups under none last), within the job's domain; not
-// when one composite holds them all, nor when parts placed one by one could split a domain (a
-// composite above two parts, not pinned).
+// when one composite holds them all. A composite above two parts, not pinned yet, is on both chains
+// (see TestPartsPinTheirSharedDomain).
 func TestJobParts(t *testing.T) {
 	composite := func(name, parent, domain string) tree.Node {
 		return tree.Node{Namespace: "ns", Name: name, Composite: true, Gang: true, Min: 2, Parent: parent, Domain: domain}
@@ -488,9 +488,9 @@ func TestJobParts(t *testing.T) {
 			groups: toPlace("a", "b"), single: true},
 		{name: "a router under the set beside a replica: the replica, then the router", nodes: append([]tree.Node{composite("set", "", gangtest.BlockKey), leaf("router", "set")}, replicas...),
 			groups: toPlace("router", "l0", "w0"), want: []string{"ns/rep0: ns/l0 ns/w0", ": ns/router"}, outer: "ns/set"},
-		{name: "two replicas under a pair in one block not placed yet: parts could split the block", nodes: []tree.Node{composite("set", "", gangtest.ZoneKey), composite("pair", "set", gangtest.BlockKey),
+		{name: "two replicas under a pair in one block not placed yet: a part each, the pair on both chains (its blocks tried in turn)", nodes: []tree.Node{composite("set", "", gangtest.ZoneKey), composite("pair", "set", gangtest.BlockKey),
 			composite("rep0", "pair", gangtest.RackKey), leaf("l0", "rep0"), composite("rep1", "pair", gangtest.RackKey), leaf("l1", "rep1")},
-			groups: toPlace("l0", "l1"), unsafe: true},
+			groups: toPlace("l0", "l1"), want: []string{"ns/pair,ns/rep0: ns/l0", "ns/pair,ns/rep1: ns/l1"}, outer: "ns/set"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
