@@ -276,8 +276,10 @@ func (j *Job) checkPreferring(p gangfit.Placement, preferring []*TreeDomain, fit
 func (j *Job) only(groups []gangfit.Group) Job {
 	c := *j
 	c.Together = groups
-	c.Aside = ofGroups(j.Aside, groups)
-	c.Claimed = append(slices.Clone(j.Claimed), notOfGroups(j.Aside, groups)...)
+	if len(j.Aside) > 0 { // a flat gang's check sets nothing aside: nothing to copy
+		c.Aside = ofGroups(j.Aside, groups)
+		c.Claimed = append(slices.Clone(j.Claimed), notOfGroups(j.Aside, groups)...)
+	}
 	return c
 }
 
