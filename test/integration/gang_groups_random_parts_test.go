@@ -40,9 +40,13 @@ func drawPartsWorld(rng *rand.Rand) partsWorld {
 	w := partsWorld{job: job, keys: map[string]string{}, racks: n + rng.IntN(2)}
 	lws := rng.IntN(2) == 0
 	// K of N of groups (alike, as LeaderWorkerSet makes them) or of composites (alike when K < N: one
-	// template; the check chooses among alike composites only, see tree.Needed).
+	// template; the check chooses among alike composites only, see tree.Needed). The draws of a
+	// LeaderWorkerSet-shaped world are as they were before composites drew K < N (its seeds replay).
 	job.min -= rng.IntN(2)
-	template := []int{1 + rng.IntN(3), 1 + rng.IntN(2), 1 + rng.IntN(2)} // workers, leader CPU, worker CPU
+	var template []int // workers, leader CPU, worker CPU
+	if !lws && job.min < n {
+		template = []int{1 + rng.IntN(3), 1 + rng.IntN(2), 1 + rng.IntN(2)}
+	}
 	if !lws && rng.IntN(2) == 0 {
 		w.keys[job.name] = blockLabel
 	}
@@ -54,8 +58,10 @@ func drawPartsWorld(rng *rand.Rand) partsWorld {
 			job.children = append(job.children, set)
 			continue
 		}
-		workers, leadCPU, workCPU := template[0], template[1], template[2]
-		if job.min == n { // replicas that all must be whole may differ
+		var workers, leadCPU, workCPU int
+		if template != nil {
+			workers, leadCPU, workCPU = template[0], template[1], template[2]
+		} else { // replicas that all must be whole may differ
 			workers, leadCPU, workCPU = 1+rng.IntN(3), 1+rng.IntN(2), 1+rng.IntN(2)
 		}
 		rep := &tnode{name: fmt.Sprintf("rep-%d", i), composite: true, min: 2, children: []*tnode{
