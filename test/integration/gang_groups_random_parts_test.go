@@ -12,8 +12,8 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
-// Random jobs that preempt in parts: a job of N replicas (2 or 3) that needs K of them (N, or N-1
-// for replicas of one group), each replica requiring a rack of its own, at high priority, on a block whose racks low-priority
+// Random jobs that preempt in parts: a job of N replicas (2 or 3) that needs K of them (N or N-1;
+// replicas made of groups alike when K < N), each replica requiring a rack of its own, at high priority, on a block whose racks low-priority
 // pods and low-priority gangs fill to the last CPU. A replica is either a composite over a leader
 // group and a worker group (the rack required by the composite, the job's block by the root one time
 // in two) or one group that requires the rack itself (LeaderWorkerSet's shape, under a gang
@@ -39,11 +39,13 @@ func drawPartsWorld(rng *rand.Rand) partsWorld {
 	job := &tnode{name: "job", composite: true, min: n}
 	w := partsWorld{job: job, keys: map[string]string{}, racks: n + rng.IntN(2)}
 	lws := rng.IntN(2) == 0
-	if lws {
-		// K of N only of groups (alike, as LeaderWorkerSet makes them): of K of N composites, the check does not choose K yet (each
-		// replica's groups then preempt and place on their own, and the job becomes whole only
-		// after some back-offs; see docs/coscheduling/gang-groups.md, Not yet).
-		job.min -= rng.IntN(2)
+	// K of N of groups (alike, as LeaderWorkerSet makes them) or of composites (alike when K < N: one
+	// template; the check chooses among alike composites only, see tree.Needed). The draws of a
+	// LeaderWorkerSet-shaped world are as they were before composites drew K < N (its seeds replay).
+	job.min -= rng.IntN(2)
+	var template []int // workers, leader CPU, worker CPU
+	if !lws && job.min < n {
+		template = []int{1 + rng.IntN(3), 1 + rng.IntN(2), 1 + rng.IntN(2)}
 	}
 	if !lws && rng.IntN(2) == 0 {
 		w.keys[job.name] = blockLabel
@@ -56,10 +58,15 @@ func drawPartsWorld(rng *rand.Rand) partsWorld {
 			job.children = append(job.children, set)
 			continue
 		}
-		workers := 1 + rng.IntN(3)
+		var workers, leadCPU, workCPU int
+		if template != nil {
+			workers, leadCPU, workCPU = template[0], template[1], template[2]
+		} else { // replicas that all must be whole may differ
+			workers, leadCPU, workCPU = 1+rng.IntN(3), 1+rng.IntN(2), 1+rng.IntN(2)
+		}
 		rep := &tnode{name: fmt.Sprintf("rep-%d", i), composite: true, min: 2, children: []*tnode{
-			{name: fmt.Sprintf("lead-%d", i), min: 1, members: 1, cpu: 1 + rng.IntN(2)},
-			{name: fmt.Sprintf("work-%d", i), min: workers, members: workers, cpu: 1 + rng.IntN(2)},
+			{name: fmt.Sprintf("lead-%d", i), min: 1, members: 1, cpu: leadCPU},
+			{name: fmt.Sprintf("work-%d", i), min: workers, members: workers, cpu: workCPU},
 		}}
 		w.keys[rep.name] = rackLabel
 		job.children = append(job.children, rep)

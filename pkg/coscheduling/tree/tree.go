@@ -363,7 +363,8 @@ type Needed struct {
 	// Groups are the other PodGroups to place with it, each short of its minimum.
 	Groups []Node
 	// Choices are the sets of PodGroups a pick was made among (a composite with more children short
-	// than it lacks): the pick stands for any other only when their members are alike.
+	// than it lacks): the pick stands for any other only when their members are alike. A pick among
+	// alike composites records one set per leaf position (see choiceAmong).
 	Choices [][]Node
 	prefer  func(key string) bool
 }
@@ -373,14 +374,15 @@ type Needed struct {
 // bound): for each gang composite on the leaf's path, as many of its other children as it lacks,
 // each with what it lacks in turn. Where a composite has more children short than it lacks, it takes
 // those closest to ready (then by name), and only among PodGroups of one minimum (replicas, as
-// LeaderWorkerSet's); ok is false when the tree offers another kind of choice, or too few children.
+// LeaderWorkerSet's) or among alike composites (replicas of several groups, see choiceAmong); ok is
+// false when the tree offers another kind of choice, or too few children.
 // O(the tree).
 func (b *Branch) Needed(leaf string, count func(key string) int) (n Needed, ok bool) {
 	return b.NeededPreferring(leaf, count, nil)
 }
 
-// NeededPreferring is Needed where a choice takes the PodGroups prefer names first (nil: none), then
-// those closest to ready: a reservation keeps the replicas it holds room for while they are still a
+// NeededPreferring is Needed where a choice takes the PodGroups prefer names first (nil: none; a
+// composite when prefer names one of its groups), then those closest to ready: a reservation keeps the replicas it holds room for while they are still a
 // choice, whatever the others' counts do.
 func (b *Branch) NeededPreferring(leaf string, count func(key string) int, prefer func(key string) bool) (n Needed, ok bool) {
 	n.prefer = prefer
@@ -420,25 +422,12 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 		return false
 	}
 	if len(short) > lacking {
-		var among []Node
-		for _, s := range short {
-			if s.Composite || s.Min != short[0].Min {
-				return false
-			}
-			among = append(among, s.Node)
+		sets, ok := choiceAmong(short)
+		if !ok {
+			return false
 		}
-		n.Choices = append(n.Choices, among)
-		short = slices.Clone(short)
-		slices.SortStableFunc(short, func(a, b *Branch) int {
-			if n.prefer != nil && n.prefer(a.Key()) != n.prefer(b.Key()) {
-				if n.prefer(a.Key()) {
-					return -1
-				}
-				return 1
-			}
-			return count(b.Key()) - count(a.Key())
-		})
-		short = short[:lacking]
+		n.Choices = append(n.Choices, sets...)
+		short = n.choose(short, lacking, count)
 	}
 	for _, s := range short {
 		if !s.Composite {

@@ -303,6 +303,11 @@ func TestHoldBack(t *testing.T) {
 func TestNeeded(t *testing.T) {
 	disaggregated := []Node{gangOf("serve", "", 2), group("prefill", "serve", 2), group("decode", "serve", 4)}
 	replicas := []Node{gangOf("lws", "", 2), group("a", "lws", 2), group("b", "lws", 2), group("c", "lws", 2)}
+	// Three replicas, each a leader group and a worker group; the set needs 2 (composites[:7]: the set, rep-0 and rep-1).
+	composites := []Node{gangOf("set", "", 2),
+		gangOf("rep-0", "set", 2), group("lead-0", "rep-0", 1), group("work-0", "rep-0", 2),
+		gangOf("rep-1", "set", 2), group("lead-1", "rep-1", 1), group("work-1", "rep-1", 2),
+		gangOf("rep-2", "set", 2), group("lead-2", "rep-2", 1), group("work-2", "rep-2", 2)}
 	hierarchy := []Node{gangOf("root", "", 2), gangOf("mid", "root", 2), group("a", "mid", 2), group("b", "mid", 2), group("c", "root", 2)}
 	names := func(ns []Node) []string {
 		var out []string
@@ -331,8 +336,28 @@ func TestNeeded(t *testing.T) {
 		{name: "basic root: nothing", nodes: []Node{basicOf("root", ""), group("a", "root", 2), group("b", "root", 2)}, leaf: "a"},
 		{name: "a basic composite under a gang one needs one child", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), basicOf("any", "root"), group("b1", "any", 2), group("b2", "any", 2)},
 			leaf: "a", want: []string{"b1"}, choices: [][]string{{"b1", "b2"}}},
-		{name: "a choice among composites: not said", nodes: []Node{gangOf("root", "", 2), group("c", "root", 2), gangOf("m1", "root", 1), group("a", "m1", 2), gangOf("m2", "root", 1), group("b", "m2", 2)},
-			leaf: "c", notOK: true},
+		{name: "a choice among alike composites of one group each", nodes: []Node{gangOf("root", "", 2), group("c", "root", 2), gangOf("m1", "root", 1), group("a", "m1", 2), gangOf("m2", "root", 1), group("b", "m2", 2)},
+			leaf: "c", want: []string{"a"}, choices: [][]string{{"a", "b"}}},
+		{name: "K of N composites: one other replica with both its groups, a leaf set per position", nodes: composites, leaf: "lead-0",
+			want: []string{"lead-1", "work-1", "work-0"}, choices: [][]string{{"lead-1", "lead-2"}, {"work-1", "work-2"}}},
+		{name: "K of N composites: the replica closest to whole", nodes: composites, leaf: "lead-0", counts: map[string]int{"work-2": 1},
+			want: []string{"lead-2", "work-2", "work-0"}, choices: [][]string{{"lead-1", "lead-2"}, {"work-1", "work-2"}}},
+		{name: "K of N composites: members beyond a group's minimum bring no closer", nodes: composites, leaf: "lead-0", counts: map[string]int{"lead-1": 3, "work-2": 2},
+			want: []string{"lead-2", "work-0"}, choices: [][]string{{"lead-1", "lead-2"}, {"work-1", "work-2"}}},
+		{name: "K of N composites: a whole replica is not needed", nodes: composites, leaf: "lead-0", counts: map[string]int{"lead-2": 1, "work-2": 2},
+			want: []string{"work-0"}},
+		{name: "K of N composites: paired by shape, not name", nodes: []Node{gangOf("set", "", 2), gangOf("r0", "set", 2), group("a-work", "r0", 2), group("b-lead", "r0", 1),
+			gangOf("r1", "set", 2), group("x-lead", "r1", 1), group("y-work", "r1", 2), gangOf("r2", "set", 2), group("m-lead", "r2", 1), group("n-work", "r2", 2)},
+			leaf: "b-lead", want: []string{"x-lead", "y-work", "a-work"}, choices: [][]string{{"x-lead", "m-lead"}, {"y-work", "n-work"}}},
+		{name: "K of N composites not alike (another worker minimum): not said", nodes: append(slices.Clone(composites[:7]), gangOf("rep-2", "set", 2), group("lead-2", "rep-2", 1), group("work-2", "rep-2", 3)),
+			leaf: "lead-0", notOK: true},
+		{name: "K of N composites not alike (another group count): not said", nodes: append(slices.Clone(composites[:7]), gangOf("rep-2", "set", 1), group("lead-2", "rep-2", 1)),
+			leaf: "lead-0", notOK: true},
+		{name: "K of N composites not alike (another required key): not said", nodes: append(slices.Clone(composites[:7]), Node{Namespace: ns, Name: "rep-2", Composite: true, Gang: true, Min: 2, Parent: "set", Domain: "rack"},
+			group("lead-2", "rep-2", 1), group("work-2", "rep-2", 2)),
+			leaf: "lead-0", notOK: true},
+		{name: "a choice between a group and a composite: not said", nodes: append(slices.Clone(composites[:7]), group("rep-2", "set", 1)),
+			leaf: "lead-0", notOK: true},
 		{name: "a choice among groups of different minimums: not said", nodes: []Node{gangOf("root", "", 2), group("a", "root", 2), group("b", "root", 3), group("c", "root", 2)},
 			leaf: "a", notOK: true},
 		{name: "too few children", nodes: []Node{gangOf("root", "", 3), group("a", "root", 2), group("b", "root", 2)}, leaf: "a", notOK: true},
@@ -440,5 +465,32 @@ func TestJobLeavesBut(t *testing.T) {
 	var none *Branch
 	if none.JobLeavesBut("ns/a", "a") != nil || none.LeavesBut("a") != nil {
 		t.Errorf("a group in no tree has other groups")
+	}
+}
+
+// Of K of N alike composites, the choice takes first a composite one of whose groups prefer names (a
+// group holding nominations or a reservation), whatever the others' counts.
+func TestNeededPreferringComposites(t *testing.T) {
+	x := index(gangOf("set", "", 2),
+		gangOf("rep-0", "set", 2), group("lead-0", "rep-0", 1), group("work-0", "rep-0", 2),
+		gangOf("rep-1", "set", 2), group("lead-1", "rep-1", 1), group("work-1", "rep-1", 2),
+		gangOf("rep-2", "set", 2), group("lead-2", "rep-2", 1), group("work-2", "rep-2", 2))
+	root, p := x.Resolve(ns, "lead-0")
+	if p != nil {
+		t.Fatal(p)
+	}
+	cnt := counts(map[string]int{"lead-1": 1, "work-1": 1})
+	for _, tc := range []struct {
+		prefer string
+		want   []string
+	}{
+		{prefer: "", want: []string{"ns/work-1", "ns/work-0"}},
+		{prefer: "ns/work-2", want: []string{"ns/lead-2", "ns/work-2", "ns/work-0"}},
+		{prefer: "ns/lead-1", want: []string{"ns/work-1", "ns/work-0"}},
+	} {
+		got, ok := root.NeededPreferring(ns+"/lead-0", cnt, func(key string) bool { return key == tc.prefer })
+		if !ok || !slices.Equal(Keys(got.Groups), tc.want) {
+			t.Errorf("preferring %q: %v, %v; want %v", tc.prefer, Keys(got.Groups), ok, tc.want)
+		}
 	}
 }

@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
+)
+
+// TestGangGroupsKOfNComposites: a set needing 2 of 3 replicas, each a gang composite of a leader
+// group (1 pod) and a worker group (2 pods), all of 2 CPU at high priority, on three 4-CPU nodes that
+// low-priority pods fill: room for two replicas, not three, once the low pods are evicted (the test
+// deletes them as a kubelet would). A group's check places with it its replica's other group and one
+// other replica's two groups (the replicas alike: tree.Needed's choice among composites), so the job
+// preempts for two replicas and two replicas bind whole, the third nothing. Throughout, no group is
+// bound in part and no gang composite stays short (watchWhole, watchTrees); only low pods are
+// evicted; the job is whole within 8 s (before a back-off of 10 s).
+func TestGangGroupsKOfNComposites(t *testing.T) {
+	ensurePriorityClasses(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 3, "4")
+	for n := range 3 {
+		for i := range 2 {
+			low := gangPod(ns, fmt.Sprintf("low-%d-%d", n, i), "", "2")
+			delete(low.Labels, v1alpha1.PodGroupLabel)
+			low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, fmt.Sprintf("%s-n-%d", ns, n)
+			createPod(t, low)
+		}
+	}
+	evicted := kubeletDeletesPreempted(t, ns)
+	job := &tnode{name: "set", composite: true, min: 2}
+	for i := range 3 {
+		job.children = append(job.children, &tnode{name: fmt.Sprintf("rep-%d", i), composite: true, min: 2, children: []*tnode{
+			{name: fmt.Sprintf("lead-%d", i), min: 1, members: 1, cpu: 2},
+			{name: fmt.Sprintf("work-%d", i), min: 2, members: 2, cpu: 2},
+		}})
+	}
+	jobs := []*tnode{job}
+	watchTrees(t, ns, jobs)
+	createGroupIn(t, ns, "set", 1, gangComposite(2))
+	for _, rep := range job.children {
+		ann := gangComposite(2)
+		ann[tree.AnnotationParent] = "set"
+		createGroupIn(t, ns, rep.name, 1, ann)
+		for _, g := range rep.children {
+			watchWhole(t, ns, g.name, g.min, nil)
+			createGroupIn(t, ns, g.name, int64(g.min), child(rep.name))
+		}
+	}
+	start := time.Now()
+	for _, rep := range job.children {
+		for _, g := range rep.children {
+			for m := range g.members {
+				p := gangPod(ns, fmt.Sprintf("%s-%d", g.name, m), g.name, fmt.Sprint(g.cpu))
+				p.Spec.PriorityClassName = highPriority
+				createPod(t, p)
+			}
+		}
+	}
+	count := func(ctx context.Context) (whole, empty int, err error) {
+		for _, rep := range job.children {
+			bound := 0
+			for _, g := range rep.children {
+				n, err := boundMembers(ctx, ns, g.name)
+				if err != nil {
+					return 0, 0, err
+				}
+				bound += n
+			}
+			switch bound {
+			case 3:
+				whole++
+			case 0:
+				empty++
+			}
+		}
+		return whole, empty, nil
+	}
+	waitFor(t, ns, "two replicas bound whole, the third not at all", func(ctx context.Context) (bool, error) {
+		whole, empty, err := count(ctx)
+		return whole == 2 && empty == 1, err
+	})
+	took := time.Since(start)
+	t.Logf("the job is whole after %v; evicted: %v", took.Round(100*time.Millisecond), evicted())
+	// Replica by replica, the groups preempt each for its own and back off (10 s) before the job is
+	// whole (10 to 21 s before the choice among composites); with it, within a second.
+	if took > 8*time.Second {
+		t.Errorf("the job was whole only after %v, want it within 8s (no back-off)", took.Round(100*time.Millisecond))
+	}
+	consistently(t, 5*time.Second, "two replicas stay whole, the third unbound", func(ctx context.Context) (bool, error) {
+		whole, empty, err := count(ctx)
+		return whole == 2 && empty == 1, err
+	})
+	for _, name := range evicted() {
+		if !isLow(name) {
+			t.Errorf("pod %s was evicted; only low-priority pods may be", name)
+		}
+	}
+}
