@@ -517,22 +517,7 @@ func preemptTwoReplicas(t *testing.T, prefix string, create func(ns, block strin
 	})
 	victims, _ := preempted(context.Background(), ns)
 	forceDelete(t, ns, victims...)
-	used := map[string]bool{}
-	for i, groups := range replicas {
-		racks := map[string]int{}
-		for _, g := range groups {
-			waitForBoundMembers(t, ns, g.name, g.size)
-			for rk, n := range racksOf(t, ns, g.name) {
-				racks[rk] += n
-			}
-		}
-		if len(racks) != 1 {
-			t.Errorf("replica %d in racks %v; want one", i, racks)
-		}
-		for rk := range racks {
-			used[rk] = true
-		}
-	}
+	used := boundInRacks(t, ns, replicas)
 	if len(used) != 2 {
 		t.Errorf("the replicas are in racks %v; each needs a rack of its own", used)
 	}
@@ -697,4 +682,27 @@ func TestGangGroupsNestedPreferred(t *testing.T) {
 			t.Errorf("replica rep-%d's pods by rack: %v; want them in one rack", i, racks)
 		}
 	}
+}
+
+// boundInRacks waits until every group of replicas is bound and returns the racks the replicas are
+// in, failing t for a replica in several.
+func boundInRacks(t *testing.T, ns string, replicas [][]sizedGroup) map[string]bool {
+	t.Helper()
+	used := map[string]bool{}
+	for i, groups := range replicas {
+		racks := map[string]int{}
+		for _, g := range groups {
+			waitForBoundMembers(t, ns, g.name, g.size)
+			for rk, n := range racksOf(t, ns, g.name) {
+				racks[rk] += n
+			}
+		}
+		if len(racks) != 1 {
+			t.Errorf("replica %d in racks %v; want one", i, racks)
+		}
+		for rk := range racks {
+			used[rk] = true
+		}
+	}
+	return used
 }

@@ -41,11 +41,14 @@ func TestGangGroupsPreemptPairInBlock(t *testing.T) {
 	pair := gangComposite(2)
 	pair[tree.AnnotationParent] = "set"
 	createGroupWithPolicy(t, ns, "pair", 1, pair, blockLabel)
+	var replicas [][]sizedGroup
 	for _, r := range []string{"0", "1"} {
 		replica := gangComposite(2)
 		replica[tree.AnnotationParent] = "pair"
 		createGroupWithPolicy(t, ns, "rep-"+r, 1, replica, rackLabel)
-		for _, g := range []sizedGroup{{"lead-" + r, 1}, {"work-" + r, 2}} {
+		groups := []sizedGroup{{"lead-" + r, 1}, {"work-" + r, 2}}
+		replicas = append(replicas, groups)
+		for _, g := range groups {
 			createGroupIn(t, ns, g.name, int64(g.size), child("rep-"+r))
 			watchWhole(t, ns, g.name, g.size, nil)
 			for i := range g.size {
@@ -62,22 +65,7 @@ func TestGangGroupsPreemptPairInBlock(t *testing.T) {
 	})
 	victims, _ := preempted(context.Background(), ns)
 	forceDelete(t, ns, victims...)
-	used := map[string]bool{}
-	for _, r := range []string{"0", "1"} {
-		racks := map[string]int{}
-		for _, g := range []sizedGroup{{"lead-" + r, 1}, {"work-" + r, 2}} {
-			waitForBoundMembers(t, ns, g.name, g.size)
-			for rk, n := range racksOf(t, ns, g.name) {
-				racks[rk] += n
-			}
-		}
-		if len(racks) != 1 {
-			t.Errorf("replica %s in racks %v; want one", r, racks)
-		}
-		for rk := range racks {
-			used[rk] = true
-		}
-	}
+	used := boundInRacks(t, ns, replicas)
 	if len(used) != 2 || !used[ns+"-r3"] || !used[ns+"-r4"] {
 		t.Errorf("the replicas are in racks %v; want r3 and r4 (block b2), one each", used)
 	}

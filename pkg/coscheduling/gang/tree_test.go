@@ -59,6 +59,21 @@ func wantPlaced(t *testing.T, out PreFilterOut, allowed []string, msg string) {
 	}
 }
 
+// threeRacks are racks r1, r2 and r3 of two 4-CPU nodes each in one block: r1's nodes running
+// victims of victimCPU while victims (a preemption's, still leaving), r2 free, r3's nodes running
+// pods of otherCPU.
+func threeRacks(victims bool, victimCPU, otherCPU [2]string) []fwk.NodeInfo {
+	running := func(name, node, cpu string) []*v1.Pod { return []*v1.Pod{gangtest.Running(name, "", node, cpu, 0)} }
+	var r10, r11 []*v1.Pod
+	if victims {
+		r10, r11 = running("victim-0", "r1-0", victimCPU[0]), running("victim-1", "r1-1", victimCPU[1])
+	}
+	return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "z", "b", "r1", r10...), gangtest.RackedNode("r1-1", "z", "b", "r1", r11...),
+		gangtest.RackedNode("r2-0", "z", "b", "r2"), gangtest.RackedNode("r2-1", "z", "b", "r2"),
+		gangtest.RackedNode("r3-0", "z", "b", "r3", running("other-0", "r3-0", otherCPU[0])...),
+		gangtest.RackedNode("r3-1", "z", "b", "r3", running("other-1", "r3-1", otherCPU[1])...)}
+}
+
 // TestPreFilterTree: the first member of a group in a job checks the groups the job needs with it
 // (the whole-tree check): a job whose groups fit alone but not together is refused before anything
 // is held, and that refusal asks for no preemption (Tree); the next member of the burst gets the
@@ -604,14 +619,7 @@ func TestPreFilterTreePartsNominations(t *testing.T) {
 	// What a member of lead-a leaves room for: the pods nominated but its own group's.
 	claimed := []*v1.Pod{pods["work-a"][0], pods["lead-b"][0], pods["work-b"][0]}
 	nodes := func(victims bool) []fwk.NodeInfo {
-		running := func(name, node, cpu string) []*v1.Pod { return []*v1.Pod{gangtest.Running(name, "", node, cpu, 0)} }
-		var r10, r11 []*v1.Pod
-		if victims {
-			r10, r11 = running("victim-0", "r1-0", "2"), running("victim-1", "r1-1", "4")
-		}
-		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "z", "b", "r1", r10...), gangtest.RackedNode("r1-1", "z", "b", "r1", r11...),
-			gangtest.RackedNode("r2-0", "z", "b", "r2"), gangtest.RackedNode("r2-1", "z", "b", "r2"),
-			gangtest.RackedNode("r3-0", "z", "b", "r3", running("other-0", "r3-0", "2")...), gangtest.RackedNode("r3-1", "z", "b", "r3", running("other-1", "r3-1", "4")...)}
+		return threeRacks(victims, [2]string{"2", "4"}, [2]string{"2", "4"})
 	}
 	for _, tc := range []struct {
 		name    string
@@ -661,14 +669,7 @@ func TestPreFilterTreeOwnDomainNominations(t *testing.T) {
 	pods := map[string][]*v1.Pod{"set-a": {nominated("set-a", 0, "2", "r1-0"), nominated("set-a", 1, "2", "r1-1")},
 		"set-b": {nominated("set-b", 0, "3", "r2-0"), nominated("set-b", 1, "3", "r2-1")}}
 	nodes := func(victims bool) []fwk.NodeInfo {
-		running := func(name, node, cpu string) []*v1.Pod { return []*v1.Pod{gangtest.Running(name, "", node, cpu, 0)} }
-		var r10, r11 []*v1.Pod
-		if victims {
-			r10, r11 = running("victim-0", "r1-0", "4"), running("victim-1", "r1-1", "4")
-		}
-		return []fwk.NodeInfo{gangtest.RackedNode("r1-0", "z", "b", "r1", r10...), gangtest.RackedNode("r1-1", "z", "b", "r1", r11...),
-			gangtest.RackedNode("r2-0", "z", "b", "r2"), gangtest.RackedNode("r2-1", "z", "b", "r2"),
-			gangtest.RackedNode("r3-0", "z", "b", "r3", running("other-0", "r3-0", "3")...), gangtest.RackedNode("r3-1", "z", "b", "r3", running("other-1", "r3-1", "3")...)}
+		return threeRacks(victims, [2]string{"4", "4"}, [2]string{"3", "3"})
 	}
 	for _, tc := range []struct {
 		name    string
