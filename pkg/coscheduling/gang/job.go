@@ -233,11 +233,8 @@ func (j *Job) within(td *TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) 
 	in.Nodes = nodes
 	var p gangfit.Placement
 	for _, id := range td.Inner {
-		under := j.only(togetherUnder(j.Together, id.Leaves))
-		in.Together, in.Claimed, in.Aside = under.Together, under.Claimed, under.Aside
 		var found bool
-		p, found = gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, in.Claimed, fit.Private())
-		if !found {
+		if in, p, found = in.under(id, fit); !found {
 			return nil, &Done{Result: gangfit.Result{Tree: true, Message: fmt.Sprintf("PodGroup %s: no domain of %s fits the groups %s needs placed in one (its required topology) within its job's", j.Gang, id.Key, id.Composite)}}
 		}
 		in.Nodes = onNodes(in.Nodes, p.Nodes)
@@ -254,10 +251,9 @@ func (j *Job) within(td *TreeDomain, nodes []fwk.NodeInfo, fit *gangfit.Shared) 
 func (j *Job) checkPreferring(p gangfit.Placement, preferring []*TreeDomain, fit *gangfit.Shared) *Done {
 	in, at := *j, p
 	for _, id := range preferring {
-		under := in.only(togetherUnder(in.Together, id.Leaves))
-		in.Together, in.Claimed, in.Aside = under.Together, under.Claimed, under.Aside
-		q, found := gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, in.Claimed, fit.Private())
-		if found && q.Level != gangfit.LevelAnywhere {
+		var q gangfit.Placement
+		var found bool
+		if in, q, found = in.under(id, fit); found && q.Level != gangfit.LevelAnywhere {
 			in.Nodes, at = onNodes(in.Nodes, q.Nodes), q
 		}
 	}
@@ -281,6 +277,16 @@ func (j *Job) only(groups []gangfit.Group) Job {
 		c.Claimed = append(slices.Clone(j.Claimed), notOfGroups(j.Aside, groups)...)
 	}
 	return c
+}
+
+// under is j placing, with the gang's own, only its groups under the composite of id (see only), and
+// the domain of id's policy where they fit together on j's nodes (see gangfit.JobDomain). The
+// composites of a job's domain are on the group's path, each below the last: narrowing j, then the
+// result, takes the groups under the innermost.
+func (j Job) under(id *TreeDomain, fit *gangfit.Shared) (Job, gangfit.Placement, bool) {
+	in := j.only(togetherUnder(j.Together, id.Leaves))
+	p, found := gangfit.JobDomain(j.Logger, id.Composite, in.groups(), id.Policy(), id.Pinned, gangfit.Avoid{Refused: id.Refused, Nominated: id.Nominated}, in.Nodes, in.Claimed, fit.Private())
+	return in, p, found
 }
 
 // togetherUnder are the groups among groups whose keys are in leaves.
