@@ -10,6 +10,7 @@ import (
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/attempt"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/devices"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gang"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/metrics"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -55,9 +56,11 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	// Whether the quorum can still be reached is decided on the store, as the quorum itself is (the
 	// handler's count may still hold a pod just deleted).
 	want, existing, now := podgroup.MinMember(pg), pl.members.StoreCount(pod.Namespace, name), pl.clock.Now()
+	// The nodes whose devices the real filter refused it: its gang's next checks count them.
+	short := gang.DevicesShort(pl.dra != nil && devices.MayClaim(pod), m, func() ([]fwk.NodeInfo, error) { return pl.handle.SnapshotSharedLister().NodeInfos().List() })
 	pl.mu.Lock()
 	g := pl.gangForLocked(pg)
-	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNode(pod, now, want, existing, pl.backoff, m) })
+	r := pl.stepLocked(g, func() gang.Result { return g.OnNoNodeDevices(pod, now, want, existing, pl.backoff, m, short) })
 	pl.mu.Unlock()
 	switch {
 	case r.Verdict == attempt.VerdictPreemptAlone:

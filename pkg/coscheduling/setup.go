@@ -77,7 +77,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("watching finished pods: %w", err)
 	}
 	pl.status.StartFinished(ctx)
-	if src := devices.New(h.SharedDRAManager()); src != nil {
+	if src := devices.New(h.SharedDRAManager()).WithCheckBudget(time.Duration(args.DeviceCheckMilliseconds) * time.Millisecond); src != nil {
 		// PodGroup-owned claims (KEP-5729) are read where this scheduler's DynamicResources plugin
 		// binds them to the PodGroup (its DRAWorkloadResourceClaims gate) and the in-tree PodGroups
 		// are read; elsewhere a member's claims are read as before.

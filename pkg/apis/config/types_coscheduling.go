@@ -20,6 +20,11 @@ type CoschedulingArgs struct {
 	Reservation ReservationArgs
 	// PlacementPlan narrows each member's cycle to the nodes its attempt's plan has room on.
 	PlacementPlan PlacementPlanArgs
+	// DeviceCheckMilliseconds bounds the time the whole-gang check gives upstream's DRA allocator in
+	// one check, every node together (0: 2000). A node not reached in time counts as holding the members;
+	// where the DynamicResources filter then refuses them, the gang's next checks and preemptions
+	// count that node's devices as taken.
+	DeviceCheckMilliseconds int64
 }
 
 // PlacementPlanArgs: when Enabled, an attempt's missing members are placed once, on the capacity the

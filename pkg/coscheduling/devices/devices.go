@@ -29,9 +29,11 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 )
 
-// checkBudget bounds the allocator's time in one check (every node's Copies together). The real
-// plugin gives each node's Filter 10 s; a check that runs out counts the nodes it did not reach as
-// holding every member (the check stays a relaxation: the real filters decide).
+// checkBudget bounds the allocator's time in a preemption search's count of freed devices
+// (Released). A check's own budget is the source's (DefaultCheckBudget unless the profile sets
+// another); a check that runs out counts the nodes it did not reach as holding every member (the
+// check stays a relaxation: the real filters decide, and a node they refuse is remembered, see
+// refused.go).
 const checkBudget = 2 * time.Second
 
 // Source is the scheduler's DRA state, read once per check. Its zero value and a nil *Source model
@@ -58,6 +60,10 @@ type Source struct {
 	// read is the DRA state a scheduling cycle reads once (see ForCycle); nil: each check reads its
 	// own.
 	read *cycleRead
+	// budget is the allocator's time in one check (0: DefaultCheckBudget); refused are, by node,
+	// the members the real filter found no devices for there (see refused.go).
+	budget  time.Duration
+	refused map[string][]types.UID
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -139,6 +145,8 @@ type Check struct {
 	Unmodelled map[types.UID]string
 	// pinned are the members with a claim allocated already.
 	pinned sets.Set[types.UID]
+	// refused are, by node, the kinds the real filter refused a member of there (see refused.go).
+	refused map[string]sets.Set[int]
 }
 
 var _ gangfit.DeviceCheck = &Check{}
@@ -179,7 +187,11 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	}
 	c.allocator, c.state, c.sliceNodes, c.nodeless, c.src, c.slices = v.allocator, v.allocated, v.sliceNodes, v.nodeless, s, v.slices
 	c.nominated = s.nominatedMembers(pods)
-	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), checkBudget)
+	budget := s.budget
+	if budget <= 0 {
+		budget = DefaultCheckBudget
+	}
+	c.ctx, c.cancel = context.WithTimeout(klog.NewContext(context.Background(), logger), budget)
 	bySig := map[uint64]int{}
 	size := map[int]int{}
 	for i, p := range pods {
@@ -208,6 +220,7 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	for k, kd := range c.kinds {
 		kd.whole = wholeOnOneNode(len(kd.group.pending), c.nodeless, size[k], len(pods))
 	}
+	c.refused = refusedKinds(s.refused, c.kindOf)
 	return c
 }
 
@@ -265,8 +278,12 @@ func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(na
 // Copies implements gangfit.DeviceCheck: the largest n ≤ limit such that n members' claims of kind k
 // are allocated at once on the node (one Allocate call when all of them fit, a binary search
 // otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
-// allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it.
+// allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it. A node where the
+// real filter refused a member of the kind holds none (see refused.go).
 func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
+	if c.refused != nil && ni.Node() != nil && c.refused[ni.Node().Name].Has(k) {
+		return 0
+	}
 	return c.copies(c.ctx, c.allocator, c.state, true, k, ni, limit)
 }
 

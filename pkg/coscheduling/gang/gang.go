@@ -77,6 +77,9 @@ type Gang struct {
 	// there failed because a member found no node in it. The next checks avoid each while another
 	// domain fits, until its refusal ends (see RefusedDomainTTL).
 	Refused map[string]Refusal
+	// RefusedDevices are the nodes whose devices the real filter refused members on, where the
+	// check counted them (see DeviceRefusals).
+	RefusedDevices map[string]DeviceRefusal
 
 	// Plan is the current attempt's placement plan (nil: none, or dropped). NoPlan is set when a
 	// member fell back from a plan: no new plan is made until the attempt ends (quorum or failure).
@@ -256,7 +259,7 @@ func (g *Gang) ResetHistory(uid types.UID) []clock.Timer {
 	g.LastPreemption = nil
 	g.PreemptionsUnderWay = 0
 	g.Placement = nil
-	g.Refused = nil
+	g.Refused, g.RefusedDevices = nil, nil
 	g.DropPlan()
 	g.NominatedNodes = nil
 	g.Outcome = Outcome{}

@@ -51,6 +51,9 @@ type Job struct {
 	Aside []*v1.Pod
 	// Domain is the domain the job holds its groups in (nil: none).
 	Domain *TreeDomain
+	// RefusedDevices are, by node, the members whose devices the real filter refused there in an
+	// earlier attempt (see DeviceRefusals): the check counts no member of their kinds there.
+	RefusedDevices map[string][]types.UID
 }
 
 // TreeDomain is the domain of a required topology key that a job of several roles holds its groups in,
@@ -129,6 +132,7 @@ type Done struct {
 // Run makes the check, over fit's shared tables and device model.
 func (j *Job) Run(fit *gangfit.Shared) *Done {
 	d := &Done{job: j}
+	fit = fit.WithRefused(j.RefusedDevices)
 	if j.Extra {
 		f := gangfit.New(j.Logger, j.Gang, j.Candidates, 1, j.Nodes, nil, j.Claimed, fit, false)
 		p := gangfit.ExtraMemberPlacement(f, j.Policy, j.Pinned, j.Nodes)

@@ -340,7 +340,8 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	claimed := in.Claimed(corev1helpers.PodPriority(in.Member))
 	job := &Job{Key: ck, Gang: g.Key(), Candidates: candidates, Counted: counted, Need: in.Want - countedN - g.Credit,
 		Nodes: in.Nodes, MinResources: in.MinResources, Claimed: claimed,
-		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger}
+		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger,
+		RefusedDevices: ValidRefusals(g.DeviceRefusals(in.Now), Generations(in.Nodes))}
 	if !in.Policy.Empty() {
 		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
 		job.Avoid = g.avoid(in)

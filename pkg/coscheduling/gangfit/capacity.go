@@ -204,7 +204,21 @@ func (s *Shared) WithDevices(d DeviceSource) *Shared {
 	if s == nil {
 		return &Shared{Devices: d}
 	}
-	return &Shared{Devices: d, tables: s.own()}
+	return &Shared{Devices: d, tables: s.own(), refused: s.refused}
+}
+
+// WithRefused returns the checks' shared tables of s whose device model counts, on each node of
+// refused, no member of the kind of the members the real filter refused there (s itself when
+// refused is empty): a gang's next checks and preemption searches after an attempt whose members the
+// DynamicResources plugin found no devices for where the model counted them (see RefusingDevices).
+func (s *Shared) WithRefused(refused map[string][]types.UID) *Shared {
+	if len(refused) == 0 {
+		return s
+	}
+	if s == nil {
+		return &Shared{refused: refused}
+	}
+	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused}
 }
 
 // Private returns s's device model without its shared tables, for checks over a part of the nodes
@@ -213,7 +227,7 @@ func (s *Shared) Private() *Shared {
 	if s == nil {
 		return nil
 	}
-	return &Shared{Devices: s.Devices}
+	return &Shared{Devices: s.Devices, refused: s.refused}
 }
 
 // own is the Shared whose tables s uses.

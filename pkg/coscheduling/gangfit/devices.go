@@ -94,6 +94,16 @@ type ClaimingDevices interface {
 	Claiming(claimed []*v1.Pod) DeviceSource
 }
 
+// RefusingDevices is a DeviceSource that can count, on the nodes where the real filter found no
+// devices for some members in an earlier attempt, no member of those members' kinds (see
+// Shared.WithRefused).
+type RefusingDevices interface {
+	DeviceSource
+	// Refusing returns a source whose checks count no member of the kind of the members refused on
+	// each node of refused.
+	Refusing(refused map[string][]types.UID) DeviceSource
+}
+
 // devicePrefix starts the name of a device kind's dimension.
 const devicePrefix = "devices/"
 

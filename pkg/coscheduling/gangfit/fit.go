@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -88,6 +89,9 @@ type Shared struct {
 	Devices DeviceSource
 	// tables, when set, holds the capacity and request tables (see WithDevices).
 	tables *Shared
+	// refused are, by node, the members the real filter found no devices for there (see
+	// WithRefused).
+	refused map[string][]types.UID
 }
 
 // deviceCheck is the device model of a check over members, with the devices of the claimed pods
@@ -97,6 +101,9 @@ func (s *Shared) deviceCheck(logger klog.Logger, members, claimed []*v1.Pod) Dev
 		return nil
 	}
 	src := s.Devices
+	if r, ok := src.(RefusingDevices); ok && len(s.refused) > 0 {
+		src = r.Refusing(s.refused)
+	}
 	if c, ok := src.(ClaimingDevices); ok && len(claimed) > 0 {
 		src = c.Claiming(claimed)
 	}

@@ -1,6 +1,7 @@
 package scheme_test
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 
@@ -49,6 +50,8 @@ profiles:
 			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 30, TimeoutSeconds: 300}, PlacementPlan: planOn}},
 		"reservation bounds": {args: "          reservation: {afterSeconds: 5, timeoutSeconds: 60, maxGangs: 2}\n",
 			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: config.ReservationArgs{AfterSeconds: 5, TimeoutSeconds: 60, MaxGangs: 2}, PlacementPlan: planOn}},
+		"a device check of 50 ms": {args: "          deviceCheckMilliseconds: 50\n",
+			want: config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 10, Reservation: onByDefault, PlacementPlan: planOn, DeviceCheckMilliseconds: 50}},
 		"unknown field in the reservation": {args: "          reservation: {after: 5}\n", wantErr: `unknown field "reservation.after"`},
 		"unknown field in the policy":      {args: "          defaultTopologyPolicy: {require: x}\n", wantErr: `unknown field "defaultTopologyPolicy.require"`},
 	}
@@ -76,7 +79,8 @@ profiles:
 				if got.PermitWaitingTimeSeconds != tc.want.PermitWaitingTimeSeconds || got.PodGroupBackoffSeconds != tc.want.PodGroupBackoffSeconds ||
 					got.DefaultTopologyPolicy.Required != tc.want.DefaultTopologyPolicy.Required ||
 					strings.Join(got.DefaultTopologyPolicy.Preferred, ",") != strings.Join(tc.want.DefaultTopologyPolicy.Preferred, ",") ||
-					got.Reservation != tc.want.Reservation || got.PlacementPlan != tc.want.PlacementPlan {
+					got.Reservation != tc.want.Reservation || got.PlacementPlan != tc.want.PlacementPlan ||
+					got.DeviceCheckMilliseconds != cmp.Or(tc.want.DeviceCheckMilliseconds, 2000) {
 					t.Errorf("decoded %+v, want %+v", got, tc.want)
 				}
 				return

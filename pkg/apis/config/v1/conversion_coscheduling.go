@@ -25,6 +25,7 @@ func addCoschedulingConversions(s *runtime.Scheme) error {
 func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs, out *config.CoschedulingArgs, _ conversion.Scope) error { //nolint:revive,stylecheck
 	out.PermitWaitingTimeSeconds = ptr.Deref(in.PermitWaitingTimeSeconds, 0)
 	out.PodGroupBackoffSeconds = ptr.Deref(in.PodGroupBackoffSeconds, 0)
+	out.DeviceCheckMilliseconds = ptr.Deref(in.DeviceCheckMilliseconds, 0)
 	out.DefaultTopologyPolicy = config.TopologyPolicy{}
 	if in.DefaultTopologyPolicy != nil {
 		out.DefaultTopologyPolicy = config.TopologyPolicy{Required: in.DefaultTopologyPolicy.Required, Preferred: slices.Clone(in.DefaultTopologyPolicy.Preferred)}
@@ -44,6 +45,7 @@ func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs
 func Convert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.CoschedulingArgs, out *CoschedulingArgs, _ conversion.Scope) error { //nolint:revive,stylecheck
 	out.PermitWaitingTimeSeconds = ptr.To(in.PermitWaitingTimeSeconds)
 	out.PodGroupBackoffSeconds = ptr.To(in.PodGroupBackoffSeconds)
+	out.DeviceCheckMilliseconds = ptr.To(in.DeviceCheckMilliseconds)
 	out.DefaultTopologyPolicy = nil
 	if p := in.DefaultTopologyPolicy; p.Required != "" || len(p.Preferred) > 0 {
 		out.DefaultTopologyPolicy = &TopologyPolicy{Required: p.Required, Preferred: slices.Clone(p.Preferred)}

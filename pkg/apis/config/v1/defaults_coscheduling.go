@@ -15,6 +15,8 @@ const (
 	DefaultReservationMaxGangs int32 = 1
 	// DefaultPlacementPlanCandidateNodes is how many planned nodes a member is offered.
 	DefaultPlacementPlanCandidateNodes int32 = 4
+	// DefaultDeviceCheckMilliseconds is the DRA allocator's time in one whole-gang check.
+	DefaultDeviceCheckMilliseconds int64 = 2000
 )
 
 // SetDefaults_CoschedulingArgs fills the unset fields of CoschedulingArgs.
@@ -24,6 +26,9 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) { //nolint:revive,style
 	}
 	if obj.PodGroupBackoffSeconds == nil {
 		obj.PodGroupBackoffSeconds = ptr.To(DefaultPodGroupBackoffSeconds)
+	}
+	if obj.DeviceCheckMilliseconds == nil {
+		obj.DeviceCheckMilliseconds = ptr.To(DefaultDeviceCheckMilliseconds)
 	}
 	if obj.Reservation == nil {
 		obj.Reservation = &ReservationArgs{}

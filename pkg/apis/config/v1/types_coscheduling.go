@@ -14,6 +14,12 @@ type CoschedulingArgs struct {
 	// PodGroupBackoffSeconds is how long a gang that failed (timed out or was rejected) stays out of
 	// the scheduling cycle before its members are tried again. Defaults to 10.
 	PodGroupBackoffSeconds *int64 `json:"podGroupBackoffSeconds,omitempty"`
+	// DeviceCheckMilliseconds bounds the time the whole-gang check gives upstream's DRA allocator in
+	// one check, every node together (default 2000, at most 10000: the DynamicResources filter's own
+	// limit per node). A node not reached in time counts as holding the members; where the
+	// DynamicResources filter then refuses them, the gang's next checks and preemptions count that
+	// node's devices as taken.
+	DeviceCheckMilliseconds *int64 `json:"deviceCheckMilliseconds,omitempty"`
 	// DefaultTopologyPolicy applies to gangs whose PodGroup (spec.topologyPolicy) and members
 	// (annotations) set no topology policy. Unset: none.
 	DefaultTopologyPolicy *TopologyPolicy `json:"defaultTopologyPolicy,omitempty"`

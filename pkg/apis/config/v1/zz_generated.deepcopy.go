@@ -28,6 +28,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.DeviceCheckMilliseconds != nil {
+		in, out := &in.DeviceCheckMilliseconds, &out.DeviceCheckMilliseconds
+		*out = new(int64)
+		**out = **in
+	}
 	if in.DefaultTopologyPolicy != nil {
 		in, out := &in.DefaultTopologyPolicy, &out.DefaultTopologyPolicy
 		*out = new(TopologyPolicy)

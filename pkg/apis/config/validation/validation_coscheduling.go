@@ -12,6 +12,9 @@ import (
 // maxPermitWaitingTimeSeconds is the framework's own cap on a Permit wait (15 minutes).
 const maxPermitWaitingTimeSeconds = 15 * 60
 
+// maxDeviceCheckMilliseconds is the DynamicResources filter's own time limit per node (10 s).
+const maxDeviceCheckMilliseconds = 10_000
+
 // ValidateCoschedulingArgs validates CoschedulingArgs.
 func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) error {
 	var errs field.ErrorList
@@ -21,6 +24,10 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	}
 	if args.PodGroupBackoffSeconds < 0 {
 		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds, "must not be negative"))
+	}
+	if args.DeviceCheckMilliseconds < 0 || args.DeviceCheckMilliseconds > maxDeviceCheckMilliseconds {
+		errs = append(errs, field.Invalid(path.Child("deviceCheckMilliseconds"), args.DeviceCheckMilliseconds,
+			"must be between 1 and 10000 (the DynamicResources filter's own limit per node; 0 or unset: 2000)"))
 	}
 	rp := path.Child("reservation")
 	if r := args.Reservation; r.AfterSeconds < 0 {

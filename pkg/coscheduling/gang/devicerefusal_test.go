@@ -1,0 +1,130 @@
+package gang
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// draRefused is the DynamicResources plugin's status on a node whose devices cannot hold a pod's claims.
+func draRefused() *fwk.Status {
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, DevicesShortReason).WithPlugin("DynamicResources")
+}
+
+func nodeInfos(names ...string) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, len(names))
+	for i, n := range names {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		out[i] = ni
+	}
+	return out
+}
+
+// TestDevicesShort: only the DynamicResources plugin's "cannot allocate all claims" counts, each node
+// with its generation; a member that claims no device reads nothing.
+func TestDevicesShort(t *testing.T) {
+	nodes := nodeInfos("a", "b", "c", "d")
+	m := framework.NewNodeToStatus(map[string]*fwk.Status{
+		"a": draRefused(),
+		"b": fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu").WithPlugin("NodeResourcesFit"),
+		"c": fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "resourceclaim not available on the node").WithPlugin("DynamicResources"),
+		"d": draRefused(),
+	}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable))
+	list := func() ([]fwk.NodeInfo, error) { return nodes, nil }
+	want := map[string]int64{"a": nodes[0].GetGeneration(), "d": nodes[3].GetGeneration()}
+	if got := DevicesShort(true, m, list); !maps.Equal(got, want) {
+		t.Errorf("DevicesShort = %v, want %v", got, want)
+	}
+	if got := DevicesShort(false, m, list); got != nil {
+		t.Errorf("a member that claims no device: DevicesShort = %v, want nil", got)
+	}
+	if got := DevicesShort(true, nil, list); got != nil {
+		t.Errorf("no statuses: DevicesShort = %v, want nil", got)
+	}
+}
+
+// TestOnNoNodeDevices: a failed attempt records the nodes whose devices refused the member, less
+// those its own members were reserved on, and says so; an attempt that goes on, or is retried with
+// the member first, records nothing.
+func TestOnNoNodeDevices(t *testing.T) {
+	now := t0.Add(time.Second)
+	short := map[string]int64{"n1": 3, "n2": 5, "node-a": 7}
+	cases := []struct {
+		name     string
+		gang     func() *Gang
+		existing int
+		failed   bool
+		want     map[string]int64 // node: generation recorded
+	}{
+		{name: "first member refused on every device node: all recorded", gang: func() *Gang { return New("ns", "g", "") },
+			existing: 3, failed: true, want: map[string]int64{"n1": 3, "n2": 5, "node-a": 7}},
+		{name: "a sibling reserved on node-a (led already): node-a not recorded", gang: func() *Gang {
+			g := withWaiting([]string{"a"})
+			g.LedBy = map[types.UID]struct{}{pod("x").UID: {}}
+			return g
+		}, existing: 3, failed: true, want: map[string]int64{"n1": 3, "n2": 5}},
+		{name: "the member leads a retry: nothing recorded", gang: func() *Gang { return withWaiting([]string{"a"}) },
+			existing: 3, failed: true},
+		{name: "others can still make the quorum: nothing recorded", gang: func() *Gang { return New("ns", "g", "") },
+			existing: 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.gang()
+			g.Attempt = gathering
+			r := g.OnNoNodeDevices(pod("x"), now, 3, tc.existing, backoff, nil, short)
+			if r.Failed() != tc.failed {
+				t.Fatalf("failed %v, want %v", r.Failed(), tc.failed)
+			}
+			got := map[string]int64{}
+			for n, rf := range g.RefusedDevices {
+				got[n] = rf.Generation
+				if !slices.Equal(rf.Pods, []types.UID{pod("x").UID}) || !rf.Until.Equal(now.Add(DeviceRefusalTTL)) {
+					t.Errorf("%s: refusal %+v, want member x until %v", n, rf, now.Add(DeviceRefusalTTL))
+				}
+			}
+			if len(tc.want) == 0 {
+				tc.want = map[string]int64{}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("recorded %v, want %v", got, tc.want)
+			}
+			said := strings.Contains(r.Message, "the DynamicResources plugin refused it on count as taken")
+			if said != (len(tc.want) > 0) {
+				t.Errorf("message %q: says the refusal %v, want %v", r.Message, said, len(tc.want) > 0)
+			}
+		})
+	}
+}
+
+// TestDeviceRefusals: a refusal holds while its node keeps its generation, within the TTL; a node
+// changed, gone or past the TTL is forgotten. A second member refused on the same unchanged node joins
+// the first and renews the node's TTL; a changed node starts afresh.
+func TestDeviceRefusals(t *testing.T) {
+	g := New("ns", "g", "")
+	g.RefuseDevices("x", map[string]int64{"n1": 1, "n2": 1, "n3": 1, "n4": 1}, nil, t0)
+	g.RefuseDevices("y", map[string]int64{"n1": 1, "n2": 2}, sets.New("n3"), t0.Add(time.Second))
+	gens := map[string]int64{"n1": 1, "n2": 2, "n3": 9}
+	gen := func(n string) (int64, bool) { v, ok := gens[n]; return v, ok }
+	valid := func(now time.Time) map[string][]types.UID { return ValidRefusals(g.DeviceRefusals(now), gen) }
+	want := map[string][]types.UID{"n1": {"x", "y"}, "n2": {"y"}}
+	if got := valid(t0.Add(DeviceRefusalTTL - time.Millisecond)); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("refusals = %v, want %v (n3 changed, n4 gone)", got, want)
+	}
+	if got := valid(t0.Add(DeviceRefusalTTL)); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("at x's TTL: %v, want %v (both nodes refused again a second later)", got, want)
+	}
+	if got := g.DeviceRefusals(t0.Add(DeviceRefusalTTL + time.Second)); got != nil || g.RefusedDevices != nil {
+		t.Errorf("past every TTL: %v (%v), want none", got, g.RefusedDevices)
+	}
+}
