@@ -278,13 +278,12 @@ func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(na
 // Copies implements gangfit.DeviceCheck: the largest n ≤ limit such that n members' claims of kind k
 // are allocated at once on the node (one Allocate call when all of them fit, a binary search
 // otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
-// allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it. A node where the
-// real filter refused a member of the kind holds none (see refused.go).
+// allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it. Out of time, a
+// node counts as holding every member, unless the real filter refused a member of the kind there
+// (see refused.go): then it holds none.
 func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
-	if c.refused != nil && ni.Node() != nil && c.refused[ni.Node().Name].Has(k) {
-		return 0
-	}
-	return c.copies(c.ctx, c.allocator, c.state, true, k, ni, limit)
+	refused := c.refused != nil && ni.Node() != nil && c.refused[ni.Node().Name].Has(k)
+	return c.copies(c.ctx, c.allocator, c.state, !refused, k, ni, limit)
 }
 
 // copies is Copies with allocator a, built over the allocated devices state, under ctx; outOfTime

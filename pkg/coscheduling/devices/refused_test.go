@@ -3,6 +3,7 @@ package devices
 import (
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,35 +15,42 @@ import (
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 )
 
-// TestRefusedNodes: a node where the real filter refused a member counts no member of its kind, for
-// the check and for the preemption search; what the search's victims free there is the allocator's
-// count without them. Other kinds, and other nodes, are counted as before.
+// TestRefusedNodes: where the real filter refused a member, a node its check's allocator does not
+// reach in time holds no member of its kind (not every one), for the check and for the preemption
+// search, whose victims' devices are counted by the allocator without them; a node the allocator
+// answers for keeps its answer (devices freed since the refusal count). Other kinds, and other nodes,
+// are counted as before. outOfTime runs the check on an allocator whose time is up; the member asks
+// 2 GPUs in two requests (so that the allocator, not a count of free devices, answers), and n0 has 2
+// free GPUs of 4, v holding the other 2.
 func TestRefusedNodes(t *testing.T) {
 	cases := []struct {
 		name string
 		// refused: by node, the members refused there ("b" is the gang's member, "other" a pod of
 		// no kind of this check).
-		refused  map[string][]string
-		feasible bool
+		refused   map[string][]string
+		outOfTime bool
+		feasible  bool
 		// fits, victims: the preemption search's answer.
 		fits    bool
 		victims []string
 	}{
-		{name: "nothing refused: the two free devices of n0 hold the member; nothing to evict",
-			feasible: true, fits: true},
-		{name: "the member refused on n0: the check finds it short, the search evicts n0's holder",
-			refused: map[string][]string{"n0": {"b-0"}}, fits: true, victims: []string{"v"}},
-		{name: "refused on another node: n0 holds it",
-			refused: map[string][]string{"n1": {"b-0"}}, feasible: true, fits: true},
-		{name: "a pod of another check refused on n0: not this kind",
-			refused: map[string][]string{"n0": {"other"}}, feasible: true, fits: true},
+		{name: "nothing refused, out of time: n0 counts as holding the member (the relaxation)",
+			outOfTime: true, feasible: true, fits: true},
+		{name: "the member refused on n0, out of time: the check finds it short, the search evicts n0's holder",
+			refused: map[string][]string{"n0": {"b-0"}}, outOfTime: true, fits: true, victims: []string{"v"}},
+		{name: "the member refused on n0, the allocator answers: n0's two free GPUs hold it, nothing to evict",
+			refused: map[string][]string{"n0": {"b-0"}}, feasible: true, fits: true},
+		{name: "refused on another node, out of time: n0 holds it",
+			refused: map[string][]string{"n1": {"b-0"}}, outOfTime: true, feasible: true, fits: true},
+		{name: "a pod of another check refused on n0, out of time: not this kind",
+			refused: map[string][]string{"n0": {"other"}}, outOfTime: true, feasible: true, fits: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			d := newFakeDRA(map[string]int{"n0": 4})
 			v := holding(d, "v", "n0", 0, 0, 1)
-			gang := []*v1.Pod{asking(d, "b-0", "b", class, 2, 50)}
+			gang := []*v1.Pod{twoRequests(d, asking(d, "b-0", "b", class, 1, 50))}
 			nodes := []fwk.NodeInfo{gangtest.CPUNode("n0", "64", v)}
 			var refused map[string][]types.UID
 			for node, pods := range tc.refused {
@@ -57,7 +65,11 @@ func TestRefusedNodes(t *testing.T) {
 					refused[node] = append(refused[node], uid)
 				}
 			}
-			shared := (&gangfit.Shared{Devices: newSource(d)}).WithRefused(refused)
+			src := newSource(d)
+			if tc.outOfTime {
+				src = src.WithCheckBudget(time.Nanosecond)
+			}
+			shared := (&gangfit.Shared{Devices: src}).WithRefused(refused)
 			res, f := gangfit.Check(logger, "ns/b", gang, 1, nodes, nil, nil, nil, shared)
 			f.Done()
 			if res.Feasible != tc.feasible {
@@ -74,4 +86,13 @@ func TestRefusedNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoRequests gives member p's claim (made by asking, of one device) a second request alike.
+func twoRequests(d *fakeDRA, p *v1.Pod) *v1.Pod {
+	c := d.claims[p.Namespace+"/"+p.Name+"-gpu"]
+	second := c.Spec.Devices.Requests[0].DeepCopy()
+	second.Name += "-2"
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, *second)
+	return p
 }

@@ -23,11 +23,13 @@ import (
 // (gangfit.Shared.WithRefused): the check finds the gang short, and its preemption looks for victims
 // whose devices let it fit, as for a gang the check found short by itself.
 //
-// A refusal holds while the node is as it was (its NodeInfo generation, which every pod added to it or
-// removed from it changes, a claim freed after its pod went included) and for at most
-// DeviceRefusalTTL (what the generation does not see: devices published or tainted since). Nodes
-// where the gang's own members were reserved are never recorded: its own members may be what took
-// the devices there.
+// A refusal only gives up the relaxation: where the allocator answers in time, its answer stands (a
+// device freed since counts), and a refused node counts none only where it does not (see
+// devices.Check.Copies). It holds while the node is as it was (its NodeInfo generation, which every
+// pod added to it or removed from it changes; a claim deallocated, a slice published or a device
+// taint does not) and for at most DeviceRefusalTTL. Nodes where the gang's own members were reserved
+// are never recorded: its own members may be what took the devices there. A job's checks and
+// preemptions count the refusals of all its groups (JobRefusals).
 
 // DeviceRefusalTTL bounds how long a node's refusal holds while the node does not change.
 const DeviceRefusalTTL = 2 * time.Minute
@@ -154,6 +156,34 @@ func ValidRefusals(refusals map[string]DeviceRefusal, generation func(node strin
 			out = make(map[string][]types.UID, len(refusals))
 		}
 		out[node] = r.Pods
+	}
+	return out
+}
+
+// JobRefusals are the valid refusals (see ValidRefusals) of own and of the gangs of keys, merged by
+// node (nil: none), at now, for a check or a job's preemption over nodes; read under the plugin's lock.
+func JobRefusals(own *Gang, gangs map[string]*Gang, keys []string, now time.Time, nodes []fwk.NodeInfo) map[string][]types.UID {
+	var out map[string][]types.UID
+	gen := Generations(nodes)
+	seen := sets.New[string]()
+	for _, k := range append([]string{own.Key()}, keys...) {
+		g := gangs[k]
+		if k == own.Key() {
+			g = own
+		}
+		if seen.Has(k) {
+			continue
+		}
+		seen.Insert(k)
+		if g == nil || g.RefusedDevices == nil {
+			continue
+		}
+		for node, uids := range ValidRefusals(g.DeviceRefusals(now), gen) {
+			if out == nil {
+				out = map[string][]types.UID{}
+			}
+			out[node] = append(out[node], uids...)
+		}
 	}
 	return out
 }

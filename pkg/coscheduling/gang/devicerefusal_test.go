@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -126,5 +129,55 @@ func TestDeviceRefusals(t *testing.T) {
 	}
 	if got := g.DeviceRefusals(t0.Add(DeviceRefusalTTL + time.Second)); got != nil || g.RefusedDevices != nil {
 		t.Errorf("past every TTL: %v (%v), want none", got, g.RefusedDevices)
+	}
+}
+
+// TestJobRefusals: a job's check or preemption counts the refusals of all its groups, its own
+// included once, each valid on the nodes as they are now.
+func TestJobRefusals(t *testing.T) {
+	nodes := nodeInfos("n1", "n2")
+	gen := func(i int) int64 { return nodes[i].GetGeneration() }
+	a, b, c := New("ns", "a", ""), New("ns", "b", ""), New("ns", "c", "")
+	a.RefuseDevices("a-0", map[string]int64{"n1": gen(0)}, nil, t0)
+	b.RefuseDevices("b-0", map[string]int64{"n1": gen(0), "n2": gen(1) + 1}, nil, t0) // n2 changed since
+	c.RefuseDevices("c-0", map[string]int64{"n2": gen(1)}, nil, t0)
+	gangs := map[string]*Gang{b.Key(): b, c.Key(): c} // a is not in the map yet
+	got := JobRefusals(a, gangs, []string{a.Key(), b.Key()}, t0, nodes)
+	want := map[string][]types.UID{"n1": {"a-0", "b-0"}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("JobRefusals = %v, want %v (c is not of the job; b's n2 changed)", got, want)
+	}
+	if got := JobRefusals(c, gangs, nil, t0, nodes); !maps.EqualFunc(got, map[string][]types.UID{"n2": {"c-0"}}, slices.Equal) {
+		t.Errorf("a flat gang's own: %v", got)
+	}
+}
+
+// TestCheckCarriesRefusals: the check a member's step asks for carries its gang's refusals (the
+// node still as it was), and none once the node changed.
+func TestCheckCarriesRefusals(t *testing.T) {
+	g := New("ns", "g", "uid")
+	members := gangtest.GangOf(2, "4")
+	nodes := gangtest.RackedCluster()
+	node := nodes[0].Node().Name
+	g.RefuseDevices(members[0].UID, map[string]int64{node: nodes[0].GetGeneration()}, nil, t0)
+	decide := func(nodes []fwk.NodeInfo) *Job {
+		t.Helper()
+		out := g.Decide(PreFilterIn{Now: t0.Add(time.Second), Logger: klog.Background(), Member: members[0], Want: 2, UID: g.PodGroupUID,
+			Nodes: nodes, CacheTTL: 2 * time.Second, Members: func() []*v1.Pod { return members }, Claimed: func(int32) []*v1.Pod { return nil },
+			Gangs: map[string]*Gang{g.Key(): g}, Fit: &gangfit.Shared{}})
+		if out.Job == nil {
+			t.Fatalf("stage %v: no check asked for", out.Stage)
+		}
+		return out.Job
+	}
+	if got, want := decide(nodes).RefusedDevices, map[string][]types.UID{node: {members[0].UID}}; !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("the check's refusals %v, want %v", got, want)
+	}
+	changed := slices.Clone(nodes)
+	ni := nodes[0].Snapshot().(*framework.NodeInfo)
+	ni.AddPod(gangtest.Running("new", "", node, "1", 0))
+	changed[0] = ni
+	if got := decide(changed).RefusedDevices; got != nil {
+		t.Errorf("a pod added to %s since: the check's refusals %v, want none", node, got)
 	}
 }

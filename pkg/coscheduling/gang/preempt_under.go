@@ -36,6 +36,9 @@ func PreemptUnder(mu sync.Locker, gangFor func() *Gang, k PreemptKey, ttl time.D
 		}
 		// The nodes whose devices the real filter refused the gang's members (see DeviceRefusals).
 		in.RefusedDevices = ValidRefusals(refusals, Generations(in.Nodes))
+		if in.Job != nil {
+			in.RefusedDevices = in.Job.RefusedDevices
+		}
 		out = Preempt(in)
 	}
 	mu.Lock()

@@ -340,8 +340,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 	claimed := in.Claimed(corev1helpers.PodPriority(in.Member))
 	job := &Job{Key: ck, Gang: g.Key(), Candidates: candidates, Counted: counted, Need: in.Want - countedN - g.Credit,
 		Nodes: in.Nodes, MinResources: in.MinResources, Claimed: claimed,
-		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger,
-		RefusedDevices: ValidRefusals(g.DeviceRefusals(in.Now), Generations(in.Nodes))}
+		Policy: in.Policy, Plannable: in.Plannable, Logger: in.Logger}
 	if !in.Policy.Empty() {
 		job.Pinned = gangfit.PinnedDomains(in.Policy, gangfit.BoundNodes(members, in.Nodes, g.ReservedNodes()...))
 		job.Avoid = g.avoid(in)
@@ -353,6 +352,12 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root, claimed), g.treeDomain(in, root)
 		job.Claimed, job.Aside = notOfGroups(claimed, job.Together), ofGroups(claimed, job.Together)
 	}
+	// The nodes whose devices the real filter refused members of the groups checked (see DeviceRefusals).
+	var keys []string
+	for _, o := range job.Together {
+		keys = append(keys, o.Key)
+	}
+	job.RefusedDevices = JobRefusals(g, in.Gangs, keys, in.Now, in.Nodes)
 	if !in.Done.For(job) {
 		out.Job = job
 		return out

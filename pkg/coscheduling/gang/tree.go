@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/config"
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
@@ -235,6 +236,9 @@ type JobPreemption struct {
 	// own, within Outer (nil: anywhere): the job preempts in parts (see JobPart).
 	Outer *TreeDomain
 	Parts []JobPart
+	// RefusedDevices are, by node, the members of its groups whose devices the real filter refused
+	// there (see JobRefusals).
+	RefusedDevices map[string][]types.UID
 }
 
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
@@ -400,6 +404,11 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	if job := root.JobOf(g.Key()); job != nil {
 		j.Outer, j.Parts, _ = jobParts(in, root, job, g.Key(), j.Groups, false)
 	}
+	keys := make([]string, len(leaves))
+	for i, n := range leaves {
+		keys[i] = n.Key()
+	}
+	j.RefusedDevices = JobRefusals(g, in.Gangs, keys, in.Now, in.Nodes)
 	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)
