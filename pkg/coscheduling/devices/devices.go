@@ -64,6 +64,9 @@ type Source struct {
 	// the members the real filter found no devices for there (see refused.go).
 	budget  time.Duration
 	refused map[string][]types.UID
+	// strict: no node counts as holding the members when the allocator does not answer in time (a
+	// preemption search's model, see Refusing).
+	strict bool
 }
 
 var _ gangfit.DeviceSource = &Source{}
@@ -145,8 +148,10 @@ type Check struct {
 	Unmodelled map[types.UID]string
 	// pinned are the members with a claim allocated already.
 	pinned sets.Set[types.UID]
-	// refused are, by node, the kinds the real filter refused a member of there (see refused.go).
+	// refused are, by node, the kinds the real filter refused a member of there (see refused.go);
+	// strict: every node, every kind.
 	refused map[string]sets.Set[int]
+	strict  bool
 }
 
 var _ gangfit.DeviceCheck = &Check{}
@@ -220,7 +225,7 @@ func (s *Source) ForCheck(logger klog.Logger, pods []*v1.Pod) gangfit.DeviceChec
 	for k, kd := range c.kinds {
 		kd.whole = wholeOnOneNode(len(kd.group.pending), c.nodeless, size[k], len(pods))
 	}
-	c.refused = refusedKinds(s.refused, c.kindOf)
+	c.refused, c.strict = refusedKinds(s.refused, c.kindOf), s.strict
 	return c
 }
 
@@ -279,10 +284,10 @@ func (c *Check) Delegated(name v1.ResourceName) bool { return c.delegated.Has(na
 // are allocated at once on the node (one Allocate call when all of them fit, a binary search
 // otherwise). An extended resource the node itself advertises (a device plugin) is counted from its
 // allocatable instead, as NodeResourcesFit and the DynamicResources plugin split it. Out of time, a
-// node counts as holding every member, unless the real filter refused a member of the kind there
-// (see refused.go): then it holds none.
+// node counts as holding every member, unless the real filter refused a member of the kind there, or
+// the check is a preemption search's (see refused.go): then it holds none.
 func (c *Check) Copies(k int, ni fwk.NodeInfo, limit int) int {
-	refused := c.refused != nil && ni.Node() != nil && c.refused[ni.Node().Name].Has(k)
+	refused := c.strict || c.refused != nil && ni.Node() != nil && c.refused[ni.Node().Name].Has(k)
 	return c.copies(c.ctx, c.allocator, c.state, !refused, k, ni, limit)
 }
 

@@ -27,13 +27,14 @@ const DefaultCheckBudget = 2 * time.Second
 var _ gangfit.RefusingDevices = &Source{}
 
 // Refusing implements gangfit.RefusingDevices: a source like s whose checks count, on each node of
-// refused, no member of the kind of the members the real filter refused there.
-func (s *Source) Refusing(refused map[string][]types.UID) gangfit.DeviceSource {
-	if s == nil || len(refused) == 0 {
+// refused, no member of the kind of the members the real filter refused there, nor, with all, any
+// member on a node, where the allocator does not answer in time.
+func (s *Source) Refusing(refused map[string][]types.UID, all bool) gangfit.DeviceSource {
+	if s == nil || len(refused) == 0 && !all {
 		return s
 	}
 	c := *s
-	c.refused = refused
+	c.refused, c.strict = refused, all
 	return &c
 }
 

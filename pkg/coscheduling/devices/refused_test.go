@@ -16,10 +16,10 @@ import (
 )
 
 // TestRefusedNodes: where the real filter refused a member, a node its check's allocator does not
-// reach in time holds no member of its kind (not every one), for the check and for the preemption
-// search, whose victims' devices are counted by the allocator without them; a node the allocator
-// answers for keeps its answer (devices freed since the refusal count). Other kinds, and other nodes,
-// are counted as before. outOfTime runs the check on an allocator whose time is up; the member asks
+// reach in time holds no member of its kind (not every one); a node the allocator answers for keeps
+// its answer (devices freed since the refusal count). Other kinds, and other nodes, are counted as
+// before by the check. A preemption search (gangfit.Shared.ForSearch) never counts a node it could
+// not ask in time as holding members: it evicts only for devices the allocator counts freed. outOfTime runs the check on an allocator whose time is up; the member asks
 // 2 GPUs in two requests (so that the allocator, not a count of free devices, answers), and n0 has 2
 // free GPUs of 4, v holding the other 2.
 func TestRefusedNodes(t *testing.T) {
@@ -34,16 +34,18 @@ func TestRefusedNodes(t *testing.T) {
 		fits    bool
 		victims []string
 	}{
-		{name: "nothing refused, out of time: n0 counts as holding the member (the relaxation)",
-			outOfTime: true, feasible: true, fits: true},
+		{name: "nothing refused, out of time: the check counts n0 as holding the member (the relaxation); a search would not",
+			outOfTime: true, feasible: true, fits: true, victims: []string{"v"}},
 		{name: "the member refused on n0, out of time: the check finds it short, the search evicts n0's holder",
 			refused: map[string][]string{"n0": {"b-0"}}, outOfTime: true, fits: true, victims: []string{"v"}},
 		{name: "the member refused on n0, the allocator answers: n0's two free GPUs hold it, nothing to evict",
 			refused: map[string][]string{"n0": {"b-0"}}, feasible: true, fits: true},
-		{name: "refused on another node, out of time: n0 holds it",
-			refused: map[string][]string{"n1": {"b-0"}}, outOfTime: true, feasible: true, fits: true},
+		{name: "refused on another node, out of time: the check counts n0 as holding it",
+			refused: map[string][]string{"n1": {"b-0"}}, outOfTime: true, feasible: true, fits: true, victims: []string{"v"}},
 		{name: "a pod of another check refused on n0, out of time: not this kind",
-			refused: map[string][]string{"n0": {"other"}}, outOfTime: true, feasible: true, fits: true},
+			refused: map[string][]string{"n0": {"other"}}, outOfTime: true, feasible: true, fits: true, victims: []string{"v"}},
+		{name: "nothing refused, the allocator answers: neither check nor search evicts",
+			feasible: true, fits: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,7 +77,7 @@ func TestRefusedNodes(t *testing.T) {
 			if res.Feasible != tc.feasible {
 				t.Errorf("feasible = %v, want %v (%s)", res.Feasible, tc.feasible, res.Message)
 			}
-			pf := gangfit.New(logger, "ns/b", gang, 1, nodes, nil, nil, shared, true)
+			pf := gangfit.New(logger, "ns/b", gang, 1, nodes, nil, nil, (&gangfit.Shared{Devices: src}).ForSearch(refused), true)
 			defer pf.Done()
 			plan := gangfit.PlanPreemption(pf, nodes, gangfit.Policy{}, nil, 50, "ns/b", preemption.PodTerminatingByPreemption, nil)
 			if plan.Fits != tc.fits {

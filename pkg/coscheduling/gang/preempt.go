@@ -244,7 +244,7 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 // earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
 // fit at once (per node, in the gang's required domain), or not helpful when none do.
 func Preempt(in PreemptIn) PreemptOut {
-	in.Fit = in.Fit.WithRefused(in.RefusedDevices)
+	in.Fit = in.Fit.ForSearch(in.RefusedDevices)
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
 	who := "PodGroup " + key
 	if in.Job != nil {

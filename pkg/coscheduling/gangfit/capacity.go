@@ -204,7 +204,7 @@ func (s *Shared) WithDevices(d DeviceSource) *Shared {
 	if s == nil {
 		return &Shared{Devices: d}
 	}
-	return &Shared{Devices: d, tables: s.own(), refused: s.refused}
+	return &Shared{Devices: d, tables: s.own(), refused: s.refused, search: s.search}
 }
 
 // WithRefused returns the checks' shared tables of s whose device model counts, on each node of
@@ -218,7 +218,17 @@ func (s *Shared) WithRefused(refused map[string][]types.UID) *Shared {
 	if s == nil {
 		return &Shared{refused: refused}
 	}
-	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused}
+	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused, search: s.search}
+}
+
+// ForSearch is WithRefused for a preemption search: its device model counts a node its allocator
+// did not reach in time as holding no member (not every one), so that no victim is chosen on a guess
+// (see RefusingDevices).
+func (s *Shared) ForSearch(refused map[string][]types.UID) *Shared {
+	if s == nil {
+		return &Shared{refused: refused, search: true}
+	}
+	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused, search: true}
 }
 
 // Private returns s's device model without its shared tables, for checks over a part of the nodes
@@ -227,7 +237,7 @@ func (s *Shared) Private() *Shared {
 	if s == nil {
 		return nil
 	}
-	return &Shared{Devices: s.Devices, refused: s.refused}
+	return &Shared{Devices: s.Devices, refused: s.refused, search: s.search}
 }
 
 // own is the Shared whose tables s uses.

@@ -94,14 +94,15 @@ type ClaimingDevices interface {
 	Claiming(claimed []*v1.Pod) DeviceSource
 }
 
-// RefusingDevices is a DeviceSource that can count, on the nodes where the real filter found no
-// devices for some members in an earlier attempt, no member of those members' kinds (see
-// Shared.WithRefused).
+// RefusingDevices is a DeviceSource whose model may count a node it could not ask in time as holding
+// every member (a relaxation: the real filters decide), and can give that up: on the nodes where the
+// real filter found no devices for some members in an earlier attempt, for those members' kinds (see
+// Shared.WithRefused), or everywhere, for a preemption search (Shared.ForSearch).
 type RefusingDevices interface {
 	DeviceSource
 	// Refusing returns a source whose checks count no member of the kind of the members refused on
-	// each node of refused.
-	Refusing(refused map[string][]types.UID) DeviceSource
+	// each node of refused where the model cannot tell in time, nor, with all, of any kind on any node.
+	Refusing(refused map[string][]types.UID, all bool) DeviceSource
 }
 
 // devicePrefix starts the name of a device kind's dimension.

@@ -92,6 +92,8 @@ type Shared struct {
 	// refused are, by node, the members the real filter found no devices for there (see
 	// WithRefused).
 	refused map[string][]types.UID
+	// search: a preemption search's (see ForSearch).
+	search bool
 }
 
 // deviceCheck is the device model of a check over members, with the devices of the claimed pods
@@ -101,8 +103,8 @@ func (s *Shared) deviceCheck(logger klog.Logger, members, claimed []*v1.Pod) Dev
 		return nil
 	}
 	src := s.Devices
-	if r, ok := src.(RefusingDevices); ok && len(s.refused) > 0 {
-		src = r.Refusing(s.refused)
+	if r, ok := src.(RefusingDevices); ok && (len(s.refused) > 0 || s.search) {
+		src = r.Refusing(s.refused, s.search)
 	}
 	if c, ok := src.(ClaimingDevices); ok && len(claimed) > 0 {
 		src = c.Claiming(claimed)
