@@ -27,7 +27,7 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	}
 	if args.DeviceCheckMilliseconds < 0 || args.DeviceCheckMilliseconds > maxDeviceCheckMilliseconds {
 		errs = append(errs, field.Invalid(path.Child("deviceCheckMilliseconds"), args.DeviceCheckMilliseconds,
-			"must be between 1 and 10000 (the DynamicResources filter's own limit per node; 0 or unset: 2000)"))
+			"must be between 0 and 10000 (0 or unset: 2000; at most the DynamicResources filter's own limit per node)"))
 	}
 	rp := path.Child("reservation")
 	if r := args.Reservation; r.AfterSeconds < 0 {
