@@ -160,15 +160,19 @@ func ValidRefusals(refusals map[string]DeviceRefusal, generation func(node strin
 	return out
 }
 
-// JobRefusals are the valid refusals (see ValidRefusals) of own and of the gangs of keys, merged by
-// node (nil: none), at now, for a check or a job's preemption over nodes; read under the plugin's lock.
+// JobRefusals are the valid refusals (see ValidRefusals) of own (nil: none) and of the gangs of keys,
+// merged by node (nil: none), at now, for a check, or a job's preemption or reservation, over nodes;
+// read under the plugin's lock.
 func JobRefusals(own *Gang, gangs map[string]*Gang, keys []string, now time.Time, nodes []fwk.NodeInfo) map[string][]types.UID {
 	var out map[string][]types.UID
 	gen := Generations(nodes)
 	seen := sets.New[string]()
-	for _, k := range append([]string{own.Key()}, keys...) {
+	if own != nil {
+		keys = append([]string{own.Key()}, keys...)
+	}
+	for _, k := range keys {
 		g := gangs[k]
-		if k == own.Key() {
+		if own != nil && k == own.Key() {
 			g = own
 		}
 		if seen.Has(k) {

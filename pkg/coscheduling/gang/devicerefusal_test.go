@@ -181,3 +181,38 @@ func TestCheckCarriesRefusals(t *testing.T) {
 		t.Errorf("a pod added to %s since: the check's refusals %v, want none", node, got)
 	}
 }
+
+// refusingSource records the refusals a reservation's device model is given.
+type refusingSource struct {
+	gangfit.DeviceSource
+	got map[string][]types.UID
+}
+
+func (r *refusingSource) Refusing(m map[string][]types.UID, _ bool) gangfit.DeviceSource {
+	r.got = m
+	return r
+}
+
+// TestReservationRefusing: a reservation's plan counts the gang's refusals valid on the nodes now, or
+// its job's.
+func TestReservationRefusing(t *testing.T) {
+	nodes := nodeInfos("n1", "n2")
+	refusals := map[string]DeviceRefusal{
+		"n1": {Generation: nodes[0].GetGeneration(), Pods: []types.UID{"x"}},
+		"n2": {Generation: nodes[1].GetGeneration() + 1, Pods: []types.UID{"x"}}, // changed since
+	}
+	src := &refusingSource{}
+	in := ReserveIn{Devices: src, Nodes: func() ([]fwk.NodeInfo, error) { return nodes, nil }}
+	if got := in.refusing(refusals); got != src || !maps.EqualFunc(src.got, map[string][]types.UID{"n1": {"x"}}, slices.Equal) {
+		t.Errorf("a gang's reservation is given %v, want n1's refusal", src.got)
+	}
+	src.got = nil
+	in.Job = &JobPreemption{RefusedDevices: map[string][]types.UID{"n2": {"y"}}}
+	if in.refusing(nil); !maps.EqualFunc(src.got, in.Job.RefusedDevices, slices.Equal) {
+		t.Errorf("a job's reservation is given %v, want the job's %v", src.got, in.Job.RefusedDevices)
+	}
+	src.got = nil
+	if got := (ReserveIn{Devices: src}).refusing(nil); got != src || src.got != nil {
+		t.Errorf("nothing refused: the source is wrapped (%v)", src.got)
+	}
+}

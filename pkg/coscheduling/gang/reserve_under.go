@@ -3,7 +3,9 @@ package gang
 import (
 	"sync"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
 	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ReserveHooks are what the owner of the gangs does around a member's reservation steps (see
@@ -29,6 +31,7 @@ type ReserveHooks struct {
 func ReserveUnder(mu sync.Locker, gangFor func() *Gang, in ReserveIn, h ReserveHooks) (*Gang, ReserveOut) {
 	mu.Lock()
 	g := gangFor()
+	refusals := g.DeviceRefusals(in.Now)
 	in.Queue = h.Queue(g)
 	out := g.ReserveRoom(in)
 	done := make([]ReservationDone, 0, len(out.Steps))
@@ -43,6 +46,7 @@ func ReserveUnder(mu sync.Locker, gangFor func() *Gang, in ReserveIn, h ReserveH
 	if out.Room == nil {
 		return g, out
 	}
+	in.Devices = in.refusing(refusals)
 	p := PlanRoom(in, *out.Room)
 	mu.Lock()
 	g.Planned(in, p, &out)
@@ -51,4 +55,21 @@ func ReserveUnder(mu sync.Locker, gangFor func() *Gang, in ReserveIn, h ReserveH
 	mu.Unlock()
 	h.Finish([]ReservationDone{d})
 	return g, out
+}
+
+// refusing is the reservation's device model giving up the out-of-time relaxation on the nodes whose
+// devices the real filter refused the gang's members (refusals, as the gang holds them) or its job's
+// (see DeviceRefusals), as its checks do.
+func (in ReserveIn) refusing(refusals map[string]DeviceRefusal) gangfit.DeviceSource {
+	r, ok := in.Devices.(gangfit.RefusingDevices)
+	if !ok || len(refusals) == 0 && (in.Job == nil || len(in.Job.RefusedDevices) == 0) {
+		return in.Devices
+	}
+	var valid map[string][]types.UID
+	if in.Job != nil {
+		valid = in.Job.RefusedDevices
+	} else if nodes, err := in.Nodes(); err == nil {
+		valid = ValidRefusals(refusals, Generations(nodes))
+	}
+	return r.Refusing(valid, false)
 }

@@ -316,6 +316,7 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption,
 	if job.Domain != "" || len(job.Preferred) > 0 {
 		j.Domain = domainOf(in, job)
 	}
+	j.RefusedDevices = JobRefusals(nil, in.Gangs, j.Keys, in.Now, in.Nodes)
 	// Groups to place in domains below the job's, or of their own: the room is planned in parts.
 	if j.Outer, j.Parts, ok = jobParts(in, root, job, holder, j.Groups, true); !ok {
 		return JobPreemption{}, false
