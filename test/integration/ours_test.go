@@ -199,12 +199,24 @@ func TestOursNoStateForOtherSchedulersJobs(t *testing.T) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
 	cosNodes(t, "foreignjobs", 2, "4")
-	// One gang of ours, bound: the gauge is this scheduler's, at 1.
+	// One gang of ours, bound: the gauge is this scheduler's, at least 1. Groups of earlier tests in
+	// this apiserver may be tracked too (no namespace controller runs here, so their namespaces stay,
+	// and a Job recreates its pods until it is gone): what counts is that the Jobs below add nothing.
 	createPodGroup(t, ns, "ours", 2, 0)
 	createGang(t, ns, "ours", 2, "500m")
 	waitForBoundMembers(t, ns, "ours", 2)
 	const gauge = "custom_scheduler_coscheduling_tracked_pod_groups"
-	waitForGauge(t, gauge, schedulerName, 1)
+	var base float64
+	waitFor(t, ns, gauge+" to settle at 1 or more", func(context.Context) (bool, error) {
+		before, ok := gaugeValue(t, gauge, schedulerName)
+		time.Sleep(2 * time.Second)
+		after, _ := gaugeValue(t, gauge, schedulerName)
+		base = after
+		return ok && before >= 1 && after == before, nil
+	})
+	if base != 1 {
+		t.Logf("%s{profile=%q} = %v with our one gang: groups of earlier tests are tracked too", gauge, schedulerName, base)
+	}
 
 	// Five Jobs of the default scheduler (none runs here: the test binds their pods as it would).
 	const jobs = 5
@@ -249,8 +261,8 @@ func TestOursNoStateForOtherSchedulersJobs(t *testing.T) {
 	})
 	consistently(t, 3*time.Second, "the plugin tracks only our gang", func(context.Context) (bool, error) {
 		got, _ := gaugeValue(t, gauge, schedulerName)
-		if got != 1 {
-			return false, fmt.Errorf("%s{profile=%q} = %v, want 1 (the default scheduler's Jobs are no gangs of ours)", gauge, schedulerName, got)
+		if got > base {
+			return false, fmt.Errorf("%s{profile=%q} = %v, want at most %v, its value before (the default scheduler's Jobs are no gangs of ours)", gauge, schedulerName, got, base)
 		}
 		return true, nil
 	})
