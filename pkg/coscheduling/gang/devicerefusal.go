@@ -86,7 +86,7 @@ func (g *Gang) OnNoNodeDevices(pod *v1.Pod, now time.Time, want, existing int, b
 		return r
 	}
 	if n := g.RefuseDevices(pod.UID, short, own, now); n > 0 {
-		r.Message += fmt.Sprintf("; the devices of %d node(s) the DynamicResources plugin refused it on count as taken for its next checks and preemptions until those nodes change", n)
+		r.Message += fmt.Sprintf("; the DynamicResources plugin refused it on %d node(s) the check counted: its next checks count their devices only as the allocator answers in time, until those nodes change", n)
 		g.SetOutcome(r.Reason, r.Message)
 	}
 	return r
