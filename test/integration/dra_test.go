@@ -127,6 +127,13 @@ func (e draEnv) publish(t *testing.T, node string, devices int) string {
 	for i := range devices {
 		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
 	}
+	createSlice(t, slice)
+	return slice.Name
+}
+
+// createSlice creates a ResourceSlice, deleted when the test ends (if it is still there).
+func createSlice(t *testing.T, slice *resourcev1.ResourceSlice) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ResourceSlice %s: %v", slice.Name, err)
@@ -136,7 +143,6 @@ func (e draEnv) publish(t *testing.T, node string, devices int) string {
 			t.Errorf("deleting ResourceSlice %s: %v", slice.Name, err)
 		}
 	})
-	return slice.Name
 }
 
 // extPod is a pod on the test's <role> nodes asking cpu and one of the DRA-backed extended resource

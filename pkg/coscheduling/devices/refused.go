@@ -13,11 +13,11 @@ import (
 // the allocator did not reach within the check's budget counts as holding every member. When an
 // attempt then fails because the DynamicResources plugin could not allocate a member's claims on
 // nodes the model counted, the gang remembers those nodes (see gang.DeviceRefusals), and its next
-// checks and preemption searches give up the relaxation there for that member's kind (its claims'
-// shape): the node holds what the allocator says (free devices the model counts without it, or
-// devices freed since, still count), and none where the allocator runs out of time. The check then
-// finds the gang short, and its preemption search looks for victims whose devices let it fit; what
-// victims free is counted by the allocator over the state without them (Released).
+// checks give up the relaxation there for that member's kind (its claims' shape): the node holds
+// what the allocator says (free devices the model counts without it, or devices freed since, still
+// count), and none where the allocator runs out of time. The check then finds the gang short, and its
+// preemption search, which gives up the relaxation everywhere (all), looks for victims whose devices
+// let it fit; what victims free is counted by the allocator over the state without them (Released).
 
 // DefaultCheckBudget bounds the allocator's time in one check (every node's Copies together) unless
 // the profile sets another (CoschedulingArgs.DeviceCheckMilliseconds). The real plugin gives each

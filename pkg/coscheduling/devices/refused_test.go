@@ -77,7 +77,7 @@ func TestRefusedNodes(t *testing.T) {
 			if res.Feasible != tc.feasible {
 				t.Errorf("feasible = %v, want %v (%s)", res.Feasible, tc.feasible, res.Message)
 			}
-			pf := gangfit.New(logger, "ns/b", gang, 1, nodes, nil, nil, (&gangfit.Shared{Devices: src}).ForSearch(refused), true)
+			pf := gangfit.New(logger, "ns/b", gang, 1, nodes, nil, nil, (&gangfit.Shared{Devices: src}).ForSearch(), true)
 			defer pf.Done()
 			plan := gangfit.PlanPreemption(pf, nodes, gangfit.Policy{}, nil, 50, "ns/b", preemption.PodTerminatingByPreemption, nil)
 			if plan.Fits != tc.fits {

@@ -19,17 +19,16 @@ import (
 // then refuses a member for devices ("cannot allocate all claims") on nodes the check counted, the
 // attempt fails, and, without a memory of it, the next check admits the gang again, for ever, while
 // lower-priority pods keep the devices. So the failure records those nodes (OnNoNodeDevices), and the
-// gang's next checks and preemption searches count no member of the refused member's kind there
-// (gangfit.Shared.WithRefused): the check finds the gang short, and its preemption looks for victims
-// whose devices let it fit, as for a gang the check found short by itself.
-//
-// A refusal only gives up the relaxation: where the allocator answers in time, its answer stands (a
-// device freed since counts), and a refused node counts none only where it does not (see
-// devices.Check.Copies). It holds while the node is as it was (its NodeInfo generation, which every
+// gang's next checks (and reservation plans) give up the relaxation there for the refused member's
+// kind (gangfit.Shared.WithRefused): where the allocator answers in time its answer stands (a device
+// freed since counts), and where it does not the node holds none (see devices.Check.Copies). The
+// check then finds the gang short, and its preemption looks for victims whose devices let it fit, as
+// for a gang the check found short by itself (a preemption search never counts a node it could not
+// ask in time: gangfit.Shared.ForSearch). A refusal holds while the node is as it was (its NodeInfo generation, which every
 // pod added to it or removed from it changes; a claim deallocated, a slice published or a device
 // taint does not) and for at most DeviceRefusalTTL. Nodes where the gang's own members were reserved
 // are never recorded: its own members may be what took the devices there. A job's checks and
-// preemptions count the refusals of all its groups (JobRefusals).
+// reservations count the refusals of all its groups (JobRefusals).
 
 // DeviceRefusalTTL bounds how long a node's refusal holds while the node does not change.
 const DeviceRefusalTTL = 2 * time.Minute
@@ -80,7 +79,10 @@ func DevicesShort(claims bool, statuses fwk.NodeToStatusReader, list func() ([]f
 // may be in its way), records those nodes, less those its own members were reserved on, as refusing
 // the member (see RefuseDevices), and says so.
 func (g *Gang) OnNoNodeDevices(pod *v1.Pod, now time.Time, want, existing int, backoff time.Duration, statuses fwk.NodeToStatusReader, short map[string]int64) Result {
-	own := sets.New(g.ReservedNodes()...)
+	var own sets.Set[string]
+	if len(short) > 0 { // read before the failure forgets them
+		own = sets.New(g.ReservedNodes()...)
+	}
 	r := g.OnNoNode(pod, now, want, existing, backoff, statuses)
 	if !r.Failed() || r.Lead || len(short) == 0 {
 		return r
@@ -160,25 +162,19 @@ func ValidRefusals(refusals map[string]DeviceRefusal, generation func(node strin
 	return out
 }
 
-// JobRefusals are the valid refusals (see ValidRefusals) of own (nil: none) and of the gangs of keys,
-// merged by node (nil: none), at now, for a check, or a job's preemption or reservation, over nodes;
-// read under the plugin's lock.
+// JobRefusals are the valid refusals (see ValidRefusals) of own (nil: none) and of the other gangs of
+// keys, merged by node (nil: none), at now, for a check or a job's reservation over nodes; read under
+// the plugin's lock.
 func JobRefusals(own *Gang, gangs map[string]*Gang, keys []string, now time.Time, nodes []fwk.NodeInfo) map[string][]types.UID {
 	var out map[string][]types.UID
 	gen := Generations(nodes)
-	seen := sets.New[string]()
-	if own != nil {
-		keys = append([]string{own.Key()}, keys...)
-	}
+	of := []*Gang{own}
 	for _, k := range keys {
-		g := gangs[k]
-		if own != nil && k == own.Key() {
-			g = own
+		if g := gangs[k]; g != own {
+			of = append(of, g)
 		}
-		if seen.Has(k) {
-			continue
-		}
-		seen.Insert(k)
+	}
+	for _, g := range of {
 		if g == nil || g.RefusedDevices == nil {
 			continue
 		}

@@ -52,7 +52,8 @@ type Job struct {
 	// Domain is the domain the job holds its groups in (nil: none).
 	Domain *TreeDomain
 	// RefusedDevices are, by node, the members whose devices the real filter refused there in an
-	// earlier attempt (see DeviceRefusals): the check counts no member of their kinds there.
+	// earlier attempt (see DeviceRefusals): the check gives up its out-of-time relaxation there for
+	// their kinds.
 	RefusedDevices map[string][]types.UID
 }
 

@@ -72,9 +72,6 @@ type PreemptIn struct {
 	// its groups' missing members are placed at once instead of the group's own (Split is not
 	// called), Members are the job's, and none of its pods is a victim.
 	Job *JobPreemption
-	// RefusedDevices are, by node, the members whose devices the real filter refused there (see
-	// DeviceRefusals): the search counts no member of their kinds there unless victims free devices.
-	RefusedDevices map[string][]types.UID
 }
 
 // PreemptOut is a gang preemption's decision.
@@ -244,7 +241,8 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 // earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
 // fit at once (per node, in the gang's required domain), or not helpful when none do.
 func Preempt(in PreemptIn) PreemptOut {
-	in.Fit = in.Fit.ForSearch(in.RefusedDevices)
+	// The search counts a node the allocator did not reach in time as holding no member.
+	in.Fit = in.Fit.ForSearch()
 	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
 	who := "PodGroup " + key
 	if in.Job != nil {

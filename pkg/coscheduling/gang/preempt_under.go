@@ -19,7 +19,6 @@ func PreemptUnder(mu sync.Locker, gangFor func() *Gang, k PreemptKey, ttl time.D
 	mu.Lock()
 	k.Counted = len(gangFor().Members)
 	out, cached = gangFor().CachedPreemption(k, ttl)
-	refusals := gangFor().DeviceRefusals(k.At)
 	mu.Unlock()
 	if cached {
 		return out, true
@@ -33,11 +32,6 @@ func PreemptUnder(mu sync.Locker, gangFor func() *Gang, k PreemptKey, ttl time.D
 			mu.Lock()
 			defer mu.Unlock()
 			return gangFor().SplitForPreemption(in.Members, podgroup.MinMember(in.PodGroup))
-		}
-		// The nodes whose devices the real filter refused the gang's members (see DeviceRefusals).
-		in.RefusedDevices = ValidRefusals(refusals, Generations(in.Nodes))
-		if in.Job != nil {
-			in.RefusedDevices = in.Job.RefusedDevices
 		}
 		out = Preempt(in)
 	}

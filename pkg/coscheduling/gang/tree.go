@@ -237,7 +237,7 @@ type JobPreemption struct {
 	Outer *TreeDomain
 	Parts []JobPart
 	// RefusedDevices are, by node, the members of its groups whose devices the real filter refused
-	// there (see JobRefusals).
+	// there (see JobRefusals), for its reservation's plan (a preemption search guesses nowhere).
 	RefusedDevices map[string][]types.UID
 }
 
@@ -405,11 +405,6 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	if job := root.JobOf(g.Key()); job != nil {
 		j.Outer, j.Parts, _ = jobParts(in, root, job, g.Key(), j.Groups, false)
 	}
-	keys := make([]string, len(leaves))
-	for i, n := range leaves {
-		keys[i] = n.Key()
-	}
-	j.RefusedDevices = JobRefusals(g, in.Gangs, keys, in.Now, in.Nodes)
 	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())
 		j.Members = append(j.Members, members...)

@@ -207,10 +207,11 @@ func (s *Shared) WithDevices(d DeviceSource) *Shared {
 	return &Shared{Devices: d, tables: s.own(), refused: s.refused, search: s.search}
 }
 
-// WithRefused returns the checks' shared tables of s whose device model counts, on each node of
-// refused, no member of the kind of the members the real filter refused there (s itself when
-// refused is empty): a gang's next checks and preemption searches after an attempt whose members the
-// DynamicResources plugin found no devices for where the model counted them (see RefusingDevices).
+// WithRefused returns the checks' shared tables of s whose device model gives up the out-of-time
+// relaxation, on each node of refused, for the kinds of the members the real filter refused there (s
+// itself when refused is empty): a gang's next checks and reservation plans after an attempt whose
+// members the DynamicResources plugin found no devices for where the model counted them (see
+// RefusingDevices).
 func (s *Shared) WithRefused(refused map[string][]types.UID) *Shared {
 	if len(refused) == 0 {
 		return s
@@ -221,14 +222,14 @@ func (s *Shared) WithRefused(refused map[string][]types.UID) *Shared {
 	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused, search: s.search}
 }
 
-// ForSearch is WithRefused for a preemption search: its device model counts a node its allocator
-// did not reach in time as holding no member (not every one), so that no victim is chosen on a guess
-// (see RefusingDevices).
-func (s *Shared) ForSearch(refused map[string][]types.UID) *Shared {
+// ForSearch returns the checks' shared tables of s for a preemption search: its device model counts a
+// node its allocator did not reach in time as holding no member (not every one), so that no victim is
+// chosen on a guess (see RefusingDevices).
+func (s *Shared) ForSearch() *Shared {
 	if s == nil {
-		return &Shared{refused: refused, search: true}
+		return &Shared{search: true}
 	}
-	return &Shared{Devices: s.Devices, tables: s.own(), refused: refused, search: true}
+	return &Shared{Devices: s.Devices, tables: s.own(), refused: s.refused, search: true}
 }
 
 // Private returns s's device model without its shared tables, for checks over a part of the nodes
