@@ -131,13 +131,11 @@ func (in PreemptIn) preemptParts(who string, prio int32, need int) PreemptOut {
 	var best *gangfit.Plan
 	units := 0
 	for _, nodes := range outerDomains(j.Outer, in.Nodes) {
-		for _, pinned := range pinnings(j.Parts, nodes) {
-			for _, parts := range ordersOf(pinned) {
-				plan := in.planParts(parts, nodes, prio, pdbs)
-				units = max(units, plan.Units)
-				if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
-					best = &plan
-				}
+		for _, parts := range pinnedOrders(j.Parts, nodes) {
+			plan := in.planParts(parts, nodes, prio, pdbs)
+			units = max(units, plan.Units)
+			if plan.Fits && (best == nil || plan.Violations < best.Violations || plan.Violations == best.Violations && len(plan.Victims) < len(best.Victims)) {
+				best = &plan
 			}
 		}
 	}

@@ -79,7 +79,7 @@ func choiceAmong(short []*Branch) (sets [][]Node, ok bool) {
 		if s != short[0] {
 			sh = shapeOf(s)
 		}
-		if sh.shape != first.shape || len(sh.leaves) != len(first.leaves) {
+		if sh.shape != first.shape { // one shape: as many leaves, in the same order of shapes
 			return nil, false
 		}
 		for i, l := range sh.leaves {

@@ -382,8 +382,8 @@ func (b *Branch) Needed(leaf string, count func(key string) int) (n Needed, ok b
 }
 
 // NeededPreferring is Needed where a choice takes the PodGroups prefer names first (nil: none; a
-// composite when prefer names one of its groups), then those closest to ready: a reservation keeps the replicas it holds room for while they are still a
-// choice, whatever the others' counts do.
+// composite when prefer names one of its groups), then those closest to ready: a reservation keeps
+// the replicas it holds room for while they are still a choice, whatever the others' counts do.
 func (b *Branch) NeededPreferring(leaf string, count func(key string) int, prefer func(key string) bool) (n Needed, ok bool) {
 	n.prefer = prefer
 	path := b.pathTo(leaf)
