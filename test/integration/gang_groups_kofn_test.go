@@ -19,6 +19,11 @@ import (
 // bound in part and no gang composite stays short (watchWhole, watchTrees); only low pods are
 // evicted; the job is whole within 8 s (before a back-off of 10 s).
 func TestGangGroupsKOfNComposites(t *testing.T) {
+	kOfNComposites(t, []int{2, 2, 2})
+}
+
+// kOfNComposites is TestGangGroupsKOfNComposites with replica i of workers[i] workers.
+func kOfNComposites(t *testing.T, workers []int) {
 	ensurePriorityClasses(t)
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
@@ -36,7 +41,7 @@ func TestGangGroupsKOfNComposites(t *testing.T) {
 	for i := range 3 {
 		job.children = append(job.children, &tnode{name: fmt.Sprintf("rep-%d", i), composite: true, min: 2, children: []*tnode{
 			{name: fmt.Sprintf("lead-%d", i), min: 1, members: 1, cpu: 2},
-			{name: fmt.Sprintf("work-%d", i), min: 2, members: 2, cpu: 2},
+			{name: fmt.Sprintf("work-%d", i), min: workers[i], members: workers[i], cpu: 2},
 		}})
 	}
 	jobs := []*tnode{job}
@@ -72,7 +77,7 @@ func TestGangGroupsKOfNComposites(t *testing.T) {
 				bound += n
 			}
 			switch bound {
-			case 3:
+			case 1 + rep.children[1].members:
 				whole++
 			case 0:
 				empty++
@@ -100,4 +105,14 @@ func TestGangGroupsKOfNComposites(t *testing.T) {
 			t.Errorf("pod %s was evicted; only low-priority pods may be", name)
 		}
 	}
+}
+
+// TestGangGroupsKOfNUnlike: TestGangGroupsKOfNComposites with replicas not alike, of 2, 2 and 3
+// workers (3, 3 and 4 pods): the six places hold replicas 0 and 1 only. A leader's check tries each
+// other replica in turn (tree.NeededEach), so the job preempts for two replicas that fit together,
+// and the third, which fits beside no other, holds nothing. Before the check tried them (each group
+// checked and preempting alone), the third replica's nominations and failures kept the job from
+// being whole: 0 of 3 runs within 60 s.
+func TestGangGroupsKOfNUnlike(t *testing.T) {
+	kOfNComposites(t, []int{2, 2, 3})
 }

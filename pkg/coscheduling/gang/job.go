@@ -45,6 +45,9 @@ type Job struct {
 	// with the gang's own members (see gangfit.FitTogether).
 	Together []gangfit.Group
 	Job      string
+	// Alternatives are the other ways of Together, tried in turn when the job does not fit with it:
+	// K of N groups not alike, where none stands for another (see PreFilterIn.neededWays).
+	Alternatives [][]gangfit.Group
 	// Aside are the pods nominated to nodes that Claimed leaves out as members of Together (see
 	// notOfGroups): a check that places fewer of the job's groups (a composite's below the job's top,
 	// see only) counts the room nominated to those it leaves out as taken.
@@ -130,10 +133,38 @@ type Done struct {
 	Short string
 }
 
-// Run makes the check, over fit's shared tables and device model.
+// Run makes the check, over fit's shared tables and device model: with Together, then, while the
+// job does not fit with the groups it places (its own group fits), with each of its Alternatives in
+// turn; the first that fits is the result, else Together's.
 func (j *Job) Run(fit *gangfit.Shared) *Done {
-	d := &Done{job: j}
 	fit = fit.WithRefused(j.RefusedDevices)
+	d := j.run(fit)
+	for _, way := range j.Alternatives {
+		if d.Result.Feasible || !d.Result.Tree {
+			break
+		}
+		c := j.choosing(way)
+		if a := c.run(fit); a.Result.Feasible {
+			a.job = j
+			return a
+		}
+	}
+	return d
+}
+
+// choosing is j placing groups instead of Together (one of its Alternatives): the room nominated to
+// the members of the groups it leaves out is taken against it (see notOfGroups).
+func (j *Job) choosing(groups []gangfit.Group) Job {
+	c := *j
+	all := append(slices.Clone(j.Claimed), j.Aside...)
+	c.Together, c.Alternatives = groups, nil
+	c.Claimed, c.Aside = notOfGroups(all, groups), ofGroups(all, groups)
+	return c
+}
+
+// run is Run's check with Together.
+func (j *Job) run(fit *gangfit.Shared) *Done {
+	d := &Done{job: j}
 	if j.Extra {
 		f := gangfit.New(j.Logger, j.Gang, j.Candidates, 1, j.Nodes, nil, j.Claimed, fit, false)
 		p := gangfit.ExtraMemberPlacement(f, j.Policy, j.Pinned, j.Nodes)

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -349,14 +350,19 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		job.Avoid.Nominated = gangfit.Nominated(in.Policy, gangfit.BoundNodes(nil, in.Nodes, nominatedNodes(members)...))
 	}
 	if root := in.tree(); root != nil {
-		job.Job, job.Together, job.Domain = root.Key(), g.together(in, root, claimed), g.treeDomain(in, root)
+		job.Job, job.Domain = root.Key(), g.treeDomain(in, root)
+		if ways := g.together(in, root, claimed); len(ways) > 0 {
+			job.Together, job.Alternatives = ways[0], ways[1:]
+		}
 		job.Claimed, job.Aside = notOfGroups(claimed, job.Together), ofGroups(claimed, job.Together)
 	}
 	// The nodes whose devices the real filter refused members of the groups checked (see DeviceRefusals).
 	var keys []string
-	for _, o := range job.Together {
-		keys = append(keys, o.Key)
+	for _, way := range append([][]gangfit.Group{job.Together}, job.Alternatives...) {
+		keys = append(keys, keysOf(way)...)
 	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	job.RefusedDevices = JobRefusals(g, in.Gangs, keys, in.Now, in.Nodes)
 	if !in.Done.For(job) {
 		out.Job = job

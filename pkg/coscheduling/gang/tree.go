@@ -19,10 +19,11 @@ import (
 // Jobs of several roles in the step's check (see Gang.check): the groups a group's check places with
 // it, and the domain its job holds its groups in.
 
-// together lists the other groups of the member's job that its check places with its own (see
-// PreFilterIn.needed); none when the tree leaves a choice it cannot make. Of K of N alike groups, those
-// with pods among claimed (nominated, by the job's preemption or reservation) are chosen first.
-func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) []gangfit.Group {
+// together lists the ways of the other groups of the member's job that its check places with its
+// own, the first tried first (see PreFilterIn.neededWays); none when the tree has too few children.
+// Of K of N groups, those with pods among claimed (nominated, by the job's preemption or
+// reservation) are chosen first.
+func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) [][]gangfit.Group {
 	var nominated map[string]bool
 	for _, p := range claimed {
 		if name, ok := podgroup.Of(p); ok {
@@ -32,8 +33,31 @@ func (g *Gang) together(in PreFilterIn, root *tree.Branch, claimed []*v1.Pod) []
 			nominated[podgroup.Key(p.Namespace, name)] = true
 		}
 	}
-	out, _ := in.needed(root, g.Key(), func(key string) bool { return nominated[key] })
-	return out
+	return in.neededWays(root, g.Key(), func(key string) bool { return nominated[key] })
+}
+
+// maxWays bounds the choices among K of N groups not alike that a check tries (see
+// tree.Branch.NeededEach and Job.Alternatives).
+const maxWays = 8
+
+// neededWays lists the ways to place the other groups of the job of the group keyed key with it
+// (see needed): one, needed's, when the tree's choices are among alike groups, whose members stand
+// for each other; else every way the tree offers (up to maxWays), none standing for another, in the
+// order a choice takes them (prefer, then those closest to ready, then by name). None when the tree
+// has too few children. O(ways × the job's pods).
+func (in PreFilterIn) neededWays(root *tree.Branch, key string, prefer func(key string) bool) [][]gangfit.Group {
+	if groups, ok := in.needed(root, key, prefer); ok {
+		return [][]gangfit.Group{groups}
+	}
+	var ways [][]gangfit.Group
+	for _, w := range root.NeededEach(key, in.count, prefer, maxWays) {
+		groups := make([]gangfit.Group, 0, len(w))
+		for _, n := range w {
+			groups = append(groups, in.toPlace(n, in.GroupMembers(n.Key())))
+		}
+		ways = append(ways, groups)
+	}
+	return ways
 }
 
 // notOfGroups are the pods of claimed that are not members of groups: the room nominated to a job's
@@ -395,7 +419,10 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	}
 	candidates, _, counted := g.Split(in.Members())
 	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
-	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: append([]gangfit.Group{own}, g.together(in, root, nil)...), Domain: g.treeDomain(in, root)}
+	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: []gangfit.Group{own}, Domain: g.treeDomain(in, root)}
+	if ways := g.together(in, root, nil); len(ways) > 0 {
+		j.Groups = append(j.Groups, ways[0]...)
+	}
 	if len(j.Groups) < 2 && j.Domain == nil {
 		return JobPreemption{}, false
 	}

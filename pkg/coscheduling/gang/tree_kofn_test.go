@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,8 +15,8 @@ import (
 // TestPreFilterTreeKOfNComposites: a set needing 2 of 3 replicas, each a composite of a leader group
 // (1 pod) and a worker group (2 pods), all of 2 CPU: a leader's check places its own replica's worker
 // group and exactly one other replica's two groups (the replicas alike), so a cluster with room for
-// one replica only refuses it before anything is held; replicas not alike leave the choice unmade
-// (each group's own check).
+// one replica only refuses it before anything is held; replicas not alike are each a way the check
+// tries in turn (the first that fits places the job).
 func TestPreFilterTreeKOfNComposites(t *testing.T) {
 	x := tree.NewIndex()
 	x.Set(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2})
@@ -45,24 +46,29 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 		name    string
 		pods    map[string][]*v1.Pod
 		nodes   []string
+		cpu     string // each node's ("4" if empty)
 		refused bool
 		msg     string
-		placed  []string // the other groups the check places (nil: the choice is not made)
+		placed  []string // the other groups of the check's first way
+		ways    int      // how many ways the check has (1 if 0)
 	}{
 		{name: "room for one replica: refused with one other replica's groups", pods: alike("2"), nodes: []string{"a", "b"},
 			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}},
 		{name: "room for two replicas: placed with exactly one other", pods: alike("2"), nodes: []string{"a", "b", "c"},
 			placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}},
-		{name: "replicas not alike: each group's own check", pods: alike("3"), nodes: []string{"a", "b"}},
+		{name: "replicas not alike, room for one: refused with the first way's groups", pods: alike("3"), nodes: []string{"a", "b"},
+			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
+		{name: "replicas not alike: placed with the second way, the first not fitting", pods: alike("1"), nodes: []string{"a", "b"}, cpu: "5",
+			placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New("ns", "lead-0", "uid")
 			gangs := map[string]*Gang{g.Key(): g}
-			in := treeIn(g, tc.pods["lead-0"][0], 1, cpuNodes("4", tc.nodes...), gangs, root, tc.pods)
+			in := treeIn(g, tc.pods["lead-0"][0], 1, cpuNodes(cmp.Or(tc.cpu, "4"), tc.nodes...), gangs, root, tc.pods)
 			in.Members = func() []*v1.Pod { return tc.pods["lead-0"] }
-			groups, ok := in.needed(root, g.Key(), nil)
-			if got := keysOf(groups); ok != (tc.placed != nil) || !slices.Equal(got, tc.placed) {
-				t.Errorf("needed = %v, %v; want %v", got, ok, tc.placed)
+			ways := in.neededWays(root, g.Key(), nil)
+			if len(ways) != max(tc.ways, 1) || !slices.Equal(keysOf(ways[0]), tc.placed) {
+				t.Errorf("%d ways, the first %v; want %d, %v", len(ways), keysOf(ways[0]), max(tc.ways, 1), tc.placed)
 			}
 			out := g.PreFilter(in)
 			if out.Reject != tc.refused || out.Tree != tc.refused {

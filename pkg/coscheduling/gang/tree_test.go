@@ -115,8 +115,9 @@ func TestPreFilterTree(t *testing.T) {
 				}
 				return map[string]*Gang{g.Key(): g}
 			}},
-		{name: "a choice among replicas not alike: its own check only", root: replicas,
-			pods: map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "r1": role("r1", 2, "3"), "r2": role("r2", 2, "1")}},
+		{name: "a choice among replicas not alike: refused when no way fits, with the first's groups", root: replicas,
+			pods:    map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "r1": role("r1", 2, "3"), "r2": role("r2", 2, "1")},
+			refused: true, msg: "ns/r1: 2"},
 		{name: "a choice among alike replicas: checked with the one picked", root: replicas,
 			pods:    map[string][]*v1.Pod{"decode": role("decode", 4, "2"), "r1": role("r1", 2, "3"), "r2": role("r2", 2, "3")},
 			refused: true, msg: "ns/r1: 2"},

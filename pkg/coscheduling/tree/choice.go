@@ -116,9 +116,15 @@ func progress(b *Branch, count func(key string) int) int {
 	return sum
 }
 
-// choose returns the lacking of short (in name order) the choice takes: those prefer names (a
-// composite: one of its groups) first, then those closest to ready (progress), then by name.
+// choose returns the lacking of short (in name order) the choice takes: the first of them in
+// ordered's order.
 func (n *Needed) choose(short []*Branch, lacking int, count func(key string) int) []*Branch {
+	return n.ordered(short, count)[:lacking]
+}
+
+// ordered is short (in name order) in the order a choice takes them: those prefer names (a
+// composite: one of its groups) first, then those closest to ready (progress), then by name.
+func (n *Needed) ordered(short []*Branch, count func(key string) int) []*Branch {
 	short = slices.Clone(short)
 	slices.SortStableFunc(short, func(a, b *Branch) int {
 		if pa, pb := n.preferred(a), n.preferred(b); pa != pb {
@@ -129,5 +135,5 @@ func (n *Needed) choose(short []*Branch, lacking int, count func(key string) int
 		}
 		return progress(b, count) - progress(a, count)
 	})
-	return short[:lacking]
+	return short
 }

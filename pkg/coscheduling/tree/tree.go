@@ -386,10 +386,29 @@ func (b *Branch) Needed(leaf string, count func(key string) int) (n Needed, ok b
 // the replicas it holds room for while they are still a choice, whatever the others' counts do.
 func (b *Branch) NeededPreferring(leaf string, count func(key string) int, prefer func(key string) bool) (n Needed, ok bool) {
 	n.prefer = prefer
+	for _, c := range b.lacking(leaf, count) {
+		if !n.pick(c.short, c.lacking, count) {
+			return Needed{}, false
+		}
+	}
+	return n, true
+}
+
+// lack is what a gang composite on a leaf's path lacks besides the child on the path: lacking more
+// of its other children ready, among short (those not ready, in name order).
+type lack struct {
+	short   []*Branch
+	lacking int
+}
+
+// lacking lists what each gang composite on the path to the leaf keyed leaf lacks (see lack), root
+// first; a basic composite on the path is ready with the leaf's branch.
+func (b *Branch) lacking(leaf string, count func(key string) int) []lack {
+	var out []lack
 	path := b.pathTo(leaf)
 	for i, c := range path {
 		if !c.Gang {
-			continue // a basic composite on the path is ready with the leaf's branch
+			continue
 		}
 		onPath := leaf
 		if i+1 < len(path) {
@@ -406,11 +425,9 @@ func (b *Branch) NeededPreferring(leaf string, count func(key string) int, prefe
 				short = append(short, o)
 			}
 		}
-		if !n.pick(short, c.Min-ready, count) {
-			return Needed{}, false
-		}
+		out = append(out, lack{short: short, lacking: c.Min - ready})
 	}
-	return n, true
+	return out
 }
 
 // pick adds lacking of the short branches, with what each lacks.
