@@ -19,17 +19,18 @@ import (
 // bound in part and no gang composite stays short (watchWhole, watchTrees); only low pods are
 // evicted; the job is whole within 8 s (before a back-off of 10 s).
 func TestGangGroupsKOfNComposites(t *testing.T) {
-	kOfNComposites(t, []int{2, 2, 2})
+	kOfNComposites(t, []int{2, 2, 2}, []int{2, 2, 2})
 }
 
-// kOfNComposites is TestGangGroupsKOfNComposites with replica i of workers[i] workers.
-func kOfNComposites(t *testing.T, workers []int) {
+// kOfNComposites is TestGangGroupsKOfNComposites with replica i of workers[i] workers and lows[n]
+// low pods on node n.
+func kOfNComposites(t *testing.T, workers, lows []int) {
 	ensurePriorityClasses(t)
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
 	ns := testNamespace(t)
 	cosNodes(t, ns+"-n", 3, "4")
 	for n := range 3 {
-		for i := range 2 {
+		for i := range lows[n] {
 			low := gangPod(ns, fmt.Sprintf("low-%d-%d", n, i), "", "2")
 			delete(low.Labels, v1alpha1.PodGroupLabel)
 			low.Spec.PriorityClassName, low.Spec.NodeName = lowPriority, fmt.Sprintf("%s-n-%d", ns, n)
@@ -114,5 +115,15 @@ func kOfNComposites(t *testing.T, workers []int) {
 // checked and preempting alone), the third replica's nominations and failures kept the job from
 // being whole: 0 of 3 runs within 60 s.
 func TestGangGroupsKOfNUnlike(t *testing.T) {
-	kOfNComposites(t, []int{2, 2, 3})
+	kOfNComposites(t, []int{2, 2, 3}, []int{2, 2, 2})
+}
+
+// TestGangGroupsKOfNUnlikePreempt: replicas of 4, 2 and 2 workers (5, 3 and 3 pods) on six places,
+// two of them (one node's) taken by low pods: each group fits alone, and only replicas 1 and 2 fit
+// together, once the low pods are evicted. Every group's first way takes replica 0 (the first by name
+// where none is closer to ready), which fits beside no other; the preemption searches the check's
+// other ways in turn (gang.JobPreemption.Ways), so replicas 1 and 2 preempt for each other and
+// evict the two low pods. Searching the first way only, nothing was ever evicted.
+func TestGangGroupsKOfNUnlikePreempt(t *testing.T) {
+	kOfNComposites(t, []int{4, 2, 2}, []int{2, 0, 0})
 }

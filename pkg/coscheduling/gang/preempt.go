@@ -267,6 +267,28 @@ func Preempt(in PreemptIn) PreemptOut {
 			return PreemptOut{Result: PreemptWaiting, Message: fmt.Sprintf("preemption: %s waits for the devices of %d ResourceClaims of preempted pods to be freed", who, n)}
 		}
 	}
+	out := in.search(who, prio, candidates, need)
+	if in.Job != nil {
+		// K of N groups not alike: the job's other ways, in turn, while none helps (see Ways).
+		for _, w := range in.Job.Ways {
+			if out.Result != PreemptNotHelpful {
+				break
+			}
+			c := in
+			c.Job = &w
+			wc, wneed, _ := c.toPlace()
+			if o := c.search(who, prio, wc, wneed); o.Result == PreemptVictims || o.Result == PreemptError {
+				return o
+			}
+		}
+	}
+	return out
+}
+
+// search is Preempt's victim search for candidates (need of them, as toPlace lists them), once the
+// preemption is eligible and its earlier victims gone.
+func (in PreemptIn) search(who string, prio int32, candidates []*v1.Pod, need int) PreemptOut {
+	key := podgroup.Key(in.PodGroup.Namespace, in.PodGroup.Name)
 	if in.Job != nil && len(in.Job.Parts) > 0 {
 		return in.preemptParts(who, prio, need)
 	}

@@ -263,6 +263,9 @@ type JobPreemption struct {
 	// RefusedDevices are, by node, the members of its groups whose devices the real filter refused
 	// there (see JobRefusals), for its reservation's plan (a preemption search guesses nowhere).
 	RefusedDevices map[string][]types.UID
+	// Ways are the job with its check's other ways to place (K of N groups not alike, see
+	// Job.Alternatives), searched in turn while none helps (see Preempt); of a preemption only.
+	Ways []JobPreemption
 }
 
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
@@ -419,18 +422,31 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	}
 	candidates, _, counted := g.Split(in.Members())
 	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
-	j := JobPreemption{Job: root.Key(), Unit: unit, Groups: []gangfit.Group{own}, Domain: g.treeDomain(in, root)}
-	if ways := g.together(in, root, nil); len(ways) > 0 {
-		j.Groups = append(j.Groups, ways[0]...)
+	ways := g.together(in, root, nil)
+	if len(ways) == 0 {
+		ways = [][]gangfit.Group{nil}
+	}
+	domain := g.treeDomain(in, root)
+	var j JobPreemption
+	for i, way := range ways {
+		w := JobPreemption{Job: root.Key(), Unit: unit, Groups: append([]gangfit.Group{own}, way...), Domain: domain}
+		if _, _, ok := gangfit.Joint(w.Groups); !ok {
+			if i == 0 {
+				return JobPreemption{}, false
+			}
+			continue
+		}
+		if job := root.JobOf(g.Key()); job != nil {
+			w.Outer, w.Parts, _ = jobParts(in, root, job, g.Key(), w.Groups, false)
+		}
+		if i == 0 {
+			j = w
+		} else {
+			j.Ways = append(j.Ways, w)
+		}
 	}
 	if len(j.Groups) < 2 && j.Domain == nil {
 		return JobPreemption{}, false
-	}
-	if _, _, ok := gangfit.Joint(j.Groups); !ok {
-		return JobPreemption{}, false
-	}
-	if job := root.JobOf(g.Key()); job != nil {
-		j.Outer, j.Parts, _ = jobParts(in, root, job, g.Key(), j.Groups, false)
 	}
 	for _, n := range leaves {
 		members := in.GroupMembers(n.Key())
@@ -443,6 +459,9 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 				j.Nominated = append(j.Nominated, m.Status.NominatedNodeName)
 			}
 		}
+	}
+	for i := range j.Ways {
+		j.Ways[i].Members, j.Ways[i].Nominated = j.Members, j.Nominated
 	}
 	return j, true
 }

@@ -8,7 +8,13 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/gangfit"
+	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/internal/gangtest"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
 
@@ -78,5 +84,60 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
 			}
 		})
+	}
+}
+
+// TestJobPreemptionWays: a set needing 2 of 3 replicas not alike (a leader and 2, 3 or 1 workers,
+// all of 2 CPU, at priority 100) on three 4-CPU nodes each full of two low pods of 2 CPU. lead-0's
+// first way (with rep-1, 7 pods) does not fit even with every low pod evicted; its second (with
+// rep-2, 5 pods) does: the preemption searches it and evicts five low pods. Searching the first way
+// only, it evicted nothing, for ever.
+func TestJobPreemptionWays(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2})
+	pods := map[string][]*v1.Pod{}
+	for i, workers := range []int{2, 3, 1} {
+		rep := fmt.Sprintf("rep-%d", i)
+		lead, work := fmt.Sprintf("lead-%d", i), fmt.Sprintf("work-%d", i)
+		x.Set(tree.Node{Namespace: "ns", Name: rep, Composite: true, Gang: true, Min: 2, Parent: "set"})
+		x.Set(tree.Node{Namespace: "ns", Name: lead, Gang: true, Min: 1, Parent: rep})
+		x.Set(tree.Node{Namespace: "ns", Name: work, Gang: true, Min: workers, Parent: rep})
+		pods[lead], pods[work] = role(lead, 1, "2"), role(work, workers, "2")
+	}
+	for _, ps := range pods {
+		for _, p := range ps {
+			p.Spec.Priority = ptr.To[int32](100)
+		}
+	}
+	root, p := x.Resolve("ns", "lead-0")
+	if p != nil {
+		t.Fatal(p)
+	}
+	var nodes []fwk.NodeInfo
+	for i := range 3 {
+		n := fmt.Sprint("n", i)
+		nodes = append(nodes, gangtest.NodeWith(n, "4", gangtest.Running("low-"+n+"-a", "", n, "2", 10), gangtest.Running("low-"+n+"-b", "", n, "2", 10)))
+	}
+	g := New("ns", "lead-0", "uid")
+	j, ok := g.JobForPreemption(treeIn(g, pods["lead-0"][0], 1, nodes, map[string]*Gang{g.Key(): g}, root, pods), root)
+	if !ok || len(j.Ways) != 1 {
+		t.Fatalf("JobForPreemption: ok %v, %d other ways; want ok and 1", ok, len(j.Ways))
+	}
+	if got, want := keysOf(j.Ways[0].Groups), []string{"ns/lead-0", "ns/lead-2", "ns/work-2", "ns/work-0"}; !slices.Equal(got, want) {
+		t.Errorf("the other way places %v, want %v", got, want)
+	}
+	in := PreemptIn{Pod: pods["lead-0"][0], PodGroup: gangtest.PodGroup("ns", "lead-0", 1, t0), Members: j.Members, Nodes: nodes, Job: &j,
+		Fit: &gangfit.Shared{}, Logger: klog.Background(),
+		Terminating: func([]string, int32) int { return 0 },
+		Claims:      func() []*v1.Pod { return nil },
+		PDBs:        func() ([]*policy.PodDisruptionBudget, error) { return nil, nil }}
+	if out := Preempt(in); out.Result != PreemptVictims || len(out.Plan.Victims) != 5 {
+		t.Errorf("with its ways: %s %q, %d victims; want 5 victims (the second way)", out.Result, out.Message, len(out.Plan.Victims))
+	}
+	first := j
+	first.Ways = nil
+	in.Job = &first
+	if out := Preempt(in); out.Result != PreemptNotHelpful {
+		t.Errorf("the first way alone: %s %q; want not helpful", out.Result, out.Message)
 	}
 }
