@@ -101,6 +101,14 @@ func kOfNComposites(t *testing.T, workers, lows []int) {
 		whole, empty, err := count(ctx)
 		return whole == 2 && empty == 1, err
 	})
+	lowPods := 0
+	for _, n := range lows {
+		lowPods += n
+	}
+	// Every low pod is needed: the two replicas fill all six places.
+	if n := len(evicted()); n != lowPods {
+		t.Errorf("%d pods were evicted, want the %d low pods", n, lowPods)
+	}
 	for _, name := range evicted() {
 		if !isLow(name) {
 			t.Errorf("pod %s was evicted; only low-priority pods may be", name)

@@ -135,13 +135,17 @@ type Done struct {
 
 // Run makes the check, over fit's shared tables and device model: with Together, then, while the
 // job does not fit with the groups it places (its own group fits), with each of its Alternatives in
-// turn; the first that fits is the result, else Together's.
+// turn, but those with a group short of members (which the check cannot judge, and which cannot be
+// ready now); the first that fits is the result, else Together's.
 func (j *Job) Run(fit *gangfit.Shared) *Done {
 	fit = fit.WithRefused(j.RefusedDevices)
 	d := j.run(fit)
 	for _, way := range j.Alternatives {
 		if d.Result.Feasible || !d.Result.Tree {
 			break
+		}
+		if shortOfMembers(way) {
+			continue
 		}
 		c := j.choosing(way)
 		if a := c.run(fit); a.Result.Feasible {

@@ -43,8 +43,9 @@ const maxWays = 8
 // neededWays lists the ways to place the other groups of the job of the group keyed key with it
 // (see needed): one, needed's, when the tree's choices are among alike groups, whose members stand
 // for each other; else every way the tree offers (up to maxWays), none standing for another, in the
-// order a choice takes them (prefer, then those closest to ready, then by name). None when the tree
-// has too few children. O(ways × the job's pods).
+// order a choice takes them (prefer, then those closest to ready, then by name), those with a group
+// short of members last (see shortOfMembers). None when the tree has too few children. O(ways × the
+// job's pods).
 func (in PreFilterIn) neededWays(root *tree.Branch, key string, prefer func(key string) bool) [][]gangfit.Group {
 	if groups, ok := in.needed(root, key, prefer); ok {
 		return [][]gangfit.Group{groups}
@@ -57,7 +58,24 @@ func (in PreFilterIn) neededWays(root *tree.Branch, key string, prefer func(key 
 		}
 		ways = append(ways, groups)
 	}
+	slices.SortStableFunc(ways, func(a, b []gangfit.Group) int {
+		return cmp.Compare(b2i(shortOfMembers(a)), b2i(shortOfMembers(b)))
+	})
 	return ways
+}
+
+// shortOfMembers reports whether a group of groups has fewer live members to place than it needs (its
+// pods not all created yet): the way cannot be ready now, and the check cannot judge it (see
+// gangfit.FitTogether).
+func shortOfMembers(groups []gangfit.Group) bool {
+	return slices.ContainsFunc(groups, func(g gangfit.Group) bool { return len(g.Candidates) < g.Need })
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // notOfGroups are the pods of claimed that are not members of groups: the room nominated to a job's

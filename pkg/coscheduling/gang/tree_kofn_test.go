@@ -64,6 +64,8 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 			placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}},
 		{name: "replicas not alike, room for one: refused with the first way's groups", pods: alike("3"), nodes: []string{"a", "b"},
 			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
+		{name: "a replica with no pods yet is a way last, and never taken as fitting", pods: without(alike("2"), "lead-2", "work-2"), nodes: []string{"a", "b"},
+			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 		{name: "replicas not alike: placed with the second way, the first not fitting", pods: alike("1"), nodes: []string{"a", "b"}, cpu: "5",
 			placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 	} {
@@ -85,6 +87,14 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// without is pods less the groups named.
+func without(pods map[string][]*v1.Pod, names ...string) map[string][]*v1.Pod {
+	for _, n := range names {
+		delete(pods, n)
+	}
+	return pods
 }
 
 // TestJobPreemptionWays: a set needing 2 of 3 replicas not alike (a leader and 2, 3 or 1 workers,
