@@ -134,9 +134,9 @@ type Done struct {
 }
 
 // Run makes the check, over fit's shared tables and device model: with Together, then, while the
-// job does not fit with the groups it places (its own group fits), with each of its Alternatives in
-// turn, but those with a group short of members (which the check cannot judge, and which cannot be
-// ready now); the first that fits is the result, else Together's.
+// job does not fit with the groups it places (Tree), with each of its Alternatives in turn, but those
+// the check cannot judge (see judged); the first that fits is the result, else Together's. At most
+// 1 + len(Alternatives) checks.
 func (j *Job) Run(fit *gangfit.Shared) *Done {
 	fit = fit.WithRefused(j.RefusedDevices)
 	d := j.run(fit)
@@ -144,7 +144,7 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 		if d.Result.Feasible || !d.Result.Tree {
 			break
 		}
-		if shortOfMembers(way) {
+		if !judged(way) {
 			continue
 		}
 		c := j.choosing(way)
@@ -408,7 +408,7 @@ func (j *Job) place(d *Done, res gangfit.Result, f *gangfit.Fit) gangfit.Result 
 
 // For reports whether d is the result of a job like j: the same kind, gang, cache key (the epoch
 // aside: an event during the check makes the next member check again, as the key records), need,
-// and candidates.
+// candidates, and groups placed with it (each way).
 func (d *Done) For(j *Job) bool {
 	if d == nil || d.job == nil {
 		return false
@@ -417,8 +417,13 @@ func (d *Done) For(j *Job) bool {
 	k := o.Key
 	k.Epoch = j.Key.Epoch
 	return o.Extra == j.Extra && o.Gang == j.Gang && o.Need == j.Need && k.Matches(j.Key) && sameUIDs(o.Candidates, j.Candidates) &&
-		slices.EqualFunc(o.Together, j.Together, func(a, b gangfit.Group) bool { return a.Key == b.Key && a.Need == b.Need }) &&
+		sameGroups(o.Together, j.Together) && slices.EqualFunc(o.Alternatives, j.Alternatives, sameGroups) &&
 		(o.Domain == nil) == (j.Domain == nil) && (o.Domain == nil || o.Domain.equal(j.Domain))
+}
+
+// sameGroups reports whether a and b place the same groups, each needing as many members.
+func sameGroups(a, b []gangfit.Group) bool {
+	return slices.EqualFunc(a, b, func(x, y gangfit.Group) bool { return x.Key == y.Key && x.Need == y.Need })
 }
 
 // sameUIDs reports whether a and b are the same pods, in any order.

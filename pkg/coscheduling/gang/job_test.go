@@ -20,16 +20,24 @@ import (
 func TestDoneFor(t *testing.T) {
 	a, b, c := gangtest.Member("a", "g", "1"), gangtest.Member("b", "g", "1"), gangtest.Member("c", "g", "1")
 	k := FeasibilityKey{Epoch: 1, UID: "u", Want: 2, Existing: 2}
-	job := &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2}
+	ways := [][]gangfit.Group{{{Key: "ns/r1", Need: 2}}, {{Key: "ns/r2", Need: 3}}}
+	job := &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2, Together: ways[0], Alternatives: ways[1:]}
 	done := &Done{job: job}
+	with := func(together []gangfit.Group, alternatives ...[]gangfit.Group) *Job {
+		return &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2, Together: together, Alternatives: alternatives}
+	}
 	for _, tc := range []struct {
 		name string
 		j    *Job
 		want bool
 	}{
 		{name: "the same job", j: job, want: true},
-		{name: "the candidates in another order", j: &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{b, a}, Need: 2}, want: true},
-		{name: "an event moved the epoch meanwhile: still its answer (recorded under the old epoch)", j: &Job{Key: FeasibilityKey{Epoch: 2, UID: "u", Want: 2, Existing: 2}, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2}, want: true},
+		{name: "the candidates in another order", j: &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{b, a}, Need: 2, Together: ways[0], Alternatives: ways[1:]}, want: true},
+		{name: "the same ways", j: with(ways[0], ways[1]), want: true},
+		{name: "another group placed with it", j: with(ways[1], ways[1])},
+		{name: "another way (an alternative may have answered)", j: with(ways[0], []gangfit.Group{{Key: "ns/r2", Need: 2}})},
+		{name: "a way fewer", j: with(ways[0])},
+		{name: "an event moved the epoch meanwhile: still its answer (recorded under the old epoch)", j: &Job{Key: FeasibilityKey{Epoch: 2, UID: "u", Want: 2, Existing: 2}, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2, Together: ways[0], Alternatives: ways[1:]}, want: true},
 		{name: "a member came", j: &Job{Key: FeasibilityKey{Epoch: 1, UID: "u", Want: 2, Existing: 3}, Gang: "ns/g", Candidates: []*v1.Pod{a, b, c}, Need: 2}},
 		{name: "another candidate", j: &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{a, c}, Need: 2}},
 		{name: "the nominations against it moved", j: &Job{Key: FeasibilityKey{Epoch: 1, Claims: 4, UID: "u", Want: 2, Existing: 2}, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2}},

@@ -239,7 +239,8 @@ func (g *Gang) SplitForPreemption(members []*v1.Pod, minMember int) (candidates 
 // of lower priority runs anywhere (a cluster of one priority, checked before any simulation is built:
 // every member of an infeasible gang comes here on every attempt); waiting while the victims of its
 // earlier preemption terminate; otherwise the cheapest victims whose eviction lets the missing members
-// fit at once (per node, in the gang's required domain), or not helpful when none do.
+// fit at once (per node, in the gang's required domain), or not helpful when none do. A job's other
+// ways (K of N groups not alike, see JobPreemption.Ways) are searched in turn while none fits.
 func Preempt(in PreemptIn) PreemptOut {
 	// The search counts a node the allocator did not reach in time as holding no member.
 	in.Fit = in.Fit.ForSearch()
@@ -268,19 +269,21 @@ func Preempt(in PreemptIn) PreemptOut {
 		}
 	}
 	out := in.search(who, prio, candidates, need)
-	if in.Job != nil {
-		// K of N groups not alike: the job's other ways, in turn, while none helps (see Ways).
+	if in.Job != nil && out.Result == PreemptNotHelpful && out.DropNominations {
+		// K of N groups not alike: the job's other ways, in turn, while none fits even with victims
+		// (see Ways); hopeless only when every way is.
+		hopeless := out.Hopeless
 		for _, w := range in.Job.Ways {
-			if out.Result != PreemptNotHelpful {
-				break
-			}
 			c := in
 			c.Job = &w
 			wc, wneed, _ := c.toPlace()
-			if o := c.search(who, prio, wc, wneed); o.Result == PreemptVictims || o.Result == PreemptError {
+			o := c.search(who, prio, wc, wneed)
+			if o.Result == PreemptVictims || o.Result == PreemptError || o.Result == PreemptNotHelpful && !o.DropNominations {
 				return o
 			}
+			hopeless = hopeless && o.Hopeless
 		}
+		out.Hopeless = hopeless
 	}
 	return out
 }

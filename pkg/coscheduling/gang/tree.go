@@ -43,8 +43,8 @@ const maxWays = 8
 // neededWays lists the ways to place the other groups of the job of the group keyed key with it
 // (see needed): one, needed's, when the tree's choices are among alike groups, whose members stand
 // for each other; else every way the tree offers (up to maxWays), none standing for another, in the
-// order a choice takes them (prefer, then those closest to ready, then by name), those with a group
-// short of members last (see shortOfMembers). None when the tree has too few children. O(ways × the
+// order a choice takes them (prefer, then those closest to ready, then by name), those the check
+// cannot judge last (see judged). None when the tree has too few children. O(NeededEach + ways × the
 // job's pods).
 func (in PreFilterIn) neededWays(root *tree.Branch, key string, prefer func(key string) bool) [][]gangfit.Group {
 	if groups, ok := in.needed(root, key, prefer); ok {
@@ -59,16 +59,17 @@ func (in PreFilterIn) neededWays(root *tree.Branch, key string, prefer func(key 
 		ways = append(ways, groups)
 	}
 	slices.SortStableFunc(ways, func(a, b []gangfit.Group) int {
-		return cmp.Compare(b2i(shortOfMembers(a)), b2i(shortOfMembers(b)))
+		return cmp.Compare(b2i(!judged(a)), b2i(!judged(b)))
 	})
 	return ways
 }
 
-// shortOfMembers reports whether a group of groups has fewer live members to place than it needs (its
-// pods not all created yet): the way cannot be ready now, and the check cannot judge it (see
-// gangfit.FitTogether).
-func shortOfMembers(groups []gangfit.Group) bool {
-	return slices.ContainsFunc(groups, func(g gangfit.Group) bool { return len(g.Candidates) < g.Need })
+// judged reports whether the check can judge a way (see gangfit.FitTogether): no group of it has
+// fewer live members to place than it needs (its pods not all created yet: it cannot be ready now)
+// nor spare members that differ. A way it cannot judge is never taken as fitting.
+func judged(groups []gangfit.Group) bool {
+	_, _, ok := gangfit.Joint(groups)
+	return ok
 }
 
 func b2i(b bool) int {
@@ -423,7 +424,8 @@ func reservable(b *tree.Branch) bool {
 }
 
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
-// groups its job needs (see Gang.check): the same groups and domain the check placed, each group's
+// groups its job needs (see Gang.check): the groups of the check's first way (and, in Ways, of its
+// others) in the domain the check placed them, each group's
 // members still to place by its gang's state. ok is false when there is no job to preempt for (the
 // group is in none, or its groups cannot be judged together). The job is the tree of
 // the topmost gang composite above the group (tree.Branch.JobOf), not every group under the root: a

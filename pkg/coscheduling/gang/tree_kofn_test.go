@@ -66,6 +66,8 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 		{name: "a replica with no pods yet is a way last, and never taken as fitting", pods: without(alike("2"), "lead-2", "work-2"), nodes: []string{"a", "b"},
 			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
+		{name: "a replica whose spare members differ is a way the check cannot judge, never taken as fitting", pods: spare(alike("2")), nodes: []string{"a", "b"},
+			refused: true, msg: "ns/lead-1: 1, ns/work-1: 2", placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 		{name: "replicas not alike: placed with the second way, the first not fitting", pods: alike("1"), nodes: []string{"a", "b"}, cpu: "5",
 			placed: []string{"ns/lead-1", "ns/work-1", "ns/work-0"}, ways: 2},
 	} {
@@ -87,6 +89,12 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spare is pods with a third worker of 3 CPU in work-2 (minimum 2): its members are not alike.
+func spare(pods map[string][]*v1.Pod) map[string][]*v1.Pod {
+	pods["work-2"] = append(pods["work-2"], gangtest.Member("work-2-2", "work-2", "3"))
+	return pods
 }
 
 // without is pods less the groups named.

@@ -16,7 +16,9 @@ const maxCombinations = 256
 // composite has more children short than it lacks, every combination of them is a way, those prefer
 // names and those closest to ready first, then by name (the first way is the pick Needed would make,
 // as groups, for children alike); the combinations are taken in that order. At most limit ways; none
-// when the tree has too few children. O(limit × the tree) per choice.
+// when the tree has too few children. Each choice looks at most maxCombinations combinations, each
+// walking the chosen children's subtrees: O(maxCombinations × the tree) per choice, a choice nested
+// in a chosen child again per combination.
 func (b *Branch) NeededEach(leaf string, count func(key string) int, prefer func(key string) bool, limit int) [][]Node {
 	n := &Needed{prefer: prefer}
 	ways := [][]Node{nil}
