@@ -64,16 +64,8 @@ func (n *Needed) waysOf(s *Branch, count func(key string) int, limit int) [][]No
 	if !s.Composite {
 		return [][]Node{{s.Node}}
 	}
-	ready := 0
-	var below []*Branch
-	for _, c := range s.Children {
-		if c.Ready(count) {
-			ready++
-		} else {
-			below = append(below, c)
-		}
-	}
-	return n.ways(below, max(s.Min, 1)-ready, count, limit)
+	below, lacking := s.unready(count)
+	return n.ways(below, lacking, count, limit)
 }
 
 // product is every way of a followed by one of b, at most limit, a's order first.

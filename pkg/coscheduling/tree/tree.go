@@ -451,18 +451,23 @@ func (n *Needed) pick(short []*Branch, lacking int, count func(key string) int) 
 			n.Groups = append(n.Groups, s.Node)
 			continue
 		}
-		ready := 0
-		var below []*Branch
-		for _, c := range s.Children {
-			if c.Ready(count) {
-				ready++
-			} else {
-				below = append(below, c)
-			}
-		}
-		if !n.pick(below, max(s.Min, 1)-ready, count) {
+		if below, lacking := s.unready(count); !n.pick(below, lacking, count) {
 			return false
 		}
 	}
 	return true
+}
+
+// unready are composite b's children not ready given count (in name order), and how many more of
+// them it lacks to be ready (a basic composite: one).
+func (b *Branch) unready(count func(key string) int) (below []*Branch, lacking int) {
+	ready := 0
+	for _, c := range b.Children {
+		if c.Ready(count) {
+			ready++
+		} else {
+			below = append(below, c)
+		}
+	}
+	return below, max(b.Min, 1) - ready
 }
