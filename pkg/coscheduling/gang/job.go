@@ -156,14 +156,13 @@ func (j *Job) Run(fit *gangfit.Shared) *Done {
 	return d
 }
 
-// choosing is j placing groups instead of Together (one of its Alternatives): the room nominated to
-// the members of the groups it leaves out is taken against it (see notOfGroups).
+// choosing is j placing groups instead of Together (one of its Alternatives): only (see there) over
+// every pod j claims or sets aside, so the room nominated to the members of the groups it leaves out
+// is taken against it, and that of the groups it places is theirs.
 func (j *Job) choosing(groups []gangfit.Group) Job {
 	c := *j
-	all := append(slices.Clone(j.Claimed), j.Aside...)
-	c.Together, c.Alternatives = groups, nil
-	c.Claimed, c.Aside = notOfGroups(all, groups), ofGroups(all, groups)
-	return c
+	c.Claimed, c.Aside, c.Alternatives = nil, append(slices.Clone(j.Claimed), j.Aside...), nil
+	return c.only(groups)
 }
 
 // run is Run's check with Together.
