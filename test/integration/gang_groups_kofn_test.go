@@ -135,3 +135,12 @@ func TestGangGroupsKOfNUnlike(t *testing.T) {
 func TestGangGroupsKOfNUnlikePreempt(t *testing.T) {
 	kOfNComposites(t, []int{4, 2, 2}, []int{2, 0, 0})
 }
+
+// TestGangGroupsKOfNUnlikeFree: the replicas of TestGangGroupsKOfNUnlikePreempt (4, 2 and 2
+// workers) on six free places: only replicas 1 and 2 fit together, and replica 0, which fits beside
+// no other, fails its check at every try. Its failures must not reject the other two replicas while
+// they gather: a group of the job that backs off only because it was rejected with another is not
+// out of the job (gang.Registry.Follow).
+func TestGangGroupsKOfNUnlikeFree(t *testing.T) {
+	kOfNComposites(t, []int{4, 2, 2}, []int{0, 0, 0})
+}

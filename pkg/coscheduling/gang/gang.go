@@ -162,12 +162,15 @@ type FeasibilityKey struct {
 	Want       int
 	Existing   int
 	Counted    int
-	At         time.Time
+	// Job fingerprints the members of the other groups of the gang's job (see PreFilterIn.jobMembers;
+	// 0: in none): a check made before one of them had all its pods cannot judge the ways through it.
+	Job uint64
+	At  time.Time
 }
 
 // Matches reports whether a cached check made under k answers for o (At aside).
 func (k FeasibilityKey) Matches(o FeasibilityKey) bool {
-	return k.Epoch == o.Epoch && k.Claims == o.Claims && k.UID == o.UID && k.Generation == o.Generation && k.Want == o.Want && k.Existing == o.Existing && k.Counted == o.Counted
+	return k.Epoch == o.Epoch && k.Claims == o.Claims && k.UID == o.UID && k.Generation == o.Generation && k.Want == o.Want && k.Existing == o.Existing && k.Counted == o.Counted && k.Job == o.Job
 }
 
 // New returns the empty state of PodGroup namespace/name of UID uid.

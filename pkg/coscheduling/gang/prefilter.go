@@ -2,7 +2,9 @@ package gang
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -330,7 +332,9 @@ func (g *Gang) Decide(in PreFilterIn) PreFilterOut {
 // whole (or the cache answers), a gang with a topology policy is given its domain, and a plan is made.
 func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFilterOut {
 	candidates, counted, countedN := g.Split(members)
-	ck := FeasibilityKey{Epoch: in.Epoch, Claims: in.Claims, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit, At: in.Now}
+	root := in.tree()
+	ck := FeasibilityKey{Epoch: in.Epoch, Claims: in.Claims, UID: in.UID, Generation: in.Generation, Want: in.Want, Existing: len(members), Counted: countedN + g.Credit,
+		Job: in.jobMembers(root, g.Key()), At: in.Now}
 	if res, ok := g.Cached(ck, in.CacheTTL); ok {
 		if !res.Feasible {
 			out.Reject, out.Infeasible, out.Tree, out.Message, out.KeptOff = true, true, res.Tree, res.Message, nil
@@ -349,7 +353,7 @@ func (g *Gang) check(in PreFilterIn, out PreFilterOut, members []*v1.Pod) PreFil
 		// first while it fits: a group of a job that preempted in parts goes to its part's domain.
 		job.Avoid.Nominated = gangfit.Nominated(in.Policy, gangfit.BoundNodes(nil, in.Nodes, nominatedNodes(members)...))
 	}
-	if root := in.tree(); root != nil {
+	if root != nil {
 		job.Job, job.Domain = root.Key(), g.treeDomain(in, root)
 		if ways := g.together(in, root, claimed); len(ways) > 0 {
 			job.Together, job.Alternatives = ways[0], ways[1:]
@@ -451,4 +455,21 @@ func memo[T any](f func() T) func() T {
 		}
 		return v
 	}
+}
+
+// jobMembers fingerprints the other groups of the job root (nil: none, 0) of the group keyed own:
+// each one's key and number of live pods. O(the job's members).
+func (in PreFilterIn) jobMembers(root *tree.Branch, own string) uint64 {
+	if root == nil {
+		return 0
+	}
+	h := fnv.New64a()
+	var buf []byte
+	for _, n := range root.Leaves() {
+		if n.Key() != own {
+			buf = strconv.AppendInt(append(append(buf[:0], n.Key()...), '='), int64(len(in.GroupMembers(n.Key()))), 10)
+			h.Write(append(buf, ';'))
+		}
+	}
+	return h.Sum64()
 }

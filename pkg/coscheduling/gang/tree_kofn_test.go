@@ -3,9 +3,11 @@ package gang
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -88,6 +90,45 @@ func TestPreFilterTreeKOfNComposites(t *testing.T) {
 				t.Errorf("message %q, want it to say %q", out.Message, tc.msg)
 			}
 		})
+	}
+}
+
+// TestPreFilterTreeKOfNCacheSeesNewPods: a leader's check refused while the only replica it fits
+// with had no pods yet (a way the check cannot judge) answers no more once that replica's pods exist,
+// within the cache's time: the next member's check places the job with it. Cached on the leader's
+// own group alone, the refusal stood for the rest of the burst, and the replicas gathering meanwhile
+// were rejected with it.
+func TestPreFilterTreeKOfNCacheSeesNewPods(t *testing.T) {
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2})
+	pods := map[string][]*v1.Pod{}
+	for i := range 3 {
+		rep := fmt.Sprintf("rep-%d", i)
+		x.Set(tree.Node{Namespace: "ns", Name: rep, Composite: true, Gang: true, Min: 2, Parent: "set"})
+		x.Set(tree.Node{Namespace: "ns", Name: fmt.Sprintf("lead-%d", i), Gang: true, Min: 1, Parent: rep})
+		x.Set(tree.Node{Namespace: "ns", Name: fmt.Sprintf("work-%d", i), Gang: true, Min: 2, Parent: rep})
+		cpu := "2"
+		if i == 2 {
+			cpu = "1"
+		}
+		pods[fmt.Sprintf("lead-%d", i)] = role(fmt.Sprintf("lead-%d", i), 1, "2")
+		pods[fmt.Sprintf("work-%d", i)] = role(fmt.Sprintf("work-%d", i), 2, cpu)
+	}
+	root, p := x.Resolve("ns", "lead-0")
+	if p != nil {
+		t.Fatal(p)
+	}
+	all := maps.Clone(pods)
+	without(pods, "lead-2", "work-2")
+	g := New("ns", "lead-0", "uid")
+	in := treeIn(g, pods["lead-0"][0], 1, cpuNodes("5", "a", "b"), map[string]*Gang{g.Key(): g}, root, pods)
+	if out := g.PreFilter(in); !out.Reject || !out.Tree {
+		t.Fatalf("replica 2 without pods: reject %v, tree %v (%s); want refused", out.Reject, out.Tree, out.Message)
+	}
+	in = treeIn(g, all["lead-0"][0], 1, cpuNodes("5", "a", "b"), map[string]*Gang{g.Key(): g}, root, all)
+	in.Now = t0.Add(time.Second)
+	if out := g.PreFilter(in); out.Reject {
+		t.Errorf("replica 2's pods created: refused (%s); want placed with replica 2", out.Message)
 	}
 }
 
