@@ -420,9 +420,13 @@ func (d *Done) For(j *Job) bool {
 		(o.Domain == nil) == (j.Domain == nil) && (o.Domain == nil || o.Domain.equal(j.Domain))
 }
 
-// sameGroups reports whether a and b place the same groups, each needing as many members.
+// sameGroups reports whether a and b place the same groups, each needing as many of the same
+// candidates: a group whose pods were not all created when a check ran (a way it could not judge) is
+// judged again once they are.
 func sameGroups(a, b []gangfit.Group) bool {
-	return slices.EqualFunc(a, b, func(x, y gangfit.Group) bool { return x.Key == y.Key && x.Need == y.Need })
+	return slices.EqualFunc(a, b, func(x, y gangfit.Group) bool {
+		return x.Key == y.Key && x.Need == y.Need && sameUIDs(x.Candidates, y.Candidates)
+	})
 }
 
 // sameUIDs reports whether a and b are the same pods, in any order.

@@ -37,6 +37,8 @@ func TestDoneFor(t *testing.T) {
 		{name: "another group placed with it", j: with(ways[1], ways[1])},
 		{name: "another way (an alternative may have answered)", j: with(ways[0], []gangfit.Group{{Key: "ns/r2", Need: 2}})},
 		{name: "a way fewer", j: with(ways[0])},
+		{name: "a way's group gained a candidate (its pods were not all created)", j: with(ways[0], []gangfit.Group{{Key: "ns/r2", Need: 3, Candidates: []*v1.Pod{c}}})},
+		{name: "a group placed with it has another candidate", j: with([]gangfit.Group{{Key: "ns/r1", Need: 2, Candidates: []*v1.Pod{c}}}, ways[1])},
 		{name: "an event moved the epoch meanwhile: still its answer (recorded under the old epoch)", j: &Job{Key: FeasibilityKey{Epoch: 2, UID: "u", Want: 2, Existing: 2}, Gang: "ns/g", Candidates: []*v1.Pod{a, b}, Need: 2, Together: ways[0], Alternatives: ways[1:]}, want: true},
 		{name: "a member came", j: &Job{Key: FeasibilityKey{Epoch: 1, UID: "u", Want: 2, Existing: 3}, Gang: "ns/g", Candidates: []*v1.Pod{a, b, c}, Need: 2}},
 		{name: "another candidate", j: &Job{Key: k, Gang: "ns/g", Candidates: []*v1.Pod{a, c}, Need: 2}},
