@@ -51,6 +51,9 @@ type Attempt struct {
 	BackoffUntil time.Time
 	// lastFailure: when the last attempt failed (see queueStamp).
 	LastFailure time.Time
+	// FailedWithJob: the attempt failed with another group of its job (TreeFailed), not on its own
+	// account: its back-off is an echo of that group's failure and says nothing of its own room.
+	FailedWithJob bool
 }
 
 // eventKind is what happened to the attempt.
@@ -184,6 +187,7 @@ func Step(a Attempt, in Input) (Attempt, Decision) {
 	fail := func(reason string, backoff time.Duration) {
 		a.Phase = PhaseFailed
 		a.LastFailure = in.Now
+		a.FailedWithJob = in.Kind == TreeFailed
 		a.BackoffUntil = in.Now.Add(backoff)
 		d.Reason, d.RejectWaiting, d.Backoff = reason, true, backoff
 	}

@@ -172,9 +172,14 @@ func TestAttemptTransitions(t *testing.T) {
 		{name: "tree: the tree ready past the deadline declares no quorum", from: activated,
 			in:   with(in(TreeReady, 60), func(i *Input) { i.Counted, i.Confirmed, i.Waiting = 3, 3, 3 }),
 			want: activated},
-		{name: "tree: a sibling's failure fails a gathering attempt", from: activated,
-			in:   with(in(TreeFailed, 10), func(i *Input) { i.Counted, i.Waiting = 2, 2 }),
-			want: failedAt(10, podgroup.ReasonGangRejected, backoff), wantD: failed(podgroup.ReasonGangRejected, backoff)},
+		{name: "tree: a sibling's failure fails a gathering attempt, with its job", from: activated,
+			in: with(in(TreeFailed, 10), func(i *Input) { i.Counted, i.Waiting = 2, 2 }),
+			want: func() Attempt {
+				a := failedAt(10, podgroup.ReasonGangRejected, backoff)
+				a.FailedWithJob = true
+				return a
+			}(),
+			wantD: failed(podgroup.ReasonGangRejected, backoff)},
 		{name: "tree: a sibling's failure leaves a declared quorum as it is", from: quorum,
 			in: in(TreeFailed, 10), want: quorum},
 		{name: "tree: a sibling's failure leaves a group that backs off as it is", from: backingOff,

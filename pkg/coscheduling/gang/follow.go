@@ -36,9 +36,13 @@ func (r *Registry) Follow(g *Gang, res Result, root func() *tree.Branch, backoff
 	if b == nil {
 		return nil
 	}
+	// Out of this attempt: g, and the groups that failed on their own account and back off. A group
+	// that backs off only because it failed with another (OnTreeFailed) is not: counting it would
+	// have a group that fails at every try (a replica of K of N that fits beside no other) reject
+	// the others in turn, each while the one it needs backs off for the last rejection.
 	out := func(key string) bool {
 		o := r.gangs[key]
-		return key == g.Key() || o != nil && o.Phase == attempt.PhaseFailed && o.BackingOff(res.Now)
+		return key == g.Key() || o != nil && o.Phase == attempt.PhaseFailed && !o.FailedWithJob && o.BackingOff(res.Now)
 	}
 	var moved []Followed
 	for _, n := range b.Follow(g.Key(), res.RejectWaiting, r.Count, out) {

@@ -173,3 +173,44 @@ func TestInfeasible(t *testing.T) {
 		t.Errorf("Infeasible(waiting for victims) = %+v, %v; want none", r, ok)
 	}
 }
+
+// TestRegistryFollowKOfN: of a job needing 2 of the groups a, b and c, a's failure rejects c while
+// b backs off after failing on its own account (the job cannot be ready without a or b), and leaves
+// c waiting while b backs off only for failing with its job: b is not out (a replica that fails at
+// every try would otherwise reject b and c in turn, each while the other backs off).
+func TestRegistryFollowKOfN(t *testing.T) {
+	now := t0.Add(time.Second)
+	failed := Result{Decision: attempt.Decision{RejectWaiting: true}, Message: "a does not fit", Now: now, Event: attempt.NoNode}
+	x := tree.NewIndex()
+	x.Set(tree.Node{Namespace: "ns", Name: "set", Composite: true, Gang: true, Min: 2})
+	for _, n := range []string{"a", "b", "c"} {
+		x.Set(tree.Node{Namespace: "ns", Name: n, Gang: true, Min: 1, Parent: "set"})
+	}
+	root, p := x.Resolve("ns", "a")
+	if p != nil {
+		t.Fatal(p)
+	}
+	for _, tc := range []struct {
+		name    string
+		withJob bool
+		want    []string
+	}{
+		{name: "b failed on its own: c is rejected", want: []string{"c0"}},
+		{name: "b failed with its job: c waits", withJob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(nil)
+			a := gathered("a")
+			b := New("ns", "b", "uid-b")
+			b.Phase, b.BackoffUntil, b.FailedWithJob = attempt.PhaseFailed, now.Add(time.Minute), tc.withJob
+			r.Put(a)
+			r.Put(b)
+			r.Put(gathered("c", "c0"))
+			step := func(_ *Gang, s func() Result) Result { return s() }
+			moved := r.Follow(a, failed, func() *tree.Branch { return root }, backoff, func(g *Gang) int { return g.Count() }, step)
+			if got := names(FollowedPods(moved)); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("moved members %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
