@@ -425,7 +425,8 @@ func reservable(b *tree.Branch) bool {
 
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
 // groups its job needs (see Gang.check): the groups of the check's first way (and, in Ways, of its
-// others) in the domain the check placed them, each group's
+// others; the groups whose members are nominated first, as the check takes them) in the domain the
+// check placed them, each group's
 // members still to place by its gang's state. ok is false when there is no job to preempt for (the
 // group is in none, or its groups cannot be judged together). The job is the tree of
 // the topmost gang composite above the group (tree.Branch.JobOf), not every group under the root: a
@@ -442,7 +443,18 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	}
 	candidates, _, counted := g.Split(in.Members())
 	own := gangfit.Group{Key: g.Key(), Candidates: candidates, Need: in.Want - counted - g.Credit}
-	ways := g.together(in, root, nil)
+	var members, nominated []*v1.Pod
+	for _, n := range leaves {
+		for _, m := range in.GroupMembers(n.Key()) {
+			members = append(members, m)
+			if m.Status.NominatedNodeName != "" {
+				nominated = append(nominated, m)
+			}
+		}
+	}
+	// As the check: of K of N groups, those its members are nominated in (a preemption's) first, so
+	// that a later search does not evict for other replicas while the room made for these holds.
+	ways := g.together(in, root, nominated)
 	if len(ways) == 0 {
 		ways = [][]gangfit.Group{nil}
 	}
@@ -468,17 +480,14 @@ func (g *Gang) JobForPreemption(in PreFilterIn, root *tree.Branch) (JobPreemptio
 	if len(j.Groups) < 2 && j.Domain == nil {
 		return JobPreemption{}, false
 	}
+	j.Members = members
 	for _, n := range leaves {
-		members := in.GroupMembers(n.Key())
-		j.Members = append(j.Members, members...)
 		if o := in.Gangs[n.Key()]; o != nil {
 			j.Nominated = append(j.Nominated, o.NominatedNodes...)
 		}
-		for _, m := range members {
-			if m.Status.NominatedNodeName != "" {
-				j.Nominated = append(j.Nominated, m.Status.NominatedNodeName)
-			}
-		}
+	}
+	for _, m := range nominated {
+		j.Nominated = append(j.Nominated, m.Status.NominatedNodeName)
 	}
 	for i := range j.Ways {
 		j.Ways[i].Members, j.Ways[i].Nominated = j.Members, j.Nominated

@@ -199,4 +199,13 @@ func TestJobPreemptionWays(t *testing.T) {
 	if out := Preempt(in); out.Result != PreemptNotHelpful {
 		t.Errorf("the first way alone: %s %q; want not helpful", out.Result, out.Message)
 	}
+	// Replica 2's leader nominated (a search made room for it): its way is the first, as the check's.
+	pods["lead-2"][0].Status.NominatedNodeName = "n1"
+	j, _ = g.JobForPreemption(treeIn(g, pods["lead-0"][0], 1, nodes, map[string]*Gang{g.Key(): g}, root, pods), root)
+	if got, want := keysOf(j.Groups), []string{"ns/lead-0", "ns/lead-2", "ns/work-2", "ns/work-0"}; !slices.Equal(got, want) {
+		t.Errorf("with replica 2 nominated, the first way places %v, want %v", got, want)
+	}
+	if !slices.Contains(j.Nominated, "n1") {
+		t.Errorf("the job's nominated nodes %v, want n1 among them", j.Nominated)
+	}
 }
