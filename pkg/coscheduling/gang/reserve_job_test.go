@@ -167,8 +167,8 @@ func TestJobRoomIsTheSameWhoeverAsks(t *testing.T) {
 // TestJobToReserve: the job a group reserves for is the same whichever group asks: its holder (the
 // group holding a reservation already, else the first by name with the members its minimum needs)
 // and the groups the holder's own check places with it. Of K of N alike replicas, those closest to
-// ready; a job it cannot say (a choice among unlike groups, a nested topology, a group's own required
-// one, no gang composite) reserves group by group.
+// ready; among unlike groups, the way of the fewest members; a job it cannot say (a nested topology,
+// a group's own required one, no gang composite) reserves group by group.
 func TestJobToReserve(t *testing.T) {
 	index := indexOf
 	serve := tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 2, Domain: gangtest.BlockKey}
@@ -180,7 +180,7 @@ func TestJobToReserve(t *testing.T) {
 	}
 	replicas := index(set, replica("r0"), replica("r1"), replica("r2"))
 	pods := map[string][]*v1.Pod{"decode": role("decode", 4, "1"), "prefill": role("prefill", 2, "1"), "extra": role("extra", 1, "1"),
-		"r0": role("r0", 2, "1"), "r1": role("r1", 2, "1"), "r2": role("r2", 2, "1")}
+		"r0": role("r0", 2, "1"), "r1": role("r1", 2, "1"), "r2": role("r2", 2, "1"), "big": role("big", 4, "1")}
 	// gangs: r2 has a member reserved (closest to ready); r1 holds a reservation.
 	reserved := func() map[string]*Gang {
 		g := New("ns", "r2", "uid-r2")
@@ -214,9 +214,19 @@ func TestJobToReserve(t *testing.T) {
 		{name: "K of N replicas, asked by one left out: the same", x: replicas, asker: "r2", want: []string{"ns/r0", "ns/r0:2", "ns/r1:2"}},
 		{name: "K of N replicas: the one closest to ready is taken", x: replicas, asker: "r1", gangs: reserved, want: []string{"ns/r0", "ns/r0:2", "ns/r2:1"}},
 		{name: "K of N replicas: the group holding a reservation holds the job's", x: replicas, asker: "r0", gangs: holding, want: []string{"ns/r1", "ns/r1:2", "ns/r0:2"}},
-		{name: "K of N replicas, one short of members: not alike, as for the check", x: replicas, asker: "r2", pods: short},
-		{name: "K of N among unlike groups: which is the asker's choice", x: index(serve, decode, prefill,
-			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode"},
+		{name: "K of N replicas, one short of members: the two with theirs", x: replicas, asker: "r0", pods: short, want: []string{"ns/r1", "ns/r1:2", "ns/r2:2"}},
+		{name: "K of N replicas, the first larger: the two others, though the first's own choice is alike", x: index(set,
+			tree.Node{Namespace: "ns", Name: "big", Gang: true, Min: 4, Parent: "set"}, replica("r1"), replica("r2")), asker: "big", want: []string{"ns/r1", "ns/r1:2", "ns/r2:2"}},
+		{name: "K of N among unlike groups: the way of the fewest members, whichever asks", x: index(serve, decode, prefill,
+			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "decode", want: []string{"ns/extra", "ns/extra:1", "ns/prefill:2"}, domain: gangtest.BlockKey},
+		{name: "K of N among unlike groups, asked by prefill: the same", x: index(serve, decode, prefill,
+			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "prefill", want: []string{"ns/extra", "ns/extra:1", "ns/prefill:2"}, domain: gangtest.BlockKey},
+		{name: "K of N among unlike groups, decode holding the room: its own way of the fewest", x: index(serve, decode, prefill,
+			tree.Node{Namespace: "ns", Name: "extra", Gang: true, Min: 1, Parent: "serve"}), asker: "prefill", gangs: func() map[string]*Gang {
+			g := New("ns", "decode", "uid-decode")
+			g.Reserve.Phase = resv.Held
+			return map[string]*Gang{g.Key(): g}
+		}, want: []string{"ns/decode", "ns/decode:4", "ns/extra:1"}, domain: gangtest.BlockKey},
 		{name: "a composite below with a rack of its own: one part, in a rack", x: index(tree.Node{Namespace: "ns", Name: "serve", Composite: true, Gang: true, Min: 1, Domain: gangtest.BlockKey},
 			tree.Node{Namespace: "ns", Name: "rep", Composite: true, Gang: true, Min: 2, Parent: "serve", Domain: gangtest.RackKey},
 			tree.Node{Namespace: "ns", Name: "decode", Gang: true, Min: 4, Parent: "rep"}, tree.Node{Namespace: "ns", Name: "prefill", Gang: true, Min: 2, Parent: "rep"}),

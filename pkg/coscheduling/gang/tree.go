@@ -3,7 +3,6 @@ package gang
 import (
 	"cmp"
 	"slices"
-	"sort"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -287,94 +286,6 @@ type JobPreemption struct {
 	Ways []JobPreemption
 }
 
-// JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
-// its holder group and the groups the job needs with it (PreFilterIn.needed, as the holder's own check
-// places them: every group under the topmost gang composite above it where each composite needs all
-// its children; of K of N alike replicas, the holder's, those its reservation holds room for while
-// they are a choice, then those closest to ready, then by name; and the groups ready already), each
-// group's missing members by its gang's state, in the job's domain. The holder is the job's group that
-// holds a reservation already, else its first group in the tree's order (depth first, children by
-// name), among the groups with the members their minimum needs: the job is the same whichever of its groups asks, so that its
-// room does not move with the asker, and a reservation held is the one that moves. ok is false, and
-// the group reserves alone, when that cannot be said: the group is in no gang composite, the job
-// leaves a choice among groups that are not alike, a composite below the job's is basic or has a
-// topology of its own, a group has a required topology of its own (required(key)), which one
-// domain for the job's room would not honour, or no group has its members. Under the plugin's lock
-// (it reads the gangs' state). O(the job's pods).
-func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption, bool) {
-	if root == nil {
-		return JobPreemption{}, false
-	}
-	job := root.JobOf(key)
-	if job == nil || !reservable(job) {
-		return JobPreemption{}, false
-	}
-	var first, held string
-	leaves := map[string]tree.Node{}
-	for _, n := range job.Leaves() {
-		leaves[n.Key()] = n
-		if own, ok := in.OwnDomain[n.Key()]; ok && own == "" {
-			return JobPreemption{}, false // a policy that cannot be read
-		}
-		if gr := in.toPlace(n, in.GroupMembers(n.Key())); gr.Need > len(gr.Candidates) {
-			continue // short of members: it cannot hold the job's room
-		}
-		if first == "" {
-			first = n.Key()
-		}
-		if g := in.Gangs[n.Key()]; held == "" && g != nil && g.Reserve.Held() {
-			held = n.Key()
-		}
-	}
-	holder := cmp.Or(held, first)
-	if holder == "" {
-		return JobPreemption{}, false
-	}
-	// The groups its reservation holds room for are taken first while they are still a choice.
-	var holds []string
-	if g := in.Gangs[holder]; g != nil && g.Reserve.Held() {
-		holds = g.Reserve.Groups
-	}
-	others, ok := in.needed(root, holder, func(key string) bool { return slices.Contains(holds, key) })
-	if !ok {
-		return JobPreemption{}, false
-	}
-	// The groups ready already stay the job's (Needed counts them, and lists only those short), so
-	// that the room's groups do not change as its groups' members are reserved.
-	taken := map[string]bool{holder: true}
-	for _, o := range others {
-		taken[o.Key] = true
-	}
-	for _, n := range job.Leaves() {
-		if k := n.Key(); !taken[k] && in.count(k) >= n.Min {
-			taken[k] = true
-			others = append(others, in.toPlace(n, in.GroupMembers(k)))
-		}
-	}
-	sort.Slice(others, func(a, b int) bool { return others[a].Key < others[b].Key })
-	own := in.GroupMembers(holder)
-	j := JobPreemption{Job: job.Key(), Unit: job.Key(), Holder: holder, Keys: []string{holder}, Members: own,
-		Groups: []gangfit.Group{in.toPlace(leaves[holder], own)}}
-	for _, o := range others {
-		j.Keys, j.Groups = append(j.Keys, o.Key), append(j.Groups, o)
-		j.Members = append(j.Members, in.GroupMembers(o.Key)...)
-	}
-	if job.Domain != "" || len(job.Preferred) > 0 {
-		j.Domain = domainOf(in, job)
-	}
-	j.RefusedDevices = JobRefusals(nil, in.Gangs, j.Keys, in.Now, in.Nodes)
-	// Groups to place in domains below the job's, or of their own: the room is planned in parts.
-	if j.Outer, j.Parts, ok = jobParts(in, root, job, holder, j.Groups, true); !ok {
-		return JobPreemption{}, false
-	}
-	if j.Parts == nil && j.Outer != nil {
-		// One search, in the domain that holds the whole job (a composite's with all its groups, or
-		// one above the job's).
-		j.Domain = j.Outer
-	}
-	return j, true
-}
-
 // RequireOwnDomain are the groups among leaves with a required topology of their own or whose policy
 // cannot be read (see OwnDomains), by key.
 func RequireOwnDomain(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup, members func(ns, name string) []*v1.Pod, def config.TopologyPolicy) map[string]bool {
@@ -404,23 +315,6 @@ func OwnDomains(leaves []tree.Node, get func(ns, name string) *v1alpha1.PodGroup
 		}
 	}
 	return out
-}
-
-// reservable reports whether the composites of b's tree are gang composites (K of N choices are
-// Needed's; domains below the top make parts, see jobParts).
-func reservable(b *tree.Branch) bool {
-	if !b.Composite {
-		return true
-	}
-	if !b.Gang {
-		return false
-	}
-	for _, c := range b.Children {
-		if !reservable(c) {
-			return false
-		}
-	}
-	return true
 }
 
 // JobForPreemption is the job g's member preempts for when its group fits alone but not with the other
