@@ -101,7 +101,8 @@ func (pl *Coscheduling) reserveRoom(ctx context.Context, pod *v1.Pod, pg *v1alph
 		return nil, nil, false
 	}
 	holder, job := pl.jobToReserve(pod, pg)
-	if !gang.ReservesAs(asJob, job, podgroup.Key(pg.Namespace, pg.Name)) {
+	if own := podgroup.Key(pg.Namespace, pg.Name); !gang.ReservesAs(asJob, job, own) {
+		gang.LeftOut(&pl.mu, func() *gang.Gang { return pl.gangForLocked(pg) }, job, own, pl.clock.Now(), pl.stepReservationAsyncLocked)
 		return nil, nil, false
 	}
 	key := podgroup.Key(holder.Namespace, holder.Name)

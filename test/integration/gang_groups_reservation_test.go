@@ -74,7 +74,15 @@ func TestGangGroupsReservation(t *testing.T) {
 // the two replicas its first group's check takes (replica-0 and replica-1), and two replicas are
 // bound whole, none in part.
 func TestGangGroupsReservationKOfN(t *testing.T) {
-	replicaSetReservation(t, "grk", 3, false, "for its job NS/set holds room for 6 members on")
+	replicaSetReservation(t, "grk", []int{3, 3, 3}, false, "replica-0", "replica-2", "for its job NS/set holds room for 6 members on")
+}
+
+// TestGangGroupsReservationKOfNUnlike: TestGangGroupsReservationKOfN with replicas not alike, of 4, 2
+// and 2 members: the set reserves as one for the two replicas that place the fewest members
+// (replica-1, holding the room, and replica-2: 4 CPUs free at once, not 6), and both are bound whole,
+// none in part. (Before, a choice among replicas not alike reserved replica by replica.)
+func TestGangGroupsReservationKOfNUnlike(t *testing.T) {
+	replicaSetReservation(t, "gru", []int{4, 2, 2}, false, "replica-1", "replica-0", "for its job NS/set holds room for 4 members on")
 }
 
 // TestGangGroupsReservationOwnRacks: a set of three replica groups that needs two of them whole, each
@@ -85,15 +93,16 @@ func TestGangGroupsReservationKOfN(t *testing.T) {
 // are bound whole, each in one rack. (Before, a group with a domain of its own kept its job from
 // reserving as one: each replica reserved alone.)
 func TestGangGroupsReservationOwnRacks(t *testing.T) {
-	replicaSetReservation(t, "gro", 2, true, "for its job NS/set holds room for 4 members on 2 nodes (cpu 4000m", "), each of its 2 parts in one domain of its own")
+	replicaSetReservation(t, "gro", []int{2, 2, 2}, true, "replica-0", "replica-2", "for its job NS/set holds room for 4 members on 2 nodes (cpu 4000m", "), each of its 2 parts in one domain of its own")
 }
 
-// replicaSetReservation runs a set of three replica groups of size members of 1 CPU, needing two of
-// them whole, against a stream of 1-CPU pods on 4 nodes of 2 CPU (prefix names them; with racks,
-// two racks of two nodes, each replica requiring one): the set's first replica holds its job's
+// replicaSetReservation runs a set of three replica groups of sizes[i] members of 1 CPU, needing two
+// of them whole, against a stream of 1-CPU pods on 4 nodes of 2 CPU (prefix names them; with racks,
+// two racks of two nodes, each replica requiring one): the replica holder holds its job's
 // reservation (its Reserved event says each of want, NS standing for the namespace), two replicas are
-// bound whole within two minutes, each in one rack with racks, none in part, and nothing is evicted.
-func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, want ...string) {
+// bound whole within two minutes, each in one rack with racks, none in part, nothing is evicted, and
+// the replica left out of the room (left) neither moves it nor reports it.
+func replicaSetReservation(t *testing.T, prefix string, sizes []int, racks bool, holder, left string, want ...string) {
 	startScheduler(t, schedulerConfig(t, adminKubeconfig, fastReservation(t, "120")))
 	ns := testNamespace(t)
 	var labels func(i int) map[string]string
@@ -111,40 +120,45 @@ func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, wa
 	}
 	replicas := []string{"replica-0", "replica-1", "replica-2"}
 	set := &tnode{name: "set", composite: true, min: 2}
-	for _, r := range replicas {
-		watchWhole(t, ns, r, size, nil)
-		set.children = append(set.children, &tnode{name: r, min: size})
+	for i, r := range replicas {
+		watchWhole(t, ns, r, sizes[i], nil)
+		set.children = append(set.children, &tnode{name: r, min: sizes[i]})
 	}
 	watchTrees(t, ns, []*tnode{set})
 	createGroupIn(t, ns, "set", 1, gangComposite(2))
-	for _, r := range replicas {
+	for ri, r := range replicas {
 		if racks {
-			createGroupWithPolicy(t, ns, r, int64(size), child("set"), rackLabel)
+			createGroupWithPolicy(t, ns, r, int64(sizes[ri]), child("set"), rackLabel)
 		} else {
-			createGroupIn(t, ns, r, int64(size), child("set"))
+			createGroupIn(t, ns, r, int64(sizes[ri]), child("set"))
 		}
-		for i := range size {
+		for i := range sizes[ri] {
 			p := gangPod(ns, fmt.Sprintf("%s-%d", r, i), r, "1")
 			p.Spec.NodeSelector = map[string]string{caseLabel: prefix}
 			createPod(t, p)
 		}
 	}
 
-	ev := waitForEvent(t, ns, "replica-0", podgroup.ReasonReserved, schedulerName)
+	ev := waitForEvent(t, ns, holder, podgroup.ReasonReserved, schedulerName)
 	for _, w := range want {
 		if w = strings.ReplaceAll(w, "NS", ns); !strings.Contains(ev.Message, w) {
 			t.Errorf("Reserved event %q, want it to say %q", ev.Message, w)
 		}
 	}
 	reservedAt := time.Now()
+	// afterSeconds is 2: a gang waiting in the order that stopped trying blocks the others until it
+	// stalls (30 s), which a replica the room is not for must not do.
+	if took := reservedAt.Sub(arrival); took > 20*time.Second {
+		t.Errorf("the set reserved only %v after it arrived, want within 20s: a gang ahead of its holder in the order kept it waiting", took.Round(time.Second))
+	}
 	whole := func(ctx context.Context) ([]string, error) {
 		var out []string
-		for _, r := range replicas {
+		for i, r := range replicas {
 			n, err := boundMembers(ctx, ns, r)
 			if err != nil {
 				return nil, err
 			}
-			if n == size {
+			if n == sizes[i] {
 				out = append(out, r)
 			}
 		}
@@ -168,18 +182,18 @@ func replicaSetReservation(t *testing.T, prefix string, size int, racks bool, wa
 	if got, err := preempted(context.Background(), ns); err != nil || len(got) > 0 {
 		t.Errorf("a reservation evicted %v (err %v): it must never evict", got, err)
 	}
-	for _, r := range replicas[1:] {
-		if c := reservedCondition(t, ns, r); c != nil && c.Status == "True" {
+	for _, r := range replicas {
+		if c := reservedCondition(t, ns, r); r != holder && c != nil && c.Status == "True" {
 			t.Errorf("%s reports a reservation of its own: %s %q", r, c.Reason, c.Message)
 		}
 	}
-	// The replica the room is not for (replica-2) neither moves it nor reports it as its own.
+	// The replica the room is not for (left) neither moves it nor reports it as its own.
 	evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
-		if strings.HasPrefix(e.InvolvedObject.Name, "replica-2-") && strings.Contains(e.Message, "holds room") {
+		if strings.HasPrefix(e.InvolvedObject.Name, left+"-") && strings.Contains(e.Message, "holds room") {
 			t.Errorf("%s, left out of the room, reports it: %q", e.InvolvedObject.Name, e.Message)
 		}
 	}

@@ -1,6 +1,13 @@
 package gang
 
-import v1 "k8s.io/api/core/v1"
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	resv "github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/reservation"
+)
 
 // Whether a group short of room preempts or reserves as its job (see JobForPreemption and
 // JobToReserve) or alone.
@@ -35,6 +42,18 @@ func ReservesAs(asJob bool, job *JobPreemption, key string) bool {
 		return false
 	}
 	return true
+}
+
+// LeftOut is the reservation step of the group of key when its job's room (job) is not for it (see
+// ReservesAs, resv.LeftOut), under mu, on the gang gangFor returns; step applies it. Nothing when the
+// group reserves alone or is one the room is for.
+func LeftOut(mu sync.Locker, gangFor func() *Gang, job *JobPreemption, key string, now time.Time, step func(*Gang, resv.Input)) {
+	if job == nil || job.Has(key) {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	step(gangFor(), resv.Input{Event: resv.LeftOut, Now: now})
 }
 
 // MembersOr lists the live members a preemption or reservation for the job j places (the job's

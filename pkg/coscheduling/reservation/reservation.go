@@ -138,10 +138,14 @@ const (
 	Deleted
 	// Adopt: the PodGroup says a reservation is held (a previous leader's), since Input.AdoptSince.
 	Adopt
+	// LeftOut: the gang's job holds its room for other groups (a K of N replica left out): a gang
+	// waiting gives up its place in the order, taken while the job's room was its own, so that the
+	// job's holder does not wait behind it.
+	LeftOut
 )
 
 func (e Event) String() string {
-	return [...]string{"NoRoom", "Planned", "Timer", "BelowMinMember", "Preempting", "QuorumReached", "Deleted", "Adopt"}[e]
+	return [...]string{"NoRoom", "Planned", "Timer", "BelowMinMember", "Preempting", "QuorumReached", "Deleted", "Adopt", "LeftOut"}[e]
 }
 
 // Plan is the outcome of a reservation plan, as Step needs it.
@@ -393,6 +397,11 @@ func Step(s State, a Args, in Input) (State, Effects) {
 		// How the last reservation ended stays: a gang whose state is dropped once no live member is
 		// left must still show that end (the status would otherwise keep the Reserved condition).
 		s = State{Ended: s.Ended, EndMessage: s.EndMessage, Seen: s.Seen}
+	case LeftOut:
+		if s.Phase == Waiting {
+			e.StopTimer = true
+			s = State{Ended: s.Ended, EndMessage: s.EndMessage, Seen: s.Seen}
+		}
 	case Adopt:
 		// Only a gang this process has not seen trying adopts (never a reservation it ended itself,
 		// whose condition a coalesced status write may not have cleared yet), and only within

@@ -182,6 +182,8 @@ func TestReservationTransitions(t *testing.T) {
 			want:  State{Prio: 5, Ended: EndPodGroupDeleted, EndMessage: "the PodGroup was deleted", Seen: true},
 			wantE: Effects{End: EndPodGroupDeleted, EndMessage: "the PodGroup was deleted", StopTimer: true}},
 		{name: "a PodGroup deleted ends its wait (what this process saw stays)", from: eligible, in: Input{Event: Deleted, Now: at(45)}, want: State{Seen: true}, wantE: Effects{StopTimer: true}},
+		{name: "a replica its job's room is not for gives up its place (what this process saw stays)", from: eligible, in: Input{Event: LeftOut, Now: at(45)}, want: State{Seen: true}, wantE: Effects{StopTimer: true}},
+		{name: "left out, a held reservation stays (its holder's room is the job's)", from: held, in: Input{Event: LeftOut, Now: at(45)}, want: held},
 		{name: "a wait that ends keeps how the last reservation ended and that this process saw it (the gang's state is dropped with it)",
 			from: with(eligible, func(s *State) {
 				s.Lost, s.Ended, s.EndMessage = EndBelowMinMember, EndBelowMinMember, "2 of minMember 3 live members exist"
