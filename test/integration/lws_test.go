@@ -11,7 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -29,8 +31,9 @@ import (
 var lwsGroups sync.Map
 
 // createLWS creates the pods of a LeaderWorkerSet named set: replicas groups of size pods (a leader
-// and size-1 workers) requesting cpu each; minGroupCount > 0 asks for that many replicas whole (K of N).
-func createLWS(t *testing.T, ns, set string, replicas, size int, cpu string, minGroupCount int) {
+// and size-1 workers) requesting cpu each, those of worker index w where made(w) (nil: all);
+// minGroupCount > 0 asks for that many replicas whole (K of N).
+func createLWS(t *testing.T, ns, set string, replicas, size int, cpu string, minGroupCount int, made func(w int) bool) {
 	t.Helper()
 	ann := map[string]string{podgroup.LWSSizeAnnotation: fmt.Sprint(size)}
 	if minGroupCount > 0 {
@@ -57,6 +60,9 @@ func createLWS(t *testing.T, ns, set string, replicas, size int, cpu string, min
 		leader := fmt.Sprintf("%s-%d", set, r)
 		lwsGroups.Store(ns+"/"+leader, true)
 		for w := range size {
+			if made != nil && !made(w) {
+				continue
+			}
 			name, ctrl := leader, owner(set)
 			if w > 0 {
 				name, ctrl = fmt.Sprintf("%s-%d", leader, w), owner(leader)
@@ -92,7 +98,7 @@ func TestLeaderWorkerSetReplicaGangs(t *testing.T) {
 	for _, g := range []string{"serve-0", "serve-1"} {
 		watchWhole(t, ns, g, 3, nil)
 	}
-	createLWS(t, ns, "serve", 2, 3, "2", 0)
+	createLWS(t, ns, "serve", 2, 3, "2", 0, nil)
 	waitFor(t, ns, "one replica bound whole", func(ctx context.Context) (bool, error) {
 		a, err := boundMembers(ctx, ns, "serve-0")
 		if err != nil {
@@ -133,7 +139,7 @@ func TestLeaderWorkerSetKOfN(t *testing.T) {
 	for _, g := range groups {
 		watchWhole(t, ns, g, 2, nil)
 	}
-	createLWS(t, ns, "lws", 3, 2, "3", 3)
+	createLWS(t, ns, "lws", 3, 2, "3", 3, nil)
 	waitFor(t, ns, "the set's composite made", func(ctx context.Context) (bool, error) {
 		pg, err := readPodGroup(ctx, t, ns, "lws")
 		if err != nil {
@@ -146,4 +152,61 @@ func TestLeaderWorkerSetKOfN(t *testing.T) {
 	for _, g := range groups {
 		waitForBoundMembers(t, ns, g, 2)
 	}
+}
+
+// lwsGVR is LeaderWorkerSet's resource, served in these tests by a CRD of its name and no schema
+// (ensureLWSCRD): the scheduler reads only spec.startupPolicy.
+var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// ensureLWSCRD serves LeaderWorkerSets (no controller runs them).
+func ensureLWSCRD(t *testing.T) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "leaderworkersets.leaderworkerset.x-k8s.io"},
+		"spec": map[string]any{"group": "leaderworkerset.x-k8s.io", "scope": "Namespaced",
+			"names": map[string]any{"kind": "LeaderWorkerSet", "listKind": "LeaderWorkerSetList", "plural": "leaderworkersets", "singular": "leaderworkerset"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dynamicClient(t).Resource(crds).Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the LeaderWorkerSet CRD: %v", err)
+	}
+	waitFor(t, "", "LeaderWorkerSets served", func(ctx context.Context) (bool, error) {
+		_, err := dynamicClient(t).Resource(lwsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+}
+
+// TestLeaderWorkerSetLeaderReady: a set whose startupPolicy is LeaderReady makes its workers only
+// once the leader is Ready. The scheduler reads the policy from the LeaderWorkerSet and makes the
+// replica's PodGroup of minMember 1: the leader binds alone (as a gang of its size it would wait for
+// workers that never come); the workers, made after, bind too.
+func TestLeaderWorkerSetLeaderReady(t *testing.T) {
+	ensureLWSCRD(t)
+	startScheduler(t, schedulerConfig(t, adminKubeconfig, shippedProfiles(t)))
+	ns := testNamespace(t)
+	cosNodes(t, ns+"-n", 1, "4")
+	set := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": "ready", "namespace": ns}, "spec": map[string]any{"startupPolicy": "LeaderReady"}}}
+	if _, err := dynamicClient(t).Resource(lwsGVR).Namespace(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the LeaderWorkerSet: %v", err)
+	}
+	createLWS(t, ns, "ready", 1, 3, "1", 0, func(w int) bool { return w == 0 })
+	waitFor(t, ns, "the leader bound alone", func(ctx context.Context) (bool, error) {
+		n, err := boundMembers(ctx, ns, "ready-0")
+		return n == 1, err
+	})
+	pg, err := readPodGroup(context.Background(), t, ns, "ready-0")
+	if err != nil {
+		t.Fatalf("the scheduler made no PodGroup for replica ready-0: %v", err)
+	}
+	if pg.Spec.MinMember != 1 {
+		t.Errorf("PodGroup ready-0: minMember %d, want 1 (LeaderReady)", pg.Spec.MinMember)
+	}
+	createLWS(t, ns, "ready", 1, 3, "1", 0, func(w int) bool { return w > 0 })
+	waitFor(t, ns, "the workers bound after the leader", func(ctx context.Context) (bool, error) {
+		n, err := boundMembers(ctx, ns, "ready-0")
+		return n == 3, err
+	})
 }

@@ -7,6 +7,11 @@
 // a worker, started when this scheduler leads, makes what is missing and replaces a PodGroup left by
 // an earlier leader pod of the same name (a replica LWS recreated). A PodGroup of that name the
 // scheduler did not make is the user's and is left as it is.
+//
+// A set with startupPolicy LeaderReady makes its workers only once the leader is Ready: its replica
+// PodGroups are made of minMember 1 (the leader placed alone, the workers as they come), read from the
+// LeaderWorkerSet object (leaderworkerset.x-k8s.io/v1) when the scheduler may read it; as LWS's own
+// Volcano integration does.
 package lws
 
 import (
@@ -16,8 +21,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -41,13 +51,23 @@ type Maker struct {
 	Scheduler string
 	// Warn reports a malformed leader on its pod.
 	Warn func(pod *v1.Pod, reason, msg string)
+	// StartupPolicy reads the spec.startupPolicy of the LeaderWorkerSet namespace/name ("" where the
+	// set, its API or the right to read it is missing; nil: never read).
+	StartupPolicy func(ctx context.Context, namespace, name string) (string, error)
 
 	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 }
 
-// New returns a Maker whose queue is ready for events; Run works it off.
-func New(client versioned.Interface, pods cache.Store, scheduler string, warn func(pod *v1.Pod, reason, msg string)) *Maker {
-	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn,
+// New returns a Maker whose queue is ready for events; Run works it off. cfg (nil: none) reads the
+// sets' startup policy (see StartupPolicy).
+func New(client versioned.Interface, cfg *rest.Config, pods cache.Store, scheduler string, warn func(pod *v1.Pod, reason, msg string)) *Maker {
+	var read func(ctx context.Context, namespace, name string) (string, error)
+	if cfg != nil {
+		if dyn, err := dynamic.NewForConfig(cfg); err == nil {
+			read = startupPolicy(dyn)
+		}
+	}
+	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn, StartupPolicy: read,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "leaderworkerset-podgroups"})}
@@ -121,6 +141,16 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 		m.Warn(pod, ReasonInvalidGroup, err.Error()+"; the replica's pods are not placed until it is fixed")
 		return nil
 	}
+	if m.StartupPolicy != nil {
+		policy, err := m.StartupPolicy(ctx, pod.Namespace, pod.Labels[podgroup.LWSNameLabel])
+		if err != nil {
+			return err
+		}
+		if policy == LeaderReady {
+			// Its workers come only once the leader is Ready: the leader is placed alone.
+			group.Spec.MinMember = 1
+		}
+	}
 	if composite != nil {
 		if err := m.ensure(ctx, composite); err != nil {
 			return err
@@ -173,4 +203,28 @@ func Stale(have, want *v1alpha1.PodGroup) bool {
 	}
 	h, w := metav1.GetControllerOf(have), metav1.GetControllerOf(want)
 	return h == nil || w == nil || h.UID != w.UID
+}
+
+// LeaderReady is the LeaderWorkerSet startup policy whose workers are made once the leader is Ready.
+const LeaderReady = "LeaderReady"
+
+// setsGVR is LeaderWorkerSet's resource.
+var setsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// startupPolicy reads a LeaderWorkerSet's spec.startupPolicy through dyn: "" where the set is gone,
+// the API is not served or the scheduler may not read it (the replica is a gang of its size, as
+// before); other errors are returned, for the queue to retry.
+func startupPolicy(dyn dynamic.Interface) func(ctx context.Context, namespace, name string) (string, error) {
+	return func(ctx context.Context, namespace, name string) (string, error) {
+		u, err := dyn.Resource(setsGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err), meta.IsNoMatchError(err):
+			klog.FromContext(ctx).V(4).Info("LeaderWorkerSet not read: its replicas are gangs of their size", "set", klog.KRef(namespace, name), "err", err)
+			return "", nil
+		case err != nil:
+			return "", fmt.Errorf("reading LeaderWorkerSet %s/%s: %w", namespace, name, err)
+		}
+		policy, _, _ := unstructured.NestedString(u.Object, "spec", "startupPolicy")
+		return policy, nil
+	}
 }

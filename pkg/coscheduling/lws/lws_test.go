@@ -2,11 +2,14 @@ package lws
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -82,6 +85,57 @@ func TestEnsure(t *testing.T) {
 			}
 			if n := len(client.Actions()); n > 9 {
 				t.Errorf("%d API calls, want a few rounds at most", n)
+			}
+		})
+	}
+}
+
+// TestSyncLeaderReady: a replica of a set whose startup policy is LeaderReady (its workers made only
+// once the leader is Ready) gets a PodGroup of minMember 1, its leader placed alone; any other policy,
+// or a set that cannot be read, a PodGroup of the replica's size; an error reading it is retried.
+func TestSyncLeaderReady(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		err     error
+		wantMin int32 // 0: none made
+		wantErr bool
+	}{
+		{name: "LeaderReady: the leader alone", policy: LeaderReady, wantMin: 1},
+		{name: "LeaderCreated: the replica whole", policy: "LeaderCreated", wantMin: 3},
+		{name: "not read (no such set, API or right): the replica whole", wantMin: 3},
+		{name: "an error reading it: retried, nothing made", err: errors.New("connection refused"), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "serve-0", UID: "leader",
+				Labels:      map[string]string{podgroup.LWSNameLabel: "serve", podgroup.LWSGroupIndexLabel: "0", podgroup.LWSWorkerIndex: "0"},
+				Annotations: map[string]string{podgroup.LWSSizeAnnotation: "3"}},
+				Spec: v1.PodSpec{SchedulerName: "custom-scheduler"}}
+			pods := cache.NewStore(cache.MetaNamespaceKeyFunc)
+			if err := pods.Add(leader); err != nil {
+				t.Fatal(err)
+			}
+			client := pgfake.NewSimpleClientset()
+			var asked string
+			m := &Maker{Client: client, Pods: pods, Scheduler: "custom-scheduler", Warn: func(*v1.Pod, string, string) {},
+				StartupPolicy: func(_ context.Context, ns, name string) (string, error) {
+					asked = ns + "/" + name
+					return tc.policy, tc.err
+				}}
+			if err := m.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: "serve-0"}); (err != nil) != tc.wantErr {
+				t.Fatalf("sync: %v, want an error: %v", err, tc.wantErr)
+			}
+			if asked != "ns/serve" {
+				t.Errorf("read the set %q, want ns/serve", asked)
+			}
+			pg, err := client.SchedulingV1alpha1().PodGroups("ns").Get(context.Background(), "serve-0", metav1.GetOptions{})
+			switch {
+			case tc.wantMin == 0 && err == nil:
+				t.Errorf("a PodGroup of minMember %d was made; want none yet", pg.Spec.MinMember)
+			case tc.wantMin > 0 && err != nil:
+				t.Fatalf("no PodGroup made: %v", err)
+			case tc.wantMin > 0 && pg.Spec.MinMember != tc.wantMin:
+				t.Errorf("minMember %d, want %d", pg.Spec.MinMember, tc.wantMin)
 			}
 		})
 	}
