@@ -9,20 +9,20 @@ import (
 )
 
 // JobToReserve is the job the group of key reserves for when it found no room (see ReserveIn.Job):
-// its holder group and the groups the job needs with it (PreFilterIn.needed, as the holder's own check
-// places them: every group under the topmost gang composite above it where each composite needs all
-// its children; of K of N alike replicas, the holder's, those its reservation holds room for while
-// they are a choice, then those closest to ready, then by name; and the groups ready already), each
-// group's missing members by its gang's state, in the job's domain. The holder is the job's group that
-// holds a reservation already, else its first group in the tree's order (depth first, children by
-// name), among the groups with the members their minimum needs: the job is the same whichever of its
-// groups asks, so that its room does not move with the asker, and a reservation held is the one that
-// moves. Where the job leaves a choice among groups that are not alike, it is the way that places the
-// fewest members (see reserveWay). ok is false, and the group reserves alone, when that cannot be
-// said: the group is in no gang composite, a composite below the job's is basic or has a topology of
-// its own, a group has a required topology of its own (required(key)), which one domain for the job's
-// room would not honour, no group has its members, or no way can be judged. Under the plugin's lock
-// (it reads the gangs' state). O(the job's pods), times the ways for a choice among groups not alike.
+// its holder group and the groups the job needs with it (as the holder's own check places them, see
+// PreFilterIn.neededWays: every group under the topmost gang composite above it where each composite
+// needs all its children; of K of N replicas, those its reservation holds room for while they are a
+// choice, then those closest to ready, then by name; and the groups ready already), each group's
+// missing members by its gang's state, in the job's domain. The holder is the job's group that holds
+// a reservation already; else, among the groups with the members their minimum needs, the one whose
+// way places the fewest members, the first in the tree's order (depth first, children by name) on a
+// tie (see reserveWay): the job is the same whichever of its groups asks, so that its room does not
+// move with the asker, and a reservation held is the one that moves. ok is false, and the group
+// reserves alone, when that cannot be said: the group is in no gang composite, a composite below the
+// job's is basic or has a topology of its own, a group has a required topology of its own
+// (required(key)), which one domain for the job's room would not honour, no group has its members, or
+// the tree has too few children. Under the plugin's lock (it reads the gangs' state). O(the groups
+// with members × their ways × the job's pods).
 func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption, bool) {
 	if root == nil {
 		return JobPreemption{}, false
