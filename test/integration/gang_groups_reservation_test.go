@@ -80,7 +80,8 @@ func TestGangGroupsReservationKOfN(t *testing.T) {
 // TestGangGroupsReservationKOfNUnlike: TestGangGroupsReservationKOfN with replicas not alike, of 4, 2
 // and 2 members: the set reserves as one for the two replicas that place the fewest members
 // (replica-1, holding the room, and replica-2: 4 CPUs free at once, not 6), and both are bound whole,
-// none in part. (Before, a choice among replicas not alike reserved replica by replica.)
+// none in part. (Before, the set reserved for replica-0 and replica-1, 6 members: the first replica's
+// own choice among the two others is alike.)
 func TestGangGroupsReservationKOfNUnlike(t *testing.T) {
 	replicaSetReservation(t, "gru", []int{4, 2, 2}, false, "replica-1", "replica-0", "for its job NS/set holds room for 4 members on")
 }
