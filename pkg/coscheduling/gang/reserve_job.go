@@ -31,6 +31,7 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption,
 	if job == nil || !reservable(job) {
 		return JobPreemption{}, false
 	}
+	in.GroupMembers = memoBy(in.GroupMembers) // each group's members are read once per holder's way
 	var held string
 	var withMembers []string
 	leaves := map[string]tree.Node{}
@@ -84,7 +85,7 @@ func JobToReserve(in PreFilterIn, root *tree.Branch, key string) (JobPreemption,
 	}
 	sort.Slice(others, func(a, b int) bool { return others[a].Key < others[b].Key })
 	own := in.GroupMembers(holder)
-	j := JobPreemption{Job: job.Key(), Unit: job.Key(), Holder: holder, Keys: []string{holder}, Members: own,
+	j := JobPreemption{Job: job.Key(), Unit: job.Key(), Holder: holder, Keys: []string{holder}, Members: slices.Clip(own), // appended to below: never into the memo's
 		Groups: []gangfit.Group{in.toPlace(leaves[holder], own)}}
 	for _, o := range others {
 		j.Keys, j.Groups = append(j.Keys, o.Key), append(j.Groups, o)
