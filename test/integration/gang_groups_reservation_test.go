@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,11 +166,17 @@ func replicaSetReservation(t *testing.T, prefix string, sizes []int, racks bool,
 		}
 		return out, nil
 	}
+	var first []string
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err := whole(ctx)
+		first = w
 		return len(w) >= 2, err
 	}); err != nil {
 		t.Fatalf("two replicas were not placed within two minutes of the set's reservation (%v after its arrival)\n%s", reservedAt.Sub(arrival), dumpNamespace(ns))
+	}
+	// The two the room was for are the ones placed.
+	if slices.Contains(first, left) {
+		t.Errorf("replicas %v placed whole first; %s, left out of the room, is among them", first, left)
 	}
 	t.Logf("set arrived, reserved after %v, two replicas placed after %v", reservedAt.Sub(arrival).Round(time.Second), time.Since(arrival).Round(time.Second))
 	if racks {
