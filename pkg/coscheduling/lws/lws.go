@@ -11,7 +11,8 @@
 // A set with startupPolicy LeaderReady makes its workers only once the leader is Ready: its replica
 // PodGroups are made of minMember 1 (the leader placed alone, the workers as they come), read from the
 // LeaderWorkerSet object (leaderworkerset.x-k8s.io/v1) when the scheduler may read it; as LWS's own
-// Volcano integration does.
+// Volcano integration does. The set is read once per leader pod (a changed policy comes with new pods),
+// not on each of its updates.
 package lws
 
 import (
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/lru"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -55,19 +57,21 @@ type Maker struct {
 	// set, its API or the right to read it is missing; nil: never read).
 	StartupPolicy func(ctx context.Context, namespace, name string) (string, error)
 
-	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// cfg makes StartupPolicy's client when Run starts (nil: none).
+	cfg *rest.Config
+	// policies holds the startup policy read for each leader pod (by UID), so a leader's updates do
+	// not read its set again; bounded, the oldest dropped first.
+	policies *lru.Cache
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
 }
+
+// policyCacheSize bounds the leader pods whose set's policy is remembered.
+const policyCacheSize = 4096
 
 // New returns a Maker whose queue is ready for events; Run works it off. cfg (nil: none) reads the
 // sets' startup policy (see StartupPolicy).
 func New(client versioned.Interface, cfg *rest.Config, pods cache.Store, scheduler string, warn func(pod *v1.Pod, reason, msg string)) *Maker {
-	var read func(ctx context.Context, namespace, name string) (string, error)
-	if cfg != nil {
-		if dyn, err := dynamic.NewForConfig(cfg); err == nil {
-			read = startupPolicy(dyn)
-		}
-	}
-	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn, StartupPolicy: read,
+	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn, cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "leaderworkerset-podgroups"})}
@@ -108,6 +112,14 @@ func (m *Maker) GroupDeleted(pg *v1alpha1.PodGroup) {
 // Run makes PodGroups until ctx ends.
 func (m *Maker) Run(ctx context.Context) {
 	context.AfterFunc(ctx, m.queue.ShutDown)
+	if m.StartupPolicy == nil && m.cfg != nil {
+		dyn, err := dynamic.NewForConfig(m.cfg)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "No client for LeaderWorkerSets: startupPolicy LeaderReady is not read, every replica is a gang of its size")
+		} else {
+			m.StartupPolicy = startupPolicy(dyn)
+		}
+	}
 	for {
 		key, shutdown := m.queue.Get()
 		if shutdown {
@@ -142,7 +154,7 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 		return nil
 	}
 	if m.StartupPolicy != nil {
-		policy, err := m.StartupPolicy(ctx, pod.Namespace, pod.Labels[podgroup.LWSNameLabel])
+		policy, err := m.policy(ctx, pod)
 		if err != nil {
 			return err
 		}
@@ -157,6 +169,21 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 		}
 	}
 	return m.ensure(ctx, group)
+}
+
+// policy is the startup policy of the leader pod's set, read once per leader pod.
+func (m *Maker) policy(ctx context.Context, pod *v1.Pod) (string, error) {
+	if m.policies == nil {
+		m.policies = lru.New(policyCacheSize)
+	}
+	if p, ok := m.policies.Get(pod.UID); ok {
+		return p.(string), nil
+	}
+	p, err := m.StartupPolicy(ctx, pod.Namespace, pod.Labels[podgroup.LWSNameLabel])
+	if err == nil {
+		m.policies.Add(pod.UID, p)
+	}
+	return p, err
 }
 
 // ensure creates want unless a PodGroup of its name exists: one the scheduler made for an earlier

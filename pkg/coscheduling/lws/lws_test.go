@@ -92,7 +92,8 @@ func TestEnsure(t *testing.T) {
 
 // TestSyncLeaderReady: a replica of a set whose startup policy is LeaderReady (its workers made only
 // once the leader is Ready) gets a PodGroup of minMember 1, its leader placed alone; any other policy,
-// or a set that cannot be read, a PodGroup of the replica's size; an error reading it is retried.
+// or a set that cannot be read, a PodGroup of the replica's size; an error reading it is retried. The
+// set is read once per leader pod: its next update does not read it again (an error is not kept).
 func TestSyncLeaderReady(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -117,9 +118,11 @@ func TestSyncLeaderReady(t *testing.T) {
 			}
 			client := pgfake.NewSimpleClientset()
 			var asked string
+			reads := 0
 			m := &Maker{Client: client, Pods: pods, Scheduler: "custom-scheduler", Warn: func(*v1.Pod, string, string) {},
 				StartupPolicy: func(_ context.Context, ns, name string) (string, error) {
 					asked = ns + "/" + name
+					reads++
 					return tc.policy, tc.err
 				}}
 			if err := m.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: "serve-0"}); (err != nil) != tc.wantErr {
@@ -136,6 +139,11 @@ func TestSyncLeaderReady(t *testing.T) {
 				t.Fatalf("no PodGroup made: %v", err)
 			case tc.wantMin > 0 && pg.Spec.MinMember != tc.wantMin:
 				t.Errorf("minMember %d, want %d", pg.Spec.MinMember, tc.wantMin)
+			}
+			// The leader's next update (it becomes Ready, say) reads the set again only after an error.
+			_ = m.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: "serve-0"})
+			if want := map[bool]int{false: 1, true: 2}[tc.wantErr]; reads != want {
+				t.Errorf("the set read %d times over two syncs of one leader, want %d", reads, want)
 			}
 		})
 	}
