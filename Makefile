@@ -178,6 +178,10 @@ verify: lint ## lint, plus generated code and the replace block are up to date.
 bench: envtest ## scheduler_perf benchmarks at full size (1000 nodes, 3 repetitions; about an hour) and the summary table.
 	hack/bench.sh $(BENCH_FLAGS)
 
+.PHONY: bench-gang-groups
+bench-gang-groups: build envtest ## Jobs of three roles under a gang CompositePodGroup: custom-scheduler against in-tree kube-scheduler's own composite cycle (gates on), on a real apiserver serving v1alpha3 (about 5 minutes).
+	KUBEBUILDER_ASSETS="$(ASSETS_DIR)" CUSTOM_SCHEDULER_BINARY="$(BIN)/custom-scheduler" hack/bench-gang-groups.sh
+
 .PHONY: bench-smoke
 bench-smoke: envtest ## Every benchmark workload at a tiny size, once (CI runs it so the harness keeps working).
 	go vet -tags bench ./test/bench/...

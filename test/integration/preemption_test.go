@@ -24,7 +24,7 @@ import (
 
 // shippedProfiles is the profile list of manifests/base/scheduler-config.yaml, the configuration the
 // deployment runs, indented for configTemplate.
-func shippedProfiles(t *testing.T) string {
+func shippedProfiles(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile("../../manifests/base/scheduler-config.yaml")
 	if err != nil {

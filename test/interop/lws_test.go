@@ -35,7 +35,11 @@ func lwsGroup(set string, replica int) string { return fmt.Sprintf("%s-%d", set,
 //     would bind); each replica's PodGroup is the scheduler's, minMember 3, owned by its leader pod;
 //   - pair, two replicas of one pod of 5 CPU asking for both whole (min-group-count 2, K of N), with
 //     one node left: nothing binds (on its own, one replica would);
-//   - serve deleted: its pods go, its PodGroups with them (the garbage collector), and pair binds whole.
+//   - serve deleted: its pods go, its PodGroups with them (the garbage collector), and pair binds whole;
+//   - ready, one replica of a leader and two workers of 1 CPU with startupPolicy LeaderReady (LWS makes
+//     the workers once the leader is Ready): its PodGroup is of minMember 1, read from the set, so the
+//     leader binds alone, the kubelet stand-in makes it Ready, and the workers come and bind. (With
+//     minMember 3 the leader would wait for workers that never come.)
 //
 // The gang invariant is watched throughout, for the groups LWS's labels name.
 func TestLeaderWorkerSet(t *testing.T) {
@@ -100,6 +104,28 @@ func TestLeaderWorkerSet(t *testing.T) {
 		}
 		n, _, err := bound(ctx, "pair")
 		return n[0] == 1 && n[1] == 1, err
+	})
+
+	// LeaderReady: the workers come after the leader is Ready.
+	ready := parseYAML(t, readExample(t, "lws-leaderworkerset.yaml"))
+	ready.SetName("ready")
+	must(t, unstructured.SetNestedField(ready.Object, int64(1), "spec", "replicas"))
+	must(t, unstructured.SetNestedField(ready.Object, "LeaderReady", "spec", "startupPolicy"))
+	for _, tmpl := range []string{"leaderTemplate", "workerTemplate"} {
+		path := []string{"spec", "leaderWorkerTemplate", tmpl, "spec", "containers"}
+		containers, _, err := unstructured.NestedSlice(ready.Object, path...)
+		must(t, err)
+		must(t, unstructured.SetNestedField(containers[0].(map[string]any), "1", "resources", "requests", "cpu"))
+		must(t, unstructured.SetNestedSlice(ready.Object, containers, path...))
+	}
+	createObject(t, lwsGVR, ns, toYAML(t, ready))
+	pg := waitPodGroup(t, ns, lwsGroup("ready", 0))
+	if spec := specOf(t, pg); spec.MinMember != 1 {
+		t.Errorf("PodGroup %s: minMember %d, want 1 (startupPolicy LeaderReady: the leader alone)", pg.GetName(), spec.MinMember)
+	}
+	waitFor(t, "ready's leader bound, made Ready, and its two workers made and bound", 120*time.Second, func(ctx context.Context) (bool, error) {
+		n, pods, err := bound(ctx, "ready")
+		return pods == 3 && n[0] == 3, err
 	})
 }
 
