@@ -146,15 +146,9 @@ func watchTreesWithin(t *testing.T, ns string, jobs []*tnode, bindGrace time.Dur
 				return
 			case <-tick.C:
 			}
-			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel})
+			bound, err := boundPerLeaf(ctx, ns)
 			if err != nil {
 				continue
-			}
-			bound := map[string]int{}
-			for i := range pods.Items {
-				if p := &pods.Items[i]; liveAndBound(p) {
-					bound[p.Labels[v1alpha1.PodGroupLabel]]++
-				}
 			}
 			now := time.Now()
 			short := map[string]bool{}
@@ -266,18 +260,33 @@ func waitJobsWhole(t *testing.T, ns string, jobs []*tnode) {
 	t.Helper()
 	for _, job := range jobs {
 		waitFor(t, ns, "job "+job.name+" whole", func(ctx context.Context) (bool, error) {
-			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.PodGroupLabel})
+			bound, err := boundPerLeaf(ctx, ns)
 			if err != nil {
 				return false, err
-			}
-			bound := map[string]int{}
-			for i := range pods.Items {
-				if p := &pods.Items[i]; liveAndBound(p) {
-					bound[p.Labels[v1alpha1.PodGroupLabel]]++
-				}
 			}
 			whole, _ := job.whole(bound)
 			return whole, nil
 		})
 	}
+}
+
+// boundPerLeaf counts the live bound pods of ns per group, of either API: our PodGroup label, else
+// the in-tree spec.schedulingGroup.
+func boundPerLeaf(ctx context.Context, ns string) (map[string]int, error) {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bound := map[string]int{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		group := p.Labels[v1alpha1.PodGroupLabel]
+		if sg := p.Spec.SchedulingGroup; group == "" && sg != nil && sg.PodGroupName != nil {
+			group = *sg.PodGroupName
+		}
+		if group != "" && liveAndBound(p) {
+			bound[group]++
+		}
+	}
+	return bound, nil
 }
