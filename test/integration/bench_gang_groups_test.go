@@ -296,15 +296,7 @@ func (p *schedulerProcess) cpu(b *testing.B) time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
-func (p *schedulerProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
+func (p *schedulerProcess) stop() { stopProcess(p.cmd, p.exited, 30*time.Second) }
 
 // createBenchNodes creates n ready nodes of 8 CPU and 32Gi, 8 at a time, for the rest of the process.
 func createBenchNodes(b *testing.B, cs kubernetes.Interface, n int) {

@@ -93,12 +93,17 @@ func stopControllerManager() {
 	if cm.cmd == nil || cm.cmd.Process == nil {
 		return
 	}
-	_ = cm.cmd.Process.Signal(syscall.SIGTERM)
+	stopProcess(cm.cmd, cm.exited, 10*time.Second)
+}
+
+// stopProcess sends cmd's process SIGTERM and waits for exited, killing it after grace.
+func stopProcess(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-cm.exited:
-	case <-time.After(10 * time.Second):
-		_ = cm.cmd.Process.Kill()
-		<-cm.exited
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
 	}
 }
 
