@@ -93,7 +93,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	// A LeaderWorkerSet replica's PodGroup is made when its leader pod appears (package lws).
-	pl.lws = lws.New(sources.Client, cfg, podInformer.GetStore(), pl.profile, func(pod *v1.Pod, reason, msg string) { pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg) })
+	pl.lws = lws.New(sources.Client, cfg, sources.Lister.Get, podInformer.GetStore(), pl.profile, func(pod *v1.Pod, reason, msg string) { pl.recorder.Pod(pod, v1.EventTypeWarning, reason, msg) })
 	context.AfterFunc(ctx, pl.lws.ShutDown)
 	if _, err := podInformer.AddEventHandler(pl.lws.Handler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)

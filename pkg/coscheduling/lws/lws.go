@@ -11,8 +11,8 @@
 // A set with startupPolicy LeaderReady makes its workers only once the leader is Ready: its replica
 // PodGroups are made of minMember 1 (the leader placed alone, the workers as they come), read from the
 // LeaderWorkerSet object (leaderworkerset.x-k8s.io/v1) when the scheduler may read it; as LWS's own
-// Volcano integration does. The set is read once per leader pod (a changed policy comes with new pods),
-// not on each of its updates.
+// Volcano integration does. A leader whose PodGroups the informer holds already is left alone: its
+// updates read nothing and write nothing.
 package lws
 
 import (
@@ -32,7 +32,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/lru"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/apis/scheduling/v1alpha1"
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/podgroup"
@@ -56,22 +55,19 @@ type Maker struct {
 	// StartupPolicy reads the spec.startupPolicy of the LeaderWorkerSet namespace/name ("" where the
 	// set, its API or the right to read it is missing; nil: never read).
 	StartupPolicy func(ctx context.Context, namespace, name string) (string, error)
+	// Groups reads a PodGroup of ours from the scheduler's informer (nil when it holds none; a nil
+	// Groups: always made through the API).
+	Groups func(namespace, name string) *v1alpha1.PodGroup
 
 	// cfg makes StartupPolicy's client when Run starts (nil: none).
-	cfg *rest.Config
-	// policies holds the startup policy read for each leader pod (by UID), so a leader's updates do
-	// not read its set again; bounded, the oldest dropped first.
-	policies *lru.Cache
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	cfg   *rest.Config
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 }
 
-// policyCacheSize bounds the leader pods whose set's policy is remembered.
-const policyCacheSize = 4096
-
 // New returns a Maker whose queue is ready for events; Run works it off. cfg (nil: none) reads the
-// sets' startup policy (see StartupPolicy).
-func New(client versioned.Interface, cfg *rest.Config, pods cache.Store, scheduler string, warn func(pod *v1.Pod, reason, msg string)) *Maker {
-	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn, cfg: cfg,
+// sets' startup policy (see StartupPolicy); groups is Groups.
+func New(client versioned.Interface, cfg *rest.Config, groups func(namespace, name string) *v1alpha1.PodGroup, pods cache.Store, scheduler string, warn func(pod *v1.Pod, reason, msg string)) *Maker {
+	return &Maker{Client: client, Pods: pods, Scheduler: scheduler, Warn: warn, Groups: groups, cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "leaderworkerset-podgroups"})}
@@ -153,8 +149,11 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 		m.Warn(pod, ReasonInvalidGroup, err.Error()+"; the replica's pods are not placed until it is fixed")
 		return nil
 	}
+	if m.made(group) && (composite == nil || m.made(composite)) {
+		return nil // a leader's update: its PodGroups are there
+	}
 	if m.StartupPolicy != nil {
-		policy, err := m.policy(ctx, pod)
+		policy, err := m.StartupPolicy(ctx, pod.Namespace, pod.Labels[podgroup.LWSNameLabel])
 		if err != nil {
 			return err
 		}
@@ -171,19 +170,14 @@ func (m *Maker) sync(ctx context.Context, key types.NamespacedName) error {
 	return m.ensure(ctx, group)
 }
 
-// policy is the startup policy of the leader pod's set, read once per leader pod.
-func (m *Maker) policy(ctx context.Context, pod *v1.Pod) (string, error) {
-	if m.policies == nil {
-		m.policies = lru.New(policyCacheSize)
+// made reports whether the informer holds a PodGroup of want's name that ensure would leave as it
+// is: the one made for want's owner, or the user's.
+func (m *Maker) made(want *v1alpha1.PodGroup) bool {
+	if m.Groups == nil {
+		return false
 	}
-	if p, ok := m.policies.Get(pod.UID); ok {
-		return p.(string), nil
-	}
-	p, err := m.StartupPolicy(ctx, pod.Namespace, pod.Labels[podgroup.LWSNameLabel])
-	if err == nil {
-		m.policies.Add(pod.UID, p)
-	}
-	return p, err
+	have := m.Groups(want.Namespace, want.Name)
+	return have != nil && !Stale(have, want)
 }
 
 // ensure creates want unless a PodGroup of its name exists: one the scheduler made for an earlier

@@ -92,8 +92,8 @@ func TestEnsure(t *testing.T) {
 
 // TestSyncLeaderReady: a replica of a set whose startup policy is LeaderReady (its workers made only
 // once the leader is Ready) gets a PodGroup of minMember 1, its leader placed alone; any other policy,
-// or a set that cannot be read, a PodGroup of the replica's size; an error reading it is retried. The
-// set is read once per leader pod: its next update does not read it again (an error is not kept).
+// or a set that cannot be read, a PodGroup of the replica's size; an error reading it is retried. A
+// leader's next update, its PodGroup in the informer, reads nothing (after an error, the set again).
 func TestSyncLeaderReady(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -124,6 +124,14 @@ func TestSyncLeaderReady(t *testing.T) {
 					asked = ns + "/" + name
 					reads++
 					return tc.policy, tc.err
+				},
+				// The informer, standing in: what the API holds.
+				Groups: func(ns, name string) *v1alpha1.PodGroup {
+					pg, err := client.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), name, metav1.GetOptions{})
+					if err != nil {
+						return nil
+					}
+					return pg
 				}}
 			if err := m.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: "serve-0"}); (err != nil) != tc.wantErr {
 				t.Fatalf("sync: %v, want an error: %v", err, tc.wantErr)
@@ -140,10 +148,15 @@ func TestSyncLeaderReady(t *testing.T) {
 			case tc.wantMin > 0 && pg.Spec.MinMember != tc.wantMin:
 				t.Errorf("minMember %d, want %d", pg.Spec.MinMember, tc.wantMin)
 			}
-			// The leader's next update (it becomes Ready, say) reads the set again only after an error.
+			// The leader's next update (it becomes Ready, say) reads the set again only after an error,
+			// and writes nothing once its PodGroup is there.
+			writes := len(client.Actions())
 			_ = m.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: "serve-0"})
 			if want := map[bool]int{false: 1, true: 2}[tc.wantErr]; reads != want {
 				t.Errorf("the set read %d times over two syncs of one leader, want %d", reads, want)
+			}
+			if !tc.wantErr && len(client.Actions()) != writes+1 { // the stand-in informer's own Get
+				t.Errorf("the second sync made %d API calls, want none: %v", len(client.Actions())-writes-1, client.Actions()[writes:])
 			}
 		})
 	}
