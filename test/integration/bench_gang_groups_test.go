@@ -15,14 +15,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -139,17 +136,13 @@ func runGangGroupsJobs(b *testing.B, cs kubernetes.Interface, m benchScheduler, 
 	total := 0
 	for j := range jobs {
 		job := fmt.Sprintf("job-%d", j)
-		c := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job},
-			Spec: schedulingv1alpha3.CompositePodGroupSpec{WorkloadRef: &schedulingv1alpha3.WorkloadReference{WorkloadName: job, TemplateName: "job"}}}
-		c.Spec.SchedulingPolicy.Gang = &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: int32(len(gangGroupsRoles))}
+		c := inTreeComposite(ns, job, "", int32(len(gangGroupsRoles)))
 		if _, err := cs.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			b.Fatalf("creating CompositePodGroup %s: %v", job, err)
 		}
 		for _, r := range gangGroupsRoles {
-			spec := inTreeSpec(int32(r.size))
-			spec.ParentCompositePodGroupName = ptr.To(job)
-			spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: job, TemplateName: r.name}
-			pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job + "-" + r.name}, Spec: spec}
+			pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job + "-" + r.name},
+				Spec: inTreeChild(int32(r.size), job, r.name)}
 			if _, err := cs.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 				b.Fatalf("creating PodGroup %s: %v", pg.Name, err)
 			}
@@ -176,10 +169,10 @@ func runGangGroupsJobs(b *testing.B, cs kubernetes.Interface, m benchScheduler, 
 
 // benchPod is a 100m member of the in-tree PodGroup group ("" for none) for the scheduler.
 func benchPod(ns, name, scheduler, group string) *v1.Pod {
-	p := st.MakePod().Namespace(ns).Name(name).SchedulerName(scheduler).
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "100m", v1.ResourceMemory: "64Mi"}).Container("pause").Obj()
-	if group != "" {
-		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	p := inTreePod(ns, name, group, "100m")
+	p.Spec.SchedulerName = scheduler
+	if group == "" {
+		p.Spec.SchedulingGroup = nil
 	}
 	return p
 }
@@ -305,7 +298,9 @@ func createBenchNodes(b *testing.B, cs kubernetes.Interface, n int) {
 	for range 8 {
 		wg.Go(func() {
 			for name := range names {
-				createReadyNode(b, cs, name)
+				if _, err := makeReadyNode(context.Background(), cs, name, "8", "32Gi", nil); err != nil {
+					b.Error(err)
+				}
 			}
 		})
 	}
@@ -314,28 +309,6 @@ func createBenchNodes(b *testing.B, cs kubernetes.Interface, n int) {
 	}
 	close(names)
 	wg.Wait()
-}
-
-// createReadyNode is createNodeIn for a benchmark: a Ready node without the not-ready taint, kept.
-func createReadyNode(b *testing.B, cs kubernetes.Interface, name string) {
-	ctx := context.Background()
-	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
-	node, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Errorf("creating node %s: %v", name, err)
-		return
-	}
-	node.Status = v1.NodeStatus{Capacity: capacity, Allocatable: capacity, Phase: v1.NodeRunning,
-		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	if node, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		b.Errorf("marking node %s ready: %v", name, err)
-		return
-	}
-	node.Spec.Taints = nil
-	if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		b.Errorf("removing the taints of node %s: %v", name, err)
-	}
 }
 
 // fastClient is an admin clientset without client-side throttling, so creating pods measures the

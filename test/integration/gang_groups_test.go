@@ -309,6 +309,13 @@ func TestGangGroupsParentMissing(t *testing.T) {
 // minGroupCount children (0: basic), under parent ("" for a root).
 func createComposite(t *testing.T, ns, name, parent string, minGroupCount int32) {
 	t.Helper()
+	if _, err := client.SchedulingV1alpha3().CompositePodGroups(ns).Create(context.Background(), inTreeComposite(ns, name, parent, minGroupCount), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating CompositePodGroup %s/%s: %v", ns, name, err)
+	}
+}
+
+// inTreeComposite is createComposite's object (its Workload, "serve", need not exist).
+func inTreeComposite(ns, name, parent string, minGroupCount int32) *schedulingv1alpha3.CompositePodGroup {
 	c := &schedulingv1alpha3.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: schedulingv1alpha3.CompositePodGroupSpec{WorkloadRef: &schedulingv1alpha3.WorkloadReference{WorkloadName: "serve", TemplateName: name}}}
 	if parent != "" {
@@ -319,9 +326,15 @@ func createComposite(t *testing.T, ns, name, parent string, minGroupCount int32)
 	} else {
 		c.Spec.SchedulingPolicy.Basic = &schedulingv1alpha3.CompositeBasicSchedulingPolicy{}
 	}
-	if _, err := client.SchedulingV1alpha3().CompositePodGroups(ns).Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating CompositePodGroup %s/%s: %v", ns, name, err)
-	}
+	return c
+}
+
+// inTreeChild is the spec of an in-tree PodGroup of minCount (0: basic) under the composite parent.
+func inTreeChild(minCount int32, parent, name string) schedulingv1beta1.PodGroupSpec {
+	spec := inTreeSpec(minCount)
+	spec.ParentCompositePodGroupName = ptr.To(parent)
+	spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: "serve", TemplateName: name}
+	return spec
 }
 
 // TestGangGroupsInTree is the disaggregated job on the in-tree API: a CompositePodGroup (gang,
@@ -338,10 +351,7 @@ func TestGangGroupsInTree(t *testing.T) {
 		name string
 		min  int32
 	}{{"prefill", 2}, {"decode", 4}} {
-		spec := inTreeSpec(g.min)
-		spec.ParentCompositePodGroupName = ptr.To("serve")
-		spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: "serve", TemplateName: g.name}
-		createInTreePodGroup(t, ns, g.name, spec)
+		createInTreePodGroup(t, ns, g.name, inTreeChild(g.min, "serve", g.name))
 	}
 	createInTreeGang(t, ns, "decode", 4, "2")
 	createInTreeGang(t, ns, "prefill", 2, "5")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/utils/ptr"
 
 	"github.com/custom-scheduler/custom-scheduler/pkg/coscheduling/tree"
 )
@@ -119,12 +117,7 @@ var treeAPIs = []treeAPI{
 				createComposite(t, ns, n.name, parentName, count)
 				return
 			}
-			spec := inTreeSpec(count)
-			if parent != nil {
-				spec.ParentCompositePodGroupName = ptr.To(parentName)
-			}
-			spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: "serve", TemplateName: n.name}
-			createInTreePodGroup(t, ns, n.name, spec)
+			createInTreePodGroup(t, ns, n.name, inTreeChild(count, parentName, n.name)) // every leaf has a parent
 		},
 		pod: func(ns string, n *tnode, i int, node string) *v1.Pod {
 			p := inTreePod(ns, fmt.Sprintf("%s-%d", n.name, i), n.name, fmt.Sprint(n.cpu))

@@ -217,6 +217,24 @@ func createNode(t *testing.T, name, cpu, memory string, labels map[string]string
 func createNodeIn(t *testing.T, client kubernetes.Interface, name, cpu, memory string, labels map[string]string) *v1.Node {
 	t.Helper()
 	ctx := context.Background()
+	node, err := makeReadyNode(ctx, client, name, cpu, memory, labels)
+	if node != nil {
+		t.Cleanup(func() {
+			if err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting node %s: %v", name, err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+// makeReadyNode creates a schedulable Node with the given capacity, marks it Ready and removes the
+// not-ready taint (see createNode). The node is returned once created, with an error if a later step
+// failed.
+func makeReadyNode(ctx context.Context, client kubernetes.Interface, name, cpu, memory string, labels map[string]string) (*v1.Node, error) {
 	capacity := v1.ResourceList{
 		v1.ResourceCPU:    resource.MustParse(cpu),
 		v1.ResourceMemory: resource.MustParse(memory),
@@ -225,13 +243,9 @@ func createNodeIn(t *testing.T, client kubernetes.Interface, name, cpu, memory s
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	node, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("creating node %s: %v", name, err)
+		return nil, fmt.Errorf("creating node %s: %w", name, err)
 	}
-	t.Cleanup(func() {
-		if err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting node %s: %v", name, err)
-		}
-	})
+	created := node
 	node.Status = v1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,
@@ -243,7 +257,7 @@ func createNodeIn(t *testing.T, client kubernetes.Interface, name, cpu, memory s
 	}
 	node, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	if err != nil {
-		t.Fatalf("marking node %s ready: %v", name, err)
+		return created, fmt.Errorf("marking node %s ready: %w", name, err)
 	}
 	var taints []v1.Taint
 	for _, taint := range node.Spec.Taints {
@@ -254,9 +268,9 @@ func createNodeIn(t *testing.T, client kubernetes.Interface, name, cpu, memory s
 	node.Spec.Taints = taints
 	node, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	if err != nil {
-		t.Fatalf("removing the not-ready taint from node %s: %v", name, err)
+		return created, fmt.Errorf("removing the not-ready taint from node %s: %w", name, err)
 	}
-	return node
+	return node, nil
 }
 
 // createPod creates a pod and returns the created object.
